@@ -1,0 +1,270 @@
+"""Orbit experiment (seed 000, SPEC §1): one 32-head self-attention layer, penalised toward
+C_p-equivariance, learning (x1, x2, x3) -> (x2+x3, x3+x1, x1+x2) mod p.
+
+Model: W_E -> one bidirectional attention layer (no positional encoding, MLP, LayerNorm or
+biases; residual optional) -> W_U. The seed's code is due to Georg Bökman.
+
+Speed. Inputs are one-hot tokens and there are no positions, so the output at a position
+depends only on its own token a (the query) and the multiset of the three tokens (the keys).
+`grid_logits` computes G[a, b, c] = logits at a query a attending to keys {a, b, c} for the
+whole p^3 grid from the per-head p x p QK table M_h and OV table, by dense tensor products;
+every input's three outputs are cells of that grid ((x1,x2,x3), (x2,x1,x3), (x3,x1,x2)), and
+a shifted input grid is the same grid re-indexed, so the equivariance term over *all* inputs
+and *all* shifts costs one gather (see `eq_loss`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pipeline.config import ConfigError, TrainConfig
+from pipeline.experiments import Task, register
+
+
+@dataclass
+class OrbitConfig(TrainConfig):
+    epochs: int = 10000         # full-batch steps
+    p: int = 24                 # token values, group C_p
+    n_heads: int = 32
+    d_model: int = 128
+    d_head: int = 4
+    residual: bool = False      # add the residual stream (direct path W_E W_U) to the layer output
+    init_scale: float = 1.0     # multiplies every initial weight
+    train_frac: float = 0.3     # fraction of the p^3 inputs used for cross-entropy
+    split: str = "random"       # "random" inputs, or whole shift-"orbit"s of inputs held out together
+    lr: float = 1e-3
+    lr_schedule: str = "constant"  # "constant" or "cosine" (decays to 0 at the final epoch)
+    weight_decay: float = 1.0   # AdamW, decoupled
+    eq_weight: float = 1.0      # lambda: loss = CE(train) + lambda * eq_loss
+    eq_inputs: str = "all"      # inputs x the equivariance term sees: "all" p^3, or "train"
+
+    def validate(self) -> None:
+        super().validate()
+        if self.p < 2:
+            raise ConfigError(f"p must be >= 2, got {self.p}")
+        for key in ("n_heads", "d_model", "d_head"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if not 0 < self.train_frac <= 1:
+            raise ConfigError(f"train_frac must be in (0, 1], got {self.train_frac}")
+        if self.lr <= 0 or self.weight_decay < 0 or self.eq_weight < 0 or self.init_scale <= 0:
+            raise ConfigError("lr and init_scale must be > 0; weight_decay and eq_weight >= 0")
+        choices = {"split": ("random", "orbit"), "eq_inputs": ("all", "train"),
+                   "lr_schedule": ("constant", "cosine")}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ConfigError(f"{key} must be one of {allowed}, got {getattr(self, key)!r}")
+
+
+M_SHIFT = 2  # shifting every input by s shifts every output by 2s
+
+
+class AttentionLayer(nn.Module):
+    """W_E [p, d_model] -> heads (W_Q, W_K, W_V [H, d_model, d_head], W_O [H, d_head, d_model])
+    -> W_U [d_model, p]. Row-vector convention (x @ W), TransformerLens names."""
+
+    def __init__(self, p: int, n_heads: int, d_model: int, d_head: int, residual: bool, init_scale: float = 1.0):
+        super().__init__()
+        self.p, self.residual, self.d_head = p, residual, d_head
+        g = init_scale
+        self.W_E = nn.Parameter(g * torch.randn(p, d_model))
+        self.W_Q = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_K = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_V = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_O = nn.Parameter(g * torch.randn(n_heads, d_head, d_model) / math.sqrt(d_head * n_heads))
+        self.W_U = nn.Parameter(g * torch.randn(d_model, p) / math.sqrt(d_model))
+
+    def circuits(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """QK table M [H, p, p] (query token, key token; scaled by 1/sqrt(d_head) as the layer
+        does) and OV table [H, p, p] (key token, output class). SPEC §0 (R_h is OV[h].T)."""
+        q = torch.einsum("pd,hde->hpe", self.W_E, self.W_Q)           # (H, p, dh)
+        k = torch.einsum("pd,hde->hpe", self.W_E, self.W_K)           # (H, p, dh)
+        M = q @ k.transpose(1, 2) / math.sqrt(self.d_head)            # (H, p, p)
+        v = torch.einsum("pd,hde->hpe", self.W_E, self.W_V)           # (H, p, dh)
+        OV = v @ (self.W_O @ self.W_U)                                # (H, p, p_out)
+        return M, OV
+
+    def grid_logits(self) -> torch.Tensor:
+        """Logits G [a, b, c, class] at a query token a with keys {a, b, c}, for all p^3 cells."""
+        M, OV = self.circuits()
+        s0 = torch.diagonal(M, dim1=1, dim2=2)[:, :, None, None]      # (H, a, 1, 1) self
+        s1 = M[:, :, :, None]                                         # (H, a, b, 1)
+        s2 = M[:, :, None, :]                                         # (H, a, 1, c)
+        mx = torch.maximum(torch.maximum(s0, s1), s2).detach()       # (H, a, b, c)
+        e0, e1, e2 = (s0 - mx).exp(), (s1 - mx).exp(), (s2 - mx).exp()
+        z = e0 + e1 + e2
+        a0, a1 = e0 / z, e1 / z
+        t0 = torch.einsum("habc,hax->abcx", a0, OV)                   # attention on the query's own token
+        t1 = torch.einsum("habc,hbx->abcx", a1, OV)                   # on key b
+        out = t0 + t1 + t1.transpose(1, 2)                            # key c: a2[a,b,c] = a1[a,c,b]
+        if self.residual:
+            out = out + (self.W_E @ self.W_U)[:, None, None, :]
+        return out                                                    # (p, p, p, p_out)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Straightforward per-sample path: tokens [B, 3] -> logits [B, 3, p]. Used as the
+        reference in tests and bench/train_speed.py."""
+        x = self.W_E[tokens]                                          # (B, 3, d)
+        q = torch.einsum("bid,hde->bhie", x, self.W_Q)                # (B, H, 3, dh)
+        k = torch.einsum("bid,hde->bhie", x, self.W_K)
+        v = torch.einsum("bid,hde->bhie", x, self.W_V)
+        att = (q @ k.transpose(-1, -2) / math.sqrt(self.d_head)).softmax(-1)  # (B, H, 3, 3)
+        z = torch.einsum("bhij,bhje->bhie", att, v)                   # (B, H, 3, dh)
+        out = torch.einsum("bhie,hed->bid", z, self.W_O)              # (B, 3, d)
+        if self.residual:
+            out = out + x
+        return out @ self.W_U
+
+
+def all_inputs(p: int) -> np.ndarray:
+    """All p^3 inputs [p^3, 3] in C order: row i = (i // p^2, i // p % p, i % p)."""
+    return np.stack(np.meshgrid(np.arange(p), np.arange(p), np.arange(p), indexing="ij"), -1).reshape(-1, 3)
+
+
+def targets(x: np.ndarray, p: int) -> np.ndarray:
+    """(x2+x3, x3+x1, x1+x2) mod p for inputs [N, 3]."""
+    return np.stack([x[:, 1] + x[:, 2], x[:, 2] + x[:, 0], x[:, 0] + x[:, 1]], -1) % p
+
+
+def make_split(p: int, train_frac: float, mode: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded (train, heldout) index arrays into `all_inputs(p)`. Mode "orbit" keeps each
+    diagonal-shift orbit {x + s} (p inputs) wholly on one side."""
+    rng = np.random.default_rng(seed)
+    N = p ** 3
+    if mode == "orbit":
+        x = all_inputs(p)
+        orbit = ((x[:, 1] - x[:, 0]) % p) * p + (x[:, 2] - x[:, 0]) % p
+        chosen = rng.permutation(p * p)[: max(1, round(train_frac * p * p))]
+        mask = np.isin(orbit, chosen)
+    else:
+        mask = np.zeros(N, bool)
+        mask[rng.permutation(N)[: max(1, round(train_frac * N))]] = True
+    return np.flatnonzero(mask), np.flatnonzero(~mask)
+
+
+def cell_weights(idx: np.ndarray, p: int) -> np.ndarray:
+    """How often each grid cell (a, b, c) is an (input, position) of the inputs `idx`: [p, p, p]."""
+    x = all_inputs(p)[idx]
+    w = np.zeros((p, p, p))
+    for cells in (x[:, [0, 1, 2]], x[:, [1, 0, 2]], x[:, [2, 0, 1]]):
+        np.add.at(w, (cells[:, 0], cells[:, 1], cells[:, 2]), 1.0)
+    return w
+
+
+def orbit_gather_index(p: int, m: int) -> torch.Tensor:
+    """Flat index I [p^4] with G.flatten()[I].view(p, p*p, p)[a, o, k'] = G[a, a+b', a+c', k'+m*a],
+    o = b' * p + c'. In these coordinates the shift x -> x+s, k -> k+ms moves only along a."""
+    a, b, c, k = np.meshgrid(*(np.arange(p),) * 4, indexing="ij")
+    flat = ((a * p + (a + b) % p) * p + (a + c) % p) * p + (k + m * a) % p
+    return torch.from_numpy(flat.reshape(-1))
+
+
+def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Equivariance loss: mean over inputs x (weighted by `w`) and shifts s != 0 of
+    ||l(x+s) - roll_{ms} l(x)||^2, l = log-probabilities [3, p] of all positions.
+
+    logp: grid log-probs [p, p, p, p]; w: cell weights in gathered coordinates [p, p*p]
+    (from `cell_weights`, summing to 3 * #inputs). Exact, all shifts at once: with
+    d_a = l_a - mu (mu the w-weighted mean over a of an orbit o),
+    sum_{a,a'} w_a ||l_a' - l_a||^2 = p sum_a w_a ||d_a||^2 + W_o sum_a ||d_a||^2.
+    """
+    p = logp.shape[0]
+    lr = logp.reshape(-1)[gather].view(p, p * p, p)                       # (a, orbit, k')
+    W = w.sum(0)                                                          # (orbit,)
+    mu = (w[:, :, None] * lr).sum(0) / W.clamp_min(1e-12)[:, None]        # (orbit, k')
+    d2 = (lr - mu).pow(2).sum(-1)                                         # (a, orbit)
+    total = p * (w * d2).sum() + (W * d2).sum()
+    n_inputs = w.sum() / 3
+    return total / (n_inputs * (p - 1))
+
+
+def eq_error(logp: torch.Tensor, gather: torch.Tensor) -> float:
+    """SPEC §1: max_s ||l(x+s) - roll_{ms} l(x)||_F / ||l(x)||_F over all inputs x, with the
+    autocorrelation along the shift axis computed by FFT in float64."""
+    p = logp.shape[0]
+    lr = logp.reshape(-1)[gather].view(p, -1).double()                    # (a, rest)
+    power = torch.fft.rfft(lr, dim=0).abs().pow(2).sum(1)
+    corr = torch.fft.irfft(power, n=p)                                    # corr[s] = sum_a <l_{a+s}, l_a>
+    total = lr.pow(2).sum()
+    diff = (2 * total - 2 * corr[1:]).clamp_min(0)
+    return float((diff.max() / total).sqrt()) if p > 1 else 0.0
+
+
+@register
+class OrbitTask(Task):
+    name = "orbits"
+    description = "seed 000: 32-head equivariance-penalised attention layer on modular addition (C_24)"
+    Config = OrbitConfig
+
+    def __init__(self, cfg: OrbitConfig):
+        super().__init__(cfg)
+        p = cfg.p
+        self.model = AttentionLayer(p, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.residual, cfg.init_scale)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.train_idx, self.heldout_idx = make_split(p, cfg.train_frac, cfg.split, cfg.seed)
+        self.gather = orbit_gather_index(p, M_SHIFT)
+        g = self.gather.view(p, p * p, p)[:, :, 0] // p                       # cell index of (a, orbit)
+        w_train = torch.from_numpy(cell_weights(self.train_idx, p)).float()
+        w_held = torch.from_numpy(cell_weights(self.heldout_idx, p)).float()
+        self.w_train, self.w_held = w_train, w_held
+        eq_w = w_train + w_held if cfg.eq_inputs == "all" else w_train
+        self.w_eq = eq_w.reshape(-1)[g]                                       # (a, orbit)
+        b, c = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
+        self.target = torch.from_numpy((b + c) % p).expand(p, p, p)           # target of cell (a,b,c)
+
+    def _losses(self, logits: torch.Tensor):
+        logp = logits.log_softmax(-1)
+        nll = -logp.gather(-1, self.target[..., None]).squeeze(-1)            # (a, b, c)
+        ce = (self.w_train * nll).sum() / self.w_train.sum()
+        eq = eq_loss(logp, self.gather, self.w_eq) if self.cfg.eq_weight > 0 else logp.new_zeros(())
+        return logp, nll, ce, eq
+
+    def _lr(self, epoch: int) -> float:
+        if self.cfg.lr_schedule == "cosine":
+            return self.cfg.lr * 0.5 * (1 + math.cos(math.pi * min(epoch, self.cfg.epochs) / max(1, self.cfg.epochs)))
+        return self.cfg.lr
+
+    def step(self, epoch: int) -> dict[str, float]:
+        if self.cfg.lr_schedule != "constant":
+            for group in self.optimizer.param_groups:
+                group["lr"] = self._lr(epoch - 1)
+        _, _, ce, eq = self._losses(self.model.grid_logits())
+        loss = ce + self.cfg.eq_weight * eq
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return {}
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        logits = self.model.grid_logits()
+        logp, nll, ce, eq = self._losses(logits)
+        correct = (logits.argmax(-1) == self.target).float()
+        held = self.w_held.sum().clamp_min(1)
+        return {
+            "train_loss": float(ce),
+            "train_acc": float((self.w_train * correct).sum() / self.w_train.sum()),
+            "heldout_loss": float((self.w_held * nll).sum() / held),
+            "heldout_acc": float((self.w_held * correct).sum() / held),
+            "eq_loss": float(eq),
+            "eq_error": eq_error(logp, self.gather),
+        }
+
+    def split(self) -> dict[str, np.ndarray]:
+        return {"train": self.train_idx, "heldout": self.heldout_idx}
+
+    def attrs(self) -> dict:
+        return {"n": self.cfg.p, "m": M_SHIFT}
+
+    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
+        return {"loss": f"{metrics['train_loss']:.3g}", "train": f"{metrics['train_acc']:.3f}",
+                "held": f"{metrics['heldout_acc']:.3f}", "eq_err": f"{metrics['eq_error']:.1e}"}
+
+    def summary(self, metrics: dict[str, float]) -> str:
+        return (f"train acc {metrics['train_acc']:.2%}, held-out acc {metrics['heldout_acc']:.2%}, "
+                f"equivariance error {metrics['eq_error']:.2e}")
