@@ -1,0 +1,1 @@
+"""Subcommands of `python -m render`, one module each (found automatically)."""
