@@ -1,0 +1,50 @@
+"""Token-space QK and OV circuits of each head, as SPEC §0 defines them (seed 000 notation).
+
+QK: M_h[a, b] = attention score of query token a on key token b, scaled as the layer scales
+    it, so that softmax_b M_h[x_i, x_b] is the layer's attention:
+        M_h = W_E W_Q[h] W_K[h]^T W_E^T / sqrt(d_head)               [n_heads, d_vocab, d_vocab]
+OV: R_h[c, b] = logit added to output class c per unit of attention on token b:
+        R_h = (W_E W_V[h] W_O[h] W_U)^T                              [n_heads, d_vocab_out, d_vocab]
+Gauge (softmax invariances): compare QK after centring each row (over keys), and OV after
+centring each column over output classes. All functions accept extra leading axes (e.g. time).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def qk_circuit(W_E: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray) -> np.ndarray:
+    """M [..., n_heads, d_vocab, d_vocab] from W_E [..., d_vocab, d_model],
+    W_Q, W_K [..., n_heads, d_model, d_head]. Computed in float64."""
+    W_E = np.asarray(W_E, np.float64)
+    q = np.einsum("...pd,...hde->...hpe", W_E, np.asarray(W_Q, np.float64))   # (..., H, p, dh)
+    k = np.einsum("...pd,...hde->...hpe", W_E, np.asarray(W_K, np.float64))
+    return q @ np.swapaxes(k, -1, -2) / np.sqrt(np.shape(W_Q)[-1])
+
+
+def ov_circuit(W_E: np.ndarray, W_V: np.ndarray, W_O: np.ndarray, W_U: np.ndarray) -> np.ndarray:
+    """R [..., n_heads, d_vocab_out, d_vocab] from W_E [..., d_vocab, d_model], W_V [..., H, d_model, d_head],
+    W_O [..., H, d_head, d_model], W_U [..., d_model, d_vocab_out]. Computed in float64."""
+    W_E = np.asarray(W_E, np.float64)
+    v = np.einsum("...pd,...hde->...hpe", W_E, np.asarray(W_V, np.float64))    # (..., H, p, dh)
+    ou = np.asarray(W_O, np.float64) @ np.asarray(W_U, np.float64)[..., None, :, :]  # (..., H, dh, c)
+    return np.swapaxes(v @ ou, -1, -2)                                          # (..., H, c, p)
+
+
+def centre_qk(M: np.ndarray) -> np.ndarray:
+    """Remove each query row's mean (softmax ignores a constant per query)."""
+    return M - M.mean(axis=-1, keepdims=True)
+
+
+def centre_ov(R: np.ndarray) -> np.ndarray:
+    """Remove each input column's mean over output classes (the output softmax ignores it)."""
+    return R - R.mean(axis=-2, keepdims=True)
+
+
+def circuits(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """{'qk': M, 'ov': R} from a snapshot's weights dict (W_E, W_Q, W_K, W_V, W_O, W_U)."""
+    return {"qk": qk_circuit(weights["W_E"], weights["W_Q"], weights["W_K"]),
+            "ov": ov_circuit(weights["W_E"], weights["W_V"], weights["W_O"], weights["W_U"])}
+
+
+CIRCUIT_WEIGHTS = {"qk": ("W_E", "W_Q", "W_K"), "ov": ("W_E", "W_V", "W_O", "W_U")}
