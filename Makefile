@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 RUN := data/orbits.h5
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup test movie retrain train-orbits figures bench clean
+.PHONY: setup test movie retrain train-orbits figures bench clean superposition
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,21 @@ retrain: setup
 
 figures: train-orbits
 	$(PY) -m render figures $(RUN) --out outputs/orbits/figures
+
+# make superposition - seed 004: train 2 heads x d_head 1 (SUPERPOSITION_SEEDS) and 1 head x d_head 4
+# (SUPERPOSITION_WIDE_SEEDS), one run at a time on one thread; table, figures and QK-plane movie
+SUPERPOSITION_SEEDS ?= 0 1 2 3 4 5 6 7 8 9
+SUPERPOSITION_WIDE_SEEDS ?= 0 1 2
+SUPERPOSITION_RUNS := $(foreach s,$(SUPERPOSITION_SEEDS),data/superposition/h2d1_seed$(s).h5) \
+	$(foreach s,$(SUPERPOSITION_WIDE_SEEDS),data/superposition/h1d4_seed$(s).h5)
+
+superposition: setup
+	mkdir -p data/superposition
+	for s in $(SUPERPOSITION_SEEDS); do OMP_NUM_THREADS=1 $(PY) -m pipeline train ov-coherent \
+		--out data/superposition/h2d1_seed$$s.h5 --set seed=$$s --reuse || exit 1; done
+	for s in $(SUPERPOSITION_WIDE_SEEDS); do OMP_NUM_THREADS=1 $(PY) -m pipeline train ov-coherent \
+		--out data/superposition/h1d4_seed$$s.h5 --set seed=$$s --set n_heads=1 --set d_head=4 --reuse || exit 1; done
+	$(PY) -m render superposition $(SUPERPOSITION_RUNS) --out outputs/superposition
 
 bench: setup
 	$(PY) bench/train_speed.py
