@@ -4,7 +4,8 @@ Both sides import this module; it needs only numpy and h5py (never torch).
 Layout (schema version 1, see README "Run file"):
 
     /                     attrs: schema_version, experiment, config (JSON), seed, created (ISO 8601),
-                                 versions (JSON), git_commit, complete (bool), n, m (symmetric runs)
+                                 versions (JSON), git_commit, n, m (symmetric runs)
+    /complete             [1] int8, 1 once training reached its final epoch
     /snapshots/epoch      [T] int64, the scheduled epochs written so far
     /snapshots/<weight>   [T, ...] float32, TransformerLens names (W_E, W_Q, W_K, W_V, W_O, W_U, ...)
     /metrics/epoch        [T] int64, same epochs as the snapshots
@@ -29,6 +30,7 @@ SCHEMA_VERSION = 1
 SNAPSHOTS = "snapshots"
 METRICS = "metrics"
 SPLIT = "split"
+COMPLETE = "complete"
 EPOCH = "epoch"
 REQUIRED_ATTRS = ("schema_version", "experiment", "config", "seed", "created", "versions")
 
@@ -75,6 +77,15 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
         f.close()
         raise RunFileError(f"{path} is damaged: {str(exc).splitlines()[0]}") from None
     return f
+
+
+def is_complete(f: h5py.File) -> bool:
+    """True once the writer marked the run finished (refreshes for live readers)."""
+    if COMPLETE not in f:
+        return False
+    ds = f[COMPLETE]
+    ds.refresh()
+    return bool(ds[0])
 
 
 def read_config(f: h5py.File) -> dict:

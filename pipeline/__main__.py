@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--reuse", action="store_true",
                     help="keep a complete run file with the same config, resume an incomplete one, "
                          "else train anew (what `make movie` uses)")
+    tr.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
+                    help="replace the resume checkpoint at most this often (default 30; 0 = every snapshot)")
     tr.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -48,16 +50,13 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or Path("data") / f"{args.experiment}.h5"
         resume, force = args.resume, args.force
         if args.reuse:
-            status = train.run_status(out)
-            same = status != "missing" and train.stored_config(out) == train.config_dict(cfg) \
-                if status != "missing" else False
-            if status == "complete" and same:
+            plan = train.reuse_plan(out, cfg)
+            if plan == "reuse":
                 print(f"{out}: complete run with this config, reused (make retrain to train anew)")
                 return 0
-            resume = status == "incomplete" and same and train.checkpoint_path(out).exists()
-            force = not resume
+            resume, force = plan == "resume", plan == "new"
         result = train.train(args.experiment, cfg, out, resume=resume, force=force,
-                             progress=not args.no_progress)
+                             progress=not args.no_progress, checkpoint_seconds=args.checkpoint_every)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

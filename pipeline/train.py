@@ -72,7 +72,7 @@ def run_status(path: str | os.PathLike) -> str:
         return "missing"
     try:
         with runfile.open_for_reading(path) as f:
-            return "complete" if bool(f.attrs.get("complete", False)) else "incomplete"
+            return "complete" if runfile.is_complete(f) else "incomplete"
     except runfile.RunFileError:
         return "incomplete"
 
@@ -82,9 +82,20 @@ def config_dict(cfg: TrainConfig) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True))
 
 
-def stored_config(path: str | os.PathLike) -> dict:
-    with runfile.open_for_reading(path) as f:
-        return runfile.read_config(f)
+def reuse_plan(path: str | os.PathLike, cfg: TrainConfig) -> str:
+    """What `--reuse` does with `path`: 'reuse' a complete run with this config, 'resume' an
+    incomplete one with this config and a checkpoint, else train a 'new' one."""
+    status = run_status(path)
+    if status == "missing":
+        return "new"
+    try:
+        with runfile.open_for_reading(path) as f:
+            same = runfile.read_config(f) == config_dict(cfg)
+    except runfile.RunFileError:
+        return "new"
+    if same and status == "complete":
+        return "reuse"
+    return "resume" if same and checkpoint_path(path).exists() else "new"
 
 
 def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False,

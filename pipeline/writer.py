@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 
 import runfile
-from runfile import EPOCH, METRICS, SNAPSHOTS, SPLIT
+from runfile import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
 
 
 def _partial(path: Path) -> Path:
@@ -44,7 +44,7 @@ class RunWriter:
         try:
             for key, value in attrs.items():
                 f.attrs[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
-            f.attrs["complete"] = False
+            f.create_dataset(COMPLETE, shape=(1,), maxshape=(1,), chunks=(1,), dtype=np.int8)
             snaps, mets = f.create_group(SNAPSHOTS), f.create_group(METRICS)
             for name, w in weights.items():
                 w = np.asarray(w, dtype=np.float32)
@@ -90,7 +90,7 @@ class RunWriter:
                     f.attrs[key] = value
                 for key, value in (attrs or {}).items():
                     f.attrs[key] = value
-                f.attrs["complete"] = False
+                f.create_dataset(COMPLETE, shape=(1,), maxshape=(1,), chunks=(1,), dtype=np.int8)
                 for group, n in ((SNAPSHOTS, keep), (METRICS, keep_m)):
                     g = f.create_group(group)
                     for name, ds in src[group].items():
@@ -110,7 +110,8 @@ class RunWriter:
         return cls(f, path)
 
     def append(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
-        """Append one snapshot and its metrics, then flush. Weights first, epoch last."""
+        """Append one snapshot and its metrics, then flush. Weights first, epoch last, with a
+        flush between (one flush may reach the file in any object order)."""
         snaps, mets = self.f[SNAPSHOTS], self.f[METRICS]
         t = snaps[EPOCH].shape[0]
         for name, w in weights.items():
@@ -124,6 +125,7 @@ class RunWriter:
             ds[k] = value
         mets[EPOCH].resize(k + 1, axis=0)
         mets[EPOCH][k] = epoch
+        self.f.flush()  # the records reach the file before the epoch that announces them
         snaps[EPOCH].resize(t + 1, axis=0)
         snaps[EPOCH][t] = epoch
         self.f.flush()
@@ -133,11 +135,10 @@ class RunWriter:
         return int(ep[ep.shape[0] - 1]) if ep.shape[0] else -1
 
     def mark_complete(self) -> None:
-        """Flag the run as finished. Attributes cannot change under SWMR, so this closes the
-        file and reopens it briefly (no reader can see a half-written attribute)."""
-        self.f.close()
-        with h5py.File(self.path, "r+", libver="latest") as f:
-            f.attrs["complete"] = True
+        """Flag the run as finished (/complete = 1). A dataset, not an attribute: attributes
+        cannot change under SWMR, and reopening the file would clash with live readers."""
+        self.f[COMPLETE][0] = 1
+        self.f.flush()
 
     def close(self) -> None:
         if self.f.id.valid:

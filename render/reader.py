@@ -44,10 +44,13 @@ class Run:
         """Pick up snapshots appended by a live writer (SWMR): epochs first, then weights."""
         ep = self.f[SNAPSHOTS][EPOCH]
         ep.refresh()
-        self.epochs = ep[()]
+        count = ep.shape[0]
         for name in self.weight_names:
-            self.f[SNAPSHOTS][name].refresh()
-        self.complete = bool(self.f.attrs.get("complete", False))
+            ds = self.f[SNAPSHOTS][name]
+            ds.refresh()
+            count = min(count, ds.shape[0])  # defensive: a snapshot is complete only when all agree
+        self.epochs = ep[:count]
+        self.complete = runfile.is_complete(self.f)
         if len(self.epochs) == 0:
             raise RunFileError(f"{self.path} holds no snapshot yet")
 

@@ -42,6 +42,8 @@ class OrbitConfig(TrainConfig):
     weight_decay: float = 1.0   # AdamW, decoupled
     eq_weight: float = 1.0      # lambda: loss = CE(train) + lambda * eq_loss
     eq_inputs: str = "all"      # inputs x the equivariance term sees: "all" p^3, or "train"
+    eq_start: int = 0           # lambda is 0 before this epoch (fit first) ...
+    eq_ramp: int = 0            # ... then rises linearly to eq_weight over this many epochs
 
     def validate(self) -> None:
         super().validate()
@@ -54,6 +56,8 @@ class OrbitConfig(TrainConfig):
             raise ConfigError(f"train_frac must be in (0, 1], got {self.train_frac}")
         if self.lr <= 0 or self.weight_decay < 0 or self.eq_weight < 0 or self.init_scale <= 0:
             raise ConfigError("lr and init_scale must be > 0; weight_decay and eq_weight >= 0")
+        if self.eq_start < 0 or self.eq_ramp < 0:
+            raise ConfigError("eq_start and eq_ramp must be >= 0")
         choices = {"split": ("random", "orbit"), "eq_inputs": ("all", "train"),
                    "lr_schedule": ("constant", "cosine")}
         for key, allowed in choices.items():
@@ -229,12 +233,19 @@ class OrbitTask(Task):
             return self.cfg.lr * 0.5 * (1 + math.cos(math.pi * min(epoch, self.cfg.epochs) / max(1, self.cfg.epochs)))
         return self.cfg.lr
 
+    def _eq_weight(self, epoch: int) -> float:
+        """lambda at `epoch`: 0 before eq_start, then a linear ramp of eq_ramp epochs to eq_weight."""
+        cfg = self.cfg
+        if epoch < cfg.eq_start:
+            return 0.0
+        return cfg.eq_weight * min(1.0, (epoch - cfg.eq_start + 1) / max(1, cfg.eq_ramp))
+
     def step(self, epoch: int) -> dict[str, float]:
         if self.cfg.lr_schedule != "constant":
             for group in self.optimizer.param_groups:
                 group["lr"] = self._lr(epoch - 1)
         _, _, ce, eq = self._losses(self.model.grid_logits())
-        loss = ce + self.cfg.eq_weight * eq
+        loss = ce + self._eq_weight(epoch - 1) * eq
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()

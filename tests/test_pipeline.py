@@ -1,0 +1,314 @@
+"""Training side: schedule, config, run-file round trip, live reading, crash + resume, determinism,
+and the fast grid model against the straightforward per-sample model."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+import runfile
+from pipeline import config
+from pipeline.__main__ import main as pipeline_main
+from pipeline.experiments.orbits import (AttentionLayer, OrbitConfig, OrbitTask, all_inputs, eq_error,
+                                         eq_loss, orbit_gather_index)
+from pipeline.schedule import snapshot_epochs
+from pipeline.train import checkpoint_path, train
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["p=5", "n_heads=3", "d_model=8", "d_head=2", "early_every=10", "switch_epoch=30", "late_every=20"]
+
+
+def tiny_cfg(**kw) -> OrbitConfig:
+    sets = dict(s.split("=") for s in TINY)
+    sets.update({k: str(v) for k, v in kw.items()})
+    return config.resolve(OrbitConfig, sets=sets)
+
+
+# --- schedule -----------------------------------------------------------------------------------
+
+def test_default_schedule_matches_seed():
+    ep = snapshot_epochs(10000)
+    assert ep[0] == 0 and ep[-1] == 10000
+    assert np.all(np.diff(ep[ep <= 4000]) == 25) and ep[ep <= 4000][-1] == 4000
+    assert np.all(np.diff(ep[ep >= 4000]) == 100)
+    assert len(ep) == 161 + 60
+
+
+def test_schedule_includes_final_epoch_and_log_early():
+    assert snapshot_epochs(4030).tolist()[-3:] == [3975, 4000, 4030]
+    assert snapshot_epochs(60, 25, 4000, 100).tolist() == [0, 25, 50, 60]
+    assert snapshot_epochs(100, 25, 4000, 100, log_early=True).tolist()[:7] == [0, 1, 2, 4, 8, 16, 25]
+    assert snapshot_epochs(0).tolist() == [0]
+
+
+# --- config -------------------------------------------------------------------------------------
+
+def test_config_layers_defaults_toml_and_sets(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text("lr = 0.01\nn_heads = 8\nresidual = true\n")
+    cfg = config.resolve(OrbitConfig, config.load_toml(toml), config.parse_sets(["n_heads=4", "eq_weight=3"]))
+    assert (cfg.lr, cfg.n_heads, cfg.residual, cfg.eq_weight, cfg.d_model) == (0.01, 4, True, 3.0, 128)
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["bogus=1"], "unknown config key 'bogus'"),
+    (["n_heads=two"], "n_heads must be int"),
+    (["n_heads=0"], "n_heads must be >= 1"),
+    (["epochs=-1"], "epochs must be >= 0"),
+    (["train_frac=0"], "train_frac must be in (0, 1]"),
+    (["train_frac=1.5"], "train_frac must be in (0, 1]"),
+    (["residual=maybe"], "residual must be true or false"),
+    (["split=thirds"], "split must be one of"),
+    (["lr"], "--set expects KEY=VALUE"),
+])
+def test_bad_config_is_one_line_exit_2_and_creates_nothing(tmp_path, capsys, sets, message):
+    out = tmp_path / "run.h5"
+    argv = ["train", "orbits", "--out", str(out), "--no-progress"]
+    for s in sets:
+        argv += ["--set", s]
+    assert pipeline_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and err.startswith("error:")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_toml_unknown_experiment_and_existing_output(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("lr = = 3\n")
+    assert pipeline_main(["train", "orbits", "--config", str(bad)]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
+    assert pipeline_main(["train", "orbits", "--config", str(tmp_path / "nope.toml")]) == 2
+    assert "cannot read config file" in capsys.readouterr().err
+    assert pipeline_main(["train", "orbitz"]) == 2
+    assert "unknown experiment 'orbitz'; known: " in capsys.readouterr().err
+    existing = tmp_path / "run.h5"
+    existing.write_bytes(b"precious")
+    assert pipeline_main(["train", "orbits", "--out", str(existing), "--no-progress"] +
+                         sum((["--set", s] for s in TINY), [])) == 2
+    assert "exists; pass --resume" in capsys.readouterr().err
+    assert existing.read_bytes() == b"precious"
+
+
+def test_cli_exit_code_without_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pipeline", "train", "orbits", "--set", "n_heads=0",
+                           "--out", str(tmp_path / "x.h5")], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: n_heads must be >= 1, got 0"
+    assert not (tmp_path / "x.h5").exists()
+
+
+# --- model and losses ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_grid_logits_equal_per_sample_forward(residual):
+    torch.manual_seed(1)
+    p = 7
+    model = AttentionLayer(p, n_heads=3, d_model=16, d_head=2, residual=residual)
+    x = torch.from_numpy(all_inputs(p))
+    with torch.no_grad():
+        ref = model(x)                                                  # (N, 3, p)
+        G = model.grid_logits()
+    cells = torch.stack([G[x[:, 0], x[:, 1], x[:, 2]], G[x[:, 1], x[:, 0], x[:, 2]],
+                         G[x[:, 2], x[:, 0], x[:, 1]]], 1)
+    torch.testing.assert_close(cells, ref, rtol=1e-5, atol=1e-5)
+
+
+def _brute_eq(logp: torch.Tensor, inputs: np.ndarray, p: int, m: int = 2):
+    """Direct SPEC §1 definitions: mean squared loss and max relative error over shifts."""
+    x = torch.from_numpy(all_inputs(p))
+    ell = torch.stack([logp[x[:, 0], x[:, 1], x[:, 2]], logp[x[:, 1], x[:, 0], x[:, 2]],
+                       logp[x[:, 2], x[:, 0], x[:, 1]]], 1).double()  # (N, 3, p)
+    flat = lambda xx: xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+    sel = torch.from_numpy(inputs)
+    total, errs = 0.0, []
+    for s in range(1, p):
+        d = ell[flat((x[sel] + s) % p)] - torch.roll(ell[sel], m * s, dims=-1)
+        total += float(d.pow(2).sum())
+        full = ell[flat((x + s) % p)] - torch.roll(ell, m * s, dims=-1)
+        errs.append(float(full.norm() / ell.norm()))
+    return total / (len(inputs) * (p - 1)), max(errs)
+
+
+@pytest.mark.parametrize("eq_inputs", ["all", "train"])
+def test_eq_loss_and_error_match_direct_definition(eq_inputs):
+    torch.manual_seed(0)
+    task = OrbitTask(tiny_cfg(p=6, eq_inputs=eq_inputs))
+    with torch.no_grad():
+        logp = task.model.grid_logits().log_softmax(-1)
+    inputs = np.arange(6 ** 3) if eq_inputs == "all" else task.train_idx
+    loss, err = _brute_eq(logp, inputs, 6)
+    assert float(eq_loss(logp, task.gather, task.w_eq)) == pytest.approx(loss, rel=1e-5)
+    assert eq_error(logp, task.gather) == pytest.approx(err, rel=1e-6)
+    assert err > 0.05  # a random layer is far from equivariant
+
+
+def exactly_equivariant_layer(p: int, m: int = 2, d_head: int = 2, seed: int = 0) -> AttentionLayer:
+    """One regular orbit of p heads: W_E = W_U = I (d_model = p), head s = head 0 shifted by s,
+    i.e. M_s = T_s M_0 T_s^-1 and R_s = T_{ms} R_0 T_s^-1 (SPEC §0)."""
+    g = torch.Generator().manual_seed(seed)
+    model = AttentionLayer(p, n_heads=p, d_model=p, d_head=d_head, residual=False)
+    q0, k0, v0 = (torch.randn(p, d_head, generator=g) for _ in range(3))
+    o0 = torch.randn(d_head, p, generator=g)
+    with torch.no_grad():
+        model.W_E.copy_(torch.eye(p))
+        model.W_U.copy_(torch.eye(p))
+        for s in range(p):
+            model.W_Q[s] = torch.roll(q0, s, 0)        # W_Q[s][a+s] = W_Q[0][a]
+            model.W_K[s] = torch.roll(k0, s, 0)
+            model.W_V[s] = torch.roll(v0, s, 0)
+            model.W_O[s] = torch.roll(o0, m * s, 1)    # W_O[s][:, c+ms] = W_O[0][:, c]
+    return model
+
+
+@pytest.mark.parametrize("p", [6, 7, 24])
+def test_equivariance_error_of_exact_layer_is_tiny(p):
+    model = exactly_equivariant_layer(p)
+    gather = orbit_gather_index(p, 2)
+    with torch.no_grad():
+        logp = model.grid_logits().log_softmax(-1)
+        assert eq_error(logp, gather) < 1e-6
+        w = torch.full((p, p * p), 3.0)
+        assert float(eq_loss(logp, gather, w)) < 1e-10
+        # breaking the orbit (perturb one head) makes the error large
+        model.W_Q[0] += 1.0
+        assert eq_error(model.grid_logits().log_softmax(-1), gather) > 1e-3
+
+
+# --- run file -----------------------------------------------------------------------------------
+
+def test_run_file_round_trip(tmp_path):
+    out = tmp_path / "run.h5"
+    cfg = tiny_cfg(epochs=60)
+    result = train("orbits", cfg, out, progress=False)
+    with runfile.open_for_reading(out) as f:
+        assert f["snapshots/epoch"][()].tolist() == [0, 10, 20, 30, 50, 60]
+        assert f["metrics/epoch"][()].tolist() == [0, 10, 20, 30, 50, 60]
+        shapes = {k: f["snapshots"][k].shape for k in runfile.weight_names(f)}
+        assert shapes == {"W_E": (6, 5, 8), "W_Q": (6, 3, 8, 2), "W_K": (6, 3, 8, 2), "W_V": (6, 3, 8, 2),
+                          "W_O": (6, 3, 2, 8), "W_U": (6, 8, 5)}
+        assert all(f["snapshots"][k].dtype == np.float32 for k in shapes)
+        assert f["snapshots/W_Q"].chunks[0] == 1
+        assert set(f["metrics"]) == {"epoch", "train_loss", "train_acc", "heldout_loss", "heldout_acc",
+                                     "eq_loss", "eq_error"}
+        a = f.attrs
+        assert a["schema_version"] == 1 and a["experiment"] == "orbits" and a["seed"] == 0
+        assert (a["n"], a["m"]) == (5, 2) and runfile.is_complete(f)
+        assert json.loads(a["config"])["n_heads"] == 3
+        assert "torch" in json.loads(a["versions"]) and "created" in a and "git_commit" in a
+        train_idx, held_idx = f["split/train"][()], f["split/heldout"][()]
+        assert len(train_idx) == round(0.3 * 125) and len(np.intersect1d(train_idx, held_idx)) == 0
+        assert len(train_idx) + len(held_idx) == 125
+        np.testing.assert_array_equal(f["snapshots/W_Q"][-1], result_weights(result.path)["W_Q"])
+    assert result.metrics["train_acc"] == pytest.approx(float(h5py.File(out, "r")["metrics/train_acc"][-1]))
+
+
+def result_weights(path):
+    with runfile.open_for_reading(path) as f:
+        return {k: f["snapshots"][k][-1] for k in runfile.weight_names(f)}
+
+
+def test_same_seed_twice_gives_identical_weights(tmp_path):
+    a, b = tmp_path / "a.h5", tmp_path / "b.h5"
+    train("orbits", tiny_cfg(epochs=40), a, progress=False)
+    train("orbits", tiny_cfg(epochs=40), b, progress=False)
+    wa, wb = result_weights(a), result_weights(b)
+    for k in wa:
+        np.testing.assert_array_equal(wa[k], wb[k])
+    train("orbits", tiny_cfg(epochs=40, seed=1), b, progress=False, force=True)
+    assert not np.array_equal(result_weights(b)["W_Q"], wa["W_Q"])
+
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny models: one thread is fastest
+
+
+def _cli(out, *extra, epochs=3000):
+    return [sys.executable, "-m", "pipeline", "train", "orbits", "--out", str(out), "--no-progress",
+            "--checkpoint-every", "0", "--set", f"epochs={epochs}", *sum((["--set", s] for s in TINY), []), *extra]
+
+
+def _wait_for_snapshots(path: Path, count: int, proc, timeout=60.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, "training ended before the test could observe it"
+        if path.exists():
+            try:
+                with runfile.open_for_reading(path) as f:
+                    if runfile.snapshot_count(f) >= count:
+                        return
+            except runfile.RunFileError:
+                pass
+        time.sleep(0.05)
+    raise AssertionError("no snapshots appeared")
+
+
+def test_reader_sees_only_complete_snapshots_while_run_grows(tmp_path):
+    from render.reader import Run
+    out = tmp_path / "live.h5"
+    proc = subprocess.Popen(_cli(out, epochs=800), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    seen = {}
+    try:
+        _wait_for_snapshots(out, 2, proc)
+        with Run(out) as run:
+            while proc.poll() is None:
+                run.refresh()
+                t = len(run) - 1
+                seen[int(run.epochs[t])] = run.weights(t, ["W_Q", "W_U"])
+                time.sleep(0.02)
+    finally:
+        proc.wait(timeout=120)
+    assert proc.returncode == 0 and len(seen) >= 3
+    with Run(out) as run:
+        final = {int(e): i for i, e in enumerate(run.epochs)}
+        for epoch, w in seen.items():
+            full = run.weights(final[epoch], ["W_Q", "W_U"])
+            np.testing.assert_array_equal(w["W_Q"], full["W_Q"])
+            np.testing.assert_array_equal(w["W_U"], full["W_U"])
+
+
+def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
+    epochs = 600
+    ref = tmp_path / "ref.h5"
+    subprocess.run(_cli(ref, epochs=epochs), cwd=ROOT, env=ENV, check=True, capture_output=True)
+    out = tmp_path / "killed.h5"
+    proc = subprocess.Popen(_cli(out, epochs=epochs), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _wait_for_snapshots(out, 8, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with runfile.open_for_reading(out) as f:  # the killed file opens and holds its snapshots
+        killed_at = runfile.snapshot_count(f)
+        assert killed_at >= 8 and not runfile.is_complete(f)
+    assert checkpoint_path(out).exists()
+    done = subprocess.run(_cli(out, "--resume", epochs=epochs), cwd=ROOT, env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with runfile.open_for_reading(ref) as a, runfile.open_for_reading(out) as b:
+        np.testing.assert_array_equal(a["snapshots/epoch"][()], b["snapshots/epoch"][()])
+        for k in runfile.weight_names(a):
+            np.testing.assert_array_equal(a["snapshots"][k][()], b["snapshots"][k][()])
+        np.testing.assert_array_equal(a["metrics/train_loss"][()], b["metrics/train_loss"][()])
+        assert runfile.is_complete(b)
+
+
+def test_resume_refuses_other_config_and_missing_checkpoint(tmp_path, capsys):
+    out = tmp_path / "run.h5"
+    train("orbits", tiny_cfg(epochs=20), out, progress=False)
+    argv = ["train", "orbits", "--out", str(out), "--resume", "--no-progress"] + sum((["--set", s] for s in TINY), [])
+    assert pipeline_main(argv + ["--set", "lr=0.5", "--set", "epochs=40"]) == 2
+    assert "different config (lr)" in capsys.readouterr().err
+    # extending the run is allowed
+    assert pipeline_main(argv + ["--set", "epochs=40"]) == 0
+    with runfile.open_for_reading(out) as f:
+        assert f["snapshots/epoch"][()].tolist() == [0, 10, 20, 30, 40]
+    checkpoint_path(out).unlink()
+    assert pipeline_main(argv + ["--set", "epochs=60"]) == 2
+    assert "checkpoint" in capsys.readouterr().err
