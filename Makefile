@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 RUN := data/orbits.h5
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup test movie retrain train-orbits figures bench clean superposition
+.PHONY: setup test movie retrain train-orbits figures bench clean superposition induction induction-seeds
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,30 @@ superposition: setup
 	for s in $(SUPERPOSITION_WIDE_SEEDS); do OMP_NUM_THREADS=1 $(PY) -m pipeline train ov-coherent \
 		--out data/superposition/h1d4_seed$$s.h5 --set seed=$$s --set n_heads=1 --set d_head=4 --reuse || exit 1; done
 	$(PY) -m render superposition $(SUPERPOSITION_RUNS) --out outputs/superposition
+
+# make induction - seed 003: train the 1-layer, smeared-key and 2-layer models (seed 0; complete
+# runs are reused), then figures, tables and attention movies under outputs/induction/.
+# make induction-seeds - the seed comparison: INDUCTION_SEEDS x both position placements, one run at
+# a time on one thread (seed 0 with positions at the Q/K inputs is `make induction`'s run), no movies.
+INDUCTION_VARIANTS := 1l smeared 2l
+INDUCTION_SEEDS ?= 0 1 2
+INDUCTION_POSITIONS ?= qk_input qk_vector
+
+induction: setup
+	for v in $(INDUCTION_VARIANTS); do OMP_NUM_THREADS=1 $(PY) -m pipeline train induction-$$v \
+		--out data/induction-$$v.h5 --reuse || exit 1; done
+	$(PY) -m render induction $(foreach v,$(INDUCTION_VARIANTS),data/induction-$(v).h5) --out outputs/induction
+
+induction-seeds: setup
+	mkdir -p data/induction-seeds
+	for pos in $(INDUCTION_POSITIONS); do for s in $(INDUCTION_SEEDS); do for v in $(INDUCTION_VARIANTS); do \
+		if [ $$pos = qk_input ] && [ $$s = 0 ]; then out=data/induction-$$v.h5; \
+		else out=data/induction-seeds/$$v-$$pos-s$$s.h5; fi; \
+		OMP_NUM_THREADS=1 $(PY) -m pipeline train induction-$$v --out $$out --set seed=$$s \
+			--set positions=$$pos --reuse --no-progress || exit 1; done; done; done
+	$(PY) -m render induction $(foreach pos,$(INDUCTION_POSITIONS),$(foreach s,$(INDUCTION_SEEDS),\
+		$(foreach v,$(INDUCTION_VARIANTS),$(if $(filter qk_input0,$(pos)$(s)),data/induction-$(v).h5,\
+		data/induction-seeds/$(v)-$(pos)-s$(s).h5)))) --out outputs/induction/seeds --no-movie --no-progress
 
 bench: setup
 	$(PY) bench/train_speed.py

@@ -1,0 +1,223 @@
+"""`python -m render induction RUN [RUN ...] --out DIR`: analyses, figures, tables and the
+attention movie of induction runs (seed 003, SPEC §2), from the run files alone;
+`--prompt ABCDEF` prints greedy completions instead."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from render import induction as ind
+from render.encode import FORMATS, encode, parse_formats
+from render.reader import Run
+from runfile import UserError
+
+HELP = "induction heads (seed 003): copying scores, attention, completions, K-composition, attention movie"
+DESCRIPTION = """\
+Analyse the last snapshot of each induction RUN (induction-1l, induction-smeared, induction-2l):
+OV copying scores of every head, each layer's sum of heads and the direct path W_E W_U (both
+Σλ/Σ|λ| and the seed's mean Re(λ/|λ|)); each head's mean attention on fresh sequences; greedy
+completions of the seed's prompts; accuracy for block lengths 4-8; for two layers the
+K-/Q-composition scores and the model with K-composition removed. Over training: copying scores
+per snapshot and a movie of every head's mean attention.
+
+Writes into DIR/<run name>/: analysis.md, analysis.json, attention, copying, block_length,
+training (and composition, attention_no_k_composition) as .png and .svg, and the movie
+attention.{mp4,webm,gif,png,html}; and DIR/summary.md, DIR/summary.json across the runs.
+
+With --prompt LETTERS, prints each run's greedy completion of LETTERS to the context length
+(24) and writes nothing."""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="induction run files (.h5)")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="output folder (created)")
+    parser.add_argument("--prompt", metavar="LETTERS",
+                        help="only print greedy completions of this prompt (capital letters A-Z)")
+    parser.add_argument("--no-movie", action="store_true", help="skip the attention movie")
+    parser.add_argument("--formats", default=",".join(FORMATS),
+                        help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all)")
+    parser.add_argument("--fps", type=float, default=24.0, help="movie frames per second (default 24)")
+    parser.add_argument("--hold", type=float, default=2.0, metavar="S",
+                        help="seconds the last frame is held before the loop restarts (default 2)")
+    parser.add_argument("--sequences", type=int, default=1024, metavar="N",
+                        help="fresh sequences for attention and accuracy (default 1024)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _names(paths: list[Path]) -> list[str]:
+    names, seen = [], {}
+    for p in paths:
+        seen[p.stem] = seen.get(p.stem, 0) + 1
+        names.append(p.stem if seen[p.stem] == 1 else f"{p.stem}-{seen[p.stem]}")
+    return names
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _save_fig(fig, path_stem: Path) -> None:
+    import matplotlib.pyplot as plt
+    for ext in ("png", "svg"):
+        final = path_stem.with_suffix("." + ext)
+        tmp = final.with_name("." + final.name + ".tmp")
+        fig.savefig(tmp, format=ext, dpi=110)
+        os.replace(tmp, final)
+    plt.close(fig)
+
+
+def _fmt(v, spec=".3f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def run_markdown(r: dict) -> str:
+    """The per-run tables as Markdown."""
+    seed_cop = ind.SEED_SCORES.get(r["experiment"], {})
+    seed_heads = seed_cop.get("heads", []) if r["config"].get("n_heads") == 4 else []
+    out = [f"# {r['experiment']}, seed {r['seed']} (step {r['epoch']})", "",
+           f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
+           f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {r['config'].get('positions', 'qk_input')}; "
+           f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}.", ""]
+    if "smear_sigmoid_alpha" in r:
+        out += ["Smeared keys, sigmoid(alpha) per head (1 = own key only): "
+                + ", ".join(f"L0H{h} {v:.3f}" for h, v in enumerate(r["smear_sigmoid_alpha"])), ""]
+    out += ["## OV copying scores", "",
+            "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the seed's wording (nonzero "
+            "eigenvalues only). Heads are 0-based (the seed's Head 1 is L0H0).", "",
+            "| circuit | Σλ/Σ\\|λ\\| | mean Re(λ/\\|λ\\|) | seed 003 printed |", "|---|---|---|---|"]
+    i = 0
+    for row in r["copying"]:
+        seed = None
+        if row["head"] is not None and i < len(seed_heads):
+            seed, i = seed_heads[i], i + 1
+        elif row["circuit"].startswith("direct"):
+            seed = seed_cop.get("direct")
+        elif row["circuit"] == "L0 sum of heads":
+            seed = seed_cop.get("sum_of_heads")
+        out.append(f"| {row['circuit']} | {row['copying']:+.3f} | {row['seed_mean_sign']:+.3f} | {_fmt(seed, '+.3f')} |")
+    L = r["config"]["block_len"]
+    out += ["", "## Mean attention by offset (queries at positions ≥ block length)", "",
+            "| head | most attention at offset | its weight | " + " | ".join(f"{d} back" for d in range(L + 2)) + " |",
+            "|---|---|---|" + "---|" * (L + 2)]
+    for h in r["heads"]:
+        out.append(f"| {h['head']} | {h['top_offset']} | {h['top_offset_attention']:.2f} | "
+                   + " | ".join(f"{v:.2f}" for v in h["offset_attention"]) + " |")
+    out += ["", "## Greedy completions to 24 letters", "",
+            "| prompt | completion | correct | ok | seed 003's completion | repeats in a row |", "|---|---|---|---|---|---|"]
+    for c in r["completions"]:
+        ok = {True: "yes", False: "no", None: "n/a"}[c["is_correct"]]
+        out.append(f"| {c['prompt']} | {c['completion']} | {c['correct'] or 'N/A'} | {ok} | {c['seed'] or '—'} | "
+                   f"{c['immediate_repeats']} |")
+    lengths = sorted(r["block_length_accuracy"], key=int)
+    out += ["", "## Accuracy by block length (fresh sequences)", "",
+            "| model | " + " | ".join(f"L={k}" for k in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    out.append("| full model | " + " | ".join(f"{r['block_length_accuracy'][k]:.1%}" for k in lengths) + " |")
+    for name, ab in r.get("ablations", {}).items():
+        out.append(f"| {name.replace('_', ' ')} | " + " | ".join(f"{ab['block_length_accuracy'][k]:.1%}" for k in lengths)
+                   + " |")
+    if "composition" in r:
+        comp = r["composition"]
+        for key, title in (("k", f"K-composition score ‖W_QK W_OVᵀ‖/(‖W_QK‖‖W_OV‖) (random baseline {comp['k_baseline']:.3f})"),
+                           ("q", f"Q-composition score (random baseline {comp['q_baseline']:.3f})"),
+                           ("k_token", "token-space K-composition Σλ/Σ|λ| of W_E W_QK W_OV¹ᵀ W_Eᵀ (the seed's eigenvalue test)")):
+            m = np.array(comp[key])
+            out += ["", f"## {title}", "", "| layer 0 → layer 1 | " + " | ".join(f"L1H{j}" for j in range(m.shape[1])) + " |",
+                    "|---|" + "---|" * m.shape[1]]
+            for a in range(m.shape[0]):
+                out.append(f"| L0H{a} | " + " | ".join(f"{v:+.3f}" for v in m[a]) + " |")
+    return "\n".join(out) + "\n"
+
+
+def summary_markdown(results: list[dict]) -> str:
+    """One row per run: accuracy, block lengths, copying signs, completions."""
+    head = ("| run | variant | seed | positions | accuracy | L=4 | L=5 | L=6 | L=7 | L=8 | head copying Σλ/Σ|λ| | "
+            "direct path | seed prompts right | repeats in a row |")
+    lines = [head.replace("Σ|λ|", "Σ\\|λ\\|"), "|" + "---|" * 14]
+    for r in results:
+        heads = " ".join(f"{row['copying']:+.2f}" for row in r["copying"] if row["head"] is not None)
+        direct = r["copying"][-1]["copying"]
+        graded = [c for c in r["completions"] if c["is_correct"] is not None]
+        right = sum(c["is_correct"] for c in graded)
+        bl = r["block_length_accuracy"]
+        lines.append(f"| {r['name']} | {r['experiment'].removeprefix('induction-')} | {r['seed']} | "
+                     f"{r['config'].get('positions', 'qk_input')} | {r['accuracy']:.1%} | "
+                     + " | ".join(f"{bl[k]:.1%}" for k in ("4", "5", "6", "7", "8")) + f" | {heads} | {direct:+.3f} | "
+                     f"{right}/{len(graded)} | {sum(c['immediate_repeats'] for c in r['completions'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(r: dict) -> dict:
+    return {k: v for k, v in r.items() if not k.startswith("_")}
+
+
+def print_completions(paths: list[Path], prompt: str) -> int:
+    for path in paths:
+        with Run(path) as run:
+            model = ind.model_at(run)
+            tokens = ind.encode_prompt(prompt, run.config["n_vocab"], run.config["seq_len"])
+            completion = ind.decode(ind.greedy_complete(model, tokens, run.config["seq_len"]))
+            correct = ind.correct_completion(prompt, run.config["block_len"], run.config["seq_len"])
+            print(f"{path.name} ({run.experiment}, step {run.epochs[-1]}): {prompt} -> {completion}"
+                  f"   (correct: {correct if correct is not None else 'N/A'})")
+    return 0
+
+
+def run(args) -> int:
+    if args.prompt is not None:
+        if not args.prompt:
+            raise UserError("the prompt is empty; give letters such as --prompt ABCDEF")
+        return print_completions(args.runs, args.prompt)
+    if args.out is None:
+        raise UserError("give --out DIR for the figures and tables (or --prompt LETTERS to only complete a prompt)")
+    if args.sequences < 1:
+        raise UserError(f"--sequences must be >= 1, got {args.sequences}")
+    formats = parse_formats(args.formats)
+    from render import induction_figures as F
+
+    for path in args.runs:  # fail on a bad file before writing anything
+        with Run(path) as run:
+            ind.check_run(run)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create output folder {args.out}: {exc.strerror or exc}") from None
+    results = []
+    for path, name in zip(args.runs, _names(args.runs)):
+        folder = args.out / name
+        folder.mkdir(exist_ok=True)
+        with Run(path) as run:
+            print(f"{path}: {run.experiment}, {len(run)} snapshots to step {run.epochs[-1]}"
+                  + ("" if run.complete else " (incomplete run)"))
+            r = ind.analyse(run, n_sequences=args.sequences)
+            r["name"] = name
+            history = ind.over_training(run, progress=not args.no_progress)
+            metrics = run.metrics()
+        _write_text(folder / "analysis.json", json.dumps(_jsonable(r), indent=1) + "\n")
+        _write_text(folder / "analysis.md", run_markdown(r))
+        _save_fig(F.attention_figure(r), folder / "attention")
+        _save_fig(F.copying_figure(r), folder / "copying")
+        _save_fig(F.block_length_figure(r), folder / "block_length")
+        _save_fig(F.training_figure(r, history, metrics), folder / "training")
+        if "composition" in r:
+            _save_fig(F.composition_figure(r), folder / "composition")
+            _save_fig(F.attention_figure(r, "no_k_composition"), folder / "attention_no_k_composition")
+        if not args.no_movie:
+            n = len(history["epoch"]) + int(round(args.hold * args.fps))
+            with tqdm(total=n, desc=f"{name} movie", unit="frame", disable=args.no_progress, leave=False) as bar:
+                res = encode(F.attention_frames(history, r["experiment"], r["seed"], metrics), folder, "attention",
+                             fps=args.fps, hold_s=args.hold, formats=formats, on_frame=bar.update)
+            print(f"  movie: {res.frames} frames {res.size[0]}x{res.size[1]} -> "
+                  + ", ".join(p.name for p in res.paths.values()))
+        print(f"  {folder}: accuracy {r['accuracy']:.2%}, block lengths "
+              + ", ".join(f"{k}: {v:.0%}" for k, v in r["block_length_accuracy"].items()))
+        results.append(r)
+    _write_text(args.out / "summary.json", json.dumps([_jsonable(r) for r in results], indent=1) + "\n")
+    _write_text(args.out / "summary.md", summary_markdown(results))
+    print(f"{args.out}/summary.md: {len(results)} run(s)")
+    return 0
