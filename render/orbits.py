@@ -106,22 +106,30 @@ class OrbitReport:
         return out
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (NaN written as null)."""
-        def clean(x):
-            return [None if not np.isfinite(v) else float(v) for v in x]
+        """JSON-ready dict: errors to 6 significant digits, NaN written as null."""
+        def num(v):
+            return None if not np.isfinite(v) else float(f"{v:.6g}")
         return {
             "epoch": self.epoch, "n": self.n, "m": self.m, "tol": self.tol, "dead_tol": self.dead_tol,
             "n_heads": self.n_heads,
-            "orbits": [{"size": o.size, "heads": o.heads, "units": o.units, "stabiliser": o.stabiliser,
-                        "worst_error": o.worst_error} for o in self.orbits],
+            "orbits": [{"size": o.size, "stabiliser": o.stabiliser, "worst_error": num(o.worst_error),
+                        "heads": o.heads, "units": o.units} for o in self.orbits],
             "merged": self.merged, "dead": self.dead, "unassigned": self.unassigned,
-            "head_error": clean(self.head_error),
+            "head_error": [num(v) for v in self.head_error],
             "match": self.match.tolist(),
-            "match_error": [clean(row) for row in self.match_error],
+            "match_error": [[num(v) for v in row] for row in self.match_error],
         }
 
-    def to_json(self, indent: int | None = 1) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+    def to_json(self) -> str:
+        """JSON text, one top-level key (and one orbit) per line."""
+        lines = []
+        for key, value in self.to_dict().items():
+            if key == "orbits" and value:
+                value = "[\n  " + ",\n  ".join(json.dumps(o) for o in value) + "\n ]"
+            else:
+                value = json.dumps(value)
+            lines.append(f" {json.dumps(key)}: {value}")
+        return "{\n" + ",\n".join(lines) + "\n}"
 
     def text(self) -> str:
         """A few lines in words."""
@@ -133,7 +141,7 @@ class OrbitReport:
         for i, o in enumerate(self.orbits, 1):
             extra = f" ({len(o.heads)} heads after merging)" if len(o.heads) != o.size else ""
             lines.append(f"  orbit {i}: size {o.size}{extra}, stabiliser {{{', '.join(map(str, o.stabiliser))}}}, "
-                         f"worst error {o.worst_error:.2%}: heads {_units_text(o.units)}")
+                         f"worst error {format_error(o.worst_error)}: heads in shift order {_units_text(o.units)}")
         if self.merged:
             lines.append(f"  merged (same centred QK, OV summed): {_units_text(self.merged)}")
         lines.append(f"  dead (OV norm < {self.dead_tol:.0%} of the largest): "
@@ -145,6 +153,11 @@ class OrbitReport:
         else:
             lines.append("  in no orbit: none")
         return "\n".join(lines)
+
+
+def format_error(x: float) -> str:
+    """A relative error in words: 1.23% or, below 0.01%, 1.2e-07."""
+    return f"{x:.2%}" if x >= 1e-4 else f"{x:.1e}"
 
 
 def _units_text(units: list[list[int]]) -> str:

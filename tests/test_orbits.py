@@ -266,3 +266,68 @@ def test_from_weights_one_hot_embedding():
 def test_bad_shapes():
     with pytest.raises(ValueError, match="shape"):
         check_orbits(np.zeros((4, 24, 24)), np.zeros((4, 23, 24)), 24, 2)
+
+
+# ---- panels chosen for the data (render/panel_choice.py) ----
+
+from render.panel_choice import auto_panels, canonical, default_panels, resolve_panels  # noqa: E402
+from render.projections import SEED_PANELS, Panel  # noqa: E402
+
+
+def plane_orbit(n, m, k, qk, ov, rng, noise=0.1):
+    """An exact orbit of size k whose power sits mostly in the QK plane qk = (u, v) and the OV
+    plane ov = (u, v) (cosine modes), plus a little power everywhere else."""
+    a = np.arange(n)
+    M0 = np.cos(2 * np.pi * (qk[0] * a[:, None] + qk[1] * a[None, :]) / n + 0.3)
+    R0 = np.cos(2 * np.pi * (ov[0] * a[:, None] + ov[1] * a[None, :]) / n + 1.1)
+    M0 = M0 + noise * rng.normal(size=(n, n))
+    R0 = R0 + noise * rng.normal(size=(n, n))
+    stab = range(0, n, k)
+    M0 = np.mean([shift_qk(M0, t) for t in stab], axis=0)
+    R0 = np.mean([shift_ov(R0, t, m) for t in stab], axis=0)
+    return (np.stack([shift_qk(M0, s) for s in range(k)]), np.stack([shift_ov(R0, s, m) for s in range(k)]))
+
+
+def two_orbit_layer(planes4, seed=0):
+    rng = np.random.default_rng(seed)
+    M12, R12 = plane_orbit(24, 2, 12, (0, 10), (10, -10), rng)
+    M4, R4 = plane_orbit(24, 2, 4, *planes4, rng)
+    M = np.concatenate([M12, M4, rng.normal(size=(16, 24, 24))])
+    R = np.concatenate([R12, R4, rng.normal(size=(16, 24, 24))])
+    return M, R, check_orbits(M, R, 24, 2)
+
+
+def test_auto_panels_find_the_seed_planes():
+    M, R, report = two_orbit_layer(((0, 6), (6, -6)))
+    assert [o.size for o in report.orbits] == [12, 4]
+    assert auto_panels(report, M, R, 24, 2) == list(SEED_PANELS)
+    panels, note = default_panels(report, M, R, 24, 2)
+    assert panels == list(SEED_PANELS) and note.startswith("seed panels")
+
+
+def test_auto_panels_elsewhere_and_default_falls_back():
+    # the 4-orbit lives in QK (3, 3) (r = 6) and OV (1, 4) (r = 2 + 4 = 6): a square, but not
+    # in the seed's planes (0, 6), (6, -6)
+    M, R, report = two_orbit_layer(((3, 3), (1, 4)), seed=1)
+    auto = auto_panels(report, M, R, 24, 2)
+    assert auto == [Panel("qk", 0, 10), Panel("ov", 10, -10), Panel("qk", 3, 3), Panel("ov", 1, 4)]
+    assert [p.order(24, 2) for p in auto] == [12, 12, 4, 4]
+    panels, note = default_panels(report, M, R, 24, 2)
+    assert panels == auto and note.startswith("automatic panels") and "size 4" in note
+
+
+def test_canonical_plane_is_the_seed_spelling():
+    assert canonical(Panel("qk", 0, 14), 24, 2) == Panel("qk", 0, 10)
+    assert canonical(Panel("ov", 14, 10), 24, 2) == Panel("ov", 10, -10)
+    assert canonical(Panel("qk", 21, 21), 24, 2) == Panel("qk", 3, 3)
+
+
+def test_resolve_panels_keywords():
+    M, R, report = two_orbit_layer(((3, 3), (1, 4)), seed=1)
+    assert resolve_panels(["seed"], None, None, None, 24, 2)[0] == list(SEED_PANELS)
+    assert resolve_panels(["auto"], report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
+    assert resolve_panels(None, report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
+    assert resolve_panels(["qk:1,2", "ov:0,3"], None, None, None, 24, 2)[0] == [Panel("qk", 1, 2), Panel("ov", 0, 3)]
+    from runfile import UserError
+    with pytest.raises(UserError, match="one of default, auto, seed"):
+        resolve_panels(["auto", "qk:1,2"], report, M, R, 24, 2)

@@ -1,0 +1,104 @@
+"""`python -m render figures` and `python -m render orbits` on small hand-built runs whose
+orbits are known (tests/equivariant.py), read back from the files they write."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from equivariant import equivariant_run, write_run
+from render.__main__ import main
+from render.figures import head_order, make_figures, orbits_over_time
+from render.orbits import check_orbits
+from render.reader import Run
+
+EPOCHS = np.arange(0, 251, 50)   # 6 snapshots; the layer is exactly equivariant from epoch 200
+
+
+@pytest.fixture(scope="module")
+def eq_run(tmp_path_factory):
+    return equivariant_run(tmp_path_factory.mktemp("run") / "eq.h5", EPOCHS, orbit_sizes=(12, 4), extra_heads=4)
+
+
+def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
+    out = tmp_path / "figs"
+    assert main(["figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
+    names = ["curves", "panels", "orbit_check", "orbit_power", "orbits_over_time"]
+    for name in names:
+        png = imread(out / f"{name}.png")
+        assert png.ndim == 3 and min(png.shape[:2]) > 200
+        assert png[..., :3].std() > 0.05            # not a blank page
+        svg = (out / f"{name}.svg").read_text()
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    report = json.loads((out / "orbits.json").read_text())
+    assert report["epoch"] == 250
+    assert [(o["size"], o["heads"], o["stabiliser"]) for o in report["orbits"]] == [
+        (12, list(range(12)), [0, 12]), (4, [12, 13, 14, 15], [0, 4, 8, 12, 16, 20])]
+    assert report["unassigned"] == [16, 17, 18, 19]
+    assert "orbit 1: size 12" in (out / "orbits.txt").read_text()
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]      # no temporary left
+    printed = capsys.readouterr().out.split()
+    expected = [str(out / f"{n}.{e}") for n in names for e in ("png", "svg")]
+    assert sorted(printed) == sorted(expected + [str(out / "orbits.json"), str(out / "orbits.txt")])
+
+
+def test_orbits_over_time_counts(eq_run):
+    with Run(eq_run) as run:
+        epochs, counts, dead = orbits_over_time(run, 24, 2)
+    assert epochs.tolist() == EPOCHS.tolist()
+    assert sorted(counts) == [4, 12]
+    # heads reach the exact orbits at the last two snapshots; before, the 2 % check fails
+    assert counts[12].tolist() == [0, 0, 0, 0, 12, 12] and counts[4].tolist() == [0, 0, 0, 0, 4, 4]
+    assert dead.tolist() == [0] * 6
+
+
+def test_head_order_groups_orbits_in_shift_order():
+    from test_orbits import layer
+    M, R, expected = layer(24, 2, [4, 2], n_random=2, seed=4)
+    M = np.concatenate([M, M[:1]])
+    R = np.concatenate([R, np.zeros((1, 24, 24))])              # head 8: dead
+    report = check_orbits(M, R, 24, 2)
+    order = head_order(report)
+    assert sorted(order) == list(range(9))
+    assert order[:4] == [h for u in report.orbits[0].units for h in u]
+    assert set(order[:4]) == set(expected[0]) and set(order[4:6]) == set(expected[1])
+    assert order[6:8] == report.unassigned and order[8:] == [8] == report.dead
+
+
+def test_png_only_and_explicit_panels(eq_run, tmp_path):
+    out = tmp_path / "f"
+    paths = make_figures(eq_run, out, panels=["qk:1,2", "ov:3,-1"], formats=("png",), over_time=False,
+                         progress=False, log=lambda s: None)
+    assert sorted(p.name for p in paths) == sorted(["orbits.json", "orbits.txt", "curves.png", "panels.png",
+                                                    "orbit_check.png", "orbit_power.png"])
+    # the still has two panels side by side: wider than tall
+    h, w = imread(out / "panels.png").shape[:2]
+    assert w > h
+
+
+def test_orbits_command(eq_run, capsys):
+    assert main(["orbits", str(eq_run), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [o["size"] for o in data["orbits"]] == [12, 4] and data["tol"] == 0.02
+    assert main(["orbits", str(eq_run), "--epoch", "100"]) == 0
+    text = capsys.readouterr().out
+    assert "epoch 100" in text and "no verified orbit" in text and "in no orbit: 20 heads" in text
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["orbits", "{run}", "--epoch", "120"], "no snapshot at epoch 120; nearest: 50, 100, 150"),
+    (["orbits", "{run}", "--tol", "0"], "--tol must be in (0, 1)"),
+    (["orbits", "{dir}/missing.h5"], "does not exist"),
+    (["figures", "{plain}", "--out", "{dir}/x"], "has no group data"),
+    (["figures", "{run}", "--out", "{dir}/x", "--formats", "jpg"], "--formats must be"),
+    (["figures", "{run}", "--out", "{dir}/x", "--panels", "qk:0"], "bad panel"),
+])
+def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
+    plain = write_run(tmp_path / "plain.h5", [0], [{"W_E": np.zeros((5, 4))}], n=None, m=None)
+    argv = [a.format(run=eq_run, dir=tmp_path, plain=plain) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
