@@ -15,11 +15,11 @@ The check, step by step (README "Orbit check" states the same):
 2. Dead heads. A head whose centred R_h has Frobenius norm <= dead_tol x the largest head's
    adds (almost) nothing to the logits whatever its attention does; it is set apart and
    takes no part in merging or orbits.
-3. Merging. Live heads whose centred M_h agree (||M_h - M_g|| <= tol x max(the larger
-   norm, nu), nu as in 4)
-   attend identically, so the layer sees only the sum of their R_h: they are merged into one
-   unit with M = their mean and R = the sum of their centred R_h. A merged unit whose summed
-   R cancels (<= dead_tol x the largest head's R) is dead as a whole.
+3. Merging. Live heads whose centred M_h agree (||M_h - M_g||_F <= tol x max(the larger
+   norm, nu), nu as in 4) attend identically, so the layer sees only the sum of their R_h:
+   they are merged into one unit with M = their mean and R = the sum of their centred R_h
+   (transitively: chains of agreeing heads form one unit). A merged unit whose summed R
+   cancels (<= dead_tol x the largest head's R) is dead as a whole.
 4. Matching. For every shift s and unit u, s.u is the unit v nearest to (T_s M_u T_s^{-1},
    T_{ms} R_u T_s^{-1}) in the error
        e(s, u, v) = max( ||T_s M_u T_s^-1 - M_v||_F / max(||M_u||_F, nu),
@@ -35,8 +35,10 @@ The check, step by step (README "Orbit check" states the same):
    shifts send each member onto itself). Its size counts units, so merged duplicates count
    once; `heads` lists every original head.
 
-Works for any n >= 1 and any m (odd n included). Pure numpy; 32 heads x 24 shifts take about
-a millisecond.
+Works for any n >= 1 and any m (odd n included). Pure numpy. All n x U x U errors come from
+inner products computed for every shift at once in Fourier space (`shifted_inner_products`);
+errors below 1e-4, where that form loses digits, are recomputed from the shifted matrices.
+32 heads of C_24 take a few milliseconds (bench/orbit_check.py).
 """
 from __future__ import annotations
 
@@ -258,50 +260,45 @@ def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
                        match, match_error, head_error)
 
 
-def _shift_index(n: int, m: int, shifts: np.ndarray, circuit: str) -> np.ndarray:
-    """Flat gather index [S, n*n]: X.reshape(-1)[idx[k]] is the shift shifts[k] of X [n, n]
-    (T_s X T_s^-1 for 'qk', T_ms X T_s^-1 for 'ov')."""
-    a = np.arange(n)
-    c = 1 if circuit == "qk" else m
-    rows = (a[None, :, None] - c * shifts[:, None, None]) % n
-    cols = (a[None, None, :] - shifts[:, None, None]) % n
-    return (rows * n + cols).reshape(len(shifts), n * n)
+def shifted_inner_products(X: np.ndarray, c: int) -> np.ndarray:
+    """G [n, U, U] with G[s, u, v] = <T_cs X_u T_s^-1, X_v> (Frobenius) for X [U, n, n], every
+    shift s at once, without forming a shifted copy.
+
+    With F = fft2(X), the shift multiplies F_u[k, l] by exp(-2 pi i (c k + l) s / n), so by
+    Parseval G[s] = Re sum_j P_j exp(-2 pi i j s / n) / n^2 with
+    P_j = sum over (k, l) with c k + l = j (mod n) of F_u[k, l] conj(F_v[k, l]):
+    n products of [U, n] x [n, U] and one FFT over j. Cost O(U^2 n^2 + U^2 n log n).
+    """
+    U, n = X.shape[0], X.shape[-1]
+    F = np.fft.fft2(X)                                                    # [U, k, l]
+    k = np.arange(n)
+    l = (np.arange(n)[:, None] - c * k[None, :]) % n                      # l[j, k]: c k + l = j
+    A = F[:, k[None, :], l].transpose(1, 0, 2)                            # [j, U, k]
+    P = A @ np.conj(A).transpose(0, 2, 1)                                 # [j, U, V]
+    return np.fft.fft(P, axis=0).real / n ** 2                            # [s, U, V]
 
 
-def _match(UM: np.ndarray, UR: np.ndarray, n: int, m: int, m_floor: float,
-           max_elements: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
+def _match(UM: np.ndarray, UR: np.ndarray, n: int, m: int, m_floor: float) -> tuple[np.ndarray, np.ndarray]:
     """For each shift s and unit u: sigma[s, u], the nearest unit to s.u, and err[s, u], the
-    relative error e of that match. All shifts of a chunk at once; chunks keep memory under
-    `max_elements` floats (large n)."""
+    relative error e of that match."""
     U = len(UM)
     XM, XR = UM.reshape(U, -1), UR.reshape(U, -1)
     nM, nR = np.linalg.norm(XM, axis=1), np.linalg.norm(XR, axis=1)
     dM = np.maximum(nM, m_floor)
-    sigma = np.zeros((n, U), int)
-    err = np.zeros((n, U))
-    step = max(1, max_elements // max(1, U * n * n))
-    for lo in range(0, n, step):
-        shifts = np.arange(lo, min(n, lo + step))
-        S = len(shifts)
-        SM = XM[:, _shift_index(n, m, shifts, "qk")]                      # [U, S, n*n]
-        SR = XR[:, _shift_index(n, m, shifts, "ov")]
-        # squared distances from inner products (shifts preserve norms) to pick the nearest;
-        # 2-D matmuls: numpy's broadcast 3-D matmul is ~100x slower here
-        GM = (SM.reshape(U * S, -1) @ XM.T).reshape(U, S, U)              # [U, S, V]
-        GR = (SR.reshape(U * S, -1) @ XR.T).reshape(U, S, U)
-        eM2 = (nM[:, None, None] ** 2 + nM ** 2 - 2 * GM) / dM[:, None, None] ** 2
-        eR2 = (nR[:, None, None] ** 2 + nR ** 2 - 2 * GR) / nR[:, None, None] ** 2
-        e2 = np.maximum(eM2, eR2)
-        best = e2.argmin(-1)                                              # [U, S]
-        sigma[shifts] = best.T
-        e = np.sqrt(np.take_along_axis(e2, best[..., None], -1)[..., 0].clip(0))
-        # the inner-product form loses digits below ~1e-7: redo tiny errors by difference
-        tiny = e < 1e-4
-        if tiny.any():
-            eM = np.linalg.norm(SM[tiny] - XM[best[tiny]], axis=-1) / dM[np.nonzero(tiny)[0]]
-            eR = np.linalg.norm(SR[tiny] - XR[best[tiny]], axis=-1) / nR[np.nonzero(tiny)[0]]
-            e[tiny] = np.maximum(eM, eR)
-        err[shifts] = e.T
+    # squared distances from inner products (shifts preserve norms): ||a - b||^2 = |a|^2 + |b|^2 - 2<a, b>
+    eM2 = (nM[None, :, None] ** 2 + nM ** 2 - 2 * shifted_inner_products(UM, 1)) / dM[None, :, None] ** 2
+    eR2 = (nR[None, :, None] ** 2 + nR ** 2 - 2 * shifted_inner_products(UR, m)) / nR[None, :, None] ** 2
+    e2 = np.maximum(eM2, eR2)                                             # [s, u, v]
+    sigma = e2.argmin(-1)                                                 # [s, u]
+    err = np.sqrt(np.take_along_axis(e2, sigma[..., None], -1)[..., 0].clip(0))
+    # the inner-product form loses digits below ~1e-7: redo tiny errors by difference
+    tiny = err < 1e-4
+    for s in np.flatnonzero(tiny.any(1)):
+        u = np.flatnonzero(tiny[s])
+        v = sigma[s, u]
+        SM = shift_qk(UM[u], s).reshape(len(u), -1)
+        SR = shift_ov(UR[u], s, m).reshape(len(u), -1)
+        err[s, u] = np.maximum(np.linalg.norm(SM - XM[v], axis=1) / dM[u], np.linalg.norm(SR - XR[v], axis=1) / nR[u])
     return sigma, err
 
 

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from render.orbits import check_orbits, report_from_weights, shift_ov, shift_qk
+from render.orbits import check_orbits, report_from_weights, shift_ov, shift_qk, shifted_inner_products
 
 
 def orbit_heads(n, m, k, rng, scale_m=1.0, scale_r=1.0):
@@ -261,6 +261,30 @@ def test_from_weights_one_hot_embedding():
     # head 12's base is not stabilised by {0, 3, 6, 9}, so its 3 shifts are not an orbit
     assert [(o.size, o.heads) for o in report.orbits] == [(12, list(range(12)))]
     assert report.unassigned == [12, 13, 14]
+
+
+@pytest.mark.parametrize("n,c", [(24, 1), (24, 2), (9, 2), (7, 3)])
+def test_shifted_inner_products_match_direct_shifts(n, c):
+    X = np.random.default_rng(n + c).normal(size=(5, n, n))
+    G = shifted_inner_products(X, c)
+    direct = np.array([[[np.sum(np.roll(X[u], (c * s, s), axis=(0, 1)) * X[v]) for v in range(5)]
+                        for u in range(5)] for s in range(n)])
+    assert np.allclose(G, direct, rtol=0, atol=1e-10)
+
+
+def test_match_errors_equal_the_all_pairs_reference():
+    # the report's match and error for every (shift, head) equal a plain loop over all
+    # shifts and all pairs of heads, with e = max(relative QK error, relative OV error)
+    M, R, _ = layer(12, 2, [6, 3], n_random=3, seed=21)
+    M = M + 0.01 * np.random.default_rng(0).normal(size=M.shape)
+    report = check_orbits(M, R, 12, 2)
+    Mc, Rc = M - M.mean(-1, keepdims=True), R - R.mean(-2, keepdims=True)
+    for s in range(12):
+        for h in range(len(M)):
+            e = [max(np.linalg.norm(shift_qk(Mc[h], s) - Mc[g]) / np.linalg.norm(Mc[h]),
+                     np.linalg.norm(shift_ov(Rc[h], s, 2) - Rc[g]) / np.linalg.norm(Rc[h])) for g in range(len(M))]
+            assert report.match[s, h] == int(np.argmin(e))
+            assert report.match_error[s, h] == pytest.approx(min(e), rel=1e-9)
 
 
 def test_bad_shapes():
