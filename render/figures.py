@@ -22,12 +22,12 @@ from typing import Callable, Sequence
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import LogNorm
+from matplotlib.colors import ListedColormap, LogNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from render.orbits import DEAD_TOL, TOL, OrbitReport, check_orbits, format_error
+from render.orbits import DEAD_TOL, TOL, OrbitReport, check_orbits, format_error, heads
 from render.panel_choice import orbit_power, resolve_panels, signed
 from render.projections import Panel, polygon_order
 from render.reader import Run
@@ -146,24 +146,25 @@ def head_order(report: OrbitReport) -> list[int]:
 
 
 def orbit_check_figure(report: OrbitReport, title: str = "") -> Figure:
-    """Heatmap of report.match_error [shift, head] (log colour), heads grouped by orbit, with
-    a coloured strip naming each head's orbit and the tolerance marked on the colour bar."""
+    """Heatmap of report.match_error [shift, head] (log colour: blue within tolerance, orange
+    beyond), heads grouped by orbit under a strip of orbit colours; dead heads pale grey."""
     order = head_order(report)
     err = report.match_error[:, order]
     H, n = len(order), report.n
     fig = Figure(figsize=(max(6.0, 0.24 * H + 2.5), max(4.0, 0.2 * n + 1.8)), layout="constrained")
     ax = fig.subplots()
-    finite = err[np.isfinite(err)]
-    lo = max(1e-6, min(report.tol / 100, finite.min() if finite.size else 1.0))
-    hi = max(report.tol * 10, finite.max() if finite.size else 1.0)
+    rest = err[1:][np.isfinite(err[1:])]          # shift 0 always matches itself exactly
+    lo = max(1e-6, min(report.tol / 100, rest.min() if rest.size else 1.0))
+    hi = max(report.tol * 10, rest.max() if rest.size else 1.0)
+    # two-tone log scale: blues within tolerance, oranges beyond it
+    split = (np.log(report.tol) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    k = 256
+    below = matplotlib.colormaps["Blues_r"](np.linspace(0.0, 0.75, max(1, round(k * split))))
+    above = matplotlib.colormaps["Oranges"](np.linspace(0.35, 1.0, max(1, k - round(k * split))))
+    cmap = ListedColormap(np.vstack([below, above])).with_extremes(bad=DEAD_COLOUR)
     masked = np.ma.masked_invalid(np.clip(err, lo, hi))
-    cmap = matplotlib.colormaps["viridis"].with_extremes(bad=DEAD_COLOUR)
     im = ax.imshow(masked, aspect="auto", cmap=cmap, norm=LogNorm(lo, hi), interpolation="nearest",
                    extent=(-0.5, H - 0.5, n - 0.5, -0.5))
-    # cells above tolerance get a red dot: these shifts send the head nowhere
-    bad = np.argwhere(np.isfinite(err) & (err > report.tol))
-    if len(bad):
-        ax.scatter(bad[:, 1], bad[:, 0], s=3, c="#d62728", marker="o", linewidths=0)
     colours = orbit_colours(report)
     for x, h in enumerate(order):
         ax.add_patch(Rectangle((x - 0.5, -1.6), 1, 0.9, color=colours[h], clip_on=False))
@@ -176,18 +177,18 @@ def orbit_check_figure(report: OrbitReport, title: str = "") -> Figure:
     for b in bounds[:-1] if len(report.dead) == 0 else bounds:
         ax.axvline(b - 0.5, color="white", lw=1.2)
     cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.01)
-    cb.ax.axhline(report.tol, color="#d62728", lw=2)
-    cb.set_label(f"relative error of the best match (tolerance {report.tol:.0%} in red)")
+    cb.ax.axhline(report.tol, color="black", lw=1.5)
+    cb.set_label(f"relative error of the best match (blue: within the {report.tol:.0%} tolerance)")
     handles = [Line2D([], [], ls="", marker="s", ms=8, color=ORBIT_COLOURS[i % len(ORBIT_COLOURS)],
                       label=f"orbit {i + 1}: size {o.size}, stabiliser order {len(o.stabiliser)}, "
                             f"worst {format_error(o.worst_error)}")
                for i, o in enumerate(report.orbits)]
     if report.unassigned:
         handles.append(Line2D([], [], ls="", marker="s", ms=8, color=OTHER_COLOUR,
-                              label=f"{len(report.unassigned)} heads in no orbit"))
+                              label=f"{heads(len(report.unassigned))} in no orbit"))
     if report.dead:
         handles.append(Line2D([], [], ls="", marker="s", ms=8, color=DEAD_COLOUR,
-                              label=f"{len(report.dead)} dead heads"))
+                              label=f"{heads(len(report.dead))} dead"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, max(1, len(handles))), frameon=False,
                fontsize=8)
     at = f" at epoch {report.epoch:,}" if report.epoch is not None else ""
@@ -213,7 +214,7 @@ def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels
     groups = [(f"orbit {i + 1} (size {o.size})", o, ORBIT_COLOURS[i % len(ORBIT_COLOURS)])
               for i, o in enumerate(report.orbits)]
     if report.unassigned:
-        groups.append((f"{len(report.unassigned)} heads in no orbit",
+        groups.append((f"{heads(len(report.unassigned))} in no orbit",
                        Orbit([[h] for h in report.unassigned], [], float("nan")), OTHER_COLOUR))
     if not groups:
         raise UserError("every head is dead: no Fourier power to show")
@@ -321,9 +322,9 @@ def panels_still(run: Run, panels: Sequence[Panel], report: OrbitReport, n: int,
         legend.append((f"orbit of {o.size}" + (f" ({len(o.heads)} heads)" if len(o.heads) != o.size else "")
                        + (f": {shapes}" if shapes else ""), ORBIT_COLOURS[i % len(ORBIT_COLOURS)]))
     if report.unassigned:
-        legend.append((f"{len(report.unassigned)} heads in no orbit", OTHER_COLOUR))
+        legend.append((f"{heads(len(report.unassigned))} in no orbit", OTHER_COLOUR))
     if report.dead:
-        legend.append((f"{len(report.dead)} dead heads", DEAD_COLOUR))
+        legend.append((f"{heads(len(report.dead))} dead", DEAD_COLOUR))
     on_top = [h for o in reversed(report.orbits) for h in o.heads]
     order = [h for h in range(report.n_heads) if h not in on_top] + on_top
     start = run.epochs[-1] - trail_epochs

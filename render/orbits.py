@@ -147,14 +147,19 @@ class OrbitReport:
         if self.merged:
             lines.append(f"  merged (same centred QK, OV summed): {_units_text(self.merged)}")
         lines.append(f"  dead (OV norm < {self.dead_tol:.0%} of the largest): "
-                     + (f"{len(self.dead)} heads {self.dead}" if self.dead else "none"))
+                     + (f"{heads(len(self.dead))} {self.dead}" if self.dead else "none"))
         if self.unassigned:
             errs = self.head_error[self.unassigned]
-            lines.append(f"  in no orbit: {len(self.unassigned)} heads {self.unassigned} "
+            lines.append(f"  in no orbit: {heads(len(self.unassigned))} {self.unassigned} "
                          f"(their worst-shift match error: {np.nanmin(errs):.1%} to {np.nanmax(errs):.1%})")
         else:
             lines.append("  in no orbit: none")
         return "\n".join(lines)
+
+
+def heads(k: int) -> str:
+    """'1 head', '3 heads'."""
+    return f"{k} head" if k == 1 else f"{k} heads"
 
 
 def format_error(x: float) -> str:
