@@ -27,7 +27,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from render.orbits import DEAD_TOL, TOL, OrbitReport, check_orbits, format_error, heads
+from render.orbits import (CIRCUIT_NAMES, DEAD_TOL, TOL, OrbitReport, check_orbits, format_error, group_of, heads, run_report,
+                           snapshot_circuits)
 from render.panel_choice import orbit_power, resolve_panels, signed
 from render.projections import Panel, polygon_order
 from render.reader import Run
@@ -264,9 +265,8 @@ def orbits_over_time(run: Run, n: int, m: int, tol: float = TOL, dead_tol: float
     """(epochs [T], {orbit size: heads in verified orbits of that size [T]}, dead [T]) from the
     orbit check of every snapshot."""
     from render.circuits import ov_circuit, qk_circuit
-    names = ["W_E", "W_Q", "W_K", "W_V", "W_O", "W_U"]
     epochs, reports = [], []
-    it = run.iter_weights(names)
+    it = run.iter_weights(list(CIRCUIT_NAMES))
     if progress:
         from tqdm import tqdm
         it = tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot", dynamic_ncols=True)
@@ -346,7 +346,6 @@ def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels
                  log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> list[Path]:
     """Write every figure of `run_path` into `out_dir` (created); returns the paths written.
     `panels`: as the movie's --panels (None: seed panels if the orbits live there, else auto)."""
-    from render.commands.orbits import group_of, run_report, snapshot_circuits
     out_dir = Path(out_dir)
     paths: list[Path] = []
     with Run(run_path) as run:

@@ -44,10 +44,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from render.circuits import centre_ov, centre_qk, circuits
+from render.circuits import centre_ov, centre_qk, circuits, ov_circuit, qk_circuit
+from runfile import RunFileError, UserError
+
+if TYPE_CHECKING:
+    from render.reader import Run
 
 TOL = 0.02        # seed 000: "within 2 % in relative Frobenius norm"
 DEAD_TOL = 0.01   # a head whose centred OV norm is below 1 % of the largest head's is dead
@@ -324,6 +329,55 @@ def _verify(u: int, sigma: np.ndarray, err: np.ndarray, n: int, tol: float):
         return None
     # members in shift order: k.u for k = 0..size-1 (distinct, as the stabiliser is size Z_n)
     return [int(sigma[k, u]) for k in range(size)], stab, worst
+
+
+# ---- one snapshot of a run file ----
+
+CIRCUIT_NAMES = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")
+
+
+def snapshot_index(run: "Run", epoch: int | None) -> int:
+    """Index of the snapshot at `epoch` (the last one if None). UserError names the nearest."""
+    if epoch is None:
+        return len(run) - 1
+    hits = np.flatnonzero(run.epochs == epoch)
+    if not len(hits):
+        near = run.epochs[np.argsort(np.abs(run.epochs - epoch))[:3]]
+        raise UserError(f"{run.path} has no snapshot at epoch {epoch}; nearest: "
+                        f"{', '.join(map(str, sorted(near.tolist())))} (of {run.epochs[0]}..{run.epochs[-1]})")
+    return int(hits[0])
+
+
+def group_of(run: "Run") -> tuple[int, int]:
+    """(n, m) of the run, after checking it holds what the orbit check needs."""
+    if run.n is None or run.m is None:
+        raise RunFileError(f"{run.path} ({run.experiment}) has no group data (n, m): the orbit check needs a "
+                           "run of a C_n-symmetric experiment such as orbits")
+    run.require(*CIRCUIT_NAMES)
+    shape_e = run.f["snapshots"]["W_E"].shape[1:]
+    shape_u = run.f["snapshots"]["W_U"].shape[1:]
+    if shape_e[0] != run.n or shape_u[-1] != run.n:
+        raise RunFileError(f"{run.path}: the orbit check needs {run.n} tokens and {run.n} output classes (C_{run.n}); "
+                           f"W_E is {shape_e}, W_U is {shape_u}")
+    return run.n, run.m
+
+
+def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
+    """Uncentred QK and OV circuits M, R [H, n, n] of snapshot index t."""
+    w = run.weights(t, list(CIRCUIT_NAMES))
+    return qk_circuit(w["W_E"], w["W_Q"], w["W_K"]), ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"])
+
+
+def run_report(run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL) -> OrbitReport:
+    """The orbit report of one snapshot of an open run (the last one by default)."""
+    if not 0 < tol < 1 or not 0 <= dead_tol < 1:
+        raise UserError(f"--tol must be in (0, 1) and --dead-tol in [0, 1), got {tol} and {dead_tol}")
+    n, m = group_of(run)
+    t = snapshot_index(run, epoch)
+    M, R = snapshot_circuits(run, t)
+    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol)
+    report.epoch = int(run.epochs[t])
+    return report
 
 
 def report_from_weights(weights: dict[str, np.ndarray], n: int, m: int, tol: float = TOL,

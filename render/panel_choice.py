@@ -14,14 +14,17 @@ LIVES_IN of the power of its best plane of that order), and the automatic panels
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from render.circuits import centre_ov, centre_qk
-from render.orbits import Orbit, OrbitReport
+from render.orbits import DEAD_TOL, TOL, Orbit, OrbitReport
 from render.projections import CIRCUITS, SEED_PANELS, Panel, fourier_power, parse_panel, polygon_order
 from runfile import UserError
+
+if TYPE_CHECKING:
+    from render.reader import Run
 
 LIVES_IN = 0.5     # an orbit lives in a seed plane holding >= half the power of its best plane
 MAX_ORBITS = 2     # auto: panels for the two largest orbits (QK and OV each): four panels
@@ -153,3 +156,17 @@ def resolve_panels(words: Sequence[str] | None, report: OrbitReport | None, M: n
     if keyword == "auto":
         return auto_panels(report, M, R, n, m), "automatic panels (--panels auto)"
     return default_panels(report, M, R, n, m)
+
+
+def panels_for_run(run: "Run", words: Sequence[str] | None, tol: float = TOL,
+                   dead_tol: float = DEAD_TOL) -> tuple[list[Panel], str]:
+    """`resolve_panels` for an open run: runs the orbit check on its final snapshot when the
+    choice needs it (default, auto). Returns (panels, note in words)."""
+    from render.orbits import group_of, run_report, snapshot_circuits
+    plain = words and [w.strip().lower() for w in words] not in (["default"], ["auto"])
+    if plain:   # explicit planes or 'seed': no check needed
+        return resolve_panels(words, None, None, None, run.n or 0, run.m or 0)
+    n, m = group_of(run)
+    report = run_report(run, None, tol, dead_tol)
+    M, R = snapshot_circuits(run, len(run) - 1)
+    return resolve_panels(words, report, M, R, n, m)

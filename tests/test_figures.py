@@ -102,3 +102,21 @@ def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_panels_for_run(eq_run, tmp_path):
+    from render.panel_choice import auto_panels, panels_for_run
+    from render.projections import SEED_PANELS
+    with Run(eq_run) as run:
+        panels, note = panels_for_run(run, None)
+        auto, _ = panels_for_run(run, ["auto"])
+        from render.orbits import run_report, snapshot_circuits
+        M, R = snapshot_circuits(run, -1)
+        expected = auto_panels(run_report(run), M, R, 24, 2)
+    # random orbits do not live in the seed's planes: the default falls back to auto
+    assert panels == auto == expected and note.startswith("automatic panels")
+    assert [p.order(24, 2) for p in panels] == [12, 12, 4, 4]
+    # 'seed' needs no orbit check, so it works on a run without the weights for one
+    plain = write_run(tmp_path / "plain.h5", [0], [{"W_E": np.zeros((24, 4))}])
+    with Run(plain) as run:
+        assert panels_for_run(run, ["seed"])[0] == list(SEED_PANELS)
