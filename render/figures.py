@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from render.orbits import (CIRCUIT_NAMES, DEAD_TOL, TOL, OrbitReport, check_orbits, format_error, group_of, heads, run_report,
+from render.orbits import (CIRCUIT_NAMES, DEAD_TOL, TOL, Orbit, OrbitReport, check_orbits, format_error, group_of, heads, run_report,
                            snapshot_circuits)
 from render.panel_choice import orbit_power, resolve_panels, signed
 from render.projections import Panel, polygon_order
@@ -209,9 +209,7 @@ def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels
     """For each verified orbit (and the heads in no orbit): its power |X^(u,v)|^2 over
     frequency pairs for QK (u query, v key) and OV (u output, v input), as a fraction of the
     orbit's total, log colour; the movie's `panels` and their conjugates boxed."""
-    from render.circuits import centre_ov, centre_qk
-    from render.orbits import Orbit
-    n, m = report.n, report.m
+    n = report.n
     groups = [(f"orbit {i + 1} (size {o.size})", o, ORBIT_COLOURS[i % len(ORBIT_COLOURS)])
               for i, o in enumerate(report.orbits)]
     if report.unassigned:

@@ -20,7 +20,7 @@ import numpy as np
 
 from render.circuits import centre_ov, centre_qk
 from render.orbits import DEAD_TOL, TOL, Orbit, OrbitReport
-from render.projections import CIRCUITS, SEED_PANELS, Panel, fourier_power, parse_panel, polygon_order
+from render.projections import CIRCUITS, SEED_PANELS, Panel, fourier_power, parse_panel
 from runfile import UserError
 
 if TYPE_CHECKING:
