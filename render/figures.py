@@ -27,8 +27,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
-from render.orbits import (CIRCUIT_NAMES, DEAD_TOL, TOL, Orbit, OrbitReport, check_orbits, format_error, group_of, heads, run_report,
-                           snapshot_circuits)
+from render.orbits import (CIRCUIT_NAMES, DEAD_TOL, TOL, Orbit, OrbitReport, check_orbits, format_error,
+                           group_of, heads, run_report, snapshot_circuits)
 from render.panel_choice import orbit_power, resolve_panels, signed
 from render.projections import Panel, polygon_order
 from render.reader import Run
