@@ -171,6 +171,15 @@ def are_opposite(order_a: tuple[int, ...], order_b: tuple[int, ...]) -> bool:
     return tuple(order_a) == tuple(reversed(order_b))
 
 
+def kendall_tau(qk_a: np.ndarray, qk_b: np.ndarray) -> float:
+    """Kendall's tau between two heads' QK scores on the signal tokens 1-4 (rows [12]): +1 same
+    ordering, -1 exactly opposite; (concordant - discordant pairs) / 6, a tied pair counts 0."""
+    sig = list(SIGNAL)
+    a, b = qk_a[sig], qk_b[sig]
+    i, j = np.triu_indices(len(sig), 1)
+    return float(np.sum(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j])) / len(i))
+
+
 def format_ordering(qk_row: np.ndarray) -> str:
     """E.g. '1 > 2 > 3 > 4 > noise' with 'noise' placed by the mean noise score."""
     order = preference_ordering(qk_row)
@@ -279,6 +288,7 @@ def analyse(weights: dict[str, np.ndarray], cases: Cases) -> dict:
         "d_head": int(weights["W_Q"].shape[-1]),
         "heads": heads,
         "opposite": are_opposite(heads[0]["ordering"], heads[1]["ordering"]) if H >= 2 else None,
+        "kendall_tau": kendall_tau(qk[0], qk[1]) if H >= 2 else None,
         "attention_by_pair": attention_by_pair(weights, cases).tolist(),
         "class_contributions": class_contributions(weights, cases).tolist(),
         "hard_attention_agreement": agree,

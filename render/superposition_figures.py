@@ -44,7 +44,7 @@ def _qk_bars(ax, result: dict) -> None:
     ax.set_xticks(x, ["R"] + [str(t) for t in S.SIGNAL] + [str(t) for t in S.NOISE])
     ax.set_xlabel("key token (R = read-off, 1-4 signal, 5-11 noise)")
     ax.set_ylabel("QK score minus mean noise")
-    ax.set_title("read-off QK row per head (plain: head 1, hatched: head 2)", fontsize=9)
+    ax.set_title("read-off QK row per head" + (" (plain: head 1, hatched: others)" if H > 1 else ""), fontsize=9)
     ax.legend(fontsize=7, loc="best")
 
 

@@ -123,7 +123,7 @@ def test_hand_built_solution_is_perfect_with_opposite_orderings():
     assert result["heads"][0]["ordering"] == [1, 2, 3, 4]
     assert result["heads"][1]["ordering"] == [4, 3, 2, 1]
     assert result["heads"][0]["ordering_text"] == "1 > 2 > 3 > 4 > noise"
-    assert result["opposite"] is True
+    assert result["opposite"] is True and result["kendall_tau"] == -1.0
     assert result["hard_attention_agreement"] == pytest.approx(1.0)
     att = np.array(result["attention_by_pair"])
     # head 1 puts all its attention on the smaller token of a mixed pair, head 2 on the larger
@@ -167,6 +167,11 @@ def test_opposite_needs_exact_reversal_and_noise_is_placed():
     row[[1, 2, 3, 4]] = [3.0, -1.0, 2.0, 1.0]       # noise at 0 sits between 4 and 2
     assert S.preference_ordering(row) == (1, 3, 4, 2)
     assert S.format_ordering(row) == "1 > 3 > 4 > noise > 2"
+    other = np.zeros(12)
+    other[[1, 2, 3, 4]] = [0.0, 1.0, 2.0, 3.0]      # 4 > 3 > 2 > 1
+    # pairs (1,2) (1,3) (1,4) discordant; (2,3) (2,4) concordant; (3,4) discordant -> (2 - 4) / 6
+    assert S.kendall_tau(row, other) == pytest.approx(-2 / 6)
+    assert S.kendall_tau(row, row) == 1.0
 
 
 # ------------------------------------------------------------------ training, resume, command

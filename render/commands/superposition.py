@@ -68,14 +68,15 @@ def _write_text(path: Path, text: str) -> None:
 def summary_table(rows: list[dict]) -> str:
     """Markdown table, one row per run."""
     head = ("| run | seed | heads × d_head | L | steps | accuracy | worst class | head orderings "
-            "(QK from read-off) | opposite | acc, head ablated | hard-attention agreement |")
+            "(QK from read-off) | opposite | Kendall τ | acc, head ablated | hard-attention agreement |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         orders = "; ".join(f"h{h['head']}: {h['ordering_text']}" for h in r["heads"])
         abl = ", ".join(f"h{h['head']} {h['ablated_acc']:.1%}" for h in r["heads"])
         opp = {True: "yes", False: "no", None: "n/a"}[r["opposite"]]
+        tau = "n/a" if r["kendall_tau"] is None else f"{r['kendall_tau']:+.2f}"
         lines.append(f"| {r['name']} | {r['seed']} | {r['n_heads']} × {r['d_head']} | {r['seq_len']} | "
-                     f"{r['steps']} | {r['acc']:.2%} | {r['worst_class_acc']:.2%} | {orders} | {opp} | "
+                     f"{r['steps']} | {r['acc']:.2%} | {r['worst_class_acc']:.2%} | {orders} | {opp} | {tau} | "
                      f"{abl} | {r['hard_attention_agreement']:.1%} |")
     return "\n".join(lines) + "\n"
 
@@ -158,8 +159,10 @@ def run(args) -> int:
                   f"{r['heads'][1]['ordering_text']}: {'opposite' if r['opposite'] else 'NOT opposite'}")
     two = [r for r in rows if r["n_heads"] == 2 and r["d_head"] == 1]
     if two:
+        taus = np.array([r["kendall_tau"] for r in two])
         print(f"2 heads of d_head 1: {sum(r['acc'] >= 1 - 1e-12 for r in two)}/{len(two)} runs at 100 % accuracy, "
-              f"{sum(bool(r['opposite']) for r in two)}/{len(two)} with opposite orderings")
+              f"{sum(bool(r['opposite']) for r in two)}/{len(two)} with opposite orderings "
+              f"(Kendall tau between the heads: mean {taus.mean():+.2f}, {np.sum(taus < 0)}/{len(two)} negative)")
     for note in notes:
         print(note)
     print(f"wrote {args.out}/summary.md, summary.json, training.png"
