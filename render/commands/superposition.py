@@ -10,7 +10,6 @@ import numpy as np
 from tqdm import tqdm
 
 from render import superposition as S
-from render.encode import FORMATS, encode, parse_formats
 from render.reader import Run
 from runfile import UserError
 
@@ -32,8 +31,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--movie", choices=("first", "all", "none"), default="first",
                         help="QK-plane movie for the first run with >= 2 heads, every such run, or none "
                              "(default first)")
-    parser.add_argument("--formats", default=",".join(FORMATS),
-                        help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all)")
+    parser.add_argument("--formats", default="mp4,webm,gif,png,html",
+                        help="movie formats, comma-separated subset of mp4,webm,gif,png,html (default: all)")
     parser.add_argument("--fps", type=float, default=24.0, help="movie frames per second (default 24)")
     parser.add_argument("--hold", type=float, default=2.0, metavar="S",
                         help="seconds the last frame is held before the loop restarts (default 2)")
@@ -83,6 +82,7 @@ def summary_table(rows: list[dict]) -> str:
 
 def _movie(run: Run, out_dir: Path, args, label: str) -> str:
     """Render the QK-plane movie of `run` into out_dir/qk_plane.*; returns a one-line note."""
+    from render.encode import encode, parse_formats
     from render.superposition_figures import QKPlaneMovie
     epochs, qk = S.qk_trajectory(run)
     m = run.metrics()
@@ -103,6 +103,7 @@ def _movie(run: Run, out_dir: Path, args, label: str) -> str:
 
 
 def run(args) -> int:
+    from render.encode import parse_formats  # the shared encoder; imported when used
     parse_formats(args.formats)
     if args.fps <= 0 or args.hold < 0 or args.trail < 0:
         raise UserError("--fps must be > 0, --hold >= 0 and --trail >= 0")
