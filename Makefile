@@ -64,7 +64,7 @@ induction: setup
 
 induction-seeds: setup
 	mkdir -p data/induction-seeds
-	for pos in $(INDUCTION_POSITIONS); do for s in $(INDUCTION_SEEDS); do for v in $(INDUCTION_VARIANTS); do \
+	for s in $(INDUCTION_SEEDS); do for pos in $(INDUCTION_POSITIONS); do for v in $(INDUCTION_VARIANTS); do \
 		if [ $$pos = qk_input ] && [ $$s = 0 ]; then out=data/induction-$$v.h5; \
 		else out=data/induction-seeds/$$v-$$pos-s$$s.h5; fi; \
 		OMP_NUM_THREADS=1 $(PY) -m pipeline train induction-$$v --out $$out --set seed=$$s \

@@ -152,6 +152,43 @@ def summary_markdown(results: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def grouped_markdown(results: list[dict]) -> str:
+    """Runs grouped by (variant, positions, distinct letters), over their seeds: the numbers the
+    README's comparison with seed 003 quotes. Ranges are min..max over seeds."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        c = r["config"]
+        groups.setdefault((r["experiment"], c.get("positions", "qk_input"), c.get("distinct", True)), []).append(r)
+
+    def rng(vals, spec):
+        lo, hi = min(vals), max(vals)
+        return format(lo, spec) if abs(hi - lo) < 5e-4 else f"{format(lo, spec)}..{format(hi, spec)}"
+
+    head = ("| variant | positions | seeds | accuracy L=6 | mean accuracy L=4,5,7,8 | heads copying (>+0.5) / "
+            "anti-copying (<−0.5), per layer | direct path Σλ/Σ\\|λ\\| | prompts completed right "
+            "(of 4 × seeds) | ABCDEF right | letters repeated in a row | no K-composition accuracy |")
+    lines = [head, "|" + "---|" * 11]
+    for (exp, pos, distinct), rs in groups.items():
+        counts = []
+        for r in rs:
+            per_layer = []
+            for l in range(r["n_layers"]):
+                sc = [row["copying"] for row in r["copying"] if row["layer"] == l and row["head"] is not None]
+                per_layer.append(f"{sum(v > 0.5 for v in sc)}/{sum(v < -0.5 for v in sc)}")
+            counts.append(" · ".join(per_layer))
+        graded = [c for r in rs for c in r["completions"] if c["is_correct"] is not None]
+        abcdef = [c["is_correct"] for r in rs for c in r["completions"] if c["prompt"] == "ABCDEF"]
+        ood = [np.mean([r["block_length_accuracy"][k] for k in ("4", "5", "7", "8")]) for r in rs]
+        nok = [r["ablations"]["no_k_composition"]["accuracy"] for r in rs if "ablations" in r]
+        lines.append(f"| {exp.removeprefix('induction-')}{'' if distinct else ' (repeats)'} | {pos} | "
+                     f"{len(rs)} | {rng([r['accuracy'] for r in rs], '.1%')} | {rng(ood, '.1%')} | "
+                     f"{', '.join(counts)} | {rng([r['copying'][-1]['copying'] for r in rs], '+.3f')} | "
+                     f"{sum(c['is_correct'] for c in graded)}/{len(graded)} | {sum(abcdef)}/{len(abcdef)} | "
+                     f"{sum(c['immediate_repeats'] for r in rs for c in r['completions'])} | "
+                     f"{rng(nok, '.1%') if nok else '—'} |")
+    return "\n".join(lines) + "\n"
+
+
 def _jsonable(r: dict) -> dict:
     return {k: v for k, v in r.items() if not k.startswith("_")}
 
@@ -218,6 +255,7 @@ def run(args) -> int:
               + ", ".join(f"{k}: {v:.0%}" for k, v in r["block_length_accuracy"].items()))
         results.append(r)
     _write_text(args.out / "summary.json", json.dumps([_jsonable(r) for r in results], indent=1) + "\n")
-    _write_text(args.out / "summary.md", summary_markdown(results))
+    _write_text(args.out / "summary.md", "# Induction runs\n\n" + summary_markdown(results)
+                + "\n## Over seeds\n\n" + grouped_markdown(results))
     print(f"{args.out}/summary.md: {len(results)} run(s)")
     return 0
