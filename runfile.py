@@ -56,6 +56,15 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
     if path.is_dir():
         raise RunFileError(f"{path} is a folder, not a run file")
     try:
+        # A plain open first: it rejects a truncated or corrupt file at once, whereas an SWMR
+        # reader retries damaged metadata for minutes. Live and killed runs are "already open
+        # for write" and go on to the SWMR open.
+        h5py.File(path, "r").close()
+    except OSError as exc:
+        if "already open for write" not in str(exc):
+            raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "
+                               f"{str(exc).splitlines()[0]}; retrain it with --force") from None
+    try:
         f = h5py.File(path, "r", swmr=True)
     except OSError as exc:
         raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "

@@ -1,0 +1,237 @@
+"""Trailing-dot panels on rescaling axes: the frames of the orbit movie (seed 000, SPEC §1).
+
+Each panel is one irrep plane (circuit, u, v); each head is a dot at (Re X^, Im X^) trailing
+its last `trail_epochs` epochs (counted in epochs, not frames: the snapshot schedule is not
+uniform), fading with age. Axes are square, symmetric about the origin (a thin cross marks
+it), and rescale every frame to the largest radius in view, trails included, eased so that
+they never jitter and never cut a dot off.
+
+Two pieces, so that the per-frame work stays small and flat over the run:
+
+- `frame_states(coords)` turns a stream of (epoch, coordinates [P, H]) into `FrameState`s
+  (points, trail, axis limits). It keeps only the trail window and a short look-ahead of
+  `lookahead` frames, so memory does not grow with the run.
+- `PanelFigure` creates the figure and every artist once. Per frame it updates offsets,
+  trail segments, limits and texts and, as the axes carry no ticks, restores a cached
+  background and redraws only the moving artists (blitting), then returns the RGB pixels of
+  the canvas buffer. `blit=False` draws the same artists the ordinary way (for comparison).
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgba_array
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+TRAIL_EPOCHS = 250   # seed 000: "each dot trails its last 250 epochs"
+
+
+@dataclass
+class FrameState:
+    """What one frame shows.
+
+    epoch:     the snapshot's epoch
+    points:    complex [P, H], each head's coordinate in each panel's plane
+    trail:     complex [K, P, H], the trail oldest first, ending with `points` (K >= 1); its
+               first point is interpolated to lie exactly `trail_epochs` back when possible
+    trail_age: float [K], age of each trail point in epochs (0 for the current point)
+    limits:    float [P], half-width of each panel's axes (data units)
+    radius:    float [P], largest |coordinate| in view (points and trails), before easing
+    """
+    epoch: int
+    points: np.ndarray
+    trail: np.ndarray
+    trail_age: np.ndarray
+    limits: np.ndarray
+    radius: np.ndarray
+    caption: str = ""
+
+
+def frame_states(coords: Iterable[tuple[int, np.ndarray]], trail_epochs: float = TRAIL_EPOCHS,
+                 lookahead: int = 12, ease: float = 0.2, margin: float = 1.12,
+                 caption: Callable[[int], str] | None = None) -> Iterator[FrameState]:
+    """FrameStates from (epoch, complex [P, H]) pairs in increasing epoch order.
+
+    Axis half-width: with R_t the radius in view at frame t (points and trails),
+    A_t = max(R_t .. R_{t+lookahead}) looks ahead so the axes widen before a dot gets there;
+    log L_t = log L_{t-1} + ease * (log A_t - log L_{t-1}) eases in log scale (zooming by 10x
+    takes as long at any scale); L_t = max(L_t, R_t) keeps every dot inside; the limit is
+    margin * L_t. Memory: the trail window plus `lookahead` frames.
+    """
+    history: deque[tuple[int, np.ndarray]] = deque()
+    pending: deque[FrameState] = deque()
+    log_l = None
+
+    def emit() -> FrameState:
+        nonlocal log_l
+        state = pending.popleft()
+        ahead = np.max([s.radius for s in (state, *pending)], axis=0)            # [P]
+        log_a = np.log(np.maximum(ahead, 1e-30))
+        log_l = log_a if log_l is None else log_l + ease * (log_a - log_l)
+        log_l = np.maximum(log_l, np.log(np.maximum(state.radius, 1e-30)))
+        level = np.maximum(np.exp(log_l), state.radius)                          # exact, despite rounding
+        state.limits = np.where(ahead > 0, margin * level, 1.0)                  # all at 0: any scale
+        return state
+
+    last_epoch = None
+    for epoch, c in coords:
+        epoch = int(epoch)
+        c = np.asarray(c, np.complex128)
+        if last_epoch is not None and epoch <= last_epoch:
+            raise ValueError(f"epochs must increase: {epoch} after {last_epoch}")
+        last_epoch = epoch
+        history.append((epoch, c))
+        start = epoch - trail_epochs
+        while len(history) >= 2 and history[1][0] <= start:
+            history.popleft()                  # keep one point at or before the window start
+        ep = np.array([e for e, _ in history], np.float64)
+        pts = np.stack([x for _, x in history])                                  # [K, P, H]
+        if len(history) >= 2 and ep[0] < start:  # cut the oldest segment at exactly `start`
+            w = (start - ep[0]) / (ep[1] - ep[0])
+            pts[0] = pts[0] + w * (pts[1] - pts[0])
+            ep[0] = start
+        radius = np.abs(pts).max(axis=(0, 2))                                    # [P]
+        pending.append(FrameState(epoch, c, pts, epoch - ep, np.zeros_like(radius), radius,
+                                  caption(epoch) if caption else ""))
+        if len(pending) > lookahead:
+            yield emit()
+    while pending:
+        yield emit()
+
+
+def grid_shape(n_panels: int) -> tuple[int, int]:
+    """(rows, cols): one row for 1-2 panels, else two rows (filled column by column, so the
+    seed's panels give a column per frequency with QK above OV)."""
+    rows = 1 if n_panels <= 2 else 2
+    return rows, math.ceil(n_panels / rows)
+
+
+class PanelFigure:
+    """The figure of a trailing-dot movie, built once; `render(state)` gives one frame.
+
+    titles:      one title per panel (P)
+    colours:     per head, anything matplotlib takes as a colour list (H)
+    legend:      [(label, colour)] shown under the panels (may be empty)
+    header:      a static line at the top (run, experiment)
+    panel_px:    side of each square panel in pixels; the frame size is fixed by the layout
+                 and always even (`self.size` = (width, height))
+    draw_order:  head indices in drawing order (later ones on top); default 0..H-1
+    blit:        True redraws only the moving artists over a cached background; False draws
+                 the whole figure each frame (the ordinary way, e.g. for FuncAnimation)
+    """
+
+    def __init__(self, titles: Sequence[str], colours, legend: Sequence[tuple[str, object]] = (),
+                 header: str = "", panel_px: int = 480, dpi: int = 100, blit: bool = True,
+                 draw_order: Sequence[int] | None = None, trail_epochs: float = TRAIL_EPOCHS):
+        self.blit = blit
+        self.trail_epochs = float(trail_epochs)
+        self.colours = to_rgba_array(colours)                                    # [H, 4]
+        n_heads = len(self.colours)
+        self.order = np.arange(n_heads) if draw_order is None else np.asarray(draw_order)
+        if sorted(self.order.tolist()) != list(range(n_heads)):
+            raise ValueError("draw_order must be a permutation of the heads")
+        rows, cols = grid_shape(len(titles))
+        # layout in pixels
+        pad, gap, vgap, title_h, header_h = 30, 44, 16, 30, 70
+        legend_cols = 1 if len(legend) <= 3 else 2
+        legend_h = (22 * math.ceil(len(legend) / legend_cols) + 18) if legend else 12
+        width = 2 * pad + cols * panel_px + (cols - 1) * gap
+        height = header_h + rows * (title_h + panel_px) + (rows - 1) * vgap + legend_h
+        width, height = width + width % 2, height + height % 2
+        self.size = (width, height)
+        self.fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, facecolor="white")
+        self.canvas = FigureCanvasAgg(self.fig)
+        if self.canvas.get_width_height() != (width, height):
+            raise RuntimeError(f"figure is {self.canvas.get_width_height()} px, expected {(width, height)}")
+
+        anim = dict(animated=blit)
+        self.axes, self.scatters, self.trails, self.scales = [], [], [], []
+        for i, title in enumerate(titles):
+            r, c = i % rows, i // rows                                           # column by column
+            x0 = pad + c * (panel_px + gap)
+            y0 = height - header_h - title_h - r * (title_h + panel_px + vgap) - panel_px
+            ax = self.fig.add_axes((x0 / width, y0 / height, panel_px / width, panel_px / height))
+            ax.set_xlim(-1, 1)
+            ax.set_ylim(-1, 1)
+            ax.set_box_aspect(1)              # square box + equal x/y limits = equal aspect
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_color("#b0b0b0")
+            ax.axhline(0, color="#c8c8c8", lw=0.6, zorder=0)                     # thin cross at origin
+            ax.axvline(0, color="#c8c8c8", lw=0.6, zorder=0)
+            ax.set_title(title, fontsize=11, pad=7)
+            lc = LineCollection([], linewidths=1.4, capstyle="round", zorder=2, **anim)
+            ax.add_collection(lc)
+            sc = ax.scatter(np.zeros(n_heads), np.zeros(n_heads), s=30, c=self.colours[self.order],
+                            edgecolors="white", linewidths=0.5, zorder=3, **anim)
+            tx = ax.text(0.985, 0.985, "", transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                         color="#808080", zorder=4, **anim)
+            self.axes.append(ax)
+            self.trails.append(lc)
+            self.scatters.append(sc)
+            self.scales.append(tx)
+        if header:
+            self.fig.text(pad / width, 1 - 16 / height, header, ha="left", va="top", fontsize=10, color="#606060")
+        self.epoch_text = self.fig.text(pad / width, 1 - 38 / height, "", ha="left", va="top", fontsize=15,
+                                        weight="bold", **anim)
+        self.caption_text = self.fig.text(1 - pad / width, 1 - 42 / height, "", ha="right", va="top",
+                                          fontsize=10, color="#404040", **anim)
+        if legend:
+            handles = [Line2D([], [], ls="", marker="o", ms=7, mfc=col, mec="white", label=label)
+                       for label, col in legend]
+            self.fig.legend(handles=handles, loc="lower center", ncols=legend_cols, frameon=False,
+                            fontsize=10, bbox_to_anchor=(0.5, 4 / height), handletextpad=0.3,
+                            columnspacing=1.5)
+        self._background = None
+        if blit:
+            self.canvas.draw()                                                   # static parts only
+            self._background = self.canvas.copy_from_bbox(self.fig.bbox)
+
+    def update(self, state: FrameState) -> list:
+        """Set every moving artist from `state`; returns them (FuncAnimation's update contract)."""
+        order = self.order
+        k = state.trail.shape[0]
+        fade = np.clip(1.0 - state.trail_age / self.trail_epochs, 0.0, 1.0)         # [K]
+        seg_alpha = 0.75 * 0.5 * (fade[:-1] + fade[1:])                          # [K-1]
+        for p, ax in enumerate(self.axes):
+            lim = float(state.limits[p])
+            ax.set_xlim(-lim, lim)
+            ax.set_ylim(-lim, lim)
+            pts = state.points[p, order]
+            self.scatters[p].set_offsets(np.column_stack([pts.real, pts.imag]))
+            if k >= 2:
+                tr = state.trail[:, p, order]                                    # [K, H]
+                xy = np.stack([tr.real, tr.imag], -1)                            # [K, H, 2]
+                segs = np.stack([xy[:-1], xy[1:]], 2).reshape(-1, 2, 2)          # [(K-1)*H, 2, 2]
+                rgba = np.repeat(self.colours[order][None], k - 1, 0)            # [K-1, H, 4]
+                rgba[..., 3] = seg_alpha[:, None]
+                self.trails[p].set_segments(segs)
+                self.trails[p].set_color(rgba.reshape(-1, 4))
+            else:
+                self.trails[p].set_segments([])
+            self.scales[p].set_text(f"±{lim:.3g}")
+        self.epoch_text.set_text(f"epoch {state.epoch:,}")
+        self.caption_text.set_text(state.caption)
+        return [*self.trails, *self.scatters, *self.scales, self.epoch_text, self.caption_text]
+
+    def render(self, state: FrameState) -> np.ndarray:
+        """The frame as uint8 RGB [height, width, 3] (a copy of the canvas buffer)."""
+        artists = self.update(state)
+        if self.blit:
+            self.canvas.restore_region(self._background)
+            for a in artists:
+                (a.axes or self.fig).draw_artist(a)
+        else:
+            self.canvas.draw()
+        return np.array(np.asarray(self.canvas.buffer_rgba())[..., :3])
+
+    def close(self) -> None:
+        self.fig.clear()
