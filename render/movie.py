@@ -199,7 +199,7 @@ def make_movie(run_path: str | Path, out_dir: str | Path, panels: Sequence[Panel
         figure = PanelFigure(titles, colouring.colours, colouring.legend, header=header, panel_px=panel_px,
                              draw_order=colouring.draw_order, trail_epochs=trail_epochs)
         states = frame_states(panel_coordinates(run, panels), trail_epochs=trail_epochs, caption=_caption(run))
-        frames = (figure.render(s) for s in states)
+        frames = (figure.render(s, rgba=True) for s in states)
         total = len(run) + int(round(hold_s * fps))
         log(f"{run.path}: {len(run)} snapshots (epochs {run.epochs[0]}..{run.epochs[-1]}), "
             f"{note}: {' '.join(map(str, panels))}; {colouring.note}")

@@ -1,0 +1,127 @@
+"""Render speed of the orbit movie: our renderer against matplotlib's FuncAnimation.save +
+FFMpegWriter, on the same frames of one run, in one process.
+
+    .venv/bin/python bench/render_speed.py [RUN] [--frames N] [--panel-px 480]
+
+RUN defaults to data/orbits.h5 (`make movie` trains it). The frame states (coordinates,
+trails, eased limits) are computed once and shared, so every variant draws exactly the same
+frames; each variant writes one H.264 MP4 with the same encoder settings (libx264, preset
+medium, CRF 20, yuv420p) and is timed end to end (draw + encode):
+
+  ours          render.panels.PanelFigure (artists made once, blitting over a cached
+                background, pixels from the canvas buffer) -> render.encode (raw frames
+                streamed into ffmpeg's stdin)
+  ours, no blit the same but a full canvas.draw() per frame
+  FuncAnimation the same figure and update function, saved by FuncAnimation.save with
+                FFMpegWriter (savefig of every frame to the ffmpeg pipe)
+
+Then, without encoding: per-frame draw time over the run (first vs last quarter: flat?) and
+the peak of Python allocations (tracemalloc) while streaming a quarter of the run vs all of
+it (flat in run length?). Prints frames/s and the ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from render.encode import Quality, encode, find_ffmpeg           # noqa: E402
+from render.movie import orbit_colouring, panel_coordinates     # noqa: E402
+from render.panels import PanelFigure, frame_states             # noqa: E402
+from render.projections import SEED_PANELS                      # noqa: E402
+from render.reader import Run                                   # noqa: E402
+
+FPS = 24
+
+
+def figure(run: Run, blit: bool, panel_px: int) -> PanelFigure:
+    col = orbit_colouring(run, SEED_PANELS, run.n, run.m, warn=lambda s: None)
+    return PanelFigure([p.title(run.n, run.m) for p in SEED_PANELS], col.colours, col.legend,
+                       header=f"{run.experiment} · {run.path.name}", panel_px=panel_px, blit=blit,
+                       draw_order=col.draw_order)
+
+
+def time_ours(states, fig: PanelFigure, out: Path) -> float:
+    t0 = time.perf_counter()
+    encode((fig.render(s, rgba=True) for s in states), out, "ours", fps=FPS, hold_s=0, formats=["mp4"])
+    return time.perf_counter() - t0
+
+
+def time_funcanimation(states, fig: PanelFigure, out: Path, q: Quality) -> float:
+    import matplotlib
+    from matplotlib.animation import FFMpegWriter, FuncAnimation
+    matplotlib.rcParams["animation.ffmpeg_path"] = find_ffmpeg(["libx264"])
+    writer = FFMpegWriter(fps=FPS, codec="libx264",
+                          extra_args=["-preset", q.mp4_preset, "-crf", str(q.mp4_crf), "-pix_fmt", "yuv420p"])
+    anim = FuncAnimation(fig.fig, fig.update, frames=states, init_func=lambda: [], blit=False,
+                         cache_frame_data=False, repeat=False)
+    t0 = time.perf_counter()
+    anim.save(str(out / "funcanimation.mp4"), writer=writer, dpi=fig.fig.dpi)
+    return time.perf_counter() - t0
+
+
+def draw_times(states, fig: PanelFigure) -> np.ndarray:
+    times = []
+    for s in states:
+        t0 = time.perf_counter()
+        fig.render(s, rgba=True)
+        times.append(time.perf_counter() - t0)
+    return np.array(times)
+
+
+def stream_peak(run: Run, indices: np.ndarray, fig: PanelFigure) -> float:
+    """Peak MB of Python allocations while reading, projecting and drawing `indices`."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    for s in frame_states(panel_coordinates(run, SEED_PANELS, indices=indices)):
+        fig.render(s, rgba=True)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", nargs="?", default="data/orbits.h5", type=Path)
+    ap.add_argument("--frames", type=int, default=0, help="first N snapshots only (default: all)")
+    ap.add_argument("--panel-px", type=int, default=480)
+    args = ap.parse_args()
+    with Run(args.run) as run:
+        T = len(run) if args.frames <= 0 else min(args.frames, len(run))
+        t0 = time.perf_counter()
+        states = list(frame_states(panel_coordinates(run, SEED_PANELS, indices=np.arange(T))))
+        prep = time.perf_counter() - t0
+        w, h = figure(run, True, args.panel_px).size
+        print(f"{run.path}: {T} frames of {w}x{h} px; read + circuits + projections + trails: "
+              f"{prep:.2f} s ({T / prep:.0f} frames/s)")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            t_ours = time_ours(states, figure(run, True, args.panel_px), out)
+            t_noblit = time_ours(states, figure(run, False, args.panel_px), out)
+            t_fa = time_funcanimation(states, figure(run, False, args.panel_px), out, Quality())
+        rate = lambda t: T / t
+        print(f"  ours (blit, buffer, stdin)   {rate(t_ours):6.1f} frames/s")
+        print(f"  ours without blitting        {rate(t_noblit):6.1f} frames/s")
+        print(f"  FuncAnimation.save+FFMpeg    {rate(t_fa):6.1f} frames/s")
+        print(f"  ratio ours / FuncAnimation   {t_fa / t_ours:6.2f}x   (no-blit / FuncAnimation "
+              f"{t_fa / t_noblit:.2f}x)")
+
+        fig = figure(run, True, args.panel_px)
+        dt = draw_times(states, fig) * 1e3
+        q = max(1, T // 4)
+        print(f"  draw only: {1e3 / dt.mean():.0f} frames/s; ms per frame first quarter "
+              f"{np.median(dt[:q]):.1f}, last quarter {np.median(dt[-q:]):.1f} (median)")
+        quarter = stream_peak(run, np.arange(q), fig)
+        full = stream_peak(run, np.arange(T), fig)
+        print(f"  peak Python allocations streaming {q} snapshots: {quarter:.1f} MB, all {T}: {full:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
