@@ -144,7 +144,8 @@ def html_snippet(basename: str, size: tuple[int, int], sources: Iterable[str], p
     w, h = size
     name = html.escape(basename, quote=True)
     attrs = f' poster="{name}.png"' if poster else ""
-    lines = [f'<video autoplay muted loop playsinline width="{w}" height="{h}"{attrs}>']
+    lines = [f'<video autoplay muted loop playsinline width="{w}" height="{h}"{attrs} '
+             'style="max-width: 100%; height: auto;">']
     types = {"webm": "video/webm", "mp4": "video/mp4"}
     for ext in ("webm", "mp4"):
         if ext in sources:

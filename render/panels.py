@@ -245,7 +245,7 @@ class PanelFigure:
         """Set every moving artist from `state`; returns them (FuncAnimation's update contract)."""
         order = self.order
         fade = np.clip(1.0 - state.trail_age / self.trail_epochs, 0.0, 1.0)         # [K]
-        seg_alpha = 0.75 * 0.5 * (fade[:-1] + fade[1:])                          # [K-1]
+        seg_alpha = 0.9 * 0.5 * (fade[:-1] + fade[1:])                           # [K-1]
         for p, ax in enumerate(self.axes):
             lim = float(state.limits[p])
             ax.set_xlim(-lim, lim)

@@ -132,6 +132,8 @@ def test_frames_have_one_even_size(n_panels, px):
         img = fig.render(s)
         assert img.dtype == np.uint8
         shapes.add(img.shape)
+        rgba = fig.render(s, rgba=True)                                      # what the movie streams
+        assert rgba.shape == (h, w, 4) and np.array_equal(rgba[..., :3], img) and np.all(rgba[..., 3] == 255)
     assert shapes == {(h, w, 3)}
 
 

@@ -1,6 +1,7 @@
 """`python -m render movie RUN --out DIR`: the orbit movie (seed 000) of a run file."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from render.encode import FORMATS, Quality, parse_formats
@@ -60,12 +61,13 @@ def run(args) -> int:
         raise UserError(f"--crf must be in 0..51 (H.264), got {args.crf}")
     if not args.name or "/" in args.name or args.name.startswith("."):
         raise UserError(f"--name must be a plain file name stem, got {args.name!r}")
+    t0 = time.perf_counter()
     result = make_movie(args.run, args.out, panels=panels, formats=formats, fps=args.fps, hold_s=args.hold,
                         basename=args.name, panel_px=args.panel_px, quality=Quality(mp4_crf=args.crf),
                         trail_epochs=args.trail, progress=not args.no_progress,
                         colour_orbits=not args.no_orbit_colours)
     w, h = result.size
-    print(f"{result.frames} frames, {w}x{h} px, {result.fps:g} fps:")
+    print(f"{result.frames} frames, {w}x{h} px, {result.fps:g} fps, in {time.perf_counter() - t0:.1f} s:")
     for path in result.paths.values():
         print(f"  {path}  ({path.stat().st_size / 1e6:.2f} MB)")
     return 0
