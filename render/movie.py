@@ -93,7 +93,12 @@ def orbit_colouring(run: Run, panels: Sequence[Panel], n: int, m: int,
                     warn: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> Colouring:
     """Colours from the orbit check on the final snapshot: largest orbit blue, next orange,
     then the default cycle; heads in no orbit grey. One colour if `render.orbits` is absent
-    or the run lacks the weights of a full check. Uses only `report.orbits[i].heads/.size`."""
+    or the run lacks the weights of a full check. Uses only `report.orbits[i].heads/.size`.
+
+    Legend: per orbit, for each rotation frequency r of the panels, the polygon it draws
+    there (n / gcd(r, n) vertices) or "at 0" when it sits at the origin in every panel of
+    that r on the final snapshot (within 1 % of the panel's largest radius); its stabiliser
+    forces that whenever r * size is not a multiple of n."""
     n_heads = _n_heads(run)
     plain = plain_colouring(n_heads, "one colour (no orbit check)")
     try:
@@ -115,14 +120,18 @@ def orbit_colouring(run: Run, panels: Sequence[Panel], n: int, m: int,
     colours = [OTHER_COLOUR] * n_heads
     legend, on_top = [], []
     rs = list(dict.fromkeys(p.r(n, m) for p in panels))
+    final = next(panel_coordinates(run, panels, indices=np.array([len(run) - 1])))[1]        # [P, H]
+    scale = np.abs(final).max(axis=1, keepdims=True)                                        # [P, 1]
+    shown = np.abs(final) > 0.01 * np.maximum(scale, 1e-300)                                # [P, H]
     for i, orbit in enumerate(orbits):
         col = ORBIT_COLOURS[i % len(ORBIT_COLOURS)]
         heads = [int(h) for h in orbit.heads]
         for h in heads:
             colours[h] = col
         size = int(orbit.size)
-        shapes = ", ".join(f"{_shape(polygon_order(r, n))} for r={r}" if (r * size) % n == 0 else f"at 0 for r={r}"
-                           for r in rs)
+        at_r = {r: (r * size) % n == 0 and any(shown[p, heads].any() for p, pan in enumerate(panels)
+                                                if pan.r(n, m) == r) for r in rs}
+        shapes = ", ".join(f"{_shape(polygon_order(r, n))} for r={r}" if at_r[r] else f"at 0 for r={r}" for r in rs)
         count = f"{size} heads" if len(heads) == size else f"size {size}, {len(heads)} heads"
         legend.append((f"orbit of {count}: {shapes}", col))
         on_top = heads + on_top
