@@ -244,7 +244,7 @@ class PanelFigure:
     def update(self, state: FrameState) -> list:
         """Set every moving artist from `state`; returns them (FuncAnimation's update contract)."""
         order = self.order
-        fade = np.clip(1.0 - state.trail_age / self.trail_epochs, 0.0, 1.0)         # [K]
+        fade = np.clip(1.0 - state.trail_age / max(self.trail_epochs, 1e-9), 0.0, 1.0)  # [K]
         seg_alpha = 0.9 * 0.5 * (fade[:-1] + fade[1:])                           # [K-1]
         for p, ax in enumerate(self.axes):
             lim = float(state.limits[p])

@@ -137,7 +137,8 @@ def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
 def test_movie_command_panels_option(tiny_run, tmp_path):
     out = tmp_path / "two"
     assert render_main(["movie", str(tiny_run), "--out", str(out), "--panels", "qk:0,10", "ov:10,-10",
-                        "--formats", "mp4,png", "--hold", "0", "--panel-px", "80", "--no-progress"]) == 0
+                        "--formats", "mp4,png", "--hold", "0", "--panel-px", "80", "--trail", "0",
+                        "--no-progress"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["orbits.mp4", "orbits.png"]
     assert probe(out / "orbits.mp4")[1] == 9
 
