@@ -52,10 +52,12 @@ superposition: setup
 # make induction - seed 003: train the 1-layer, smeared-key and 2-layer models (seed 0; complete
 # runs are reused), then figures, tables and attention movies under outputs/induction/.
 # make induction-seeds - the seed comparison: INDUCTION_SEEDS x both position placements, one run at
-# a time on one thread (seed 0 with positions at the Q/K inputs is `make induction`'s run), no movies.
+# a time on one thread (seed 0 with positions at the Q/K inputs is `make induction`'s run), plus
+# INDUCTION_REPEAT_SEEDS with letters drawn independently (repeats allowed, as in the seed); no movies.
 INDUCTION_VARIANTS := 1l smeared 2l
 INDUCTION_SEEDS ?= 0 1 2
 INDUCTION_POSITIONS ?= qk_input qk_vector
+INDUCTION_REPEAT_SEEDS ?= 0
 
 induction: setup
 	for v in $(INDUCTION_VARIANTS); do OMP_NUM_THREADS=1 $(PY) -m pipeline train induction-$$v \
@@ -69,9 +71,14 @@ induction-seeds: setup
 		else out=data/induction-seeds/$$v-$$pos-s$$s.h5; fi; \
 		OMP_NUM_THREADS=1 $(PY) -m pipeline train induction-$$v --out $$out --set seed=$$s \
 			--set positions=$$pos --reuse --no-progress || exit 1; done; done; done
+	for s in $(INDUCTION_REPEAT_SEEDS); do for v in $(INDUCTION_VARIANTS); do \
+		OMP_NUM_THREADS=1 $(PY) -m pipeline train induction-$$v --out data/induction-seeds/$$v-qk_vector-repeats-s$$s.h5 \
+			--set seed=$$s --set positions=qk_vector --set distinct=false --reuse --no-progress || exit 1; done; done
 	$(PY) -m render induction $(foreach pos,$(INDUCTION_POSITIONS),$(foreach s,$(INDUCTION_SEEDS),\
 		$(foreach v,$(INDUCTION_VARIANTS),$(if $(filter qk_input0,$(pos)$(s)),data/induction-$(v).h5,\
-		data/induction-seeds/$(v)-$(pos)-s$(s).h5)))) --out outputs/induction/seeds --no-movie --no-progress
+		data/induction-seeds/$(v)-$(pos)-s$(s).h5)))) \
+		$(foreach s,$(INDUCTION_REPEAT_SEEDS),$(foreach v,$(INDUCTION_VARIANTS),data/induction-seeds/$(v)-qk_vector-repeats-s$(s).h5)) \
+		--out outputs/induction/seeds --no-movie --no-progress
 
 bench: setup
 	$(PY) bench/train_speed.py

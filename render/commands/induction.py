@@ -165,9 +165,10 @@ def grouped_markdown(results: list[dict]) -> str:
         return format(lo, spec) if abs(hi - lo) < 5e-4 else f"{format(lo, spec)}..{format(hi, spec)}"
 
     head = ("| variant | positions | seeds | accuracy L=6 | mean accuracy L=4,5,7,8 | heads copying (>+0.5) / "
-            "anti-copying (<−0.5), per layer | direct path Σλ/Σ\\|λ\\| | prompts completed right "
-            "(of 4 × seeds) | ABCDEF right | letters repeated in a row | no K-composition accuracy |")
-    lines = [head, "|" + "---|" * 11]
+            "anti-copying (<−0.5), per layer | direct path Σλ/Σ\\|λ\\| | ABCDEF right | ABCDEFABCDEF, "
+            "XYZRSTXYZRST right | AAABBBAAABBB right | letters repeated in a row (other 6 prompts) | "
+            "no K-composition accuracy |")
+    lines = [head, "|" + "---|" * 12]
     for (exp, pos, distinct), rs in groups.items():
         counts = []
         for r in rs:
@@ -176,16 +177,20 @@ def grouped_markdown(results: list[dict]) -> str:
                 sc = [row["copying"] for row in r["copying"] if row["layer"] == l and row["head"] is not None]
                 per_layer.append(f"{sum(v > 0.5 for v in sc)}/{sum(v < -0.5 for v in sc)}")
             counts.append(" · ".join(per_layer))
-        graded = [c for r in rs for c in r["completions"] if c["is_correct"] is not None]
-        abcdef = [c["is_correct"] for r in rs for c in r["completions"] if c["prompt"] == "ABCDEF"]
+        comps = [c for r in rs for c in r["completions"]]
+
+        def right(prompts):
+            ok = [c["is_correct"] for c in comps if c["prompt"] in prompts]
+            return f"{sum(bool(v) for v in ok)}/{len(ok)}"
+
+        repeats = sum(c["immediate_repeats"] for c in comps if c["prompt"] != "AAABBBAAABBB")
         ood = [np.mean([r["block_length_accuracy"][k] for k in ("4", "5", "7", "8")]) for r in rs]
         nok = [r["ablations"]["no_k_composition"]["accuracy"] for r in rs if "ablations" in r]
         lines.append(f"| {exp.removeprefix('induction-')}{'' if distinct else ' (repeats)'} | {pos} | "
                      f"{len(rs)} | {rng([r['accuracy'] for r in rs], '.1%')} | {rng(ood, '.1%')} | "
                      f"{', '.join(counts)} | {rng([r['copying'][-1]['copying'] for r in rs], '+.3f')} | "
-                     f"{sum(c['is_correct'] for c in graded)}/{len(graded)} | {sum(abcdef)}/{len(abcdef)} | "
-                     f"{sum(c['immediate_repeats'] for r in rs for c in r['completions'])} | "
-                     f"{rng(nok, '.1%') if nok else '—'} |")
+                     f"{right({'ABCDEF'})} | {right({'ABCDEFABCDEF', 'XYZRSTXYZRST'})} | "
+                     f"{right({'AAABBBAAABBB'})} | {repeats} | {rng(nok, '.1%') if nok else '—'} |")
     return "\n".join(lines) + "\n"
 
 
