@@ -75,7 +75,10 @@ def frame_states(coords: Iterable[tuple[int, np.ndarray]], trail_epochs: float =
         state = pending.popleft()
         ahead = np.max([s.radius for s in (state, *pending)], axis=0)            # [P]
         log_a = np.log(np.maximum(ahead, 1e-30))
-        log_l = log_a if log_l is None else log_l + ease * (log_a - log_l)
+        if log_l is None:
+            log_l = log_a
+        else:  # a panel that was all at 0 so far starts at its new scale, not eased up from 1e-30
+            log_l = np.where(log_l <= np.log(1e-30), log_a, log_l + ease * (log_a - log_l))
         log_l = np.maximum(log_l, np.log(np.maximum(state.radius, 1e-30)))
         level = np.maximum(np.exp(log_l), state.radius)                          # exact, despite rounding
         state.limits = np.where(ahead > 0, margin * level, 1.0)                  # all at 0: any scale

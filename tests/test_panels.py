@@ -66,9 +66,12 @@ def test_limits_count_trails_and_shrink_smoothly():
     assert np.all(tail[1:] / tail[:-1] > 0.5)                                # eased, not a cut
 
 
-def test_all_zero_panel_gets_a_unit_scale():
+def test_all_zero_panel_gets_a_unit_scale_then_its_first_real_scale():
     out = states([0, 10], [np.zeros((2, 3), complex)] * 2)
     assert np.all(np.array([s.limits for s in out]) == 1.0)
+    c = [np.zeros((1, 1), complex)] * 5 + [np.full((1, 1), 3 + 0j)] * 10    # dots appear at r=3 at frame 5
+    lim = [s.limits[0] for s in states(range(0, 150, 10), c, trail_epochs=0, lookahead=3, margin=1.0)]
+    assert lim[:2] == [1.0, 1.0] and lim[2:] == pytest.approx([3.0] * 13)  # anticipated, not eased up from 0
 
 
 def test_epochs_must_increase():
