@@ -74,10 +74,10 @@ def attention_figure(result: dict, key: str = "model"):
     """Mean attention of every head on fresh sequences (query by key position)."""
     att = result["_attention"][key]
     nl, H = att.shape[:2]
-    what = "" if key == "model" else "  (layer-2 keys without layer-1 outputs: no K-composition)"
+    what = "per head" if key == "model" else "with K-composition removed (L1 keys without L0 outputs)"
     fig, _, _ = _heatmap_grid(att, head_titles(result, nl, H),
                               f"{result['experiment']} seed {result['seed']}, step {result['epoch']}: "
-                              f"mean attention per head{what}")
+                              f"mean attention {what}")
     return fig
 
 
@@ -166,7 +166,7 @@ def composition_figure(result: dict):
 
 def training_figure(result: dict, history: dict, metrics: dict):
     """Loss and accuracy, and both copying scores of every circuit, per snapshot."""
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(14.5, 3.6))
     ax = axes[0]
     ax.plot(metrics["epoch"], metrics["heldout_loss"], color="tab:red", label="loss (predictable positions)")
     ax.set_xlabel("step")
@@ -183,15 +183,17 @@ def training_figure(result: dict, history: dict, metrics: dict):
                            (axes[2], "seed_mean_sign", "OV copying, mean Re(λ/|λ|) (seed's wording)")):
         for i, name in enumerate(names):
             style = dict(color="black", lw=1.6) if name.startswith("direct") else \
-                dict(color="0.5", lw=1.2, ls="--") if "sum" in name else dict(color=cmap(i % 10), lw=1.0)
+                dict(color="0.45", lw=1.3, ls="--" if name.startswith("L0") else ":") if "sum" in name else \
+                dict(color=cmap(i % 10), lw=1.0)
             ax.plot(history["epoch"], history[key][:, i], label=name.replace(" W_E W_U", ""), **style)
         ax.axhline(0, color="0.3", lw=0.5)
         ax.set_ylim(-1.05, 1.05)
         ax.set_xlabel("step")
         ax.set_title(title, fontsize=9)
-    axes[2].legend(fontsize=6, ncol=2, loc="lower right")
+    handles, labels = axes[2].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="center right", frameon=False)
     fig.suptitle(f"{result['experiment']} seed {result['seed']}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.88, 1))
     return fig
 
 
