@@ -140,10 +140,10 @@ def block_length_figure(result: dict):
 def composition_figure(result: dict):
     """K-composition (Frobenius) and the seed's token-space eigenvalue sign, layer 0 -> layer 1."""
     comp = result["composition"]
-    panels = [("k", f"K-composition ‖W_QK² W_OV¹ᵀ‖ / (‖·‖‖·‖)\n(random baseline {comp['k_baseline']:.2f})",
+    panels = [("k", f"K-composition ‖W_QK(L1) W_OV(L0)ᵀ‖ / (‖·‖‖·‖)\n(random baseline {comp['k_baseline']:.2f})",
                "viridis", (0, None)),
               ("q", f"Q-composition (random baseline {comp['q_baseline']:.2f})", "viridis", (0, None)),
-              ("k_token", "token-space K-composition Σλ/Σ|λ|\n(seed's W_E W_QK W_OV¹ᵀ W_Eᵀ)", "RdBu_r", (-1, 1))]
+              ("k_token", "token-space K-composition Σλ/Σ|λ|\nof W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ", "RdBu_r", (-1, 1))]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
     vmax = max(np.max(comp["k"]), np.max(comp["q"]))
     for ax, (key, title, cmap, (lo, hi)) in zip(axes, panels):

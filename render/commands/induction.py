@@ -123,9 +123,9 @@ def run_markdown(r: dict) -> str:
                    + " |")
     if "composition" in r:
         comp = r["composition"]
-        for key, title in (("k", f"K-composition score ‖W_QK W_OVᵀ‖/(‖W_QK‖‖W_OV‖) (random baseline {comp['k_baseline']:.3f})"),
+        for key, title in (("k", f"K-composition score ‖W_QK(L1) W_OV(L0)ᵀ‖/(‖W_QK‖‖W_OV‖) (random baseline {comp['k_baseline']:.3f})"),
                            ("q", f"Q-composition score (random baseline {comp['q_baseline']:.3f})"),
-                           ("k_token", "token-space K-composition Σλ/Σ|λ| of W_E W_QK W_OV¹ᵀ W_Eᵀ (the seed's eigenvalue test)")):
+                           ("k_token", "token-space K-composition Σλ/Σ|λ| of W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ (the seed's eigenvalue test)")):
             m = np.array(comp[key])
             out += ["", f"## {title}", "", "| layer 0 → layer 1 | " + " | ".join(f"L1H{j}" for j in range(m.shape[1])) + " |",
                     "|---|" + "---|" * m.shape[1]]
