@@ -7,6 +7,7 @@ are printed as one line with exit code 2.
 from __future__ import annotations
 
 import argparse
+import signal
 import importlib
 import pkgutil
 import sys
@@ -30,8 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum, frame):
+    """SIGTERM unwinds like Ctrl-C, so temporary outputs are removed and run files closed."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return int(args._run(args) or 0)
     except UserError as exc:

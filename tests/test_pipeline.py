@@ -24,7 +24,8 @@ from pipeline.schedule import snapshot_epochs
 from pipeline.train import checkpoint_path, train
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["p=5", "n_heads=3", "d_model=8", "d_head=2", "early_every=10", "switch_epoch=30", "late_every=20"]
+TINY = ["p=5", "n_heads=3", "d_model=8", "d_head=2", "early_every=10", "switch_epoch=30", "late_every=20",
+        "seed=0", "split=random"]
 
 
 def tiny_cfg(**kw) -> OrbitConfig:
@@ -206,6 +207,16 @@ def test_equivariance_error_of_exact_layer_is_tiny(p):
         # breaking the orbit (perturb one head) makes the error large
         model.W_Q[0] += 1.0
         assert eq_error(model.grid_logits().log_softmax(-1), gather) > 1e-3
+
+
+def test_sequence_equivariance_loss_vanishes_only_for_an_equivariant_layer():
+    p = 6
+    task = OrbitTask(tiny_cfg(p=p, n_heads=p, d_model=p, eq_seq_len=5, eq_seq_batch=8))
+    with torch.no_grad():
+        random_loss = float(task._seq_eq_loss())
+    task.model = exactly_equivariant_layer(p)
+    with torch.no_grad():
+        assert float(task._seq_eq_loss()) < 1e-10 < 1e-3 < random_loss
 
 
 # --- run file -----------------------------------------------------------------------------------

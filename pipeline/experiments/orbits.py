@@ -28,7 +28,8 @@ from pipeline.experiments import Task, register
 
 @dataclass
 class OrbitConfig(TrainConfig):
-    epochs: int = 10000         # full-batch steps
+    epochs: int = 10000         # full-batch steps (README "Reproducing seed 000": why these defaults)
+    seed: int = 3
     p: int = 24                 # token values, group C_p
     n_heads: int = 32
     d_model: int = 128
@@ -36,14 +37,16 @@ class OrbitConfig(TrainConfig):
     residual: bool = False      # add the residual stream (direct path W_E W_U) to the layer output
     init_scale: float = 1.0     # multiplies every initial weight
     train_frac: float = 0.3     # fraction of the p^3 inputs used for cross-entropy
-    split: str = "random"       # "random" inputs, or whole shift-"orbit"s of inputs held out together
+    split: str = "orbit"        # "random" inputs, or whole shift-"orbit"s of inputs held out together
     lr: float = 1e-3
-    lr_schedule: str = "constant"  # "constant" or "cosine" (decays to 0 at the final epoch)
-    weight_decay: float = 1.0   # AdamW, decoupled
-    eq_weight: float = 1.0      # lambda: loss = CE(train) + lambda * eq_loss
+    lr_schedule: str = "cosine"    # "constant" or "cosine" (decays to 0 at the final epoch)
+    weight_decay: float = 0.1   # AdamW, decoupled
+    eq_weight: float = 10.0     # lambda: loss = CE(train) + lambda * eq_loss
     eq_inputs: str = "all"      # inputs x the equivariance term sees: "all" p^3, or "train"
-    eq_start: int = 0           # lambda is 0 before this epoch (fit first) ...
-    eq_ramp: int = 0            # ... then rises linearly to eq_weight over this many epochs
+    eq_start: int = 500         # lambda is 0 before this epoch (fit first) ...
+    eq_ramp: int = 2000         # ... then rises linearly to eq_weight over this many epochs
+    eq_seq_len: int = 0         # > 0: the equivariance term also sees random sequences of this length ...
+    eq_seq_batch: int = 64      # ... this many per step, each at all p shifts
 
     def validate(self) -> None:
         super().validate()
@@ -56,8 +59,8 @@ class OrbitConfig(TrainConfig):
             raise ConfigError(f"train_frac must be in (0, 1], got {self.train_frac}")
         if self.lr <= 0 or self.weight_decay < 0 or self.eq_weight < 0 or self.init_scale <= 0:
             raise ConfigError("lr and init_scale must be > 0; weight_decay and eq_weight >= 0")
-        if self.eq_start < 0 or self.eq_ramp < 0:
-            raise ConfigError("eq_start and eq_ramp must be >= 0")
+        if self.eq_start < 0 or self.eq_ramp < 0 or self.eq_seq_len < 0 or self.eq_seq_batch < 1:
+            raise ConfigError("eq_start, eq_ramp and eq_seq_len must be >= 0, eq_seq_batch >= 1")
         choices = {"split": ("random", "orbit"), "eq_inputs": ("all", "train"),
                    "lr_schedule": ("constant", "cosine")}
         for key, allowed in choices.items():
@@ -277,12 +280,41 @@ class OrbitTask(Task):
             return 0.0
         return cfg.eq_weight * min(1.0, (epoch - cfg.eq_start + 1) / max(1, cfg.eq_ramp))
 
+    def _seq_eq_loss(self) -> torch.Tensor:
+        """Equivariance loss on eq_seq_batch random token sequences x of length eq_seq_len (not
+        task inputs; the layer has no positions, so any length is valid), each at all p shifts:
+        mean over x and s != 0 of ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it
+        matches `eq_loss`. Inputs of length 3 leave heads free to be equivariant together without
+        forming orbits; other lengths pin each head down (README, "Reproducing seed 000")."""
+        cfg, p, L, B = self.cfg, self.cfg.p, self.cfg.eq_seq_len, self.cfg.eq_seq_batch
+        x = torch.randint(0, p, (B, L), generator=self.generator)
+        t = ((x[None] + torch.arange(p)[:, None, None]) % p).reshape(p * B, L)   # row s*B+i: x_i + s
+        M, OV = self.model.circuits()
+        score = M[:, t[:, :, None], t[:, None, :]]                                # (H, pB, L, L)
+        e = (score - score.amax(-1, keepdim=True).detach()).exp()               # softmax (faster
+        att = e / e.sum(-1, keepdim=True)                                       # than .softmax for small L)
+        onehot = F.one_hot(t, p).to(att.dtype)                                   # (pB, L, p)
+        on_token = torch.einsum("hnij,njb->nihb", att, onehot)                   # attention per key token
+        logits = on_token.reshape(p * B * L, -1) @ OV.reshape(-1, OV.shape[-1])   # sum over heads, tokens
+        logits = logits.view(p * B, L, -1)                                       # (pB, L, p)
+        if self.model.residual:
+            logits = logits + (self.model.W_E @ self.model.W_U)[t]
+        logp = logits.log_softmax(-1).view(p, B, L, p)
+        # d_s[k] = l(x+s)[k + m s] equals l(x)[k] for an equivariant layer; loss = spread over s
+        k = (torch.arange(p)[None, :] + M_SHIFT * torch.arange(p)[:, None]) % p   # (s, k)
+        d = logp.gather(-1, k[:, None, None, :].expand(p, B, L, p))
+        spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))                           # (B,)
+        return 2 / (p - 1) * spread.mean() * 3 / L
+
     def step(self, epoch: int) -> dict[str, float]:
         if self.cfg.lr_schedule != "constant":
             for group in self.optimizer.param_groups:
                 group["lr"] = self._lr(epoch - 1)
         _, _, ce, eq = self._losses(self.model.grid_logits())
-        loss = ce + self._eq_weight(epoch - 1) * eq
+        lam = self._eq_weight(epoch - 1)
+        loss = ce + lam * eq
+        if self.cfg.eq_seq_len > 0 and lam > 0:
+            loss = loss + lam * self._seq_eq_loss()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
