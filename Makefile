@@ -26,7 +26,7 @@ train-orbits: setup
 	$(PY) -m pipeline train orbits --out $(RUN) --reuse
 
 movie: train-orbits
-	$(PY) -m render movie $(RUN) --out $(MOVIE_DIR)
+	$(PY) -m render movie $(RUN) --out $(MOVIE_DIR) --panels default
 
 retrain: setup
 	$(PY) -m pipeline train orbits --out $(RUN) --force
