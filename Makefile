@@ -26,6 +26,7 @@ train-orbits: setup
 	$(PY) -m pipeline train orbits --out $(RUN) --reuse
 
 movie: train-orbits
+	$(PY) -m render orbits $(RUN)
 	$(PY) -m render movie $(RUN) --out $(MOVIE_DIR) --panels default
 
 retrain: setup
