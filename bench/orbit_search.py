@@ -75,13 +75,16 @@ def seq_eq_error(model, m: int, length: int = 4, n_seq: int = 256, seed: int = 0
                    for s in range(1, p))
 
 
-def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, save: str | None = None) -> list[dict]:
+def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, save: str | None = None,
+            load: str | None = None) -> list[dict]:
     import torch
     from pipeline.config import resolve
     from pipeline.experiments.orbits import M_SHIFT, OrbitConfig, OrbitTask
     cfg = resolve(OrbitConfig, None, {**overrides, "epochs": str(epochs)})
     torch.manual_seed(cfg.seed)
     task = OrbitTask(cfg)
+    if load:       # continue from saved weights (fresh optimizer): a second phase with new settings
+        task.model.load_state_dict(torch.load(load))
     rows, t0 = [], time.time()
     for epoch in range(1, epochs + 1):
         task.step(epoch)
@@ -129,6 +132,7 @@ def main() -> int:
     ap.add_argument("--table", metavar="LOG", help="only print the final-epoch table of a log")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--save", metavar="DIR", help="save each run's final weights (state_dict) here")
+    ap.add_argument("--load", metavar="PT", help="start every run from these weights (a --save file)")
     args = ap.parse_args()
     if args.table:
         rows = [json.loads(line) for line in open(args.table)]
@@ -146,7 +150,7 @@ def main() -> int:
             overrides = {**fixed, **{k: v for (k, _), v in zip(grids, combo)}, "seed": seed}
             name = "_".join(f"{k}{v}" for k, v in overrides.items())
             save = f"{args.save}/{name}.pt" if args.save else None
-            rows = run_one(overrides, args.epochs, args.every, args.tol, args.quiet, save)
+            rows = run_one(overrides, args.epochs, args.every, args.tol, args.quiet, save, args.load)
             rows[-1]["final"] = True
             with open(args.log, "a") as fh:
                 for r in rows:

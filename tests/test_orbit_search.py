@@ -1,5 +1,5 @@
 """The search helpers of bench/orbit_search.py and the equivariance-term options they explore
-(eq_start / eq_ramp, eq_seq_len): exact values on hand-built cases."""
+(eq_start / eq_ramp, eq_seq_lens): exact values on hand-built cases."""
 from __future__ import annotations
 
 import math
@@ -32,19 +32,71 @@ def load_equivariant(task: OrbitTask, **kw) -> None:
 
 def test_eq_weight_is_zero_then_ramps_linearly():
     task = task_of(p=5, n_heads=2, d_model=8, eq_weight=2.0, eq_start=5, eq_ramp=4)
-    assert [task._eq_weight(e) for e in (0, 4, 5, 6, 8, 100)] == [0.0, 0.0, 0.5, 1.0, 2.0, 2.0]
+    assert [task.schedule(e)[2] for e in (0, 4, 5, 6, 8, 100)] == [0.0, 0.0, 0.5, 1.0, 2.0, 2.0]
     no_ramp = task_of(p=5, n_heads=2, d_model=8, eq_weight=3.0, eq_start=0, eq_ramp=0)
-    assert no_ramp._eq_weight(0) == 3.0
+    assert no_ramp.schedule(0)[2] == 3.0
+
+
+def test_refine_phase_schedule():
+    """Phase 1: cosine over refine_start epochs; phase 2: refine_lr cosine to 0 at `epochs`,
+    its own weight decay, lambda ramped from 0, its own sequence lengths."""
+    task = task_of(p=5, n_heads=2, d_model=8, epochs=30, lr=1e-3, weight_decay=0.1, eq_weight=2.0,
+                   eq_start=0, eq_ramp=0, eq_seq_lens="", refine_start=10, refine_lr=4e-4,
+                   refine_weight_decay=0.3, refine_eq_weight=8.0, refine_ramp=4, refine_seq_lens="4,6")
+    assert task.schedule(0) == (1e-3, 0.1, 2.0, [])
+    lr5, wd, lam, lens = task.schedule(5)                 # half-way through phase 1's cosine
+    assert lr5 == pytest.approx(5e-4) and (wd, lam, lens) == (0.1, 2.0, [])
+    assert task.schedule(10) == (4e-4, 0.3, 2.0, [4, 6])   # lambda (e + 1) / ramp * 8 = 2
+    assert task.schedule(13)[2] == 8.0
+    assert task.schedule(20)[0] == pytest.approx(2e-4)      # half-way through phase 2's cosine
+
+
+def test_refine_start_at_or_after_the_last_epoch_means_one_phase():
+    task = task_of(p=5, n_heads=2, d_model=8, epochs=20, lr=1e-3, refine_start=20, refine_seq_lens="4",
+                   eq_seq_lens="", eq_start=0, eq_ramp=0, eq_weight=1.0, weight_decay=0.1)
+    assert not task.cfg.refines()
+    assert task.schedule(10)[0] == pytest.approx(5e-4)                 # cosine over all 20 epochs
+    assert task.schedule(19)[1:] == (0.1, 1.0, [])
+
+
+def test_refine_phase_equals_a_fine_tune_of_the_first_phase():
+    """One run with a second phase gives the same weights, bit for bit, as the first phase
+    alone followed by a fresh task (new AdamW) loaded with its weights: what bench/orbit_search
+    --load measured."""
+    common = dict(p=5, n_heads=3, d_model=8, eq_weight=1.0, eq_start=2, eq_ramp=3, eq_seq_batch=4)
+    refine = dict(refine_lr=5e-3, refine_weight_decay=0.2, refine_eq_weight=4.0, refine_ramp=3,
+                  refine_seq_lens="4")
+    one = task_of(**common, **refine, epochs=14, refine_start=8)
+    for epoch in range(1, 15):
+        one.step(epoch)
+    first = task_of(**common, epochs=8)
+    for epoch in range(1, 9):
+        first.step(epoch)
+    second = task_of(**{**common, "epochs": 6, "lr": refine["refine_lr"], "eq_start": 0,
+                        "weight_decay": refine["refine_weight_decay"], "eq_weight": refine["refine_eq_weight"],
+                        "eq_ramp": refine["refine_ramp"], "eq_seq_lens": refine["refine_seq_lens"]})
+    second.model.load_state_dict(first.model.state_dict())
+    for epoch in range(1, 7):
+        second.step(epoch)
+    for name, w in one.model.state_dict().items():
+        assert torch.equal(w, second.model.state_dict()[name]), name
+
+
+def test_bad_refine_settings_are_config_errors():
+    for bad in (dict(refine_start=-1), dict(refine_start=5, epochs=50, refine_lr=0.0),
+                dict(eq_seq_lens="4,x"), dict(refine_seq_lens="0")):
+        with pytest.raises(config.ConfigError):
+            task_of(p=5, n_heads=2, d_model=8, **bad)
 
 
 def test_sequence_term_equals_its_definition():
     """mean over x (every shift of each drawn sequence) and s != 0 of
     ||l(x+s) - roll_{2s} l(x)||^2, times 3 / L, from the layer's own per-sample path."""
     p, L, B = 6, 4, 3
-    task = task_of(p=p, n_heads=3, d_model=8, eq_seq_len=L, eq_seq_batch=B)
+    task = task_of(p=p, n_heads=3, d_model=8, eq_seq_lens=str(L), eq_seq_batch=B)
     state = task.generator.get_state()
     with torch.no_grad():
-        fast = float(task._seq_eq_loss())
+        fast = float(task._seq_eq_loss(L))
     task.generator.set_state(state)
     x = torch.randint(0, p, (B, L), generator=task.generator)
     m = task.model

@@ -211,12 +211,12 @@ def test_equivariance_error_of_exact_layer_is_tiny(p):
 
 def test_sequence_equivariance_loss_vanishes_only_for_an_equivariant_layer():
     p = 6
-    task = OrbitTask(tiny_cfg(p=p, n_heads=p, d_model=p, eq_seq_len=5, eq_seq_batch=8))
+    task = OrbitTask(tiny_cfg(p=p, n_heads=p, d_model=p, eq_seq_lens="5", eq_seq_batch=8))
     with torch.no_grad():
-        random_loss = float(task._seq_eq_loss())
+        random_loss = float(task._seq_eq_loss(5))
     task.model = exactly_equivariant_layer(p)
     with torch.no_grad():
-        assert float(task._seq_eq_loss()) < 1e-10 < 1e-3 < random_loss
+        assert float(task._seq_eq_loss(5)) < 1e-10 < 1e-3 < random_loss
 
 
 # --- run file -----------------------------------------------------------------------------------

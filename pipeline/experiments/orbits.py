@@ -28,7 +28,7 @@ from pipeline.experiments import Task, register
 
 @dataclass
 class OrbitConfig(TrainConfig):
-    epochs: int = 10000         # full-batch steps (README "Reproducing seed 000": why these defaults)
+    epochs: int = 16000         # full-batch steps (README "Reproducing seed 000": why these defaults)
     seed: int = 3
     p: int = 24                 # token values, group C_p
     n_heads: int = 32
@@ -45,8 +45,16 @@ class OrbitConfig(TrainConfig):
     eq_inputs: str = "all"      # inputs x the equivariance term sees: "all" p^3, or "train"
     eq_start: int = 500         # lambda is 0 before this epoch (fit first) ...
     eq_ramp: int = 2000         # ... then rises linearly to eq_weight over this many epochs
-    eq_seq_len: int = 0         # > 0: the equivariance term also sees random sequences of this length ...
-    eq_seq_batch: int = 64      # ... this many per step, each at all p shifts
+    eq_seq_lens: str = ""       # e.g. "2,4,8": the equivariance term also sees random sequences of these lengths ...
+    eq_seq_batch: int = 16      # ... this many of each length per step, each at all p shifts
+    # Optional second phase, a fine-tune of the first phase's weights within the same run:
+    refine_start: int = 10000   # epoch at which it starts (the first phase's cosine ends here); off
+                                # when 0 or >= epochs
+    refine_lr: float = 3e-4     # AdamW moments reset; lr restarts here (cosine to 0 at `epochs`)
+    refine_weight_decay: float = 0.1
+    refine_eq_weight: float = 100.0  # lambda ramps from 0 to this over refine_ramp epochs
+    refine_ramp: int = 2000
+    refine_seq_lens: str = "6"  # sequence lengths of the equivariance term in this phase
 
     def validate(self) -> None:
         super().validate()
@@ -59,13 +67,36 @@ class OrbitConfig(TrainConfig):
             raise ConfigError(f"train_frac must be in (0, 1], got {self.train_frac}")
         if self.lr <= 0 or self.weight_decay < 0 or self.eq_weight < 0 or self.init_scale <= 0:
             raise ConfigError("lr and init_scale must be > 0; weight_decay and eq_weight >= 0")
-        if self.eq_start < 0 or self.eq_ramp < 0 or self.eq_seq_len < 0 or self.eq_seq_batch < 1:
-            raise ConfigError("eq_start, eq_ramp and eq_seq_len must be >= 0, eq_seq_batch >= 1")
+        if self.eq_start < 0 or self.eq_ramp < 0 or self.eq_seq_batch < 1:
+            raise ConfigError("eq_start and eq_ramp must be >= 0, eq_seq_batch >= 1")
+        for key in ("eq_seq_lens", "refine_seq_lens"):
+            try:
+                lens = seq_lengths(getattr(self, key))
+            except ValueError:
+                lens = [0]
+            if any(n < 1 for n in lens):
+                raise ConfigError(f"{key} must be a comma-separated list of lengths >= 1 "
+                                  f"(e.g. '4' or '2,4,8'), got {getattr(self, key)!r}")
+        if self.refine_start < 0:
+            raise ConfigError(f"refine_start must be >= 0 (0: no second phase), got {self.refine_start}")
+        if self.refines():
+            if self.refine_lr <= 0 or self.refine_weight_decay < 0 or self.refine_eq_weight < 0 or self.refine_ramp < 0:
+                raise ConfigError("refine_lr must be > 0; refine_weight_decay, refine_eq_weight and refine_ramp >= 0")
         choices = {"split": ("random", "orbit"), "eq_inputs": ("all", "train"),
                    "lr_schedule": ("constant", "cosine")}
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ConfigError(f"{key} must be one of {allowed}, got {getattr(self, key)!r}")
+
+    def refines(self) -> bool:
+        """True if the run has a second phase: 0 < refine_start < epochs (a shorter run, e.g.
+        --set epochs=2000, is the first phase alone, its cosine ending at `epochs`)."""
+        return 0 < self.refine_start < self.epochs
+
+
+def seq_lengths(text: str) -> list[int]:
+    """'2,4,8' -> [2, 4, 8] ([] when empty). Raises ValueError on a non-integer."""
+    return [int(t) for t in text.replace(" ", "").split(",") if t]
 
 
 M_SHIFT = 2  # shifting every input by s shifts every output by 2s
@@ -268,25 +299,37 @@ class OrbitTask(Task):
         eq = eq_loss(logp, self.gather, self.w_eq) if self.cfg.eq_weight > 0 else logp.new_zeros(())
         return logp, nll, ce, eq
 
-    def _lr(self, epoch: int) -> float:
-        if self.cfg.lr_schedule == "cosine":
-            return self.cfg.lr * 0.5 * (1 + math.cos(math.pi * min(epoch, self.cfg.epochs) / max(1, self.cfg.epochs)))
-        return self.cfg.lr
+    def schedule(self, epoch: int) -> tuple[float, float, float, list[int]]:
+        """(lr, weight decay, lambda, sequence lengths) of the step taken after `epoch` steps.
 
-    def _eq_weight(self, epoch: int) -> float:
-        """lambda at `epoch`: 0 before eq_start, then a linear ramp of eq_ramp epochs to eq_weight."""
+        First phase (to refine_start, or to `epochs` without a second phase): lr, weight_decay,
+        lambda = 0 before eq_start then a linear ramp of eq_ramp epochs to eq_weight, and
+        eq_seq_lens. Second phase: refine_lr, refine_weight_decay, lambda ramped from 0 to
+        refine_eq_weight over refine_ramp epochs, refine_seq_lens. With lr_schedule "cosine"
+        each phase's lr decays to 0 at its own end."""
         cfg = self.cfg
-        if epoch < cfg.eq_start:
-            return 0.0
-        return cfg.eq_weight * min(1.0, (epoch - cfg.eq_start + 1) / max(1, cfg.eq_ramp))
+        if cfg.refines() and epoch >= cfg.refine_start:
+            e, length = epoch - cfg.refine_start, cfg.epochs - cfg.refine_start
+            lam = cfg.refine_eq_weight * min(1.0, (e + 1) / max(1, cfg.refine_ramp))
+            return (self._cosine(cfg.refine_lr, e, length), cfg.refine_weight_decay, lam,
+                    seq_lengths(cfg.refine_seq_lens))
+        length = cfg.refine_start if cfg.refines() else cfg.epochs
+        lam = 0.0 if epoch < cfg.eq_start else \
+            cfg.eq_weight * min(1.0, (epoch - cfg.eq_start + 1) / max(1, cfg.eq_ramp))
+        return self._cosine(cfg.lr, epoch, length), cfg.weight_decay, lam, seq_lengths(cfg.eq_seq_lens)
 
-    def _seq_eq_loss(self) -> torch.Tensor:
-        """Equivariance loss on eq_seq_batch random token sequences x of length eq_seq_len (not
+    def _cosine(self, lr: float, epoch: int, length: int) -> float:
+        if self.cfg.lr_schedule == "cosine":
+            return lr * 0.5 * (1 + math.cos(math.pi * min(epoch, length) / max(1, length)))
+        return lr
+
+    def _seq_eq_loss(self, L: int) -> torch.Tensor:
+        """Equivariance loss on eq_seq_batch random token sequences x of length L (not
         task inputs; the layer has no positions, so any length is valid), each at all p shifts:
         mean over x and s != 0 of ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it
         matches `eq_loss`. Inputs of length 3 leave heads free to be equivariant together without
         forming orbits; other lengths pin each head down (README, "Reproducing seed 000")."""
-        cfg, p, L, B = self.cfg, self.cfg.p, self.cfg.eq_seq_len, self.cfg.eq_seq_batch
+        cfg, p, B = self.cfg, self.cfg.p, self.cfg.eq_seq_batch
         x = torch.randint(0, p, (B, L), generator=self.generator)
         t = ((x[None] + torch.arange(p)[:, None, None]) % p).reshape(p * B, L)   # row s*B+i: x_i + s
         M, OV = self.model.circuits()
@@ -307,14 +350,16 @@ class OrbitTask(Task):
         return 2 / (p - 1) * spread.mean() * 3 / L
 
     def step(self, epoch: int) -> dict[str, float]:
-        if self.cfg.lr_schedule != "constant":
-            for group in self.optimizer.param_groups:
-                group["lr"] = self._lr(epoch - 1)
+        lr, weight_decay, lam, lengths = self.schedule(epoch - 1)
+        if self.cfg.refines() and epoch - 1 == self.cfg.refine_start:
+            self.optimizer.state.clear()         # second phase: fresh AdamW moments (a fine-tune)
+        for group in self.optimizer.param_groups:
+            group["lr"], group["weight_decay"] = lr, weight_decay
         _, _, ce, eq = self._losses(self.model.grid_logits())
-        lam = self._eq_weight(epoch - 1)
         loss = ce + lam * eq
-        if self.cfg.eq_seq_len > 0 and lam > 0:
-            loss = loss + lam * self._seq_eq_loss()
+        if lam > 0:
+            for L in lengths:
+                loss = loss + lam * self._seq_eq_loss(L)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
