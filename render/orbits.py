@@ -35,6 +35,15 @@ The check, step by step (README "Orbit check" states the same):
    shifts send each member onto itself). Its size counts units, so merged duplicates count
    once; `heads` lists every original head.
 
+Bias gauge (`gauge="bias"`, not in SPEC §0, off by default). Attention sums to 1, so a
+key-independent part of R_h (the same column beta_h for every key) adds beta_h to the output
+whatever head h attends to: the layer depends only on sum_h beta_h, and moving a beta from
+one head to another changes nothing. The SPEC check keeps beta_h in R_h and so can reject an
+exactly equivariant layer whose biases are spread unevenly over an orbit (trained layers do
+this: README "Reproducing seed 000"). With gauge="bias" each centred R_h also loses its mean
+over keys before steps 2-5, and `bias_error` reports whether the total bias B = sum_h beta_h is
+itself equivariant: max_s ||roll_{ms} B - B|| / ||B|| (0 when B = 0).
+
 Works for any n >= 1 and any m (odd n included). Pure numpy. All n x U x U errors come from
 inner products computed for every shift at once in Fourier space (`shifted_inner_products`);
 errors below 1e-4, where that form loses digits, are recomputed from the shifted matrices.
@@ -57,6 +66,7 @@ if TYPE_CHECKING:
 TOL = 0.02        # seed 000: "within 2 % in relative Frobenius norm"
 DEAD_TOL = 0.01   # a head whose centred OV norm is below 1 % of the largest head's is dead
 M_FLOOR = 1e-9    # logits: a centred QK circuit this small is uniform attention
+GAUGES = ("spec", "bias")
 
 
 @dataclass
@@ -104,6 +114,8 @@ class OrbitReport:
     match_error: np.ndarray
     head_error: np.ndarray
     epoch: int | None = field(default=None)
+    gauge: str = "spec"
+    bias_error: float | None = None
 
     def orbit_of(self) -> np.ndarray:
         """int [H]: index into `orbits` of each head's orbit, -1 for heads in none."""
@@ -118,7 +130,8 @@ class OrbitReport:
             return None if not np.isfinite(v) else float(f"{v:.6g}")
         return {
             "epoch": self.epoch, "n": self.n, "m": self.m, "tol": self.tol, "dead_tol": self.dead_tol,
-            "n_heads": self.n_heads,
+            "n_heads": self.n_heads, "gauge": self.gauge,
+            "bias_error": None if self.bias_error is None else num(self.bias_error),
             "orbits": [{"size": o.size, "stabiliser": o.stabiliser, "worst_error": num(o.worst_error),
                         "heads": o.heads, "units": o.units} for o in self.orbits],
             "merged": self.merged, "dead": self.dead, "unassigned": self.unassigned,
@@ -142,7 +155,8 @@ class OrbitReport:
         """A few lines in words."""
         at = f" at epoch {self.epoch}" if self.epoch is not None else ""
         lines = [f"orbit check{at}: C_{self.n} acting on {self.n_heads} heads (outputs shift by "
-                 f"{self.m}s), tolerance {self.tol:.1%} relative Frobenius norm"]
+                 f"{self.m}s), tolerance {self.tol:.1%} relative Frobenius norm"
+                 + (", bias gauge (each head's key-independent OV part removed)" if self.gauge == "bias" else "")]
         if not self.orbits:
             lines.append("  no verified orbit")
         for i, o in enumerate(self.orbits, 1):
@@ -159,6 +173,8 @@ class OrbitReport:
                          f"(their worst-shift match error: {np.nanmin(errs):.1%} to {np.nanmax(errs):.1%})")
         else:
             lines.append("  in no orbit: none")
+        if self.bias_error is not None:
+            lines.append(f"  total bias sum_h beta_h: {self.bias_error:.1%} from equivariant (worst shift)")
         return "\n".join(lines)
 
 
@@ -211,21 +227,32 @@ def _merge(Mc: np.ndarray, live: np.ndarray, tol: float, floor: float) -> list[l
 
 
 def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
-                 dead_tol: float = DEAD_TOL) -> OrbitReport:
+                 dead_tol: float = DEAD_TOL, gauge: str = "spec") -> OrbitReport:
     """Orbit check of one snapshot (module docstring gives the definition).
 
     M: QK circuits [H, n, n] (query token, key token); R: OV circuits [H, n, n] (output class,
     key token), both uncentred, as `render.circuits` gives them. n: order of C_n (= d_vocab =
     d_vocab_out); m: outputs shift by m*s when inputs shift by s. tol: relative Frobenius
     tolerance for a match (and for merging); dead_tol: OV norm, relative to the largest head's,
-    below which a head is dead. Raises ValueError on mismatched shapes.
+    below which a head is dead. gauge: "spec" (SPEC §0) or "bias" (also remove each head's
+    key-independent OV part; module docstring). Raises ValueError on mismatched shapes or an
+    unknown gauge.
     """
+    if gauge not in GAUGES:
+        raise ValueError(f"gauge must be one of {GAUGES}, got {gauge!r}")
     M = np.asarray(M, np.float64)
     R = np.asarray(R, np.float64)
     H = M.shape[0]
     if M.shape != (H, n, n) or R.shape != (H, n, n):
         raise ValueError(f"expected M and R of shape [n_heads, {n}, {n}], got {M.shape} and {R.shape}")
     Mc, Rc = centre_qk(M), centre_ov(R)
+    bias_error = None
+    if gauge == "bias":
+        beta = Rc.mean(2)                                   # [H, n]: output added whatever the attention
+        Rc = Rc - beta[:, :, None]
+        B = beta.sum(0)
+        nB = np.linalg.norm(B)
+        bias_error = max((np.linalg.norm(np.roll(B, m * s) - B) / nB for s in range(1, n)), default=0.0) if nB > 0 else 0.0
     r_norm = np.linalg.norm(Rc.reshape(H, -1), axis=1)
     r_scale = r_norm.max() if H else 0.0
     live = r_norm > dead_tol * r_scale if r_scale > 0 else np.zeros(H, bool)
@@ -267,7 +294,7 @@ def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
     head_error[alive] = match_error[:, alive].max(0)
     unassigned = sorted(h for u, g in enumerate(units) if not in_orbit[u] for h in g)
     return OrbitReport(n, m, tol, dead_tol, H, orbits, merged, sorted(dead), unassigned,
-                       match, match_error, head_error)
+                       match, match_error, head_error, gauge=gauge, bias_error=bias_error)
 
 
 def shifted_inner_products(X: np.ndarray, c: int) -> np.ndarray:
@@ -368,14 +395,15 @@ def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
     return qk_circuit(w["W_E"], w["W_Q"], w["W_K"]), ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"])
 
 
-def run_report(run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL) -> OrbitReport:
+def run_report(run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL,
+               gauge: str = "spec") -> OrbitReport:
     """The orbit report of one snapshot of an open run (the last one by default)."""
     if not 0 < tol < 1 or not 0 <= dead_tol < 1:
         raise UserError(f"--tol must be in (0, 1) and --dead-tol in [0, 1), got {tol} and {dead_tol}")
     n, m = group_of(run)
     t = snapshot_index(run, epoch)
     M, R = snapshot_circuits(run, t)
-    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol)
+    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol, gauge=gauge)
     report.epoch = int(run.epochs[t])
     return report
 

@@ -340,6 +340,19 @@ def test_auto_panels_elsewhere_and_default_falls_back():
     assert panels == auto and note.startswith("automatic panels") and "size 4" in note
 
 
+def test_auto_panels_fill_up_to_four_after_a_single_orbit():
+    rng = np.random.default_rng(2)
+    M4, R4 = plane_orbit(24, 2, 4, (0, 6), (6, -6), rng)
+    M = np.concatenate([M4, 0.3 * rng.normal(size=(4, 24, 24))])
+    R = np.concatenate([R4, 0.3 * rng.normal(size=(4, 24, 24))])
+    report = check_orbits(M, R, 24, 2)
+    assert [o.size for o in report.orbits if o.size > 1] == [4]
+    auto = auto_panels(report, M, R, 24, 2)
+    assert auto[:2] == [Panel("qk", 0, 6), Panel("ov", 6, -6)]
+    assert len(auto) == 4 and len(set(auto)) == 4 and [p.circuit for p in auto[2:]] == ["qk", "ov"]
+    assert auto[2].order(24, 2) == auto[3].order(24, 2)
+
+
 def test_canonical_plane_is_the_seed_spelling():
     assert canonical(Panel("qk", 0, 14), 24, 2) == Panel("qk", 0, 10)
     assert canonical(Panel("ov", 14, 10), 24, 2) == Panel("ov", 10, -10)
@@ -355,3 +368,45 @@ def test_resolve_panels_keywords():
     from runfile import UserError
     with pytest.raises(UserError, match="one of default, auto, seed"):
         resolve_panels(["auto", "qk:1,2"], report, M, R, 24, 2)
+
+
+def layer_logits(M, R, x):
+    """Logits [B, L, n] of a layer given by its circuits, on token sequences x [B, L]."""
+    att = np.exp(M[:, x[:, :, None], x[:, None, :]])
+    att /= att.sum(-1, keepdims=True)                                   # [H, B, L, L]
+    return np.einsum("hbij,hcbj->bic", att, R[:, :, x])
+
+
+def test_bias_gauge_moves_nothing_yet_breaks_the_spec_check():
+    """Moving a key-independent OV column beta from one head to another leaves the layer's
+    output unchanged (attention sums to 1). The SPEC check then rejects the orbit; the bias gauge
+    verifies it exactly, and reports the total bias as equivariant."""
+    n, m = 24, 2
+    M, R, expected = layer(n, m, (12, 4), n_random=0, seed=4, gauge=False)
+    beta = np.random.default_rng(5).normal(size=n) * 0.3 * np.linalg.norm(R[0]) / np.sqrt(n)
+    h, g = expected[1][0], expected[1][1]                                # two heads of the 4-orbit
+    R2 = R.copy()
+    R2[h] += beta[:, None]
+    R2[g] -= beta[:, None]
+    x = np.random.default_rng(6).integers(0, n, size=(50, 5))
+    assert np.allclose(layer_logits(M, R, x), layer_logits(M, R2, x), atol=1e-12)
+    spec = check_orbits(M, R2, n, m)
+    assert [o.size for o in spec.orbits if o.size > 1] == [12]            # the 4-orbit is lost
+    assert spec.head_error[h] > 0.05
+    bias = check_orbits(M, R2, n, m, gauge="bias")
+    assert_exact(bias, expected, n)
+    assert bias.bias_error < 1e-12 and bias.gauge == "bias"
+    assert json.loads(bias.to_json())["gauge"] == "bias" and "bias gauge" in bias.text()
+
+
+def test_bias_gauge_reports_a_non_equivariant_total_bias():
+    n, m = 24, 2
+    M, R, expected = layer(n, m, (12, 4), seed=4, gauge=False)
+    a = np.arange(n)
+    R2 = R.copy()
+    R2[expected[0][0]] += np.cos(2 * np.pi * 5 * a / n)[:, None]       # a bias at frequency 5: rolls
+    report = check_orbits(M, R2, n, m, gauge="bias")
+    assert_exact(report, expected, n)                                     # the heads are still orbits ...
+    assert report.bias_error > 0.5                                        # ... but the layer is not equivariant
+    with pytest.raises(ValueError, match="gauge"):
+        check_orbits(M, R, n, m, gauge="full")

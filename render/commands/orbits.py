@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from render.orbits import DEAD_TOL, TOL, run_report
+from render.orbits import DEAD_TOL, GAUGES, TOL, run_report
 from render.reader import Run
 
 HELP = "check which heads form orbits of C_n (on the full QK/OV matrices) at one snapshot"
@@ -24,11 +24,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dead-tol", type=float, default=DEAD_TOL,
                    help=f"a head whose centred OV norm is below this fraction of the largest head's is dead "
                         f"(default {DEAD_TOL})")
+    p.add_argument("--gauge", choices=GAUGES, default="spec",
+                   help="spec (default, SPEC §0): centre QK rows and OV columns; bias: also remove each "
+                        "head's key-independent OV part, which only enters the layer summed over heads")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
 
 
 def run(args: argparse.Namespace) -> int:
     with Run(args.run) as r:
-        report = run_report(r, args.epoch, args.tol, args.dead_tol)
+        report = run_report(r, args.epoch, args.tol, args.dead_tol, args.gauge)
         print(report.to_json() if args.json else f"{r.path}\n{report.text()}")
     return 0
