@@ -7,6 +7,7 @@ are printed as one line with exit code 2.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import importlib
 import pkgutil
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:              # e.g. `python -m render orbits RUN | head`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -138,9 +138,10 @@ def orbit_colouring(run: Run, panels: Sequence[Panel], n: int, m: int,
     others = [h for h in range(n_heads) if colours[h] == OTHER_COLOUR]
     if others:
         legend.append((f"{len(others)} heads in no orbit", OTHER_COLOUR))
-    sizes = "+".join(str(int(o.size)) for o in orbits) or "none"
+    sizes = " + ".join(str(int(o.size)) for o in orbits)
+    found = f"verified orbits of size {sizes}" if orbits else "no verified orbit"
     return Colouring(colours, legend, others + [h for h in on_top if h not in others],
-                     f"orbits on the final snapshot: {sizes} ({len(others)} heads in none)")
+                     f"final snapshot: {found}, {len(others)} heads in none")
 
 
 def choose_panels(run: Run, words: Sequence[str] | None) -> tuple[list[Panel], str]:

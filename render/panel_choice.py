@@ -89,25 +89,33 @@ def orbit_panels(orbit: Orbit, M: np.ndarray, R: np.ndarray, n: int, m: int) -> 
 def auto_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: int,
                 max_orbits: int = MAX_ORBITS) -> list[Panel]:
     """Panels chosen for the data: for each of the `max_orbits` largest verified orbits of size
-    > 1, its best QK plane then its best OV plane (`orbit_panels`), duplicates dropped. With no
-    such orbit: the two QK and two OV planes of order > 1 where all live heads carry the most
-    power. M, R: uncentred circuits [H, n, n] of the snapshot the report checked."""
+    > 1, its best QK plane then its best OV plane (`orbit_panels`), duplicates dropped; then,
+    up to four panels, the QK planes of order > 1 where all live heads carry the most power,
+    each with the strongest OV plane of the same polygon order (so one orbit, or none, still
+    leaves a 2 x 2 movie). M, R: uncentred circuits
+    [H, n, n] of the snapshot the report checked."""
     panels: list[Panel] = []
     for orbit in [o for o in report.orbits if o.size > 1][:max_orbits]:
         panels += [p for p in orbit_panels(orbit, M, R, n, m) if p not in panels]
-    if panels:
+    if len(panels) >= 4:
         return panels
     live = sorted(set(range(report.n_heads)) - set(report.dead))
     if not live:
-        return list(SEED_PANELS) if n == 24 else []
+        return panels or (list(SEED_PANELS) if n == 24 else [])
     power = {"qk": fourier_power(centre_qk(np.asarray(M, np.float64)[live])).sum(0),
              "ov": fourier_power(centre_ov(np.asarray(R, np.float64)[live])).sum(0)}
     ranked = {}
     for circuit in CIRCUITS:
-        planes = sorted({canonical(p, n, m) for p in _planes(circuit, n, m) if p.order(n, m) > 1},
-                        key=lambda p: -power[circuit][p.u % n, p.v % n])
-        ranked[circuit] = planes[:2]
-    return [p for pair in zip(ranked["qk"], ranked["ov"]) for p in pair]
+        ranked[circuit] = [p for p in sorted({canonical(p, n, m) for p in _planes(circuit, n, m) if p.order(n, m) > 1},
+                                             key=lambda p: -power[circuit][p.u % n, p.v % n])
+                           if p not in panels]
+    for qk in ranked["qk"]:                # each QK plane with the strongest OV plane of its order
+        if len(panels) >= 4:
+            break
+        ov = next((p for p in ranked["ov"] if p.order(n, m) == qk.order(n, m) and p not in panels), None)
+        if ov is not None:
+            panels += [qk, ov]
+    return panels
 
 
 def lives_in_seed_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: int) -> tuple[bool, str]:
