@@ -1,4 +1,4 @@
-"""Search training settings of the orbit experiment (seed 000) for runs whose heads form
+r"""Search training settings of the orbit experiment (seed 000) for runs whose heads form
 verified G-orbits, and print one table row per (setting, seed).
 
 Runs `OrbitTask` in-process (no run files), one run at a time, and at every `--every` epochs
@@ -10,6 +10,8 @@ prints train / held-out accuracy, equivariance error and the orbit check of the 
 `--set KEY=VALUE` fixes a config key for every run; `--grid KEY=V1,V2,...` runs the product
 of all grids. Rows are also appended as JSON lines to `--log` (default
 outputs/orbit_search.jsonl) so a search can be tabulated later with `--table LOG`.
+`--save DIR` keeps each run's final weights; `--load FILE` starts every run from such weights
+with a fresh optimiser (a fine-tune with the given settings).
 """
 from __future__ import annotations
 
