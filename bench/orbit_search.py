@@ -86,7 +86,11 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
     torch.manual_seed(cfg.seed)
     task = OrbitTask(cfg)
     if load:       # continue from saved weights (fresh optimizer): a second phase with new settings
-        task.model.load_state_dict(torch.load(load))
+        try:
+            task.model.load_state_dict(torch.load(load))
+        except (OSError, RuntimeError, ValueError, KeyError, EOFError) as exc:
+            raise SystemExit(f"error: cannot start from {load}: {str(exc).splitlines()[0]} "
+                             f"(--load takes a --save file of a model with the same shapes)")
     rows, t0 = [], time.time()
     for epoch in range(1, epochs + 1):
         task.step(epoch)
@@ -94,6 +98,7 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
             met = task.evaluate()
             orb = orbit_summary(task, M_SHIFT, tol)
             row = {"setting": {k: v for k, v in overrides.items() if k != "seed"}, "seed": cfg.seed,
+                   **({"load": load} if load else {}),
                    "epoch": epoch, "train_acc": met["train_acc"], "heldout_acc": met["heldout_acc"],
                    "eq_error": met["eq_error"], "train_loss": met["train_loss"],
                    "eq_error_len4": seq_eq_error(task.model, M_SHIFT),
@@ -180,4 +185,8 @@ def print_table(rows: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pipeline.config import ConfigError
+    try:
+        sys.exit(main())
+    except ConfigError as exc:
+        sys.exit(f"error: {exc}")

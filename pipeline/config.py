@@ -7,6 +7,7 @@ against the dataclass annotations; a bad key or value raises `ConfigError` (one 
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 import typing
 from dataclasses import dataclass
@@ -37,6 +38,9 @@ class TrainConfig:
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
         if self.switch_epoch < 0:
             raise ConfigError(f"switch_epoch must be >= 0, got {self.switch_epoch}")
+        for key, typ in field_types(type(self)).items():
+            if typ is float and not math.isfinite(getattr(self, key)):
+                raise ConfigError(f"{key} must be a finite number, got {getattr(self, key)}")
 
 
 def field_types(cls: type) -> dict[str, type]:

@@ -131,6 +131,9 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
         task.load_state_dict(state["task"])
         torch.set_rng_state(state["torch_rng"])
         start = int(state["epoch"])
+        if cfg.epochs < start:
+            raise UserError(f"cannot resume {out} to epochs={cfg.epochs}: its checkpoint is already at epoch "
+                            f"{start}; pass epochs >= {start}")
         writer = RunWriter.reopen(out, start, {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)})
         if writer.last_epoch() != start:
             writer.close()
@@ -175,7 +178,8 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
 
 
 def _check_resumable(out: Path, experiment: str, cfg: TrainConfig) -> None:
-    """A run may only be resumed with its own config (epochs may grow)."""
+    """A run may only be resumed with its own config (epochs may grow, which stretches any
+    schedule tied to the final epoch, such as a cosine learning rate, from there on)."""
     with runfile.open_for_reading(out) as f:
         if f.attrs["experiment"] != experiment:
             raise UserError(f"cannot resume: {out} is a run of {f.attrs['experiment']!r}, not {experiment!r}")

@@ -93,7 +93,8 @@ def orbit_colouring(run: Run, panels: Sequence[Panel], n: int, m: int,
                     warn: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> Colouring:
     """Colours from the orbit check on the final snapshot: largest orbit blue, next orange,
     then the default cycle; heads in no orbit grey. One colour if `render.orbits` is absent
-    or the run lacks the weights of a full check. Uses only `report.orbits[i].heads/.size`.
+    or the run lacks the weights of a full check. Uses `report.orbits[i].heads/.size` and
+    `report.dead`.
 
     Legend: per orbit, for each rotation frequency r of the panels, the polygon it draws
     there (n / gcd(r, n) vertices) or "at 0" when it sits at the origin in every panel of
@@ -136,12 +137,15 @@ def orbit_colouring(run: Run, panels: Sequence[Panel], n: int, m: int,
         legend.append((f"orbit of {count}: {shapes}", col))
         on_top = heads + on_top
     others = [h for h in range(n_heads) if colours[h] == OTHER_COLOUR]
+    dead = set(getattr(report, "dead", []))
+    n_dead = sum(h in dead for h in others)
     if others:
-        legend.append((f"{len(others)} heads in no orbit", OTHER_COLOUR))
-    sizes = " + ".join(str(int(o.size)) for o in orbits)
-    found = f"verified orbits of size {sizes}" if orbits else "no verified orbit"
+        legend.append((f"{len(others)} heads in no orbit" + (f" ({n_dead} dead)" if n_dead else ""), OTHER_COLOUR))
+    sizes = ", ".join(str(int(o.size)) for o in orbits)
+    found = (f"{len(orbits)} verified orbit{'s' if len(orbits) > 1 else ''} (size {sizes})"
+             if orbits else "no verified orbit")
     return Colouring(colours, legend, others + [h for h in on_top if h not in others],
-                     f"final snapshot: {found}, {len(others)} heads in none")
+                     f"final snapshot: {found}, {len(others) - n_dead} heads in none, {n_dead} dead")
 
 
 def choose_panels(run: Run, words: Sequence[str] | None) -> tuple[list[Panel], str]:

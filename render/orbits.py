@@ -41,8 +41,10 @@ whatever head h attends to: the layer depends only on sum_h beta_h, and moving a
 one head to another changes nothing. The SPEC check keeps beta_h in R_h and so can reject an
 exactly equivariant layer whose biases are spread unevenly over an orbit (trained layers do
 this: README "Reproducing seed 000"). With gauge="bias" each centred R_h also loses its mean
-over keys before steps 2-5, and `bias_error` reports whether the total bias B = sum_h beta_h is
-itself equivariant: max_s ||roll_{ms} B - B|| / ||B|| (0 when B = 0).
+over keys before steps 2-5 (a head whose remaining, key-dependent part is below dead_tol of the
+largest head's centred R_h is dead), and `bias_error` reports whether the total bias
+B = sum_h beta_h is itself equivariant: max_s ||roll_{ms} B - B|| / ||B|| (0 when B is at
+rounding level).
 
 Works for any n >= 1 and any m (odd n included). Pure numpy. All n x U x U errors come from
 inner products computed for every shift at once in Fourier space (`shifted_inner_products`);
@@ -174,7 +176,7 @@ class OrbitReport:
         else:
             lines.append("  in no orbit: none")
         if self.bias_error is not None:
-            lines.append(f"  total bias sum_h beta_h: {self.bias_error:.1%} from equivariant (worst shift)")
+            lines.append(f"  total bias sum_h beta_h: {format_error(self.bias_error)} from equivariant (worst shift)")
         return "\n".join(lines)
 
 
@@ -246,15 +248,17 @@ def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
     if M.shape != (H, n, n) or R.shape != (H, n, n):
         raise ValueError(f"expected M and R of shape [n_heads, {n}, {n}], got {M.shape} and {R.shape}")
     Mc, Rc = centre_qk(M), centre_ov(R)
+    r_scale = np.linalg.norm(Rc.reshape(H, -1), axis=1).max() if H else 0.0   # before the bias gauge
     bias_error = None
     if gauge == "bias":
         beta = Rc.mean(2)                                   # [H, n]: output added whatever the attention
         Rc = Rc - beta[:, :, None]
         B = beta.sum(0)
         nB = np.linalg.norm(B)
-        bias_error = max((np.linalg.norm(np.roll(B, m * s) - B) / nB for s in range(1, n)), default=0.0) if nB > 0 else 0.0
+        # a total bias at rounding level (relative to the largest head's OV) counts as none
+        bias_error = 0.0 if nB <= 1e-9 * max(r_scale, M_FLOOR) else \
+            max((np.linalg.norm(np.roll(B, m * s) - B) / nB for s in range(1, n)), default=0.0)
     r_norm = np.linalg.norm(Rc.reshape(H, -1), axis=1)
-    r_scale = r_norm.max() if H else 0.0
     live = r_norm > dead_tol * r_scale if r_scale > 0 else np.zeros(H, bool)
     m_scale = np.linalg.norm(Mc[live].reshape(int(live.sum()), -1), axis=1).max() if live.any() else 0.0
     m_floor = max(dead_tol * m_scale, M_FLOOR)
@@ -319,6 +323,8 @@ def _match(UM: np.ndarray, UR: np.ndarray, n: int, m: int, m_floor: float) -> tu
     """For each shift s and unit u: sigma[s, u], the nearest unit to s.u, and err[s, u], the
     relative error e of that match."""
     U = len(UM)
+    if U == 0:                                     # no live head: nothing to match
+        return np.zeros((n, 0), int), np.zeros((n, 0))
     XM, XR = UM.reshape(U, -1), UR.reshape(U, -1)
     nM, nR = np.linalg.norm(XM, axis=1), np.linalg.norm(XR, axis=1)
     dM = np.maximum(nM, m_floor)

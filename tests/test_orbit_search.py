@@ -83,8 +83,10 @@ def test_refine_phase_equals_a_fine_tune_of_the_first_phase():
 
 
 def test_bad_refine_settings_are_config_errors():
-    for bad in (dict(refine_start=-1), dict(refine_start=5, epochs=50, refine_lr=0.0),
-                dict(eq_seq_lens="4,x"), dict(refine_seq_lens="0")):
+    for bad in (dict(refine_start=-1), dict(refine_start=5, epochs=50, refine_lr=0.0), dict(refine_lr=-1.0),
+                dict(eq_seq_lens="4,x"), dict(refine_seq_lens="0"), dict(eq_seq_lens=","),
+                dict(eq_seq_lens="4,,8"), dict(eq_seq_lens="+4"), dict(eq_seq_lens="\u0664"),
+                dict(refine_seq_lens="65"), dict(lr="nan"), dict(refine_lr="inf"), dict(eq_weight="nan")):
         with pytest.raises(config.ConfigError):
             task_of(p=5, n_heads=2, d_model=8, **bad)
 
@@ -124,3 +126,18 @@ def test_search_helpers_see_exact_orbits_and_their_breaking():
     summary = orbit_search.orbit_summary(task, M_SHIFT, 0.02)
     assert summary["orbit_sizes"] == [4] and summary["closest"][0] < 0.02
     assert orbit_search.seq_eq_error(task.model, M_SHIFT, length=5, n_seq=32) > 1e-3
+
+
+def test_refine_phase_has_the_grid_term_even_when_eq_weight_is_zero():
+    """eq_weight = 0 (cross-entropy only in phase 1) must not switch the grid term off in
+    phase 2, where lambda comes from refine_eq_weight: the runs agree to the end of phase 1
+    and differ after it."""
+    common = dict(p=5, n_heads=3, d_model=8, epochs=12, eq_weight=0.0, eq_start=0, eq_ramp=0,
+                  refine_start=6, refine_ramp=1, refine_seq_lens="")
+    with_term, ce_only = task_of(**common, refine_eq_weight=3.0), task_of(**common, refine_eq_weight=0.0)
+    for epoch in range(1, 13):
+        with_term.step(epoch)
+        ce_only.step(epoch)
+        same = torch.equal(with_term.model.W_Q, ce_only.model.W_Q)
+        assert same if epoch <= 6 else not same
+    assert with_term.evaluate()["eq_loss"] > 0

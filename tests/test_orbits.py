@@ -410,3 +410,23 @@ def test_bias_gauge_reports_a_non_equivariant_total_bias():
     assert report.bias_error > 0.5                                        # ... but the layer is not equivariant
     with pytest.raises(ValueError, match="gauge"):
         check_orbits(M, R, n, m, gauge="full")
+
+
+def test_bias_gauge_floors_and_no_live_head():
+    n, m = 12, 2
+    M, R, expected = layer(n, m, (6, 3), seed=7, gauge=False)
+    R = R - R.mean(2, keepdims=True)                     # no biases at all
+    report = check_orbits(M, R, n, m, gauge="bias")
+    assert_exact(report, expected, n)
+    assert report.bias_error == 0.0
+    # heads whose OV is only a bias are dead in the bias gauge (live in the SPEC gauge)
+    rng = np.random.default_rng(8)
+    R_bias = np.concatenate([R, np.repeat(rng.normal(size=(2, n, 1)), n, axis=2)])
+    M_bias = np.concatenate([M, rng.normal(size=(2, n, n))])
+    report = check_orbits(M_bias, R_bias, n, m, gauge="bias")
+    assert report.dead == [9, 10] and [o.heads for o in report.orbits] == expected
+    assert check_orbits(M_bias, R_bias, n, m).dead == []
+    # no live head at all: an empty report, not a crash
+    for gauge in ("spec", "bias"):
+        empty = check_orbits(M, np.zeros_like(R), n, m, gauge=gauge)
+        assert empty.orbits == [] and empty.dead == list(range(9)) and np.isnan(empty.head_error).all()

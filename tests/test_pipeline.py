@@ -345,6 +345,11 @@ def test_resume_refuses_other_config_and_missing_checkpoint(tmp_path, capsys):
     assert pipeline_main(argv + ["--set", "epochs=40"]) == 0
     with runfile.open_for_reading(out) as f:
         assert f["snapshots/epoch"][()].tolist() == [0, 10, 20, 30, 40]
+    # shrinking it is not: the checkpoint is already past the new final epoch
+    before = out.read_bytes()
+    assert pipeline_main(argv + ["--set", "epochs=30"]) == 2
+    assert "checkpoint is already at epoch 40" in capsys.readouterr().err
+    assert out.read_bytes() == before
     checkpoint_path(out).unlink()
     assert pipeline_main(argv + ["--set", "epochs=60"]) == 2
     assert "checkpoint" in capsys.readouterr().err

@@ -15,6 +15,7 @@ and *all* shifts costs one gather (see `eq_loss`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,18 +71,15 @@ class OrbitConfig(TrainConfig):
         if self.eq_start < 0 or self.eq_ramp < 0 or self.eq_seq_batch < 1:
             raise ConfigError("eq_start and eq_ramp must be >= 0, eq_seq_batch >= 1")
         for key in ("eq_seq_lens", "refine_seq_lens"):
-            try:
-                lens = seq_lengths(getattr(self, key))
-            except ValueError:
-                lens = [0]
-            if any(n < 1 for n in lens):
-                raise ConfigError(f"{key} must be a comma-separated list of lengths >= 1 "
+            text = getattr(self, key).replace(" ", "")
+            if text and not re.fullmatch(r"[0-9]+(,[0-9]+)*", text) or any(
+                    not 1 <= n <= MAX_SEQ_LEN for n in seq_lengths(text)):
+                raise ConfigError(f"{key} must be a comma-separated list of lengths from 1 to {MAX_SEQ_LEN} "
                                   f"(e.g. '4' or '2,4,8'), got {getattr(self, key)!r}")
         if self.refine_start < 0:
             raise ConfigError(f"refine_start must be >= 0 (0: no second phase), got {self.refine_start}")
-        if self.refines():
-            if self.refine_lr <= 0 or self.refine_weight_decay < 0 or self.refine_eq_weight < 0 or self.refine_ramp < 0:
-                raise ConfigError("refine_lr must be > 0; refine_weight_decay, refine_eq_weight and refine_ramp >= 0")
+        if self.refine_lr <= 0 or self.refine_weight_decay < 0 or self.refine_eq_weight < 0 or self.refine_ramp < 0:
+            raise ConfigError("refine_lr must be > 0; refine_weight_decay, refine_eq_weight and refine_ramp >= 0")
         choices = {"split": ("random", "orbit"), "eq_inputs": ("all", "train"),
                    "lr_schedule": ("constant", "cosine")}
         for key, allowed in choices.items():
@@ -92,6 +90,9 @@ class OrbitConfig(TrainConfig):
         """True if the run has a second phase: 0 < refine_start < epochs (a shorter run, e.g.
         --set epochs=2000, is the first phase alone, its cosine ending at `epochs`)."""
         return 0 < self.refine_start < self.epochs
+
+
+MAX_SEQ_LEN = 64   # the sequence term holds n_heads x 24 x eq_seq_batch x L^2 scores (L = 64: ~0.2 GB)
 
 
 def seq_lengths(text: str) -> list[int]:
@@ -292,11 +293,11 @@ class OrbitTask(Task):
         b, c = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
         self.target = torch.from_numpy((b + c) % p).expand(p, p, p)           # target of cell (a,b,c)
 
-    def _losses(self, logits: torch.Tensor):
+    def _losses(self, logits: torch.Tensor, with_eq: bool = True):
         logp = logits.log_softmax(-1)
         nll = -logp.gather(-1, self.target[..., None]).squeeze(-1)            # (a, b, c)
         ce = (self.w_train * nll).sum() / self.w_train.sum()
-        eq = eq_loss(logp, self.gather, self.w_eq) if self.cfg.eq_weight > 0 else logp.new_zeros(())
+        eq = eq_loss(logp, self.gather, self.w_eq) if with_eq else logp.new_zeros(())
         return logp, nll, ce, eq
 
     def schedule(self, epoch: int) -> tuple[float, float, float, list[int]]:
@@ -355,7 +356,7 @@ class OrbitTask(Task):
             self.optimizer.state.clear()         # second phase: fresh AdamW moments (a fine-tune)
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = lr, weight_decay
-        _, _, ce, eq = self._losses(self.model.grid_logits())
+        _, _, ce, eq = self._losses(self.model.grid_logits(), with_eq=lam > 0)
         loss = ce + lam * eq
         if lam > 0:
             for L in lengths:

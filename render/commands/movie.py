@@ -19,8 +19,10 @@ held ~2 s. Heads of one verified orbit share a colour (orbit check on the final 
 Panels are CIRCUIT:U,V with CIRCUIT qk (rotation frequency r = u+v) or ov (r = m*u+v, u the
 output frequency); an orbit draws a regular polygon with n/gcd(r, n) vertices. Default: the
 seed's {' '.join(str(p) for p in SEED_PANELS)} (also: --panels seed). --panels auto picks,
-for the two largest orbits, the planes where they carry the most power; --panels default
-keeps the seed's four when the orbits show in them and picks automatically otherwise.
+for the two largest orbits, the planes where they carry the most power, then fills up to four
+panels with the strongest QK planes of all live heads, each with an OV plane of the same
+polygon order; --panels default (what `make movie` passes) keeps the seed's four when the
+orbits show in them and picks automatically otherwise.
 
 Writes DIR/NAME.{{{','.join(FORMATS)}}} (those in --formats): H.264 MP4 (+faststart), VP9
 WebM, looping GIF, poster PNG (last frame) and an HTML <video> snippet. Files appear only when
