@@ -92,8 +92,7 @@ def auto_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: in
     > 1, its best QK plane then its best OV plane (`orbit_panels`), duplicates dropped; then,
     up to four panels, the QK planes of order > 1 where all live heads carry the most power,
     each with the strongest OV plane of the same polygon order (so one orbit, or none, still
-    leaves a 2 x 2 movie). M, R: uncentred circuits
-    [H, n, n] of the snapshot the report checked."""
+    leaves a 2 x 2 movie). M, R: uncentred circuits [H, n, n] of the snapshot the report checked."""
     panels: list[Panel] = []
     for orbit in [o for o in report.orbits if o.size > 1][:max_orbits]:
         panels += [p for p in orbit_panels(orbit, M, R, n, m) if p not in panels]

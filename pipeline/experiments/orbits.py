@@ -292,6 +292,7 @@ class OrbitTask(Task):
         self.w_eq = eq_w.reshape(-1)[g]                                       # (a, orbit)
         b, c = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
         self.target = torch.from_numpy((b + c) % p).expand(p, p, p)           # target of cell (a,b,c)
+        self.seq_lens = (seq_lengths(cfg.eq_seq_lens), seq_lengths(cfg.refine_seq_lens))  # per phase
 
     def _losses(self, logits: torch.Tensor, with_eq: bool = True):
         logp = logits.log_softmax(-1)
@@ -312,12 +313,11 @@ class OrbitTask(Task):
         if cfg.refines() and epoch >= cfg.refine_start:
             e, length = epoch - cfg.refine_start, cfg.epochs - cfg.refine_start
             lam = cfg.refine_eq_weight * min(1.0, (e + 1) / max(1, cfg.refine_ramp))
-            return (self._cosine(cfg.refine_lr, e, length), cfg.refine_weight_decay, lam,
-                    seq_lengths(cfg.refine_seq_lens))
+            return self._cosine(cfg.refine_lr, e, length), cfg.refine_weight_decay, lam, self.seq_lens[1]
         length = cfg.refine_start if cfg.refines() else cfg.epochs
         lam = 0.0 if epoch < cfg.eq_start else \
             cfg.eq_weight * min(1.0, (epoch - cfg.eq_start + 1) / max(1, cfg.eq_ramp))
-        return self._cosine(cfg.lr, epoch, length), cfg.weight_decay, lam, seq_lengths(cfg.eq_seq_lens)
+        return self._cosine(cfg.lr, epoch, length), cfg.weight_decay, lam, self.seq_lens[0]
 
     def _cosine(self, lr: float, epoch: int, length: int) -> float:
         if self.cfg.lr_schedule == "cosine":
@@ -330,7 +330,7 @@ class OrbitTask(Task):
         mean over x and s != 0 of ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it
         matches `eq_loss`. Inputs of length 3 leave heads free to be equivariant together without
         forming orbits; other lengths pin each head down (README, "Reproducing seed 000")."""
-        cfg, p, B = self.cfg, self.cfg.p, self.cfg.eq_seq_batch
+        p, B = self.cfg.p, self.cfg.eq_seq_batch
         x = torch.randint(0, p, (B, L), generator=self.generator)
         t = ((x[None] + torch.arange(p)[:, None, None]) % p).reshape(p * B, L)   # row s*B+i: x_i + s
         M, OV = self.model.circuits()
