@@ -11,7 +11,8 @@ prints train / held-out accuracy, equivariance error and the orbit check of the 
 of all grids. Rows are also appended as JSON lines to `--log` (default
 outputs/orbit_search.jsonl) so a search can be tabulated later with `--table LOG`.
 `--save DIR` keeps each run's final weights; `--load FILE` starts every run from such weights
-with a fresh optimiser (a fine-tune with the given settings).
+with a fresh optimiser (a fine-tune with the given settings), `--prune F` first zeroing the
+heads whose OV norm is below F x the largest (as `refine_prune` does at a second phase's start).
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def seq_eq_error(model, m: int, length: int = 4, n_seq: int = 256, seed: int = 0
 
 
 def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, save: str | None = None,
-            load: str | None = None) -> list[dict]:
+            load: str | None = None, prune: float = 0.0) -> list[dict]:
     import torch
     from pipeline.config import resolve
     from pipeline.experiments.orbits import M_SHIFT, OrbitConfig, OrbitTask
@@ -91,6 +92,7 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
         except (OSError, RuntimeError, ValueError, KeyError, EOFError) as exc:
             raise SystemExit(f"error: cannot start from {load}: {str(exc).splitlines()[0]} "
                              f"(--load takes a --save file of a model with the same shapes)")
+        task.prune_heads(prune)
     rows, t0 = [], time.time()
     for epoch in range(1, epochs + 1):
         task.step(epoch)
@@ -98,7 +100,7 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
             met = task.evaluate()
             orb = orbit_summary(task, M_SHIFT, tol)
             row = {"setting": {k: v for k, v in overrides.items() if k != "seed"}, "seed": cfg.seed,
-                   **({"load": load} if load else {}),
+                   **({"load": load} if load else {}), **({"prune": prune} if prune else {}),
                    "epoch": epoch, "train_acc": met["train_acc"], "heldout_acc": met["heldout_acc"],
                    "eq_error": met["eq_error"], "train_loss": met["train_loss"],
                    "eq_error_len4": seq_eq_error(task.model, M_SHIFT),
@@ -140,7 +142,11 @@ def main() -> int:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--save", metavar="DIR", help="save each run's final weights (state_dict) here")
     ap.add_argument("--load", metavar="PT", help="start every run from these weights (a --save file)")
+    ap.add_argument("--prune", type=float, default=0.0, metavar="F",
+                    help="with --load: zero the heads whose OV norm is below F x the largest first (default 0)")
     args = ap.parse_args()
+    if not 0 <= args.prune < 1 or (args.prune and not args.load):
+        ap.error("--prune takes a fraction in [0, 1) and needs --load")
     if args.table:
         rows = [json.loads(line) for line in open(args.table)]
         print_table([r for r in rows if r.get("final")])
@@ -157,7 +163,7 @@ def main() -> int:
             overrides = {**fixed, **{k: v for (k, _), v in zip(grids, combo)}, "seed": seed}
             name = "_".join(f"{k}{v}" for k, v in overrides.items())
             save = f"{args.save}/{name}.pt" if args.save else None
-            rows = run_one(overrides, args.epochs, args.every, args.tol, args.quiet, save, args.load)
+            rows = run_one(overrides, args.epochs, args.every, args.tol, args.quiet, save, args.load, args.prune)
             rows[-1]["final"] = True
             with open(args.log, "a") as fh:
                 for r in rows:

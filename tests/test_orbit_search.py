@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pipeline import config
-from pipeline.experiments.orbits import M_SHIFT, OrbitConfig, OrbitTask
+from pipeline.experiments.orbits import M_SHIFT, OrbitConfig, OrbitTask, ov_bias_penalty
 from tests.equivariant import equivariant_weights
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -42,11 +42,12 @@ def test_refine_phase_schedule():
     its own weight decay, lambda ramped from 0, its own sequence lengths."""
     task = task_of(p=5, n_heads=2, d_model=8, epochs=30, lr=1e-3, weight_decay=0.1, eq_weight=2.0,
                    eq_start=0, eq_ramp=0, eq_seq_lens="", refine_start=10, refine_lr=4e-4,
-                   refine_weight_decay=0.3, refine_eq_weight=8.0, refine_ramp=4, refine_seq_lens="4,6")
-    assert task.schedule(0) == (1e-3, 0.1, 2.0, [])
-    lr5, wd, lam, lens = task.schedule(5)                 # half-way through phase 1's cosine
-    assert lr5 == pytest.approx(5e-4) and (wd, lam, lens) == (0.1, 2.0, [])
-    assert task.schedule(10) == (4e-4, 0.3, 2.0, [4, 6])   # lambda (e + 1) / ramp * 8 = 2
+                   refine_weight_decay=0.3, refine_eq_weight=8.0, refine_ramp=4, refine_seq_lens="4,6",
+                   ov_bias_weight=0.5, refine_ov_bias_weight=0.02)
+    assert task.schedule(0) == (1e-3, 0.1, 2.0, [], 0.5)
+    lr5, wd, lam, lens, mu = task.schedule(5)             # half-way through phase 1's cosine
+    assert lr5 == pytest.approx(5e-4) and (wd, lam, lens, mu) == (0.1, 2.0, [], 0.5)
+    assert task.schedule(10) == (4e-4, 0.3, 2.0, [4, 6], 0.02)   # lambda (e + 1) / ramp * 8 = 2
     assert task.schedule(13)[2] == 8.0
     assert task.schedule(20)[0] == pytest.approx(2e-4)      # half-way through phase 2's cosine
 
@@ -56,16 +57,16 @@ def test_refine_start_at_or_after_the_last_epoch_means_one_phase():
                    eq_seq_lens="", eq_start=0, eq_ramp=0, eq_weight=1.0, weight_decay=0.1)
     assert not task.cfg.refines()
     assert task.schedule(10)[0] == pytest.approx(5e-4)                 # cosine over all 20 epochs
-    assert task.schedule(19)[1:] == (0.1, 1.0, [])
+    assert task.schedule(19)[1:] == (0.1, 1.0, [], 0.0)
 
 
 def test_refine_phase_equals_a_fine_tune_of_the_first_phase():
     """One run with a second phase gives the same weights, bit for bit, as the first phase
-    alone followed by a fresh task (new AdamW) loaded with its weights: what bench/orbit_search
-    --load measured."""
-    common = dict(p=5, n_heads=3, d_model=8, eq_weight=1.0, eq_start=2, eq_ramp=3, eq_seq_batch=4)
+    alone followed by a fresh task (new AdamW) loaded with its weights and pruned: what
+    bench/orbit_search --load --prune measured. The pruned heads stay exactly zero."""
+    common = dict(p=5, n_heads=4, d_model=8, eq_weight=1.0, eq_start=2, eq_ramp=3, eq_seq_batch=4)
     refine = dict(refine_lr=5e-3, refine_weight_decay=0.2, refine_eq_weight=4.0, refine_ramp=3,
-                  refine_seq_lens="4")
+                  refine_seq_lens="4", refine_prune=0.9, refine_ov_bias_weight=0.3)
     one = task_of(**common, **refine, epochs=14, refine_start=8)
     for epoch in range(1, 15):
         one.step(epoch)
@@ -74,19 +75,62 @@ def test_refine_phase_equals_a_fine_tune_of_the_first_phase():
         first.step(epoch)
     second = task_of(**{**common, "epochs": 6, "lr": refine["refine_lr"], "eq_start": 0,
                         "weight_decay": refine["refine_weight_decay"], "eq_weight": refine["refine_eq_weight"],
-                        "eq_ramp": refine["refine_ramp"], "eq_seq_lens": refine["refine_seq_lens"]})
+                        "eq_ramp": refine["refine_ramp"], "eq_seq_lens": refine["refine_seq_lens"],
+                        "ov_bias_weight": refine["refine_ov_bias_weight"]})
     second.model.load_state_dict(first.model.state_dict())
+    pruned = second.prune_heads(refine["refine_prune"])
+    assert 1 <= len(pruned) < 4
     for epoch in range(1, 7):
         second.step(epoch)
     for name, w in one.model.state_dict().items():
         assert torch.equal(w, second.model.state_dict()[name]), name
+    assert not one.model.W_V[pruned].any() and not one.model.W_O[pruned].any()
+    kept = [h for h in range(4) if h not in pruned]
+    assert one.model.W_O[kept].abs().amin((1, 2)).gt(0).all()
+
+
+def test_prune_heads_zeroes_exactly_the_heads_below_the_fraction():
+    """OV norms in the ratio 1 : 0.5 : 0.2 : 0.05 (W_O scaled): fraction 0.3 prunes the last two,
+    0.5 is strict (keeps the head at exactly half), 0 prunes nothing."""
+    task = task_of(p=6, n_heads=4, d_model=8)
+    with torch.no_grad():
+        task.model.W_O.copy_(task.model.W_O[:1].expand(4, -1, -1) * torch.tensor([1.0, 0.5, 0.2, 0.05])[:, None, None])
+        task.model.W_V.copy_(task.model.W_V[:1].expand(4, -1, -1))
+    assert task.prune_heads(0.0) == []
+    assert task.prune_heads(0.3) == [2, 3]
+    assert not task.model.W_V[[2, 3]].any() and not task.model.W_O[[2, 3]].any()
+    assert task.prune_heads(0.49) == [2, 3] and task.model.W_O[1].any()
+
+
+def test_ov_bias_penalty_is_the_shift_moved_part_of_each_heads_key_independent_column():
+    """p = 6, m = 2: shift-invariant outputs are frequencies 0 and 3 (constant and alternating).
+    A key-independent column made of those costs nothing; a frequency-1 column c costs p ||c||^2,
+    whatever the key-dependent part; with m = 1 only the constant is invariant."""
+    p, H = 6, 3
+    gen = torch.Generator().manual_seed(0)
+    key_dependent = torch.randn(H, p, p, generator=gen, dtype=torch.float64)
+    key_dependent = key_dependent - key_dependent.mean(1, keepdim=True)       # zero mean over keys
+    k = torch.arange(p, dtype=torch.float64)
+    invariant = 2.0 + 0.7 * (-1.0) ** k                                        # frequencies 0 and 3
+    moved = torch.cos(2 * math.pi * k / p) - 0.5 * torch.sin(2 * math.pi * k / p)   # frequency 1
+    assert float(ov_bias_penalty(key_dependent, 2)) == pytest.approx(0.0, abs=1e-12)
+    OV = key_dependent + invariant                                             # same column for every key
+    assert float(ov_bias_penalty(OV, 2)) == pytest.approx(0.0, abs=1e-12)
+    OV[1] += moved
+    assert float(ov_bias_penalty(OV, 2)) == pytest.approx(p * float(moved.pow(2).sum()), rel=1e-12)
+    alternating = 0.7 * (-1.0) ** k
+    assert float(ov_bias_penalty(OV, 1)) == pytest.approx(
+        p * (H * float(alternating.pow(2).sum()) + float((alternating + moved).pow(2).sum())
+             - float(alternating.pow(2).sum())), rel=1e-12)
 
 
 def test_bad_refine_settings_are_config_errors():
     for bad in (dict(refine_start=-1), dict(refine_start=5, epochs=50, refine_lr=0.0), dict(refine_lr=-1.0),
                 dict(eq_seq_lens="4,x"), dict(refine_seq_lens="0"), dict(eq_seq_lens=","),
                 dict(eq_seq_lens="4,,8"), dict(eq_seq_lens="+4"), dict(eq_seq_lens="\u0664"),
-                dict(refine_seq_lens="65"), dict(lr="nan"), dict(refine_lr="inf"), dict(eq_weight="nan")):
+                dict(refine_seq_lens="65"), dict(lr="nan"), dict(refine_lr="inf"), dict(eq_weight="nan"),
+                dict(refine_prune=1.0), dict(refine_prune=-0.1), dict(ov_bias_weight=-1.0),
+                dict(refine_ov_bias_weight=-0.01)):
         with pytest.raises(config.ConfigError):
             task_of(p=5, n_heads=2, d_model=8, **bad)
 

@@ -48,6 +48,7 @@ class OrbitConfig(TrainConfig):
     eq_ramp: int = 2000         # ... then rises linearly to eq_weight over this many epochs
     eq_seq_lens: str = ""       # e.g. "2,4,8": the equivariance term also sees random sequences of these lengths ...
     eq_seq_batch: int = 16      # ... this many of each length per step, each at all p shifts
+    ov_bias_weight: float = 0.0  # mu: + mu * ov_bias_penalty (the part of the OV biases a shift moves)
     # Optional second phase, a fine-tune of the first phase's weights within the same run:
     refine_start: int = 10000   # epoch at which it starts (the first phase's cosine ends here); off
                                 # when 0 or >= epochs
@@ -56,6 +57,9 @@ class OrbitConfig(TrainConfig):
     refine_eq_weight: float = 100.0  # lambda ramps from 0 to this over refine_ramp epochs
     refine_ramp: int = 2000
     refine_seq_lens: str = "6"  # sequence lengths of the equivariance term in this phase
+    refine_prune: float = 0.25  # at its start, zero the heads whose centred OV norm is below this
+                                # fraction of the largest head's (0: keep all)
+    refine_ov_bias_weight: float = 0.01  # mu of ov_bias_penalty in this phase
 
     def validate(self) -> None:
         super().validate()
@@ -68,6 +72,10 @@ class OrbitConfig(TrainConfig):
             raise ConfigError(f"train_frac must be in (0, 1], got {self.train_frac}")
         if self.lr <= 0 or self.weight_decay < 0 or self.eq_weight < 0 or self.init_scale <= 0:
             raise ConfigError("lr and init_scale must be > 0; weight_decay and eq_weight >= 0")
+        if self.ov_bias_weight < 0 or self.refine_ov_bias_weight < 0:
+            raise ConfigError("ov_bias_weight and refine_ov_bias_weight must be >= 0")
+        if not 0 <= self.refine_prune < 1:
+            raise ConfigError(f"refine_prune must be in [0, 1) (0: prune nothing), got {self.refine_prune}")
         if self.eq_start < 0 or self.eq_ramp < 0 or self.eq_seq_batch < 1:
             raise ConfigError("eq_start and eq_ramp must be >= 0, eq_seq_batch >= 1")
         for key in ("eq_seq_lens", "refine_seq_lens"):
@@ -271,6 +279,25 @@ def eq_error(logp: torch.Tensor, gather: torch.Tensor) -> float:
     return float((diff.max() / total).sqrt()) if p > 1 else 0.0
 
 
+def ov_bias_penalty(OV: torch.Tensor, m: int) -> torch.Tensor:
+    """p * sum_h ||beta_h - mean_s roll_{ms} beta_h||^2: the squared Frobenius norm of the part
+    of each head's OV circuit that is the same for every key and that a shift moves.
+
+    OV: [H, p, p_out] (key token, output class). beta_h [p_out] = head h's class-centred OV
+    circuit averaged over keys: the output it adds whatever it attends to (attention sums to 1).
+    The layer sees only sum_h beta_h, so spreading that sum unevenly over the heads of an orbit
+    changes nothing the loss can see, yet breaks the orbit check of SPEC §0 (README "Orbit
+    check", bias gauge). The average over shifts is the projection onto shift-invariant
+    outputs (output frequencies k with m k = 0 mod p_out), the only part an equivariant layer's
+    total bias has; the penalty leaves that part free, so it is zero for some weights of every
+    equivariant function. Returns a scalar (logits squared)."""
+    centred = OV - OV.mean(-1, keepdim=True)
+    beta = centred.mean(1)                                                # (H, p_out)
+    p_out = beta.shape[-1]
+    invariant = torch.stack([torch.roll(beta, m * s, -1) for s in range(p_out)]).mean(0)
+    return OV.shape[1] * (beta - invariant).pow(2).sum()
+
+
 @register
 class OrbitTask(Task):
     name = "orbits"
@@ -301,23 +328,24 @@ class OrbitTask(Task):
         eq = eq_loss(logp, self.gather, self.w_eq) if with_eq else logp.new_zeros(())
         return logp, nll, ce, eq
 
-    def schedule(self, epoch: int) -> tuple[float, float, float, list[int]]:
-        """(lr, weight decay, lambda, sequence lengths) of the step taken after `epoch` steps.
+    def schedule(self, epoch: int) -> tuple[float, float, float, list[int], float]:
+        """(lr, weight decay, lambda, sequence lengths, mu) of the step taken after `epoch` steps.
 
         First phase (to refine_start, or to `epochs` without a second phase): lr, weight_decay,
-        lambda = 0 before eq_start then a linear ramp of eq_ramp epochs to eq_weight, and
-        eq_seq_lens. Second phase: refine_lr, refine_weight_decay, lambda ramped from 0 to
-        refine_eq_weight over refine_ramp epochs, refine_seq_lens. With lr_schedule "cosine"
-        each phase's lr decays to 0 at its own end."""
+        lambda = 0 before eq_start then a linear ramp of eq_ramp epochs to eq_weight,
+        eq_seq_lens, ov_bias_weight. Second phase: refine_lr, refine_weight_decay, lambda ramped
+        from 0 to refine_eq_weight over refine_ramp epochs, refine_seq_lens,
+        refine_ov_bias_weight. With lr_schedule "cosine" each phase's lr decays to 0 at its own end."""
         cfg = self.cfg
         if cfg.refines() and epoch >= cfg.refine_start:
             e, length = epoch - cfg.refine_start, cfg.epochs - cfg.refine_start
             lam = cfg.refine_eq_weight * min(1.0, (e + 1) / max(1, cfg.refine_ramp))
-            return self._cosine(cfg.refine_lr, e, length), cfg.refine_weight_decay, lam, self.seq_lens[1]
+            return (self._cosine(cfg.refine_lr, e, length), cfg.refine_weight_decay, lam, self.seq_lens[1],
+                    cfg.refine_ov_bias_weight)
         length = cfg.refine_start if cfg.refines() else cfg.epochs
         lam = 0.0 if epoch < cfg.eq_start else \
             cfg.eq_weight * min(1.0, (epoch - cfg.eq_start + 1) / max(1, cfg.eq_ramp))
-        return self._cosine(cfg.lr, epoch, length), cfg.weight_decay, lam, self.seq_lens[0]
+        return self._cosine(cfg.lr, epoch, length), cfg.weight_decay, lam, self.seq_lens[0], cfg.ov_bias_weight
 
     def _cosine(self, lr: float, epoch: int, length: int) -> float:
         if self.cfg.lr_schedule == "cosine":
@@ -350,10 +378,25 @@ class OrbitTask(Task):
         spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))                           # (B,)
         return 2 / (p - 1) * spread.mean() * 3 / L
 
+    @torch.no_grad()
+    def prune_heads(self, fraction: float) -> list[int]:
+        """Zero W_V and W_O of every head whose class-centred OV circuit has Frobenius norm below
+        `fraction` x the largest head's; returns those heads. They stay zero: with W_V = W_O = 0
+        a head gets no gradient, and AdamW (with fresh moments) and weight decay keep zeros."""
+        if fraction <= 0:
+            return []
+        _, OV = self.model.circuits()
+        norm = (OV - OV.mean(-1, keepdim=True)).flatten(1).norm(dim=1)
+        weak = torch.nonzero(norm < fraction * norm.max()).flatten()
+        self.model.W_V[weak] = 0
+        self.model.W_O[weak] = 0
+        return weak.tolist()
+
     def step(self, epoch: int) -> dict[str, float]:
-        lr, weight_decay, lam, lengths = self.schedule(epoch - 1)
+        lr, weight_decay, lam, lengths, mu = self.schedule(epoch - 1)
         if self.cfg.refines() and epoch - 1 == self.cfg.refine_start:
             self.optimizer.state.clear()         # second phase: fresh AdamW moments (a fine-tune)
+            self.prune_heads(self.cfg.refine_prune)
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = lr, weight_decay
         _, _, ce, eq = self._losses(self.model.grid_logits(), with_eq=lam > 0)
@@ -361,6 +404,8 @@ class OrbitTask(Task):
         if lam > 0:
             for L in lengths:
                 loss = loss + lam * self._seq_eq_loss(L)
+        if mu > 0:
+            loss = loss + mu * ov_bias_penalty(self.model.circuits()[1], M_SHIFT)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
