@@ -2,6 +2,7 @@
 (eq_start / eq_ramp, eq_seq_lens): exact values on hand-built cases."""
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from pathlib import Path
@@ -185,3 +186,27 @@ def test_refine_phase_has_the_grid_term_even_when_eq_weight_is_zero():
         same = torch.equal(with_term.model.W_Q, ce_only.model.W_Q)
         assert same if epoch <= 6 else not same
     assert with_term.evaluate()["eq_loss"] > 0
+
+
+@pytest.mark.parametrize("saved_at", [7, 8, 9])
+def test_state_restored_around_the_phase_boundary_continues_bit_exactly(saved_at):
+    """What --resume relies on: a task restored from a state saved just before, at, or just after
+    refine_start (where heads are pruned and AdamW restarts) ends equal to an uninterrupted run."""
+    sets = dict(p=5, n_heads=4, d_model=8, eq_weight=1.0, eq_start=2, eq_ramp=3, eq_seq_batch=4,
+                eq_seq_lens="3", epochs=12, refine_start=8, refine_prune=0.9, refine_ov_bias_weight=0.3)
+    whole = task_of(**sets)
+    for epoch in range(1, 13):
+        whole.step(epoch)
+    first = task_of(**sets)
+    for epoch in range(1, saved_at + 1):
+        first.step(epoch)
+    state = copy.deepcopy(first.state_dict())
+    rng = torch.get_rng_state()
+    resumed = task_of(**sets)
+    resumed.load_state_dict(state)
+    torch.set_rng_state(rng)
+    for epoch in range(saved_at + 1, 13):
+        resumed.step(epoch)
+    for name, w in whole.model.state_dict().items():
+        assert torch.equal(w, resumed.model.state_dict()[name]), name
+    assert (whole.model.W_O.flatten(1).abs().sum(1) == 0).sum() >= 1      # something was pruned
