@@ -289,8 +289,9 @@ def ov_bias_penalty(OV: torch.Tensor, m: int) -> torch.Tensor:
     changes nothing the loss can see, yet breaks the orbit check of SPEC §0 (README "Orbit
     check", bias gauge). The average over shifts is the projection onto shift-invariant
     outputs (output frequencies k with m k = 0 mod p_out), the only part an equivariant layer's
-    total bias has; the penalty leaves that part free, so it is zero for some weights of every
-    equivariant function. Returns a scalar (logits squared)."""
+    total bias has. The penalty leaves that part free and acts on the moved parts, which in an
+    equivariant layer sum to zero over the heads. Returns a scalar (logits squared).
+    Source: README "Reproducing seed 000", item 7."""
     centred = OV - OV.mean(-1, keepdim=True)
     beta = centred.mean(1)                                                # (H, p_out)
     p_out = beta.shape[-1]
