@@ -89,8 +89,8 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
     if load:       # continue from saved weights (fresh optimizer): a second phase with new settings
         try:
             task.model.load_state_dict(torch.load(load))
-        except (OSError, RuntimeError, ValueError, KeyError, EOFError) as exc:
-            raise SystemExit(f"error: cannot start from {load}: {str(exc).splitlines()[0]} "
+        except Exception as exc:   # torch.load raises many kinds (unpickling, EOF, zip, shape mismatch)
+            raise SystemExit(f"error: cannot start from {load}: {_one_line(exc)} "
                              f"(--load takes a --save file of a model with the same shapes)")
         task.prune_heads(prune)
     rows, t0 = [], time.time()
@@ -114,9 +114,24 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
     return rows
 
 
+def _one_line(exc: Exception, limit: int = 200) -> str:
+    """An exception's message on one line (whitespace collapsed), cut at `limit` characters."""
+    import pickle
+    if isinstance(exc, pickle.UnpicklingError):
+        return "not a weights file (it does not unpickle)"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _setting_text(r: dict, sep: str, eq: str) -> str:
+    """The row's overrides, plus --load and --prune when given, e.g. 'lr=3e-4 load=w.pt prune=0.25'."""
+    items = {**r["setting"], **{k: r[k] for k in ("load", "prune") if r.get(k)}}
+    return sep.join(f"{k}{eq}{v}" for k, v in items.items()) or "defaults"
+
+
 def format_row(r: dict) -> str:
     o = r["orbits"]
-    setting = " ".join(f"{k}={v}" for k, v in r["setting"].items()) or "defaults"
+    setting = _setting_text(r, " ", "=")
     closest = ",".join(f"{c:.3f}" for c in o.get("closest", [])[:3])
     return (f"{setting:<48} s{r['seed']} ep{r['epoch']:>6} train {r['train_acc']:.4f} held {r['heldout_acc']:.4f} "
             f"eq {r['eq_error']:.1e} (len4 {r.get('eq_error_len4', float('nan')):.0e}) |M|max {o['max_score']:5.1f} dead {o['n_dead']:>2} "
@@ -132,7 +147,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2")
-    ap.add_argument("--seeds", default="0", help="seeds: '0,3,5' or a range '0-9' (default 0)")
+    ap.add_argument("--seeds", help="seeds: '0,3,5' or a range '0-9' (default: the experiment's, 3)")
     ap.add_argument("--epochs", type=int, default=4000)
     ap.add_argument("--every", type=int, default=1000, help="evaluate every this many epochs")
     ap.add_argument("--tol", type=float, default=0.02, help="orbit tolerance (seed: 0.02)")
@@ -145,8 +160,10 @@ def main() -> int:
     ap.add_argument("--prune", type=float, default=0.0, metavar="F",
                     help="with --load: zero the heads whose OV norm is below F x the largest first (default 0)")
     args = ap.parse_args()
-    if not 0 <= args.prune < 1 or (args.prune and not args.load):
-        ap.error("--prune takes a fraction in [0, 1) and needs --load")
+    if not 0 <= args.prune < 1:
+        ap.error(f"--prune takes a fraction in [0, 1), got {args.prune}")
+    if args.prune and not args.load:
+        ap.error("--prune needs --load (it prunes the loaded weights)")
     if args.table:
         rows = [json.loads(line) for line in open(args.table)]
         print_table([r for r in rows if r.get("final")])
@@ -154,12 +171,13 @@ def main() -> int:
     import torch
     torch.set_num_threads(args.threads)
     from pipeline.config import parse_sets
+    from pipeline.experiments.orbits import OrbitConfig
     fixed = parse_sets(args.set)
     grids = [(k, v.split(",")) for k, v in parse_sets(args.grid).items()]
     finals = []
     Path(args.log).parent.mkdir(parents=True, exist_ok=True)
     for combo in itertools.product(*(vals for _, vals in grids)):
-        for seed in parse_seeds(args.seeds):
+        for seed in parse_seeds(args.seeds) if args.seeds else [str(OrbitConfig.seed)]:
             overrides = {**fixed, **{k: v for (k, _), v in zip(grids, combo)}, "seed": seed}
             name = "_".join(f"{k}{v}" for k, v in overrides.items())
             save = f"{args.save}/{name}.pt" if args.save else None
@@ -185,7 +203,7 @@ def print_table(rows: list[dict]) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         o = r["orbits"]
-        setting = ", ".join(f"{k} {v}" for k, v in r["setting"].items()) or "defaults"
+        setting = _setting_text(r, ", ", " ")
         print(f"| {setting} | {r['seed']} | {r['epoch']} | {r['train_acc']:.2%} | {r['heldout_acc']:.2%} | "
               f"{r['eq_error']:.1e} | {o.get('orbit_sizes')} | {', '.join(f'{c:.3f}' for c in o.get('closest', [])[:3])} |")
 

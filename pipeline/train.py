@@ -163,6 +163,11 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
             if epoch in todo:
                 metrics = task.evaluate()
                 writer.append(epoch, task.snapshot(), metrics)
+                diverged = sorted(k for k, v in metrics.items() if "loss" in k and not np.isfinite(v))
+                if diverged:
+                    raise UserError(f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
+                                    f"{out} keeps the snapshots so far; lower lr or the loss weights and "
+                                    "retrain with --force")
                 bar.set_postfix(shown | task.progress(metrics), refresh=False)
                 if epoch == cfg.epochs or time.monotonic() - last_ckpt > checkpoint_seconds:
                     _save_checkpoint(ckpt_path, task, epoch)

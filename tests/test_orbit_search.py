@@ -210,3 +210,34 @@ def test_state_restored_around_the_phase_boundary_continues_bit_exactly(saved_at
     for name, w in whole.model.state_dict().items():
         assert torch.equal(w, resumed.model.state_dict()[name]), name
     assert (whole.model.W_O.flatten(1).abs().sum(1) == 0).sum() >= 1      # something was pruned
+
+
+def test_bench_load_and_prune_errors_are_one_line(tmp_path):
+    """--load of an empty file, of a non-weights file and of a model of another shape, and --prune
+    out of range or without --load: one line on stderr each, no traceback; a fine-tune row names
+    its --load and --prune."""
+    import subprocess
+    bench = str(Path(__file__).resolve().parents[1] / "bench" / "orbit_search.py")
+    tiny = ["--set", "p=5", "--set", "n_heads=2", "--set", "d_model=8", "--epochs", "2", "--every", "2",
+            "--log", str(tmp_path / "log.jsonl")]
+    (tmp_path / "empty.pt").write_bytes(b"")
+    (tmp_path / "text.pt").write_text("not weights\n")
+    other = task_of(p=6, n_heads=2, d_model=8)
+    torch.save(other.model.state_dict(), tmp_path / "p6.pt")
+    task = task_of(p=5, n_heads=2, d_model=8)
+    torch.save(task.model.state_dict(), tmp_path / "p5.pt")
+
+    def run(*args):
+        return subprocess.run([sys.executable, bench, *tiny, *args], capture_output=True, text=True)
+
+    for name, says in (("empty.pt", "EOFError"), ("text.pt", "not a weights file"), ("p6.pt", "size mismatch")):
+        done = run("--load", str(tmp_path / name))
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+    for args, says in ((["--prune", "1", "--load", str(tmp_path / "p5.pt")], "fraction in [0, 1)"),
+                       (["--prune", "0.3"], "needs --load")):
+        done = run(*args)
+        assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
+    done = run("--load", str(tmp_path / "p5.pt"), "--prune", "0.3")
+    assert done.returncode == 0, done.stderr
+    assert f"load {tmp_path / 'p5.pt'}, prune 0.3 |" in done.stdout

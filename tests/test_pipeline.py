@@ -353,3 +353,17 @@ def test_resume_refuses_other_config_and_missing_checkpoint(tmp_path, capsys):
     checkpoint_path(out).unlink()
     assert pipeline_main(argv + ["--set", "epochs=60"]) == 2
     assert "checkpoint" in capsys.readouterr().err
+
+
+def test_a_diverging_run_stops_with_one_line_and_keeps_its_snapshots(tmp_path):
+    """A loss weight so large that the loss overflows: the trainer stops at the first snapshot whose
+    loss is not finite, says so in one line (exit 2), and the file keeps the snapshots so far."""
+    out = tmp_path / "nan.h5"
+    done = subprocess.run(_cli(out, "--set", "ov_bias_weight=1e308", epochs=60), cwd=ROOT, env=ENV,
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: training diverged by epoch 10 (") and done.stderr.count("\n") == 1
+    assert "Traceback" not in done.stderr
+    with runfile.open_for_reading(out) as f:
+        assert list(f["snapshots/epoch"][()]) == [0, 10] and not runfile.is_complete(f)
+        assert not np.isfinite(f["metrics/train_loss"][-1])

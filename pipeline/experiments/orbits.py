@@ -72,8 +72,9 @@ class OrbitConfig(TrainConfig):
             raise ConfigError(f"train_frac must be in (0, 1], got {self.train_frac}")
         if self.lr <= 0 or self.weight_decay < 0 or self.eq_weight < 0 or self.init_scale <= 0:
             raise ConfigError("lr and init_scale must be > 0; weight_decay and eq_weight >= 0")
-        if self.ov_bias_weight < 0 or self.refine_ov_bias_weight < 0:
-            raise ConfigError("ov_bias_weight and refine_ov_bias_weight must be >= 0")
+        for key in ("ov_bias_weight", "refine_ov_bias_weight"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be >= 0 (0: no OV-bias penalty), got {getattr(self, key)}")
         if not 0 <= self.refine_prune < 1:
             raise ConfigError(f"refine_prune must be in [0, 1) (0: prune nothing), got {self.refine_prune}")
         if self.eq_start < 0 or self.eq_ramp < 0 or self.eq_seq_batch < 1:
