@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -116,7 +117,6 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
 
 def _one_line(exc: Exception, limit: int = 200) -> str:
     """An exception's message on one line (whitespace collapsed), cut at `limit` characters."""
-    import pickle
     if isinstance(exc, pickle.UnpicklingError):
         return "not a weights file (it does not unpickle)"
     text = " ".join(str(exc).split()) or type(exc).__name__
