@@ -5,10 +5,11 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
+HM := $(VENV)/bin/headmovies
 RUN := data/orbits.h5
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup test movie retrain train-orbits figures bench clean superposition induction induction-seeds
+.PHONY: setup test movie retrain train-orbits figures bench clean ov-coherent induction induction-seeds
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,32 +24,32 @@ test: setup
 	$(PY) -m pytest
 
 train-orbits: setup
-	$(PY) -m pipeline train orbits --out $(RUN) --reuse
+	$(HM) train orbits --out $(RUN) --reuse
 
 movie: train-orbits
-	$(PY) -m render orbits $(RUN)
-	$(PY) -m render movie $(RUN) --out $(MOVIE_DIR) --panels default
+	$(HM) orbits check $(RUN)
+	$(HM) orbits movie $(RUN) --out $(MOVIE_DIR)
 
 retrain: setup
-	$(PY) -m pipeline train orbits --out $(RUN) --force
+	$(HM) train orbits --out $(RUN) --force
 
 figures: train-orbits
-	$(PY) -m render figures $(RUN) --out outputs/orbits/figures
+	$(HM) orbits figures $(RUN) --out outputs/orbits/figures
 
-# make superposition - seed 004: train 2 heads x d_head 1 (SUPERPOSITION_SEEDS) and 1 head x d_head 4
-# (SUPERPOSITION_WIDE_SEEDS), one run at a time on one thread; table, figures and QK-plane movie
-SUPERPOSITION_SEEDS ?= 0 1 2 3 4 5 6 7 8 9
-SUPERPOSITION_WIDE_SEEDS ?= 0 1 2
-SUPERPOSITION_RUNS := $(foreach s,$(SUPERPOSITION_SEEDS),data/superposition/h2d1_seed$(s).h5) \
-	$(foreach s,$(SUPERPOSITION_WIDE_SEEDS),data/superposition/h1d4_seed$(s).h5)
+# make ov-coherent - seed 004: train 2 heads x d_head 1 (OV_COHERENT_SEEDS) and 1 head x d_head 4
+# (OV_COHERENT_WIDE_SEEDS), one run at a time on one thread; table, figures and QK-plane movie
+OV_COHERENT_SEEDS ?= 0 1 2 3 4 5 6 7 8 9
+OV_COHERENT_WIDE_SEEDS ?= 0 1 2
+OV_COHERENT_RUNS := $(foreach s,$(OV_COHERENT_SEEDS),data/ov-coherent/h2d1_seed$(s).h5) \
+	$(foreach s,$(OV_COHERENT_WIDE_SEEDS),data/ov-coherent/h1d4_seed$(s).h5)
 
-superposition: setup
-	mkdir -p data/superposition
-	for s in $(SUPERPOSITION_SEEDS); do OMP_NUM_THREADS=1 $(PY) -m pipeline train ov-coherent \
-		--out data/superposition/h2d1_seed$$s.h5 --set seed=$$s --reuse || exit 1; done
-	for s in $(SUPERPOSITION_WIDE_SEEDS); do OMP_NUM_THREADS=1 $(PY) -m pipeline train ov-coherent \
-		--out data/superposition/h1d4_seed$$s.h5 --set seed=$$s --set n_heads=1 --set d_head=4 --reuse || exit 1; done
-	$(PY) -m render superposition $(SUPERPOSITION_RUNS) --out outputs/superposition
+ov-coherent: setup
+	mkdir -p data/ov-coherent
+	for s in $(OV_COHERENT_SEEDS); do OMP_NUM_THREADS=1 $(HM) train ov-coherent \
+		--out data/ov-coherent/h2d1_seed$$s.h5 --set seed=$$s --reuse || exit 1; done
+	for s in $(OV_COHERENT_WIDE_SEEDS); do OMP_NUM_THREADS=1 $(HM) train ov-coherent \
+		--out data/ov-coherent/h1d4_seed$$s.h5 --set seed=$$s --set n_heads=1 --set d_head=4 --reuse || exit 1; done
+	$(HM) ov-coherent report $(OV_COHERENT_RUNS) --out outputs/ov-coherent
 
 # make induction - seed 003: train the 1-layer, smeared-key and 2-layer models (seed 0; complete
 # runs are reused), then figures, tables and attention movies under outputs/induction/.
@@ -61,21 +62,21 @@ INDUCTION_POSITIONS ?= qk_input qk_vector
 INDUCTION_REPEAT_SEEDS ?= 0
 
 induction: setup
-	for v in $(INDUCTION_VARIANTS); do OMP_NUM_THREADS=1 $(PY) -m pipeline train induction-$$v \
+	for v in $(INDUCTION_VARIANTS); do OMP_NUM_THREADS=1 $(HM) train induction-$$v \
 		--out data/induction-$$v.h5 --reuse || exit 1; done
-	$(PY) -m render induction $(foreach v,$(INDUCTION_VARIANTS),data/induction-$(v).h5) --out outputs/induction
+	$(HM) induction report $(foreach v,$(INDUCTION_VARIANTS),data/induction-$(v).h5) --out outputs/induction
 
 induction-seeds: setup
 	mkdir -p data/induction-seeds
 	for s in $(INDUCTION_SEEDS); do for pos in $(INDUCTION_POSITIONS); do for v in $(INDUCTION_VARIANTS); do \
 		if [ $$pos = qk_input ] && [ $$s = 0 ]; then out=data/induction-$$v.h5; \
 		else out=data/induction-seeds/$$v-$$pos-s$$s.h5; fi; \
-		OMP_NUM_THREADS=1 $(PY) -m pipeline train induction-$$v --out $$out --set seed=$$s \
+		OMP_NUM_THREADS=1 $(HM) train induction-$$v --out $$out --set seed=$$s \
 			--set positions=$$pos --reuse --no-progress || exit 1; done; done; done
 	for s in $(INDUCTION_REPEAT_SEEDS); do for v in $(INDUCTION_VARIANTS); do \
-		OMP_NUM_THREADS=1 $(PY) -m pipeline train induction-$$v --out data/induction-seeds/$$v-qk_vector-repeats-s$$s.h5 \
+		OMP_NUM_THREADS=1 $(HM) train induction-$$v --out data/induction-seeds/$$v-qk_vector-repeats-s$$s.h5 \
 			--set seed=$$s --set positions=qk_vector --set distinct=false --reuse --no-progress || exit 1; done; done
-	$(PY) -m render induction $(foreach pos,$(INDUCTION_POSITIONS),$(foreach s,$(INDUCTION_SEEDS),\
+	$(HM) induction report $(foreach pos,$(INDUCTION_POSITIONS),$(foreach s,$(INDUCTION_SEEDS),\
 		$(foreach v,$(INDUCTION_VARIANTS),$(if $(filter qk_input0,$(pos)$(s)),data/induction-$(v).h5,\
 		data/induction-seeds/$(v)-$(pos)-s$(s).h5)))) \
 		$(foreach s,$(INDUCTION_REPEAT_SEEDS),$(foreach v,$(INDUCTION_VARIANTS),data/induction-seeds/$(v)-qk_vector-repeats-s$(s).h5)) \

@@ -12,8 +12,8 @@ import time
 
 import torch
 
-from pipeline import experiments
-from pipeline.config import resolve
+from headmovies.train import experiments
+from headmovies.train.config import resolve
 
 
 def main() -> None:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from render.orbits import check_orbits, shift_ov, shift_qk  # noqa: E402
+from headmovies.render.orbits.check import check_orbits, shift_ov, shift_qk  # noqa: E402
 from test_orbits import layer  # noqa: E402
 
 

@@ -22,7 +22,6 @@ it (flat in run length?). Prints frames/s and the ratios.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -30,13 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from render.encode import Quality, encode, find_ffmpeg           # noqa: E402
-from render.movie import orbit_colouring, panel_coordinates     # noqa: E402
-from render.panels import PanelFigure, frame_states             # noqa: E402
-from render.projections import SEED_PANELS                      # noqa: E402
-from render.reader import Run                                   # noqa: E402
+from headmovies.render.core.encode import Quality, encode, find_ffmpeg           # noqa: E402
+from headmovies.render.orbits.movie import orbit_colouring, panel_coordinates     # noqa: E402
+from headmovies.render.core.panels import PanelFigure, frame_states             # noqa: E402
+from headmovies.render.orbits.panel_choice import SEED_PANELS                      # noqa: E402
+from headmovies.render.core.reader import Run                                   # noqa: E402
 
 FPS = 24
 

@@ -17,7 +17,6 @@ Timings interleave the two trainers (ours, reference, ours, ...) so that load dr
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,9 +24,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pipeline.experiments.orbits import M_SHIFT, OrbitConfig, OrbitTask, all_inputs, targets  # noqa: E402
-from pipeline.writer import RunWriter  # noqa: E402
+from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets  # noqa: E402
+from headmovies.train.orbits import OrbitConfig, OrbitTask  # noqa: E402
+from headmovies.train.writer import RunWriter  # noqa: E402
 
 
 class ReferenceTrainer:

@@ -29,7 +29,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-import runfile
+from headmovies import runfile
 
 
 def _shift_perm(n: int, d_model: int, s: int) -> np.ndarray:

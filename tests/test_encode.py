@@ -8,13 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
 
-from render.__main__ import main as render_main
-from render.encode import EncodeError, encode, find_ffmpeg
-from runfile import UserError
+from headmovies.cli import main as render_main
+from headmovies.render.core.encode import encode, find_ffmpeg
+from headmovies.errors import UserError
 from equivariant import equivariant_run, equivariant_weights, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +106,7 @@ def test_failed_encode_leaves_nothing_and_keeps_old_outputs(tmp_path):
 def test_unwritable_folder_is_an_encode_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(EncodeError, match="cannot create output folder"):
+    with pytest.raises(UserError, match="cannot create output folder"):
         encode(moving_square(2), blocker / "out", "m")
 
 
@@ -120,7 +119,7 @@ def tiny_run(tmp_path_factory):
 
 def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
     out = tmp_path / "movie"
-    argv = ["movie", str(tiny_run), "--out", str(out), "--fps", "8", "--hold", "1", "--panel-px", "96",
+    argv = ["orbits", "movie", str(tiny_run), "--out", str(out), "--fps", "8", "--hold", "1", "--panel-px", "96",
             "--no-progress"]
     assert render_main(argv) == 0
     assert sorted(p.name for p in out.iterdir()) == [f"orbits.{e}" for e in ("gif", "html", "mp4", "png", "webm")]
@@ -136,7 +135,7 @@ def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
 
 def test_movie_command_panels_option(tiny_run, tmp_path):
     out = tmp_path / "two"
-    assert render_main(["movie", str(tiny_run), "--out", str(out), "--panels", "qk:0,10", "ov:10,-10",
+    assert render_main(["orbits", "movie", str(tiny_run), "--out", str(out), "--panels", "qk:0,10", "ov:10,-10",
                         "--formats", "mp4,png", "--hold", "0", "--panel-px", "80", "--trail", "0",
                         "--no-progress"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["orbits.mp4", "orbits.png"]
@@ -144,8 +143,8 @@ def test_movie_command_panels_option(tiny_run, tmp_path):
 
 
 def cli(*argv):
-    """Run `python -m render` in a subprocess: (exit code, stdout, stderr)."""
-    p = subprocess.run([sys.executable, "-m", "render", *argv], cwd=ROOT, capture_output=True, text=True)
+    """Run `python -m headmovies` in a subprocess: (exit code, stdout, stderr)."""
+    p = subprocess.run([sys.executable, "-m", "headmovies", *argv], cwd=ROOT, capture_output=True, text=True)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -184,14 +183,14 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tmp_path, tiny_ru
     out = tmp_path / "out"
     if "--out" not in argv:
         argv = [argv[0], "--out", str(out), *argv[1:]]
-    assert render_main(["movie", *argv, "--no-progress"]) == 2
+    assert render_main(["orbits", "movie", *argv, "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and message in err and "\n" not in err, err
     assert not out.exists() or list(out.iterdir()) == []
 
 
 def test_bad_input_in_a_subprocess_has_no_traceback(tmp_path):
-    code, out, err = cli("movie", str(tmp_path / "nope.h5"), "--out", str(tmp_path / "o"))
+    code, out, err = cli("orbits", "movie", str(tmp_path / "nope.h5"), "--out", str(tmp_path / "o"))
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    code, out, err = cli("movie", "--help")
+    code, out, err = cli("orbits", "movie", "--help")
     assert code == 0 and "--panels" in out and "--formats" in out and "--fps" in out

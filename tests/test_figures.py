@@ -9,10 +9,10 @@ import pytest
 from matplotlib.image import imread
 
 from equivariant import equivariant_run, write_run
-from render.__main__ import main
-from render.figures import head_order, make_figures, orbits_over_time
-from render.orbits import check_orbits
-from render.reader import Run
+from headmovies.cli import main
+from headmovies.render.orbits.figures import head_order, make_figures, orbits_over_time
+from headmovies.render.orbits.check import check_orbits
+from headmovies.render.core.reader import Run
 
 EPOCHS = np.arange(0, 251, 50)   # 6 snapshots; the layer is exactly equivariant from epoch 200
 
@@ -24,7 +24,7 @@ def eq_run(tmp_path_factory):
 
 def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
     out = tmp_path / "figs"
-    assert main(["figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
+    assert main(["orbits", "figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
     names = ["curves", "panels", "orbit_check", "orbit_power", "orbits_over_time"]
     for name in names:
         png = imread(out / f"{name}.png")
@@ -79,21 +79,21 @@ def test_png_only_and_explicit_panels(eq_run, tmp_path):
 
 
 def test_orbits_command(eq_run, capsys):
-    assert main(["orbits", str(eq_run), "--json"]) == 0
+    assert main(["orbits", "check", str(eq_run), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [o["size"] for o in data["orbits"]] == [12, 4] and data["tol"] == 0.02
-    assert main(["orbits", str(eq_run), "--epoch", "100"]) == 0
+    assert main(["orbits", "check", str(eq_run), "--epoch", "100"]) == 0
     text = capsys.readouterr().out
     assert "epoch 100" in text and "no verified orbit" in text and "in no orbit: 20 heads" in text
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["orbits", "{run}", "--epoch", "120"], "no snapshot at epoch 120; nearest: 50, 100, 150"),
-    (["orbits", "{run}", "--tol", "0"], "--tol must be in (0, 1)"),
-    (["orbits", "{dir}/missing.h5"], "does not exist"),
-    (["figures", "{plain}", "--out", "{dir}/x"], "has no group data"),
-    (["figures", "{run}", "--out", "{dir}/x", "--formats", "jpg"], "--formats must be"),
-    (["figures", "{run}", "--out", "{dir}/x", "--panels", "qk:0"], "bad panel"),
+    (["orbits", "check", "{run}", "--epoch", "120"], "no snapshot at epoch 120; nearest: 50, 100, 150"),
+    (["orbits", "check", "{run}", "--tol", "0"], "--tol must be in (0, 1)"),
+    (["orbits", "check", "{dir}/missing.h5"], "does not exist"),
+    (["orbits", "figures", "{plain}", "--out", "{dir}/x"], "has no group data"),
+    (["orbits", "figures", "{run}", "--out", "{dir}/x", "--formats", "jpg"], "--formats must be"),
+    (["orbits", "figures", "{run}", "--out", "{dir}/x", "--panels", "qk:0"], "bad panel"),
 ])
 def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
     plain = write_run(tmp_path / "plain.h5", [0], [{"W_E": np.zeros((5, 4))}], n=None, m=None)
@@ -105,12 +105,14 @@ def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
 
 
 def test_panels_for_run(eq_run, tmp_path):
-    from render.panel_choice import auto_panels, panels_for_run
-    from render.projections import SEED_PANELS
+    """The movie's panel choice: one orbit check of the final snapshot serves default and auto."""
+    from headmovies.render.orbits.check import run_report, snapshot_circuits
+    from headmovies.render.orbits.movie import final_report
+    from headmovies.render.orbits.panel_choice import SEED_PANELS, auto_panels, resolve_panels
     with Run(eq_run) as run:
-        panels, note = panels_for_run(run, None)
-        auto, _ = panels_for_run(run, ["auto"])
-        from render.orbits import run_report, snapshot_circuits
+        report, M, R = final_report(run)
+        panels, note = resolve_panels(None, report, M, R, 24, 2)
+        auto, _ = resolve_panels(["auto"], report, M, R, 24, 2)
         M, R = snapshot_circuits(run, -1)
         expected = auto_panels(run_report(run), M, R, 24, 2)
     # random orbits do not live in the seed's planes: the default falls back to auto
@@ -119,4 +121,5 @@ def test_panels_for_run(eq_run, tmp_path):
     # 'seed' needs no orbit check, so it works on a run without the weights for one
     plain = write_run(tmp_path / "plain.h5", [0], [{"W_E": np.zeros((24, 4))}])
     with Run(plain) as run:
-        assert panels_for_run(run, ["seed"])[0] == list(SEED_PANELS)
+        report, M, R = final_report(run)
+        assert report is None and resolve_panels(["seed"], report, M, R, 24, 2)[0] == list(SEED_PANELS)

@@ -13,14 +13,16 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline import config
-from pipeline.__main__ import main as pipeline_main
-from pipeline.experiments.induction import (Induction1L, Induction2L, InductionConfig, InductionSmeared,
-                                            InductionTransformer, repeated_blocks, sinusoidal_table)
-from pipeline.train import train
-from render import induction as ind
-from render.__main__ import main as render_main
-from render.reader import Run
+from headmovies.train import config
+from headmovies.cli import main as pipeline_main
+from headmovies.train.induction import (Induction1L, Induction2L, InductionConfig, InductionSmeared,
+                                            InductionTransformer, repeated_blocks)
+from headmovies.train.loop import train
+from headmovies.render.induction import analysis as ind
+from headmovies.tasks import induction as task
+from headmovies.tasks.induction import sinusoidal_table
+from headmovies.cli import main as render_main
+from headmovies.render.core.reader import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"epochs": "40", "early_every": "10", "batch_size": "32", "eval_size": "64"}
@@ -55,7 +57,7 @@ def numpy_model(model: InductionTransformer, positions="qk_input") -> ind.Model:
 def test_generator_period_alphabet_distinct(block_len):
     cfg = cfg_of(Induction1L, block_len=block_len)
     x = repeated_blocks(2000, cfg, torch.Generator().manual_seed(0)).numpy()
-    y = ind.sample_sequences(np.random.default_rng(0), 2000, 26, 24, block_len)
+    y = task.sample_sequences(np.random.default_rng(0), 2000, 26, 24, block_len)
     for tokens in (x, y):
         assert tokens.shape == (2000, 24) and tokens.min() == 0 and tokens.max() == 25
         assert np.all(tokens[:, block_len:] == tokens[:, :-block_len])          # period block_len
@@ -212,7 +214,7 @@ def test_k_composition_known_cases():
 def test_no_k_composition_ablation():
     model = torch_model(Induction2L, seed=6)
     nm = numpy_model(model)
-    tokens = ind.sample_sequences(np.random.default_rng(0), 32, 26, 24, 6)
+    tokens = task.sample_sequences(np.random.default_rng(0), 32, 26, 24, 6)
     full = ind.mean_attention(nm, tokens)
     ablated = ind.mean_attention(nm, tokens, k_composition=False)
     np.testing.assert_array_equal(full[0], ablated[0])                    # layer 0 untouched
@@ -226,10 +228,10 @@ def test_offset_profile_and_correct_completion():
     prev[0, 0] = 1                                                          # all attention one back
     prof = ind.offset_profile(prev)
     assert prof[1] == 1.0 and prof[0] == pytest.approx(1 / 24) and prof[5] == 0.0
-    assert ind.correct_completion("ABCDEF") == "ABCDEFABCDEFABCDEF"
-    assert ind.correct_completion("AAABBBAAABBB") == "AAABBBAAABBB"
-    assert ind.correct_completion("ABCDEFXYZRST") is None
-    assert ind.correct_completion("ABCD") is None
+    assert task.correct_completion("ABCDEF") == "ABCDEFABCDEFABCDEF"
+    assert task.correct_completion("AAABBBAAABBB") == "AAABBBAAABBB"
+    assert task.correct_completion("ABCDEFXYZRST") is None
+    assert task.correct_completion("ABCD") is None
     assert ind.immediate_repeats("BBA", "A") == 1
 
 
@@ -261,23 +263,23 @@ def test_tiny_training_run_lands_snapshots(tiny_runs):
 
 
 def test_render_command_writes_tables(tiny_runs, tmp_path, capsys):
-    rc = render_main(["induction", str(tiny_runs["induction-2l"]), "--out", str(tmp_path), "--no-movie",
+    rc = render_main(["induction", "report", str(tiny_runs["induction-2l"]), "--out", str(tmp_path), "--no-movie",
                       "--sequences", "64"])
     assert rc == 0
     data = json.loads((tmp_path / "induction-2l" / "analysis.json").read_text())
-    assert [r["prompt"] for r in data["completions"]] == list(ind.SEED_PROMPTS)
+    assert [r["prompt"] for r in data["completions"]] == list(task.SEED_PROMPTS)
     assert all(len(r["prompt"]) + len(r["completion"]) == 24 for r in data["completions"])
     assert np.array(data["composition"]["k"]).shape == (4, 4)
     assert set(data["block_length_accuracy"]) == {"4", "5", "6", "7", "8"}
     assert (tmp_path / "induction-2l" / "analysis.md").read_text().count("|") > 50
-    rc = render_main(["induction", str(tiny_runs["induction-smeared"]), "--prompt", "ABCDEF"])
+    rc = render_main(["induction", "complete", str(tiny_runs["induction-smeared"]), "--prompt", "ABCDEF"])
     assert rc == 0 and "ABCDEF" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("prompt,message", [("ABC1", "outside the alphabet"), ("abc", "outside the alphabet"),
                                             ("A" * 25, "longer than the context")])
 def test_bad_prompt_is_one_line_exit_2(tiny_runs, prompt, message, capsys):
-    rc = render_main(["induction", str(tiny_runs["induction-smeared"]), "--prompt", prompt])
+    rc = render_main(["induction", "complete", str(tiny_runs["induction-smeared"]), "--prompt", prompt])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and message in err and len(err.splitlines()) == 1
 
@@ -287,6 +289,6 @@ def test_unknown_variant_and_foreign_run_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "unknown experiment 'induction-3l'" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "x.h5").exists()
-    proc = subprocess.run([sys.executable, "-m", "render", "induction", str(tmp_path / "missing.h5"),
+    proc = subprocess.run([sys.executable, "-m", "headmovies", "induction", "report", str(tmp_path / "missing.h5"),
                            "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

@@ -5,17 +5,15 @@ from __future__ import annotations
 import copy
 import math
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from pipeline import config
-from pipeline.experiments.orbits import M_SHIFT, OrbitConfig, OrbitTask, ov_bias_penalty
-from tests.equivariant import equivariant_weights
+from headmovies.train import config
+from headmovies.train.orbits import M_SHIFT, OrbitConfig, OrbitTask, ov_bias_penalty
+from equivariant import equivariant_weights
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import orbit_search  # noqa: E402
+from headmovies.train import search as orbit_search
 
 
 def task_of(**sets) -> OrbitTask:
@@ -217,7 +215,6 @@ def test_bench_load_and_prune_errors_are_one_line(tmp_path):
     out of range or without --load: one line on stderr each, no traceback; a fine-tune row names
     its --load and --prune."""
     import subprocess
-    bench = str(Path(__file__).resolve().parents[1] / "bench" / "orbit_search.py")
     tiny = ["--set", "p=5", "--set", "n_heads=2", "--set", "d_model=8", "--epochs", "2", "--every", "2",
             "--log", str(tmp_path / "log.jsonl")]
     (tmp_path / "empty.pt").write_bytes(b"")
@@ -228,7 +225,8 @@ def test_bench_load_and_prune_errors_are_one_line(tmp_path):
     torch.save(task.model.state_dict(), tmp_path / "p5.pt")
 
     def run(*args):
-        return subprocess.run([sys.executable, bench, *tiny, *args], capture_output=True, text=True)
+        return subprocess.run([sys.executable, "-m", "headmovies.train.search", *tiny, *args], capture_output=True,
+                              text=True)
 
     for name, says in (("empty.pt", "EOFError"), ("text.pt", "not a weights file"), ("p6.pt", "size mismatch")):
         done = run("--load", str(tmp_path / name))

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from render.orbits import check_orbits, report_from_weights, shift_ov, shift_qk, shifted_inner_products
+from headmovies.render.orbits.check import check_orbits, report_from_weights, shift_ov, shift_qk, shifted_inner_products
 
 
 def orbit_heads(n, m, k, rng, scale_m=1.0, scale_r=1.0):
@@ -294,8 +294,9 @@ def test_bad_shapes():
 
 # ---- panels chosen for the data (render/panel_choice.py) ----
 
-from render.panel_choice import auto_panels, canonical, default_panels, resolve_panels  # noqa: E402
-from render.projections import SEED_PANELS, Panel  # noqa: E402
+from headmovies.render.orbits.panel_choice import auto_panels, canonical, default_panels, resolve_panels  # noqa: E402
+from headmovies.render.core.projections import Panel  # noqa: E402
+from headmovies.render.orbits.panel_choice import SEED_PANELS  # noqa: E402
 
 
 def plane_orbit(n, m, k, qk, ov, rng, noise=0.1):
@@ -365,7 +366,7 @@ def test_resolve_panels_keywords():
     assert resolve_panels(["auto"], report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
     assert resolve_panels(None, report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
     assert resolve_panels(["qk:1,2", "ov:0,3"], None, None, None, 24, 2)[0] == [Panel("qk", 1, 2), Panel("ov", 0, 3)]
-    from runfile import UserError
+    from headmovies.errors import UserError
     with pytest.raises(UserError, match="one of default, auto, seed"):
         resolve_panels(["auto", "qk:1,2"], report, M, R, 24, 2)
 

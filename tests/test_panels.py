@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from matplotlib.colors import to_rgba
 
-from render.movie import ONE_COLOUR, OTHER_COLOUR, orbit_colouring, panel_coordinates
-from render.panels import PanelFigure, frame_states, grid_shape
-from render.projections import SEED_PANELS, Panel
-from render.reader import Run
+from headmovies.render.orbits.colours import OTHER_COLOUR
+from headmovies.render.orbits.movie import final_report, orbit_colouring, panel_coordinates
+from headmovies.render.core.panels import PanelFigure, frame_states, grid_shape
+from headmovies.render.orbits.panel_choice import SEED_PANELS
+from headmovies.render.core.reader import Run
 from equivariant import equivariant_run
 
 
@@ -80,7 +80,7 @@ def test_epochs_must_increase():
 
 
 def one_state(points, limits, epoch=100):
-    from render.panels import FrameState
+    from headmovies.render.core.panels import FrameState
     pts = np.asarray(points, complex)
     return FrameState(epoch, pts, pts[None], np.zeros(1), np.asarray(limits, float), np.abs(pts).max(1))
 
@@ -168,19 +168,12 @@ def test_run_coordinates_end_on_the_polygons(equi_run):
 
 
 def test_orbit_colours(equi_run):
-    pytest.importorskip("render.orbits")
     with Run(equi_run) as run:
-        col = orbit_colouring(run, SEED_PANELS, 24, 2)
+        report, _, _ = final_report(run)
+        final = next(panel_coordinates(run, SEED_PANELS, indices=np.array([len(run) - 1])))[1]
+    col = orbit_colouring(report, SEED_PANELS, final, 24, 2)
     assert col.colours == ["C0"] * 12 + ["C1"] * 4 + [OTHER_COLOUR] * 3      # largest orbit blue, next orange
     assert col.draw_order[:3] == [16, 17, 18] and sorted(col.draw_order) == list(range(19))
     labels = [label for label, _ in col.legend]
     assert labels == ["orbit of 12 heads: 12-gon for r=10, square for r=6",
                       "orbit of 4 heads: at 0 for r=10, square for r=6", "3 heads in no orbit"]
-
-
-def test_one_colour_without_orbit_module(equi_run, monkeypatch):
-    import sys
-    monkeypatch.setitem(sys.modules, "render.orbits", None)                  # import fails
-    with Run(equi_run) as run:
-        col = orbit_colouring(run, SEED_PANELS, 24, 2)
-    assert col.colours == [ONE_COLOUR] * 19 and col.legend == []

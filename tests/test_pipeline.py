@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 import torch
 
-import runfile
-from pipeline import config
-from pipeline.__main__ import main as pipeline_main
-from pipeline.experiments.orbits import (AttentionLayer, OrbitConfig, OrbitTask, all_inputs, eq_error,
-                                         eq_loss, orbit_gather_index)
-from pipeline.schedule import snapshot_epochs
-from pipeline.train import checkpoint_path, train
+from headmovies import runfile
+from headmovies.errors import RunFileError
+from headmovies.train import config
+from headmovies.cli import main as pipeline_main
+from headmovies.tasks.orbits import all_inputs
+from headmovies.train.orbits import AttentionLayer, OrbitConfig, OrbitTask, eq_error, eq_loss, orbit_gather_index
+from headmovies.train.schedule import snapshot_epochs
+from headmovies.train.loop import checkpoint_path, train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["p=5", "n_heads=3", "d_model=8", "d_head=2", "early_every=10", "switch_epoch=30", "late_every=20",
@@ -100,7 +101,7 @@ def test_bad_toml_unknown_experiment_and_existing_output(tmp_path, capsys):
 
 
 def test_cli_exit_code_without_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pipeline", "train", "orbits", "--set", "n_heads=0",
+    proc = subprocess.run([sys.executable, "-m", "headmovies", "train", "orbits", "--set", "n_heads=0",
                            "--out", str(tmp_path / "x.h5")], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: n_heads must be >= 1, got 0"
@@ -124,7 +125,7 @@ def test_grid_logits_equal_per_sample_forward(residual):
 
 
 def test_grid_attention_gradient_is_exact():
-    from pipeline.experiments.orbits import GridAttention
+    from headmovies.train.orbits import GridAttention
     g = torch.Generator().manual_seed(0)
     M = torch.randn(3, 5, 5, dtype=torch.double, generator=g, requires_grad=True)
     OV = torch.randn(3, 5, 4, dtype=torch.double, generator=g, requires_grad=True)
@@ -267,7 +268,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny models: one thread is faste
 
 
 def _cli(out, *extra, epochs=3000):
-    return [sys.executable, "-m", "pipeline", "train", "orbits", "--out", str(out), "--no-progress",
+    return [sys.executable, "-m", "headmovies", "train", "orbits", "--out", str(out), "--no-progress",
             "--checkpoint-every", "0", "--set", f"epochs={epochs}", *sum((["--set", s] for s in TINY), []), *extra]
 
 
@@ -280,14 +281,14 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout=60.0):
                 with runfile.open_for_reading(path) as f:
                     if runfile.snapshot_count(f) >= count:
                         return
-            except runfile.RunFileError:
+            except RunFileError:
                 pass
         time.sleep(0.05)
     raise AssertionError("no snapshots appeared")
 
 
 def test_reader_sees_only_complete_snapshots_while_run_grows(tmp_path):
-    from render.reader import Run
+    from headmovies.render.core.reader import Run
     out = tmp_path / "live.h5"
     proc = subprocess.Popen(_cli(out, epochs=800), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

@@ -7,11 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from render.circuits import centre_ov, centre_qk, ov_circuit, qk_circuit
-from render.projections import (SEED_PANELS, Panel, fourier_power, irrep_coordinate, parse_panel,
+from headmovies.render.core.circuits import centre_ov, centre_qk, ov_circuit, qk_circuit
+from headmovies.render.orbits.panel_choice import SEED_PANELS
+from headmovies.render.core.projections import (Panel, fourier_power, irrep_coordinate, parse_panel,
                                 polygon_order, rotation_frequency)
-from runfile import UserError
-from tests.equivariant import equivariant_weights
+from headmovies.errors import UserError
+from equivariant import equivariant_weights
 
 
 def shift_qk(X, s):
@@ -166,7 +167,7 @@ def test_odd_n_orbits_draw_regular_polygons(n, m, sizes, panels):
 
 
 def test_orbit_check_finds_the_built_orbits():
-    orbits = pytest.importorskip("render.orbits")
+    from headmovies.render.orbits import check as orbits
     W_E, W_Q, W_K, W_V, W_O, W_U = equivariant_weights(24, 2, (12, 4), 32, 4, seed=0, extra_heads=3)
     report = orbits.check_orbits(qk_circuit(W_E, W_Q, W_K), ov_circuit(W_E, W_V, W_O, W_U), 24, 2, tol=0.02)
     assert sorted(o.size for o in report.orbits) == [4, 12]

@@ -1,0 +1,16 @@
+"""headmovies: watch attention heads learn.
+
+Data flows one way, and the package is laid out in that order:
+
+    tasks/        torch-free facts of each task (constants, samplers, exact cases)
+    train/        config, schedule, one model module per experiment, the training loop,
+                  the run-file writer                                      (torch)
+    runfile.py    the run-file schema, the one contract between both sides (numpy + h5py)
+    render/core/  reader -> circuits -> irrep projections -> trailing-dot panels -> encoder
+    render/<experiment>/  analysis, figures, movie and report of one experiment
+    commands/, cli.py     the `headmovies` command line
+
+`render/` never imports torch or `train/`. docs/ holds the conventions (docs/math.md) and the
+results; docs/extending.md says what a new experiment adds.
+"""
+__version__ = "0.2.0"

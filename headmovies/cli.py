@@ -1,0 +1,70 @@
+"""The `headmovies` command (also `python -m headmovies`).
+
+Commands are found, not listed: every module in `headmovies/commands/` (shared commands such
+as `train`) and the `command` module of every experiment's render package
+(`headmovies/render/<experiment>/command.py`). Each defines NAME, HELP, optional DESCRIPTION,
+`add_arguments(parser)` and `run(args) -> int`. Errors users can cause (`UserError`) print as
+one line with exit code 2; Ctrl-C and SIGTERM unwind (temporary files removed) with 130.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import signal
+import sys
+
+# With more threads than free cores, OpenMP threads that spin at barriers slowed these small
+# models ~30x (measured); sleeping threads cost little. Set before torch is imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from headmovies import commands, tasks  # noqa: E402
+from headmovies.errors import UserError  # noqa: E402
+
+
+def command_modules() -> list:
+    """The shared command modules, then one per experiment family, in name order."""
+    shared = [f"{commands.__name__}.{m.name}" for m in pkgutil.iter_modules(commands.__path__)]
+    per_experiment = [f"headmovies.render.{family}.command" for family in tasks.families()]
+    return [importlib.import_module(name) for name in sorted(shared) + per_experiment]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="headmovies",
+        description="Train tiny attention-only transformers into HDF5 run files, and render movies, figures "
+                    "and reports of their heads' QK and OV circuits from those files alone.",
+        epilog="Run `headmovies COMMAND --help` for a command's options. Docs: docs/ in the repository.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for mod in command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def _interrupt(signum, frame):
+    """SIGTERM unwinds like Ctrl-C, so temporary outputs are removed and run files closed."""
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return int(args._run(args) or 0)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:              # e.g. `headmovies orbits check RUN | head`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

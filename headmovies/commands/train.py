@@ -1,0 +1,73 @@
+"""`headmovies train EXPERIMENT ...`: train a registered experiment into a run file."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from headmovies.errors import UserError
+
+NAME = "train"
+HELP = "train an experiment, streaming its head weights into an HDF5 run file"
+DESCRIPTION = ("Train EXPERIMENT, streaming snapshots into the run file --out (crash-safe, readable while "
+               "it grows; docs/run-file.md).")
+
+
+def _epilog() -> str:
+    from headmovies.train import config, experiments   # torch: only when `train --help` is asked
+    parts = ["experiments and their config keys (override with --config FILE.toml or --set KEY=VALUE):"]
+    for name, cls in experiments.all_experiments().items():
+        parts.append(f"\n{name}: {cls.description}\n{config.describe(cls.Config)}")
+    return "\n".join(parts)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("experiment", help="registered experiment name (listed below)")
+    p.add_argument("--out", type=Path, help="run file (default data/EXPERIMENT.h5)")
+    p.add_argument("--config", type=Path, metavar="FILE.toml", help="TOML file of key = value overrides")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                   help="override one config key (repeatable; applied after --config)")
+    p.add_argument("--resume", action="store_true", help="continue a killed or shorter run from its checkpoint")
+    p.add_argument("--force", action="store_true", help="replace an existing run file")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep a complete run file with the same config, resume an incomplete one, "
+                        "else train anew (what `make movie` uses)")
+    p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
+                   help="replace the resume checkpoint at most this often (default 30; 0 = every snapshot)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (default 1: the models are small, and one thread is fastest "
+                        "whenever anything else runs on the machine)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    plain_help = p.format_help
+
+    def format_help() -> str:           # the experiment list imports torch: build it only for --help
+        p.epilog = _epilog()
+        return plain_help()
+    p.format_help = format_help
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.threads < 1:
+        raise UserError(f"--threads must be >= 1, got {args.threads}")
+    import torch
+    from headmovies.train import config, experiments, loop
+    torch.set_num_threads(args.threads)
+    task_cls = experiments.get(args.experiment)
+    toml = config.load_toml(args.config) if args.config else None
+    cfg = config.resolve(task_cls.Config, toml, config.parse_sets(args.sets))
+    out = args.out or Path("data") / f"{args.experiment}.h5"
+    resume, force = args.resume, args.force
+    if args.reuse:
+        plan = loop.reuse_plan(out, cfg)
+        if plan == "reuse":
+            print(f"{out}: complete run with this config, reused (make retrain to train anew)")
+            return 0
+        resume, force = plan == "resume", plan == "new"
+    try:
+        result = loop.train(args.experiment, cfg, out, resume=resume, force=force,
+                            progress=not args.no_progress, checkpoint_seconds=args.checkpoint_every)
+    except KeyboardInterrupt:
+        print("interrupted: the run file holds every snapshot so far; continue with --resume", file=sys.stderr)
+        return 130
+    print(f"{result.path}: {result.summary}, {result.epochs} epochs in {result.seconds:.1f} s")
+    return 0

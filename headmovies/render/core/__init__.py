@@ -1,0 +1,1 @@
+"""What every experiment renders with: reader -> circuits -> projections -> panels -> encoder."""

@@ -1,0 +1,289 @@
+"""The one movie encoder of the project: RGB frames in, web-ready files out (SPEC §5).
+
+`encode(frames, out_dir, basename, ...)` streams equal-size uint8 frames into ONE ffmpeg
+process (no image files, no second render) that writes, in a single pass,
+
+    <basename>.mp4   H.264, yuv420p, +faststart (the `moov` box before `mdat`), quality-based CRF
+    <basename>.webm  VP9, yuv420p, constant quality (CRF, b:v 0)
+    and, for the GIF, a lossless FFV1 copy at GIF size plus its palette (palettegen),
+
+then a second, cheap ffmpeg pass turns the FFV1 copy + palette into a looping GIF
+(paletteuse; one palette for the whole movie). The poster PNG is the last frame; the HTML
+snippet is `<video autoplay muted loop playsinline poster=...>` with the WebM and MP4 sources.
+The last frame is repeated for `hold_s` seconds in every movie so a looping player pauses on it.
+
+Every file is written under a hidden temporary name in `out_dir` and renamed into place only
+after ALL requested outputs succeeded, so a failed or interrupted encode leaves nothing at a
+final path. Memory is flat in movie length (one frame in flight; ffmpeg buffers a few).
+
+ffmpeg: the first `ffmpeg` on PATH that has the needed encoders, else imageio-ffmpeg's bundled
+binary (`imageio_ffmpeg.get_ffmpeg_exe()`). The command line is built with ffmpeg-python.
+
+Other movies of this project (induction attention patterns, superposition) call `encode` the
+same way: any iterator of [H, W, 3] (or [H, W, 4], alpha dropped) uint8 frames with even H, W.
+"""
+from __future__ import annotations
+
+import functools
+import html
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from headmovies.errors import EncodeError, UserError
+from headmovies.render.core.outputs import prepare_out_dir
+
+FORMATS = ("mp4", "webm", "gif", "png", "html")
+_ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
+
+
+@dataclass(frozen=True)
+class Quality:
+    """Encoder settings. CRF: lower is better and bigger (x264 0-51, VP9 0-63)."""
+    mp4_crf: int = 20
+    mp4_preset: str = "medium"
+    webm_crf: int = 33
+    webm_cpu_used: int = 4          # VP9 speed/quality trade-off (0 slowest .. 8 fastest)
+    gif_width: int | None = 540     # GIFs are big: scale down (None keeps the frame width)
+    gif_dither: str = "sierra2_4a"
+
+
+@dataclass
+class EncodeResult:
+    paths: dict[str, Path]          # format -> final path
+    frames: int                     # frames in each movie (input frames + held frames)
+    size: tuple[int, int]           # (width, height) in pixels
+    fps: float
+    ffmpeg: str = field(repr=False, default="")
+
+
+def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
+    """'mp4,webm' -> ('mp4', 'webm'). Raises UserError naming an unknown format."""
+    items = [s.strip().lower() for s in (text.split(",") if isinstance(text, str) else text)]
+    items = [s for s in items if s]
+    unknown = [s for s in items if s not in FORMATS]
+    if unknown or not items:
+        raise UserError(f"unknown format {', '.join(unknown) or '(none)'}: choose from {','.join(FORMATS)}")
+    return tuple(dict.fromkeys(items))
+
+
+@functools.lru_cache(maxsize=None)
+def _encoders_of(exe: str) -> frozenset[str]:
+    try:
+        out = subprocess.run([exe, "-hide_banner", "-encoders"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(line.split()[1] for line in out.splitlines()
+                     if len(line.split()) > 1 and line.startswith(" V"))
+
+
+def find_ffmpeg(encoders: Iterable[str] = ("libx264", "libvpx-vp9")) -> str:
+    """Path of an ffmpeg that has `encoders`: the one on PATH if it does, else imageio-ffmpeg's."""
+    need = set(encoders)
+    system = shutil.which("ffmpeg")
+    if system and need <= _encoders_of(system):
+        return system
+    try:
+        import imageio_ffmpeg
+        bundled = imageio_ffmpeg.get_ffmpeg_exe()
+    except Exception as exc:  # not installed, or no binary for this platform
+        if system:
+            return system
+        raise EncodeError(f"no ffmpeg found ({exc}); install ffmpeg or `pip install imageio-ffmpeg`") from None
+    missing = need - _encoders_of(bundled)
+    if missing:
+        raise EncodeError(f"ffmpeg at {bundled} lacks encoders {sorted(missing)}")
+    return bundled
+
+
+def _tail(path: Path, default: str) -> str:
+    try:
+        lines = [l.strip() for l in path.read_text(errors="replace").splitlines() if l.strip()]
+    except OSError:
+        lines = []
+    return lines[-1] if lines else default
+
+
+def _run_ffmpeg(args: list[str], log: Path, what: str) -> None:
+    with open(log, "ab") as err:
+        rc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err).returncode
+    if rc != 0:
+        raise EncodeError(f"ffmpeg failed while {what}: {_tail(log, f'exit code {rc}')}")
+
+
+def html_snippet(basename: str, size: tuple[int, int], sources: Iterable[str], poster: bool) -> str:
+    """`<video autoplay muted loop playsinline ...>` with WebM then MP4 sources (file names
+    relative to the snippet, so the folder can be copied next to a post as is)."""
+    w, h = size
+    name = html.escape(basename, quote=True)
+    attrs = f' poster="{name}.png"' if poster else ""
+    lines = [f'<video autoplay muted loop playsinline width="{w}" height="{h}"{attrs} '
+             'style="max-width: 100%; height: auto;">']
+    types = {"webm": "video/webm", "mp4": "video/mp4"}
+    for ext in ("webm", "mp4"):
+        if ext in sources:
+            lines.append(f'  <source src="{name}.{ext}" type="{types[ext]}">')
+    fallback = f'<a href="{name}.mp4">{name}.mp4</a>' if "mp4" in sources else "this movie"
+    lines.append(f"  Your browser cannot play {fallback}.")
+    lines.append("</video>")
+    return "\n".join(lines) + "\n"
+
+
+def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: str, *,
+           fps: float = 24.0, hold_s: float = 2.0, formats: Iterable[str] = FORMATS,
+           quality: Quality = Quality(), on_frame: Callable[[], None] | None = None,
+           on_stage: Callable[[str], None] | None = None) -> EncodeResult:
+    """Encode `frames` into `out_dir/basename.{mp4,webm,gif,png,html}` (those in `formats`).
+
+    frames:   iterable of uint8 arrays [H, W, 3] (RGB) or [H, W, 4] (RGBA, alpha ignored), all
+              the same shape, H and W even (yuv420p halves chroma). Consumed once, lazily.
+    fps:      frames per second of the movies (GIF delays are rounded to 1/100 s by the format).
+    hold_s:   the last frame is repeated round(hold_s * fps) times at the end of each movie.
+    formats:  any of mp4, webm, gif, png (poster: the last frame), html (needs mp4 or webm).
+    on_frame: called after each frame (including held ones) is handed to ffmpeg, e.g. a
+              progress bar's update; on_stage(text) is called before slow finishing steps.
+    Returns an EncodeResult (final paths, frame count, size). Raises EncodeError (a UserError)
+    for an unwritable folder or an ffmpeg failure, UserError for an unknown format, ValueError
+    for frames of the wrong dtype, shape or odd size (a caller's bug). Nothing is left at a
+    final path unless every requested output was written.
+    """
+    formats = parse_formats(formats)
+    if "html" in formats and not {"mp4", "webm"} & set(formats):
+        raise UserError("the html snippet plays the mp4/webm movie: add mp4 or webm to the formats")
+    if fps <= 0 or hold_s < 0:
+        raise UserError(f"fps must be > 0 and hold >= 0 (got fps={fps}, hold={hold_s})")
+    out_dir = Path(out_dir)
+    prepare_out_dir(out_dir)
+    movies = [f for f in ("mp4", "webm", "gif") if f in formats]
+    exe = find_ffmpeg([_ENCODERS[f] for f in movies if f in _ENCODERS]) if movies else ""
+
+    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{basename}.encoding-"))
+    tmp = {f: work / f"{basename}.{f}" for f in formats}
+    log = work / "ffmpeg.log"
+    proc = None
+    try:
+        it = iter(frames)
+        try:
+            first = next(it)
+        except StopIteration:
+            raise ValueError("encode() got no frames") from None
+        first = _check(np.asarray(first), None)
+        h, w, c = first.shape
+        n_hold = int(round(hold_s * fps))
+        if movies:
+            proc = _start(exe, (w, h), c, fps, movies, tmp, work, quality, log)
+        count = 0
+        last = first
+
+        def feed(frame: np.ndarray) -> None:
+            nonlocal count
+            if proc is not None:
+                try:
+                    proc.stdin.write(np.ascontiguousarray(frame).data)
+                except (BrokenPipeError, OSError):
+                    proc.wait()
+                    raise EncodeError(f"ffmpeg stopped while encoding: {_tail(log, 'no message')}") from None
+            count += 1
+            if on_frame:
+                on_frame()
+
+        feed(first)
+        for frame in it:
+            last = _check(np.asarray(frame), first.shape)
+            feed(last)
+        last = np.array(last)  # own copy: the caller may reuse its buffer
+        for _ in range(n_hold):
+            feed(last)
+
+        if proc is not None:
+            if on_stage:
+                on_stage("finishing " + "/".join(f for f in movies if f != "gif"))
+            proc.stdin.close()
+            rc = proc.wait()
+            proc = None
+            if rc != 0:
+                raise EncodeError(f"ffmpeg failed (exit {rc}): {_tail(log, 'no message')}")
+        if "gif" in formats:
+            if on_stage:
+                on_stage("gif palette pass")
+            _run_ffmpeg(_gif_args(exe, work, tmp["gif"], quality), log, "writing the GIF")
+        if "png" in formats:
+            _write_png(last, tmp["png"])
+        if "html" in formats:
+            tmp["html"].write_text(html_snippet(basename, (w, h), movies, "png" in formats))
+
+        final = {f: out_dir / f"{basename}.{f}" for f in formats}
+        for f in formats:  # all outputs exist: publish them
+            os.replace(tmp[f], final[f])
+        return EncodeResult(final, count, (w, h), fps, exe)
+    except OSError as exc:
+        raise EncodeError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
+    finally:
+        if proc is not None:  # failed or interrupted mid-stream
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _check(frame: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray:
+    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] not in (3, 4):
+        raise ValueError(f"frames must be uint8 [H, W, 3|4], got {frame.dtype} {frame.shape}")
+    if shape is None and (frame.shape[0] % 2 or frame.shape[1] % 2):
+        raise ValueError(f"frame size {frame.shape[1]}x{frame.shape[0]} is odd; yuv420p needs even sizes")
+    if shape is not None and frame.shape != shape:
+        raise ValueError(f"frame of shape {frame.shape} after frames of shape {shape}: all frames must match")
+    return frame
+
+
+def _start(exe: str, size: tuple[int, int], channels: int, fps: float, movies: list[str],
+           tmp: dict[str, Path], work: Path, q: Quality, log: Path) -> subprocess.Popen:
+    """One ffmpeg reading raw frames on stdin and writing every movie at once."""
+    import ffmpeg  # ffmpeg-python: builds the command line (the filter graph and its -map's)
+
+    w, h = size
+    src = ffmpeg.input("pipe:", format="rawvideo", pix_fmt="rgb24" if channels == 3 else "rgba",
+                       s=f"{w}x{h}", framerate=fps).video
+    branches = src.split() if len(movies) > 1 or "gif" in movies else None
+    outs = []
+    for i, f in enumerate(movies):
+        stream = branches[i] if branches is not None else src
+        if f == "mp4":
+            outs.append(stream.output(str(tmp["mp4"]), f="mp4", vcodec="libx264", preset=q.mp4_preset,
+                                      crf=q.mp4_crf, pix_fmt="yuv420p", movflags="+faststart"))
+        elif f == "webm":
+            outs.append(stream.output(str(tmp["webm"]), f="webm", vcodec="libvpx-vp9", crf=q.webm_crf,
+                                      pix_fmt="yuv420p", deadline="good", **{"b:v": 0, "cpu-used": q.webm_cpu_used,
+                                                                             "row-mt": 1}))
+        else:  # gif: a small lossless copy and the palette of the whole movie, both in this pass
+            small = stream.filter("scale", q.gif_width, -2, flags="lanczos") if q.gif_width and q.gif_width < w else stream
+            parts = small.split()
+            copy, stats = parts[0], parts[1]
+            outs.append(copy.output(str(work / "gif.mkv"), f="matroska", vcodec="ffv1"))
+            outs.append(stats.filter("palettegen", stats_mode="full")
+                        .output(str(work / "palette.png"), f="image2", update=1, **{"frames:v": 1}))
+    args = (ffmpeg.merge_outputs(*outs).global_args("-hide_banner", "-loglevel", "error", "-nostdin")
+            .overwrite_output().compile(cmd=exe))
+    with open(log, "wb") as err:
+        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def _gif_args(exe: str, work: Path, out: Path, q: Quality) -> list[str]:
+    import ffmpeg
+
+    movie = ffmpeg.input(str(work / "gif.mkv")).video
+    palette = ffmpeg.input(str(work / "palette.png")).video
+    return (ffmpeg.filter([movie, palette], "paletteuse", dither=q.gif_dither, diff_mode="rectangle")
+            .output(str(out), f="gif", loop=0)
+            .global_args("-hide_banner", "-loglevel", "error", "-nostdin").overwrite_output().compile(cmd=exe))
+
+
+def _write_png(frame: np.ndarray, path: Path) -> None:
+    from PIL import Image  # matplotlib's own dependency
+
+    Image.fromarray(np.ascontiguousarray(frame[..., :3])).save(path, format="PNG", optimize=True)

@@ -1,0 +1,87 @@
+"""Output files appear whole or not at all: each is written under a temporary name in its
+folder and renamed into place when complete (a rename within a folder is atomic).
+
+Every command that writes figures or text uses these helpers; the movie encoder
+(`render.core.encode`) does the same for its files.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from headmovies.errors import UserError
+
+FIGURE_FORMATS = ("png", "svg")
+
+
+def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
+    """Create `out_dir` if needed and check that files can be created in it. UserError (one
+    line) if it cannot be created, is not a folder, or is not writable."""
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create output folder {out_dir}: {exc.strerror or exc}") from None
+    if not out_dir.is_dir():
+        raise UserError(f"output {out_dir} exists and is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(dir=out_dir, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"cannot write to output folder {out_dir}: {exc.strerror or exc}") from None
+    return out_dir
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _temporary(final: Path) -> Path:
+    """A fresh hidden temporary file beside `final`, with the mode a new file would get."""
+    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600
+    return Path(tmp)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write a UTF-8 text file atomically; returns its path."""
+    path = Path(path)
+    tmp = _temporary(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_figure(fig, out_dir: str | os.PathLike, name: str, formats: Sequence[str] = FIGURE_FORMATS,
+                dpi: int = 150, close: bool = True) -> list[Path]:
+    """Write a matplotlib figure as out_dir/name.{png,svg} (each atomically); returns the paths.
+    SVGs carry no date, so a figure rendered twice is the same file. Closes pyplot figures."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    if fig.canvas is None or not hasattr(fig.canvas, "print_figure"):
+        FigureCanvasAgg(fig)
+    paths = []
+    for fmt in formats:
+        final = Path(out_dir) / f"{name}.{fmt}"
+        tmp = _temporary(final)
+        try:
+            fig.savefig(tmp, format=fmt, dpi=dpi, facecolor="white", metadata={"Date": None} if fmt == "svg" else None)
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        paths.append(final)
+    if close:
+        import matplotlib.pyplot as plt
+        if plt.fignum_exists(fig.number if hasattr(fig, "number") else -1):
+            plt.close(fig)
+    return paths

@@ -1,0 +1,123 @@
+"""Read a run file (live, finished or killed): epochs, metrics, config, and weights per snapshot.
+
+Snapshots are read as needed, never all at once, so memory stays flat in run length.
+Needs only numpy and h5py (the schema is `runfile`).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from headmovies import runfile
+from headmovies.errors import RunFileError
+from headmovies.runfile import EPOCH, METRICS, SNAPSHOTS
+
+
+class Run:
+    """An open run file. Use as a context manager.
+
+    Attributes: path, experiment (str), config (dict), seed (int), n and m (group data or
+    None), epochs (int64 [T], the complete snapshots), complete (bool, training finished).
+    Raises RunFileError for a missing, corrupt or foreign file.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.f = runfile.open_for_reading(self.path)
+        try:
+            self.experiment = str(self.f.attrs["experiment"])
+            self.config = runfile.read_config(self.f)
+            self.seed = int(self.f.attrs["seed"])
+            self.n = int(self.f.attrs["n"]) if "n" in self.f.attrs else None
+            self.m = int(self.f.attrs["m"]) if "m" in self.f.attrs else None
+            self.refresh()
+        except RunFileError:
+            self.f.close()
+            raise
+        except Exception as exc:
+            self.f.close()
+            raise RunFileError(f"{self.path} is damaged: {str(exc).splitlines()[0]}") from None
+
+    def refresh(self) -> None:
+        """Pick up snapshots appended by a live writer (SWMR): epochs first, then weights."""
+        ep = self.f[SNAPSHOTS][EPOCH]
+        ep.refresh()
+        count = ep.shape[0]
+        for name in self.weight_names:
+            ds = self.f[SNAPSHOTS][name]
+            ds.refresh()
+            count = min(count, ds.shape[0])  # defensive: a snapshot is complete only when all agree
+        self.epochs = ep[:count]
+        self.complete = runfile.is_complete(self.f)
+        if len(self.epochs) == 0:
+            raise RunFileError(f"{self.path} holds no snapshot yet")
+
+    @property
+    def weight_names(self) -> list[str]:
+        return runfile.weight_names(self.f)
+
+    def __len__(self) -> int:
+        return len(self.epochs)
+
+    def require(self, *names: str) -> None:
+        """Raise RunFileError naming the weights this run lacks."""
+        missing = [n for n in names if n not in self.weight_names]
+        if missing:
+            raise RunFileError(f"{self.path} ({self.experiment}) has no weights {missing}; "
+                               f"it holds {self.weight_names}")
+
+    def weights(self, t: int, names: list[str] | None = None) -> dict[str, np.ndarray]:
+        """Weights of snapshot index t (negative counts from the end), float32 arrays by name."""
+        t = range(len(self))[t]
+        names = names or self.weight_names
+        self.require(*names)
+        try:
+            return {n: self.f[SNAPSHOTS][n][t] for n in names}
+        except Exception as exc:
+            raise RunFileError(f"{self.path}: cannot read snapshot {t}: {str(exc).splitlines()[0]}") from None
+
+    def iter_weights(self, names: list[str] | None = None, chunk: int = 64,
+                     indices: np.ndarray | None = None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Yield (epoch, weights) for each snapshot (or the given indices), reading `chunk`
+        snapshots per HDF5 call; memory is bounded by the chunk, not the run length."""
+        names = names or self.weight_names
+        self.require(*names)
+        idx = np.arange(len(self)) if indices is None else np.asarray(indices)
+        for start in range(0, len(idx), chunk):
+            sel = idx[start:start + chunk]
+            lo, hi = int(sel.min()), int(sel.max()) + 1
+            try:
+                block = {n: self.f[SNAPSHOTS][n][lo:hi] for n in names}
+            except Exception as exc:
+                raise RunFileError(f"{self.path}: cannot read snapshots {lo}..{hi}: "
+                                   f"{str(exc).splitlines()[0]}") from None
+            for t in sel:
+                yield int(self.epochs[t]), {n: block[n][t - lo] for n in names}
+
+    def metric_names(self) -> list[str]:
+        return sorted(k for k in self.f[METRICS].keys() if k != EPOCH) if METRICS in self.f else []
+
+    def metrics(self) -> dict[str, np.ndarray]:
+        """{'epoch': int64 [K], name: float64 [K], ...} for every logged metric."""
+        if METRICS not in self.f:
+            return {}
+        g = self.f[METRICS]
+        for ds in g.values():
+            ds.refresh()
+        k = g[EPOCH].shape[0]
+        return {name: ds[:k] for name, ds in g.items()}
+
+    def split(self) -> dict[str, np.ndarray]:
+        return runfile.read_split(self.f)
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

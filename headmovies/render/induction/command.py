@@ -1,0 +1,72 @@
+"""`headmovies induction report|complete RUN ...`: the seed-003 report from run files."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from headmovies.errors import UserError
+from headmovies.render.core.encode import FORMATS, parse_formats
+
+NAME = "induction"
+HELP = "induction heads (seed 003): copying scores, attention, completions, K-composition, attention movie"
+REPORT = """\
+Analyse the last snapshot of each induction RUN (induction-1l, induction-smeared, induction-2l):
+OV copying scores of every head, each layer's sum of heads and the direct path W_E W_U (both
+Σλ/Σ|λ| and the seed's mean Re(λ/|λ|)); each head's mean attention on fresh sequences; greedy
+completions of the seed's prompts; accuracy for block lengths 4-8; for two layers the
+K-/Q-composition scores and the model with K-composition removed. Over training: copying scores
+per snapshot and a movie of every head's mean attention.
+
+Writes into DIR/<run name>/: analysis.md, analysis.json, attention, copying, block_length,
+training (and composition, attention_no_k_composition) as .png and .svg, and the movie
+attention.{mp4,webm,gif,png,html}; and DIR/summary.md, DIR/summary.json across the runs."""
+COMPLETE = "Print each run's greedy completion of LETTERS to the context length (24); writes nothing."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser("report", help="analyses, figures, tables and attention movies of induction runs",
+                       description=REPORT, formatter_class=fmt)
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="induction run files (.h5)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument("--no-movie", action="store_true", help="skip the attention movie")
+    p.add_argument("--formats", default=",".join(FORMATS),
+                   help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all)")
+    p.add_argument("--fps", type=float, default=24.0, help="movie frames per second (default 24)")
+    p.add_argument("--hold", type=float, default=2.0, metavar="S",
+                   help="seconds the last frame is held before the loop restarts (default 2)")
+    p.add_argument("--sequences", type=int, default=1024, metavar="N",
+                   help="fresh sequences for attention and accuracy (default 1024)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(_action=report)
+    p = sub.add_parser("complete", help="greedy completions of a prompt", description=COMPLETE, formatter_class=fmt)
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="induction run files (.h5)")
+    p.add_argument("--prompt", required=True, metavar="LETTERS", help="capital letters A-Z, e.g. ABCDEF")
+    p.set_defaults(_action=complete)
+
+
+def run(args: argparse.Namespace) -> int:
+    return args._action(args)
+
+
+def report(args: argparse.Namespace) -> int:
+    from headmovies.render.induction.report import write_report
+    if args.sequences < 1:
+        raise UserError(f"--sequences must be >= 1, got {args.sequences}")
+    formats = parse_formats(args.formats)
+    if args.fps <= 0 or args.hold < 0:
+        raise UserError("--fps must be > 0 and --hold >= 0")
+    results = write_report(args.runs, args.out, not args.no_movie, formats, args.fps, args.hold, args.sequences,
+                           progress=not args.no_progress)
+    print(f"{args.out}/summary.md: {len(results)} run(s)")
+    return 0
+
+
+def complete(args: argparse.Namespace) -> int:
+    from headmovies.render.induction.report import completions
+    if not args.prompt:
+        raise UserError("the prompt is empty; give letters such as --prompt ABCDEF")
+    for line in completions(args.runs, args.prompt):
+        print(line)
+    return 0

@@ -1,0 +1,212 @@
+"""The induction report (seed 003): per-run analyses, tables, figures and attention movies, and
+tables across runs (docs/results/induction.md), written into one folder."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from headmovies.render.core.encode import FORMATS
+from headmovies.render.core.outputs import prepare_out_dir, save_figure, write_text
+from headmovies.render.core.reader import Run
+from headmovies.render.induction import analysis as ind
+from headmovies.tasks.induction import correct_completion, decode, encode_prompt
+
+
+def run_names(paths: list[Path]) -> list[str]:
+    """Output sub-folder per run: the file stem, made unique."""
+    names, seen = [], {}
+    for p in paths:
+        seen[p.stem] = seen.get(p.stem, 0) + 1
+        names.append(p.stem if seen[p.stem] == 1 else f"{p.stem}-{seen[p.stem]}")
+    return names
+
+
+def _fmt(v, spec=".3f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def run_markdown(r: dict) -> str:
+    """The per-run tables as Markdown."""
+    seed_cop = ind.SEED_SCORES.get(r["experiment"], {})
+    seed_heads = seed_cop.get("heads", []) if r["config"].get("n_heads") == 4 else []
+    out = [f"# {r['experiment']}, seed {r['seed']} (step {r['epoch']})", "",
+           f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
+           f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {r['config'].get('positions', 'qk_input')}; "
+           f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}.", ""]
+    if "smear_sigmoid_alpha" in r:
+        out += ["Smeared keys, sigmoid(alpha) per head (1 = own key only): "
+                + ", ".join(f"L0H{h} {v:.3f}" for h, v in enumerate(r["smear_sigmoid_alpha"])), ""]
+    out += ["## OV copying scores", "",
+            "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the seed's wording (nonzero "
+            "eigenvalues only). Heads are 0-based (the seed's Head 1 is L0H0).", "",
+            "| circuit | Σλ/Σ\\|λ\\| | mean Re(λ/\\|λ\\|) | seed 003 printed |", "|---|---|---|---|"]
+    i = 0
+    for row in r["copying"]:
+        seed = None
+        if row["head"] is not None and i < len(seed_heads):
+            seed, i = seed_heads[i], i + 1
+        elif row["circuit"].startswith("direct"):
+            seed = seed_cop.get("direct")
+        elif row["circuit"] == "L0 sum of heads":
+            seed = seed_cop.get("sum_of_heads")
+        out.append(f"| {row['circuit']} | {row['copying']:+.3f} | {row['seed_mean_sign']:+.3f} | {_fmt(seed, '+.3f')} |")
+    L = r["config"]["block_len"]
+    out += ["", "## Mean attention by offset (queries at positions ≥ block length)", "",
+            "| head | most attention at offset | its weight | " + " | ".join(f"{d} back" for d in range(L + 2)) + " |",
+            "|---|---|---|" + "---|" * (L + 2)]
+    for h in r["heads"]:
+        out.append(f"| {h['head']} | {h['top_offset']} | {h['top_offset_attention']:.2f} | "
+                   + " | ".join(f"{v:.2f}" for v in h["offset_attention"]) + " |")
+    out += ["", "## Greedy completions to 24 letters", "",
+            "| prompt | completion | correct | ok | seed 003's completion | repeats in a row |", "|---|---|---|---|---|---|"]
+    for c in r["completions"]:
+        ok = {True: "yes", False: "no", None: "n/a"}[c["is_correct"]]
+        out.append(f"| {c['prompt']} | {c['completion']} | {c['correct'] or 'N/A'} | {ok} | {c['seed'] or '—'} | "
+                   f"{c['immediate_repeats']} |")
+    lengths = sorted(r["block_length_accuracy"], key=int)
+    out += ["", "## Accuracy by block length (fresh sequences)", "",
+            "| model | " + " | ".join(f"L={k}" for k in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    out.append("| full model | " + " | ".join(f"{r['block_length_accuracy'][k]:.1%}" for k in lengths) + " |")
+    for name, ab in r.get("ablations", {}).items():
+        out.append(f"| {name.replace('_', ' ')} | " + " | ".join(f"{ab['block_length_accuracy'][k]:.1%}" for k in lengths)
+                   + " |")
+    if "composition" in r:
+        comp = r["composition"]
+        for key, title in (("k", f"K-composition score ‖W_QK(L1) W_OV(L0)ᵀ‖/(‖W_QK‖‖W_OV‖) (random baseline {comp['k_baseline']:.3f})"),
+                           ("q", f"Q-composition score (random baseline {comp['q_baseline']:.3f})"),
+                           ("k_token", "token-space K-composition Σλ/Σ|λ| of W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ (the seed's eigenvalue test)")):
+            m = np.array(comp[key])
+            out += ["", f"## {title}", "", "| layer 0 → layer 1 | " + " | ".join(f"L1H{j}" for j in range(m.shape[1])) + " |",
+                    "|---|" + "---|" * m.shape[1]]
+            for a in range(m.shape[0]):
+                out.append(f"| L0H{a} | " + " | ".join(f"{v:+.3f}" for v in m[a]) + " |")
+    return "\n".join(out) + "\n"
+
+
+def summary_markdown(results: list[dict]) -> str:
+    """One row per run: accuracy, block lengths, copying signs, completions."""
+    head = ("| run | variant | seed | positions | accuracy | L=4 | L=5 | L=6 | L=7 | L=8 | head copying Σλ/Σ|λ| | "
+            "direct path | seed prompts right | repeats in a row |")
+    lines = [head.replace("Σ|λ|", "Σ\\|λ\\|"), "|" + "---|" * 14]
+    for r in results:
+        heads = " ".join(f"{row['copying']:+.2f}" for row in r["copying"] if row["head"] is not None)
+        direct = r["copying"][-1]["copying"]
+        graded = [c for c in r["completions"] if c["is_correct"] is not None]
+        right = sum(c["is_correct"] for c in graded)
+        bl = r["block_length_accuracy"]
+        lines.append(f"| {r['name']} | {r['experiment'].removeprefix('induction-')} | {r['seed']} | "
+                     f"{r['config'].get('positions', 'qk_input')} | {r['accuracy']:.1%} | "
+                     + " | ".join(f"{bl[k]:.1%}" for k in ("4", "5", "6", "7", "8")) + f" | {heads} | {direct:+.3f} | "
+                     f"{right}/{len(graded)} | {sum(c['immediate_repeats'] for c in r['completions'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def grouped_markdown(results: list[dict]) -> str:
+    """Runs grouped by (variant, positions, distinct letters), over their seeds: the numbers the
+    README's comparison with seed 003 quotes. Ranges are min..max over seeds."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        c = r["config"]
+        groups.setdefault((r["experiment"], c.get("positions", "qk_input"), c.get("distinct", True)), []).append(r)
+
+    def rng(vals, spec):
+        lo, hi = min(vals), max(vals)
+        return format(lo, spec) if abs(hi - lo) < 5e-4 else f"{format(lo, spec)}..{format(hi, spec)}"
+
+    head = ("| variant | positions | seeds | accuracy L=6 | mean accuracy L=4,5,7,8 | heads copying (>+0.5) / "
+            "anti-copying (<−0.5), per layer | direct path Σλ/Σ\\|λ\\| | ABCDEF right | ABCDEFABCDEF, "
+            "XYZRSTXYZRST right | AAABBBAAABBB right | letters repeated in a row (other 6 prompts) | "
+            "no K-composition accuracy |")
+    lines = [head, "|" + "---|" * 12]
+    for (exp, pos, distinct), rs in groups.items():
+        counts = []
+        for r in rs:
+            per_layer = []
+            for l in range(r["n_layers"]):
+                sc = [row["copying"] for row in r["copying"] if row["layer"] == l and row["head"] is not None]
+                per_layer.append(f"{sum(v > 0.5 for v in sc)}/{sum(v < -0.5 for v in sc)}")
+            counts.append(" · ".join(per_layer))
+        comps = [c for r in rs for c in r["completions"]]
+
+        def right(prompts):
+            ok = [c["is_correct"] for c in comps if c["prompt"] in prompts]
+            return f"{sum(bool(v) for v in ok)}/{len(ok)}"
+
+        repeats = sum(c["immediate_repeats"] for c in comps if c["prompt"] != "AAABBBAAABBB")
+        ood = [np.mean([r["block_length_accuracy"][k] for k in ("4", "5", "7", "8")]) for r in rs]
+        nok = [r["ablations"]["no_k_composition"]["accuracy"] for r in rs if "ablations" in r]
+        lines.append(f"| {exp.removeprefix('induction-')}{'' if distinct else ' (repeats)'} | {pos} | "
+                     f"{len(rs)} | {rng([r['accuracy'] for r in rs], '.1%')} | {rng(ood, '.1%')} | "
+                     f"{', '.join(counts)} | {rng([r['copying'][-1]['copying'] for r in rs], '+.3f')} | "
+                     f"{right({'ABCDEF'})} | {right({'ABCDEFABCDEF', 'XYZRSTXYZRST'})} | "
+                     f"{right({'AAABBBAAABBB'})} | {repeats} | {rng(nok, '.1%') if nok else '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(r: dict) -> dict:
+    return {k: v for k, v in r.items() if not k.startswith("_")}
+
+
+def completions(paths: list[Path], prompt: str) -> list[str]:
+    """One line per run: its greedy completion of `prompt` to the context length."""
+    lines = []
+    for path in paths:
+        with Run(path) as run:
+            model = ind.model_at(run)
+            tokens = encode_prompt(prompt, run.config["n_vocab"], run.config["seq_len"])
+            completion = decode(ind.greedy_complete(model, tokens, run.config["seq_len"]))
+            correct = correct_completion(prompt, run.config["block_len"], run.config["seq_len"])
+            lines.append(f"{path.name} ({run.experiment}, step {run.epochs[-1]}): {prompt} -> {completion}"
+                         f"   (correct: {correct if correct is not None else 'N/A'})")
+    return lines
+
+
+def _figures(r: dict, history: dict, metrics: dict, folder: Path) -> None:
+    from headmovies.render.induction import figures as F
+    save_figure(F.attention_figure(r), folder, "attention", dpi=110)
+    save_figure(F.copying_figure(r), folder, "copying", dpi=110)
+    save_figure(F.block_length_figure(r), folder, "block_length", dpi=110)
+    save_figure(F.training_figure(r, history, metrics), folder, "training", dpi=110)
+    if "composition" in r:
+        save_figure(F.composition_figure(r), folder, "composition", dpi=110)
+        save_figure(F.attention_figure(r, "no_k_composition"), folder, "attention_no_k_composition", dpi=110)
+
+
+def write_report(paths: list[Path], out: Path, movie: bool = True, formats=FORMATS, fps: float = 24.0,
+                 hold_s: float = 2.0, sequences: int = 1024, progress: bool = True,
+                 log: Callable[[str], None] = print) -> list[dict]:
+    """Analyse the last snapshot of each run and write the report (every run is checked before
+    anything is written): <name>/analysis.{md,json}, figures as .png and .svg, the attention
+    movie (unless `movie` is false), and summary.{md,json} across runs. Returns the results."""
+    from headmovies.render.induction.movie import make_movie
+    for path in paths:
+        with Run(path) as run:
+            ind.check_run(run)
+    prepare_out_dir(out)
+    results = []
+    for path, name in zip(paths, run_names(paths)):
+        folder = prepare_out_dir(out / name)
+        with Run(path) as run:
+            log(f"{path}: {run.experiment}, {len(run)} snapshots to step {run.epochs[-1]}"
+                + ("" if run.complete else " (incomplete run)"))
+            r = ind.analyse(run, n_sequences=sequences)
+            r["name"] = name
+            history = ind.over_training(run, progress=progress)
+            metrics = run.metrics()
+        write_text(folder / "analysis.json", json.dumps(_jsonable(r), indent=1) + "\n")
+        write_text(folder / "analysis.md", run_markdown(r))
+        _figures(r, history, metrics, folder)
+        if movie:
+            res = make_movie(history, r, metrics, folder, name, formats, fps, hold_s, progress)
+            log(f"  movie: {res.frames} frames {res.size[0]}x{res.size[1]} -> "
+                + ", ".join(p.name for p in res.paths.values()))
+        log(f"  {folder}: accuracy {r['accuracy']:.2%}, block lengths "
+            + ", ".join(f"{k}: {v:.0%}" for k, v in r["block_length_accuracy"].items()))
+        results.append(r)
+    write_text(out / "summary.json", json.dumps([_jsonable(r) for r in results], indent=1) + "\n")
+    write_text(out / "summary.md", "# Induction runs\n\n" + summary_markdown(results)
+               + "\n## Over seeds\n\n" + grouped_markdown(results))
+    return results

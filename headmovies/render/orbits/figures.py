@@ -1,0 +1,324 @@
+"""Still figures of an orbit run for posts, from the run file alone (no retraining).
+
+    curves        loss, accuracy and equivariance error over epochs (log scales where they fit)
+    panels        the movie's panels at the final epoch (trails, orbit colours, legend)
+    orbit_check   the orbit check as a picture: relative match error of every head under every
+                  shift (log colour; the tolerance marked), heads grouped by orbit
+    orbit_power   Fourier power |X^(u, v)|^2 of each orbit's QK and OV circuits over all
+                  frequency pairs (fraction of the orbit's total; the movie's planes boxed)
+    orbits_over_time  heads in verified orbits, by orbit size, at every snapshot
+
+Each is written as PNG and SVG, under a temporary name renamed when complete, together with
+the orbit report (orbits.json, orbits.txt). Sources: seed 000, SPEC §0-§1, §5.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.colors import ListedColormap, LogNorm
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+
+from headmovies.errors import UserError
+from headmovies.render.core.circuits import ov_circuit, qk_circuit
+from headmovies.render.core.outputs import FIGURE_FORMATS, prepare_out_dir, save_figure, write_text
+from headmovies.render.core.projections import Panel
+from headmovies.render.core.reader import Run
+from headmovies.render.orbits.check import (CIRCUIT_NAMES, DEAD_TOL, TOL, Orbit, OrbitReport, check_orbits, format_error,
+                                           group_of, heads)
+from headmovies.render.orbits.colours import DEAD_COLOUR, OTHER_COLOUR, orbit_colour
+from headmovies.render.orbits.panel_choice import orbit_power, resolve_panels, signed
+
+NAMES = ("curves", "panels", "orbit_check", "orbit_power", "orbits_over_time")
+
+
+def orbit_colours(report: OrbitReport) -> list:
+    """Per head: its orbit's colour (largest orbit blue, next orange, ...), grey otherwise,
+    light grey if dead (`colours`)."""
+    colours = [OTHER_COLOUR] * report.n_heads
+    for i, o in enumerate(report.orbits):
+        for h in o.heads:
+            colours[h] = orbit_colour(i)
+    for h in report.dead:
+        colours[h] = DEAD_COLOUR
+    return colours
+
+
+# ---- curves ----
+
+PRETTY = {"train_loss": "train cross-entropy", "heldout_loss": "held-out cross-entropy",
+          "eq_loss": "equivariance loss", "train_acc": "train", "heldout_acc": "held-out",
+          "eq_error": "equivariance error"}
+
+
+def _label(key: str) -> str:
+    return PRETTY.get(key, key.replace("_", " "))
+
+
+def _colour(key: str) -> str | None:
+    """Train blue, held-out orange, equivariance green in every panel."""
+    for prefix, colour in (("train", "C0"), ("heldout", "C1"), ("eq", "C2")):
+        if key.startswith(prefix):
+            return colour
+    return None
+
+
+def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
+    """Loss and equivariance error (log y) and accuracy (%, linear) over epochs, each curve
+    labelled with its final value. metrics: `Run.metrics()` ({'epoch': [K], name: [K]})."""
+    epoch = metrics["epoch"]
+    groups = [("loss", [k for k in sorted(metrics) if k.endswith("loss")], True),
+              ("accuracy", [k for k in sorted(metrics) if k.endswith("_acc")], False),
+              ("equivariance error (SPEC §1)", [k for k in ("eq_error",) if k in metrics], True)]
+    groups = [g for g in groups if g[1]]
+    if not groups:
+        raise UserError("the run logged no loss, accuracy or equivariance-error metrics to plot")
+    fig = Figure(figsize=(4.2 * len(groups), 3.4), layout="constrained")
+    for ax, (label, keys, log) in zip(fig.subplots(1, len(groups), squeeze=False)[0], groups):
+        for k in keys:
+            y = np.asarray(metrics[k], float)
+            if log:
+                ok = y > 0   # log axes cannot show 0
+                ax.plot(epoch[ok], y[ok], lw=1.5, color=_colour(k), label=f"{_label(k)} (final {y[-1]:.2g})")
+            else:
+                ax.plot(epoch, 100 * y, lw=1.5, color=_colour(k), label=f"{_label(k)} (final {100 * y[-1]:.1f}%)")
+        if log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(-2, 102)
+            ax.set_ylabel("%")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3, which="both" if log else "major", lw=0.5)
+        ax.legend(fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10, color="#404040")
+    return fig
+
+
+# ---- orbit check picture ----
+
+def head_order(report: OrbitReport) -> list[int]:
+    """Heads grouped: each orbit in shift order (merged duplicates together), then heads in
+    no orbit, then dead heads."""
+    order = [h for o in report.orbits for unit in o.units for h in unit]
+    return order + list(report.unassigned) + list(report.dead)
+
+
+def orbit_check_figure(report: OrbitReport, title: str = "") -> Figure:
+    """Heatmap of report.match_error [shift, head] (log colour: blue within tolerance, orange
+    beyond), heads grouped by orbit under a strip of orbit colours; dead heads pale grey."""
+    order = head_order(report)
+    err = report.match_error[:, order]
+    H, n = len(order), report.n
+    fig = Figure(figsize=(max(6.0, 0.24 * H + 2.5), max(4.0, 0.2 * n + 1.8)), layout="constrained")
+    ax = fig.subplots()
+    rest = err[1:][np.isfinite(err[1:])]          # shift 0 always matches itself exactly
+    lo = max(1e-6, min(report.tol / 100, rest.min() if rest.size else 1.0))
+    hi = max(report.tol * 10, rest.max() if rest.size else 1.0)
+    # two-tone log scale: blues within tolerance, oranges beyond it
+    split = (np.log(report.tol) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    k = 256
+    below = matplotlib.colormaps["Blues_r"](np.linspace(0.0, 0.75, max(1, round(k * split))))
+    above = matplotlib.colormaps["Oranges"](np.linspace(0.35, 1.0, max(1, k - round(k * split))))
+    cmap = ListedColormap(np.vstack([below, above])).with_extremes(bad=DEAD_COLOUR)
+    masked = np.ma.masked_invalid(np.clip(err, lo, hi))
+    im = ax.imshow(masked, aspect="auto", cmap=cmap, norm=LogNorm(lo, hi), interpolation="nearest",
+                   extent=(-0.5, H - 0.5, n - 0.5, -0.5))
+    colours = orbit_colours(report)
+    for x, h in enumerate(order):
+        ax.add_patch(Rectangle((x - 0.5, -1.6), 1, 0.9, color=colours[h], clip_on=False))
+    ax.set_ylim(n - 0.5, -1.7)
+    ax.set_xticks(range(H), [str(h) for h in order], fontsize=6, rotation=90)
+    ax.set_yticks(range(0, n, max(1, n // 12)))
+    ax.set_xlabel("head (grouped by orbit, each in shift order)")
+    ax.set_ylabel("shift s")
+    bounds = np.cumsum([len(o.heads) for o in report.orbits] + [len(report.unassigned)])
+    for b in bounds[:-1] if len(report.dead) == 0 else bounds:
+        ax.axvline(b - 0.5, color="white", lw=1.2)
+    cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.01)
+    cb.ax.axhline(report.tol, color="black", lw=1.5)
+    cb.set_label(f"relative error of the best match (blue: within the {report.tol:.0%} tolerance)")
+    handles = [Line2D([], [], ls="", marker="s", ms=8, color=orbit_colour(i),
+                      label=f"orbit {i + 1}: size {o.size}, stabiliser order {len(o.stabiliser)}, "
+                            f"worst {format_error(o.worst_error)}")
+               for i, o in enumerate(report.orbits)]
+    if report.unassigned:
+        handles.append(Line2D([], [], ls="", marker="s", ms=8, color=OTHER_COLOUR,
+                              label=f"{heads(len(report.unassigned))} in no orbit"))
+    if report.dead:
+        handles.append(Line2D([], [], ls="", marker="s", ms=8, color=DEAD_COLOUR,
+                              label=f"{heads(len(report.dead))} dead"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(3, max(1, len(handles))), frameon=False,
+               fontsize=8)
+    at = f" at epoch {report.epoch:,}" if report.epoch is not None else ""
+    ax.set_title(title or f"orbit check{at}: C_{n}, outputs shift by {report.m}s", fontsize=10)
+    return fig
+
+
+# ---- Fourier power per orbit ----
+
+def _centred_freqs(n: int) -> np.ndarray:
+    """Frequencies in display order: -ceil(n/2)+1 .. n//2 (signed)."""
+    return np.array(sorted({signed(f, n) for f in range(n)}))
+
+
+def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels: Sequence[Panel] = (),
+                       title: str = "") -> Figure:
+    """For each verified orbit (and the heads in no orbit): its power |X^(u,v)|^2 over
+    frequency pairs for QK (u query, v key) and OV (u output, v input), as a fraction of the
+    orbit's total, log colour; the movie's `panels` and their conjugates boxed."""
+    n = report.n
+    groups = [(f"orbit {i + 1} (size {o.size})", o, orbit_colour(i))
+              for i, o in enumerate(report.orbits)]
+    if report.unassigned:
+        groups.append((f"{heads(len(report.unassigned))} in no orbit",
+                       Orbit([[h] for h in report.unassigned], [], float("nan")), OTHER_COLOUR))
+    if not groups:
+        raise UserError("every head is dead: no Fourier power to show")
+    freqs = _centred_freqs(n)
+    idx = freqs % n
+    fig = Figure(figsize=(7.4, 3.3 * len(groups) + 0.4), layout="constrained")
+    axes = fig.subplots(len(groups), 2, squeeze=False)
+    norm = LogNorm(1e-4, 1)
+    for row, (label, orbit, colour) in enumerate(groups):
+        power = orbit_power(orbit, M, R)
+        for col, circuit in enumerate(("qk", "ov")):
+            ax = axes[row, col]
+            P = power[circuit]
+            frac = P / P.sum() if P.sum() > 0 else P
+            img = frac[np.ix_(idx, idx)]
+            im = ax.imshow(np.clip(img, 1e-4, 1), origin="lower", cmap="magma_r", norm=norm,
+                           extent=(freqs[0] - 0.5, freqs[-1] + 0.5, freqs[0] - 0.5, freqs[-1] + 0.5))
+            # where this orbit would draw its full polygon: order(r) == size
+            if orbit.stabiliser:
+                for p in panels:
+                    if p.circuit != circuit:
+                        continue
+                    for (u, v) in ((p.u, p.v), (-p.u, -p.v)):
+                        ax.add_patch(Rectangle((signed(v, n) - 0.5, signed(u, n) - 0.5), 1, 1, fill=False,
+                                               ec="#1f77b4" if (u, v) == (p.u, p.v) else "#9ecae1", lw=1.3))
+            top = np.unravel_index(np.argmax(img), img.shape)
+            share = img[top]
+            ax.set_title(f"{label}: {circuit.upper()}\nlargest {share:.1%} at (u,v)=({freqs[top[0]]},{freqs[top[1]]})",
+                         fontsize=9, color=colour if colour != OTHER_COLOUR else "#404040")
+            ax.set_xlabel("v (key frequency)" if circuit == "qk" else "v (input frequency)", fontsize=8)
+            ax.set_ylabel("u (query frequency)" if circuit == "qk" else "u (output frequency)", fontsize=8)
+            ticks = [f for f in freqs if f % max(1, n // 8) == 0]
+            ax.set_xticks(ticks)
+            ax.set_yticks(ticks)
+            ax.tick_params(labelsize=7)
+    fig.colorbar(im, ax=axes, shrink=0.6, label="fraction of the orbit's power")
+    at = f" at epoch {report.epoch:,}" if report.epoch is not None else ""
+    fig.suptitle(title or f"Fourier power |X^(u,v)|² of each orbit's merged QK and OV circuits{at}\n"
+                          f"(boxed: the movie's planes and their conjugates)", fontsize=10)
+    return fig
+
+
+# ---- orbits over time ----
+
+def orbits_over_time(run: Run, n: int, m: int, tol: float = TOL, dead_tol: float = DEAD_TOL,
+                     progress: bool = False) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray]:
+    """(epochs [T], {orbit size: heads in verified orbits of that size [T]}, dead [T]) from the
+    orbit check of every snapshot."""
+    epochs, reports = [], []
+    it = run.iter_weights(list(CIRCUIT_NAMES))
+    if progress:
+        from tqdm import tqdm
+        it = tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot", dynamic_ncols=True)
+    for epoch, w in it:
+        M = qk_circuit(w["W_E"], w["W_Q"], w["W_K"])
+        R = ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"])
+        epochs.append(epoch)
+        reports.append(check_orbits(M, R, n, m, tol, dead_tol))
+    sizes = sorted({o.size for r in reports for o in r.orbits}, reverse=True)
+    counts = {k: np.array([sum(len(o.heads) for o in r.orbits if o.size == k) for r in reports]) for k in sizes}
+    return np.array(epochs), counts, np.array([len(r.dead) for r in reports])
+
+
+def orbits_over_time_figure(epochs: np.ndarray, counts: dict[int, np.ndarray], dead: np.ndarray,
+                            n_heads: int, tol: float, title: str = "") -> Figure:
+    """Stacked heads in verified orbits by orbit size over epochs."""
+    fig = Figure(figsize=(7.0, 3.2), layout="constrained")
+    ax = fig.subplots()
+    base = np.zeros(len(epochs))
+    for i, (k, c) in enumerate(counts.items()):
+        ax.fill_between(epochs, base, base + c, step="post", alpha=0.8, lw=0,
+                        color=orbit_colour(i), label=f"in orbits of size {k}")
+        base = base + c
+    if dead.any():
+        ax.fill_between(epochs, base, base + dead, step="post", color=DEAD_COLOUR, lw=0, label="dead")
+    ax.set_xlim(epochs[0], epochs[-1] if len(epochs) > 1 else epochs[0] + 1)
+    ax.set_ylim(0, n_heads)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("heads")
+    ax.grid(alpha=0.3, lw=0.5)
+    if counts or dead.any():
+        ax.legend(fontsize=8, frameon=False, loc="upper left")
+    else:
+        ax.text(0.5, 0.5, "no verified orbit at any snapshot", ha="center", va="center", transform=ax.transAxes,
+                color="#606060")
+    ax.set_title(title or f"heads in verified orbits (tolerance {tol:.0%}) at each snapshot", fontsize=10)
+    return fig
+
+
+# ---- panels at the final epoch ----
+
+def panels_still(run: Run, panels: Sequence[Panel], report: OrbitReport, n: int, m: int,
+                 trail_epochs: float = 250.0) -> Figure:
+    """The movie's last frame as a figure (same artists and colours as the movie), built from
+    the snapshots in the final trail window only."""
+    from headmovies.render.core.panels import PanelFigure, frame_states
+    from headmovies.render.orbits.movie import caption, orbit_colouring, panel_coordinates
+    start = run.epochs[-1] - trail_epochs
+    first = max(0, int(np.searchsorted(run.epochs, start, side="right")) - 1)
+    states = list(frame_states(panel_coordinates(run, panels, indices=np.arange(first, len(run))),
+                               trail_epochs=trail_epochs, caption=caption(run)))
+    colouring = orbit_colouring(report, panels, states[-1].points, n, m)
+    header = f"{run.experiment}  ·  {run.path.name}  ·  C_{n} shifts tokens by s, outputs by {m}s"
+    figure = PanelFigure([p.title(n, m) for p in panels], colouring.colours, colouring.legend, header=header,
+                         blit=False, draw_order=colouring.draw_order, trail_epochs=trail_epochs)
+    figure.update(states[-1])
+    return figure.fig
+
+
+# ---- everything ----
+
+def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels: Sequence[str] | None = None,
+                 tol: float = TOL, dead_tol: float = DEAD_TOL, formats: Sequence[str] = FIGURE_FORMATS,
+                 over_time: bool = True, progress: bool = True,
+                 log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> list[Path]:
+    """Write every figure of `run_path` into `out_dir` (created); returns the paths written.
+    `panels`: as the movie's --panels (None: seed panels if the orbits live there, else auto)."""
+    from headmovies.render.orbits.movie import final_report
+    paths: list[Path] = []
+    with Run(run_path) as run:
+        n, m = group_of(run)
+        report, M, R = final_report(run, tol, dead_tol)
+        chosen, note = resolve_panels(panels, report, M, R, n, m)
+        out_dir = prepare_out_dir(out_dir)     # only now: bad input above leaves no folder behind
+        log(f"{run.path}: {len(run)} snapshots; {note}: {' '.join(map(str, chosen))}")
+        name = f"{run.experiment} · {run.path.name}"
+        paths.append(write_text(out_dir / "orbits.json", report.to_json() + "\n"))
+        paths.append(write_text(out_dir / "orbits.txt", report.text() + "\n"))
+        metrics = run.metrics()
+        if metrics.get("epoch") is not None and len(metrics["epoch"]):
+            paths += save_figure(curves_figure(metrics, name), out_dir, "curves", formats)
+        else:
+            log(f"{run.path}: no metrics logged, no curves")
+        if chosen:
+            paths += save_figure(panels_still(run, chosen, report, n, m), out_dir, "panels", formats, dpi=100)
+        paths += save_figure(orbit_check_figure(report), out_dir, "orbit_check", formats)
+        if report.orbits or report.unassigned:
+            paths += save_figure(orbit_power_figure(report, M, R, chosen), out_dir, "orbit_power", formats)
+        if over_time:
+            epochs, counts, dead = orbits_over_time(run, n, m, tol, dead_tol, progress)
+            paths += save_figure(orbits_over_time_figure(epochs, counts, dead, report.n_heads, tol), out_dir,
+                                 "orbits_over_time", formats)
+    return paths

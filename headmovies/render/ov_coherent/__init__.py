@@ -1,0 +1,1 @@
+"""OV-coherent superposition (seed 004): analyses, figures, movie, report, command."""

@@ -1,0 +1,113 @@
+"""The ov-coherent report across runs (seed 004): per-run analysis sheets, the summary table,
+training curves, the QK planes and the QK-plane movie, written into one folder."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from headmovies.render.core.outputs import prepare_out_dir, save_figure, write_text
+from headmovies.render.core.reader import Run
+from headmovies.render.ov_coherent import analysis as S
+from headmovies.tasks import ov_coherent as T
+
+
+def run_names(paths: list[Path]) -> list[str]:
+    """Output sub-folder per run: the file stem, made unique."""
+    names, seen = [], {}
+    for p in paths:
+        seen[p.stem] = seen.get(p.stem, 0) + 1
+        names.append(p.stem if seen[p.stem] == 1 else f"{p.stem}-{seen[p.stem]}")
+    return names
+
+
+def summary_table(rows: list[dict]) -> str:
+    """Markdown table, one row per run."""
+    head = ("| run | seed | heads × d_head | L | steps | accuracy | worst class | head orderings "
+            "(QK from read-off) | opposite | Kendall τ | acc, head ablated | hard-attention agreement |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        orders = "; ".join(f"h{h['head']}: {h['ordering_text']}" for h in r["heads"])
+        abl = ", ".join(f"h{h['head']} {h['ablated_acc']:.1%}" for h in r["heads"])
+        opp = {True: "yes", False: "no", None: "n/a"}[r["opposite"]]
+        tau = "n/a" if r["kendall_tau"] is None else f"{r['kendall_tau']:+.2f}"
+        lines.append(f"| {r['name']} | {r['seed']} | {r['n_heads']} × {r['d_head']} | {r['seq_len']} | "
+                     f"{r['steps']} | {r['acc']:.2%} | {r['worst_class_acc']:.2%} | {orders} | {opp} | {tau} | "
+                     f"{abl} | {r['hard_attention_agreement']:.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def summary_text(rows: list[dict]) -> str:
+    """The table plus a few lines in words: each run's orderings, and the 2 x d_head-1 tally."""
+    out = [summary_table(rows).rstrip()]
+    for r in rows:
+        if r["opposite"] is not None:
+            out.append(f"{r['name']}: {r['acc']:.2%} accurate; head 1 {r['heads'][0]['ordering_text']}, head 2 "
+                       f"{r['heads'][1]['ordering_text']}: {'opposite' if r['opposite'] else 'NOT opposite'}")
+    two = [r for r in rows if r["n_heads"] == 2 and r["d_head"] == 1]
+    if two:
+        taus = np.array([r["kendall_tau"] for r in two])
+        out.append(f"2 heads of d_head 1: {sum(r['acc'] >= 1 - 1e-12 for r in two)}/{len(two)} runs at 100 % "
+                   f"accuracy, {sum(bool(r['opposite']) for r in two)}/{len(two)} with opposite orderings "
+                   f"(Kendall tau between the heads: mean {taus.mean():+.2f}, {np.sum(taus < 0)}/{len(two)} negative)")
+    return "\n".join(out) + "\n"
+
+
+def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("mp4", "webm", "gif", "png", "html"),
+                 fps: float = 24.0, hold_s: float = 2.0, trail: int = 1000, progress: bool = True,
+                 log: Callable[[str], None] = print) -> list[dict]:
+    """Analyse the final snapshot of each run and write the report into `out` (docs/movie.md):
+    summary.md, summary.json, training.png, orderings.png, <name>/analysis.{png,json} and, for
+    the first run with >= 2 heads (movie="first"), every such run ("all") or none ("none"),
+    <name>/qk_plane.{mp4,webm,gif,png,html}. Every run is opened and checked before anything
+    is written. Returns the rows (one dict per run)."""
+    from tqdm import tqdm
+
+    from headmovies.render.ov_coherent import figures as F
+    from headmovies.render.ov_coherent.movie import make_movie
+    runs = []
+    try:
+        for path in paths:
+            r = Run(path)
+            runs.append(r)
+            S.require_run(r)
+        prepare_out_dir(out)
+        rows, curves, planes = [], [], []
+        names = run_names(paths)
+        cases_by_len: dict[int, T.Cases] = {}
+        for r, name in tqdm(list(zip(runs, names)), desc="analyse", unit="run", disable=len(runs) < 2 or not progress):
+            L = int(r.config.get("seq_len", 10))
+            cases = cases_by_len.setdefault(L, T.task_cases(L))
+            w = r.weights(-1, T.WEIGHT_NAMES)
+            result = S.analyse(w, cases)
+            row = {"name": name, "path": str(r.path), "seed": r.seed, "seq_len": L,
+                   "steps": int(r.epochs[-1]), "complete": r.complete, **result}
+            rows.append(row)
+            run_dir = prepare_out_dir(out / name)
+            write_text(run_dir / "analysis.json", json.dumps(row, indent=1) + "\n")
+            save_figure(F.analysis_figure(result, w, cases, f"{name} ({result['n_heads']} × d_head "
+                                          f"{result['d_head']}, seed {r.seed}, step {row['steps']})"),
+                        run_dir, "analysis", ("png",), dpi=110)
+            curves.append((name, r.metrics()))
+            if result["n_heads"] >= 2:
+                planes.append((name, S.readoff_qk(w), result["opposite"]))
+        save_figure(F.training_figure(curves), out, "training", ("png",), dpi=110)
+        if planes:
+            save_figure(F.orderings_figure(planes), out, "orderings", ("png",), dpi=110)
+        write_text(out / "summary.json", json.dumps(rows, indent=1) + "\n")
+        write_text(out / "summary.md", summary_table(rows))
+        if movie != "none":
+            multi = [(r, n) for r, n in zip(runs, names) if r.weights(0, ["W_Q"])["W_Q"].shape[0] >= 2]
+            if not multi:
+                log("no movie: no run has 2 or more heads")
+            for r, name in multi[: 1 if movie == "first" else None]:
+                res = make_movie(r, out / name, name, formats, fps, hold_s, trail, progress)
+                w, h = res.size
+                log(f"movie for {name}: {res.frames} frames, {w}x{h} px, {res.fps:g} fps: "
+                    + ", ".join(str(p) for p in res.paths.values()))
+    finally:
+        for r in runs:
+            r.close()
+    return rows

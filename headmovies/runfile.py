@@ -1,0 +1,113 @@
+"""The run file: the one contract between training (`pipeline/`) and rendering (`render/`).
+
+Both sides import this module; it needs only numpy and h5py (never torch).
+Layout (schema version 1, see README "Run file"):
+
+    /                     attrs: schema_version, experiment, config (JSON), seed, created (ISO 8601),
+                                 versions (JSON), git_commit, n, m (symmetric runs)
+    /complete             [1] int8, 1 once training reached its final epoch
+    /snapshots/epoch      [T] int64, the scheduled epochs written so far
+    /snapshots/<weight>   [T, ...] float32, TransformerLens names (W_E, W_Q, W_K, W_V, W_O, W_U, ...)
+    /metrics/epoch        [T] int64, same epochs as the snapshots
+    /metrics/<name>       [T] float64 (train_loss, train_acc, heldout_acc, eq_error, ...)
+    /split/<name>         int64 index arrays (e.g. train, heldout), written once
+
+Every dataset is created before SWMR mode is switched on; each snapshot is appended by
+`resize`, write, `flush`, so a reader that opens with `swmr=True` and `refresh`es sees only
+complete snapshots (h5py's SWMR recipe). A run killed mid-write must be opened with
+`swmr=True` (HDF5 leaves its "open for write" flag set); `open_for_reading` does that.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from headmovies.errors import RunFileError
+
+SCHEMA_VERSION = 1
+SNAPSHOTS = "snapshots"
+METRICS = "metrics"
+SPLIT = "split"
+COMPLETE = "complete"
+EPOCH = "epoch"
+REQUIRED_ATTRS = ("schema_version", "experiment", "config", "seed", "created", "versions")
+
+
+def open_for_reading(path: str | os.PathLike) -> h5py.File:
+    """Open a run file read-only in SWMR mode (works on live, finished and killed runs).
+
+    Raises RunFileError (one line, with a fix) if the file is missing, is not HDF5, is from
+    another schema version, or lacks the root attributes and snapshot epochs.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise RunFileError(f"run file {path} does not exist; train it with `python -m pipeline train ...` "
+                           "or `make movie`")
+    if path.is_dir():
+        raise RunFileError(f"{path} is a folder, not a run file")
+    try:
+        # A plain open first: it rejects a truncated or corrupt file at once, whereas an SWMR
+        # reader retries damaged metadata for minutes. Live and killed runs are "already open
+        # for write" and go on to the SWMR open.
+        h5py.File(path, "r").close()
+    except OSError as exc:
+        if "already open for write" not in str(exc):
+            raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "
+                               f"{str(exc).splitlines()[0]}; retrain it with --force") from None
+    try:
+        f = h5py.File(path, "r", swmr=True)
+    except OSError as exc:
+        raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "
+                           f"{str(exc).splitlines()[0]}; retrain it with --force") from None
+    try:
+        missing = [a for a in REQUIRED_ATTRS if a not in f.attrs]
+        if missing:
+            raise RunFileError(f"{path} is not a run file: root attributes {missing} are missing")
+        version = int(f.attrs["schema_version"])
+        if version != SCHEMA_VERSION:
+            raise RunFileError(f"{path} has run-file schema version {version}; this tool reads "
+                               f"version {SCHEMA_VERSION}: retrain it")
+        if SNAPSHOTS not in f or EPOCH not in f[SNAPSHOTS]:
+            raise RunFileError(f"{path} holds no /{SNAPSHOTS}/{EPOCH}: it is not a complete run file")
+    except RunFileError:
+        f.close()
+        raise
+    except Exception as exc:  # h5py raises KeyError/OSError on damaged metadata
+        f.close()
+        raise RunFileError(f"{path} is damaged: {str(exc).splitlines()[0]}") from None
+    return f
+
+
+def is_complete(f: h5py.File) -> bool:
+    """True once the writer marked the run finished (refreshes for live readers)."""
+    if COMPLETE not in f:
+        return False
+    ds = f[COMPLETE]
+    ds.refresh()
+    return bool(ds[0])
+
+
+def read_config(f: h5py.File) -> dict:
+    """The resolved training config stored at the root, as a dict."""
+    return json.loads(f.attrs["config"])
+
+
+def snapshot_count(f: h5py.File) -> int:
+    """Number of complete snapshots: the length of /snapshots/epoch (weights are written first)."""
+    return int(f[SNAPSHOTS][EPOCH].shape[0])
+
+
+def weight_names(f: h5py.File) -> list[str]:
+    """Names of the stored weights, e.g. ['W_E', 'W_K', 'W_O', 'W_Q', 'W_U', 'W_V']."""
+    return sorted(k for k in f[SNAPSHOTS].keys() if k != EPOCH)
+
+
+def read_split(f: h5py.File) -> dict[str, np.ndarray]:
+    """The stored data split, e.g. {'train': int64[N_train], 'heldout': int64[N_heldout]}."""
+    if SPLIT not in f:
+        return {}
+    return {k: f[SPLIT][k][()] for k in f[SPLIT].keys()}

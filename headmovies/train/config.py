@@ -1,0 +1,113 @@
+"""Experiment configs: dataclass defaults in code, overridden by a TOML file, then by `--set KEY=VALUE`.
+
+Every experiment's config subclasses `TrainConfig`, whose fields are the ones the shared
+training loop reads (length of training, seed, snapshot schedule). Values are type-checked
+against the dataclass annotations; a bad key or value raises `ConfigError` (one line).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+from headmovies.errors import ConfigError
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 1000          # final epoch: number of optimizer steps
+    seed: int = 0               # seeds init, split and every random draw of training
+    early_every: int = 25       # snapshot every this many epochs up to switch_epoch ...
+    switch_epoch: int = 4000
+    late_every: int = 100       # ... then every this many epochs to the final epoch
+    log_early: bool = False     # also snapshot at epochs 1, 2, 4, ... below early_every
+
+    def validate(self) -> None:
+        """Raise ConfigError if a value is out of range; experiments extend this."""
+        if self.epochs < 0:
+            raise ConfigError(f"epochs must be >= 0, got {self.epochs}")
+        for key in ("early_every", "late_every"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.switch_epoch < 0:
+            raise ConfigError(f"switch_epoch must be >= 0, got {self.switch_epoch}")
+        for key, typ in field_types(type(self)).items():
+            if typ is float and not math.isfinite(getattr(self, key)):
+                raise ConfigError(f"{key} must be a finite number, got {getattr(self, key)}")
+
+
+def field_types(cls: type) -> dict[str, type]:
+    """{key: type} of a config dataclass (int, float, bool or str)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _coerce(key: str, value, typ: type):
+    """Check/convert one value (from TOML or a --set string) to the field's type."""
+    if isinstance(value, str) and typ is not str:
+        text = value.strip()
+        if typ is bool:
+            if text.lower() in ("true", "1", "yes", "on"):
+                return True
+            if text.lower() in ("false", "0", "no", "off"):
+                return False
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
+        try:
+            return typ(text)
+        except ValueError:
+            raise ConfigError(f"{key} must be {typ.__name__}, got {value!r}") from None
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if type(value) is not typ:
+        raise ConfigError(f"{key} must be {typ.__name__}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def load_toml(path: str | Path) -> dict:
+    """Read a flat TOML table of overrides. Raises ConfigError if unreadable or malformed."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    nested = [k for k, v in data.items() if isinstance(v, dict)]
+    if nested:
+        raise ConfigError(f"config file {path}: expected flat key = value pairs, got tables {nested}")
+    return data
+
+
+def parse_sets(pairs: list[str]) -> dict[str, str]:
+    """Turn ['lr=1e-3', 'residual=true'] into {'lr': '1e-3', 'residual': 'true'}."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value
+    return out
+
+
+def resolve(cls: type, toml: dict | None = None, sets: dict | None = None):
+    """Defaults of `cls`, then `toml` overrides, then `sets` overrides; type-checked and validated."""
+    types = field_types(cls)
+    values = {}
+    for source in (toml or {}, sets or {}):
+        for key, value in source.items():
+            if key not in types:
+                raise ConfigError(f"unknown config key {key!r}; known keys: {', '.join(types)}")
+            values[key] = _coerce(key, value, types[key])
+    cfg = cls(**values)
+    cfg.validate()
+    return cfg
+
+
+def describe(cls: type) -> str:
+    """One line per key: 'name (type, default value)' for --help."""
+    defaults = cls()
+    return "\n".join(f"  {k} ({t.__name__}, default {getattr(defaults, k)!r})"
+                     for k, t in field_types(cls).items())

@@ -1,0 +1,97 @@
+"""The registry of experiments, by name. Each family's model module (`headmovies/train/<family>.py`,
+one per module of `headmovies.tasks`) defines `Task` subclasses decorated with `@register`;
+adding an experiment touches no shared code (docs/extending.md).
+
+A Task owns one run's data, model and optimizer and exposes what the shared training loop
+(`pipeline.train`) needs: `step` (one optimizer step), `evaluate` (metrics for /metrics),
+`snapshot` (weights for /snapshots, TransformerLens names) and its state for checkpoints.
+"""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import torch
+
+from headmovies import tasks
+from headmovies.errors import ConfigError
+from headmovies.train.config import TrainConfig
+
+EXPERIMENTS: dict[str, type["Task"]] = {}
+
+
+def register(cls: type["Task"]) -> type["Task"]:
+    EXPERIMENTS[cls.name] = cls
+    return cls
+
+
+class Task:
+    """One run of one experiment. Subclasses set `name`, `Config`, `description` and build
+    `self.model`, `self.optimizer` in `__init__` (called under `torch.manual_seed(cfg.seed)`)."""
+
+    name: str = ""
+    description: str = ""
+    Config: type[TrainConfig] = TrainConfig
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        # Draws made during training (batches, shifts) come from this generator, saved in checkpoints.
+        self.generator = torch.Generator().manual_seed(cfg.seed + 1)
+        self.model: torch.nn.Module
+        self.optimizer: torch.optim.Optimizer
+
+    def step(self, epoch: int) -> None:
+        """One optimizer step; `epoch` counts from 1 (an epoch is one optimizer step)."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Metrics written at every snapshot (same keys every call)."""
+        raise NotImplementedError
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """Current weights by TransformerLens name, as float32 numpy arrays."""
+        return {k: v.detach().cpu().numpy().astype(np.float32) for k, v in self.model.state_dict().items()}
+
+    def split(self) -> dict[str, np.ndarray]:
+        """Index arrays of the data split to store in /split (empty for fresh-batch tasks)."""
+        return {}
+
+    def attrs(self) -> dict:
+        """Extra root attributes (e.g. n and m of the symmetry group)."""
+        return {}
+
+    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
+        """The few metrics shown on the progress bar at each snapshot."""
+        return {}
+
+    def summary(self, metrics: dict[str, float]) -> str:
+        """One line for the end of training."""
+        return ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+
+
+def get(name: str) -> type[Task]:
+    """The Task class registered as `name`; ConfigError lists the known ones otherwise."""
+    _load_all()
+    if name not in EXPERIMENTS:
+        raise ConfigError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
+    return EXPERIMENTS[name]
+
+
+def all_experiments() -> dict[str, type[Task]]:
+    _load_all()
+    return dict(sorted(EXPERIMENTS.items()))
+
+
+def _load_all() -> None:
+    for family in tasks.families():
+        importlib.import_module(f"headmovies.train.{family}")

@@ -1,0 +1,408 @@
+"""Orbit experiment (seed 000, SPEC §1): one 32-head self-attention layer, penalised toward
+C_p-equivariance, learning (x1, x2, x3) -> (x2+x3, x3+x1, x1+x2) mod p.
+
+Model: W_E -> one bidirectional attention layer (no positional encoding, MLP, LayerNorm or
+biases; residual optional) -> W_U. The seed's code is due to Georg Bökman.
+
+Speed. Inputs are one-hot tokens and there are no positions, so the output at a position
+depends only on its own token a (the query) and the multiset of the three tokens (the keys).
+`grid_logits` computes G[a, b, c] = logits at a query a attending to keys {a, b, c} for the
+whole p^3 grid from the per-head p x p QK table M_h and OV table, by dense tensor products;
+every input's three outputs are cells of that grid ((x1,x2,x3), (x2,x1,x3), (x3,x1,x2)), and
+a shifted input grid is the same grid re-indexed, so the equivariance term over *all* inputs
+and *all* shifts costs one gather (see `eq_loss`).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from headmovies.errors import ConfigError
+from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
+from headmovies.train.config import TrainConfig
+from headmovies.train.experiments import Task, register
+
+
+@dataclass
+class OrbitConfig(TrainConfig):
+    epochs: int = 16000         # full-batch steps (README "Reproducing seed 000": why these defaults)
+    seed: int = 3
+    p: int = 24                 # token values, group C_p
+    n_heads: int = 32
+    d_model: int = 128
+    d_head: int = 4
+    residual: bool = False      # add the residual stream (direct path W_E W_U) to the layer output
+    init_scale: float = 1.0     # multiplies every initial weight
+    train_frac: float = 0.3     # fraction of the p^3 inputs used for cross-entropy
+    split: str = "orbit"        # "random" inputs, or whole shift-"orbit"s of inputs held out together
+    lr: float = 1e-3
+    lr_schedule: str = "cosine"    # "constant" or "cosine" (decays to 0 at the final epoch)
+    weight_decay: float = 0.1   # AdamW, decoupled
+    eq_weight: float = 10.0     # lambda: loss = CE(train) + lambda * eq_loss
+    eq_inputs: str = "all"      # inputs x the equivariance term sees: "all" p^3, or "train"
+    eq_start: int = 500         # lambda is 0 before this epoch (fit first) ...
+    eq_ramp: int = 2000         # ... then rises linearly to eq_weight over this many epochs
+    eq_seq_lens: str = ""       # e.g. "2,4,8": the equivariance term also sees random sequences of these lengths ...
+    eq_seq_batch: int = 16      # ... this many of each length per step, each at all p shifts
+    ov_bias_weight: float = 0.0  # mu: + mu * ov_bias_penalty (the part of the OV biases a shift moves)
+    # Optional second phase, a fine-tune of the first phase's weights within the same run:
+    refine_start: int = 10000   # epoch at which it starts (the first phase's cosine ends here); off
+                                # when 0 or >= epochs
+    refine_lr: float = 3e-4     # AdamW moments reset; lr restarts here (cosine to 0 at `epochs`)
+    refine_weight_decay: float = 0.1
+    refine_eq_weight: float = 100.0  # lambda ramps from 0 to this over refine_ramp epochs
+    refine_ramp: int = 2000
+    refine_seq_lens: str = "6"  # sequence lengths of the equivariance term in this phase
+    refine_prune: float = 0.25  # at its start, zero the heads whose centred OV norm is below this
+                                # fraction of the largest head's (0: keep all)
+    refine_ov_bias_weight: float = 0.01  # mu of ov_bias_penalty in this phase
+
+    def validate(self) -> None:
+        super().validate()
+        if self.p < 2:
+            raise ConfigError(f"p must be >= 2, got {self.p}")
+        for key in ("n_heads", "d_model", "d_head"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if not 0 < self.train_frac <= 1:
+            raise ConfigError(f"train_frac must be in (0, 1], got {self.train_frac}")
+        if self.lr <= 0 or self.weight_decay < 0 or self.eq_weight < 0 or self.init_scale <= 0:
+            raise ConfigError("lr and init_scale must be > 0; weight_decay and eq_weight >= 0")
+        for key in ("ov_bias_weight", "refine_ov_bias_weight"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be >= 0 (0: no OV-bias penalty), got {getattr(self, key)}")
+        if not 0 <= self.refine_prune < 1:
+            raise ConfigError(f"refine_prune must be in [0, 1) (0: prune nothing), got {self.refine_prune}")
+        if self.eq_start < 0 or self.eq_ramp < 0 or self.eq_seq_batch < 1:
+            raise ConfigError("eq_start and eq_ramp must be >= 0, eq_seq_batch >= 1")
+        for key in ("eq_seq_lens", "refine_seq_lens"):
+            text = getattr(self, key).replace(" ", "")
+            if text and not re.fullmatch(r"[0-9]+(,[0-9]+)*", text) or any(
+                    not 1 <= n <= MAX_SEQ_LEN for n in seq_lengths(text)):
+                raise ConfigError(f"{key} must be a comma-separated list of lengths from 1 to {MAX_SEQ_LEN} "
+                                  f"(e.g. '4' or '2,4,8'), got {getattr(self, key)!r}")
+        if self.refine_start < 0:
+            raise ConfigError(f"refine_start must be >= 0 (0: no second phase), got {self.refine_start}")
+        if self.refine_lr <= 0 or self.refine_weight_decay < 0 or self.refine_eq_weight < 0 or self.refine_ramp < 0:
+            raise ConfigError("refine_lr must be > 0; refine_weight_decay, refine_eq_weight and refine_ramp >= 0")
+        choices = {"split": ("random", "orbit"), "eq_inputs": ("all", "train"),
+                   "lr_schedule": ("constant", "cosine")}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ConfigError(f"{key} must be one of {allowed}, got {getattr(self, key)!r}")
+
+    def refines(self) -> bool:
+        """True if the run has a second phase: 0 < refine_start < epochs (a shorter run, e.g.
+        --set epochs=2000, is the first phase alone, its cosine ending at `epochs`)."""
+        return 0 < self.refine_start < self.epochs
+
+
+MAX_SEQ_LEN = 64   # the sequence term holds n_heads x 24 x eq_seq_batch x L^2 scores (L = 64: ~0.2 GB)
+
+
+def seq_lengths(text: str) -> list[int]:
+    """'2,4,8' -> [2, 4, 8] ([] when empty). Raises ValueError on a non-integer."""
+    return [int(t) for t in text.replace(" ", "").split(",") if t]
+
+
+
+
+class GridAttention(torch.autograd.Function):
+    """Attention output over the whole grid, G[a, b, c] = sum_h sum_j A_j OV[h, key_j], keys
+    (a, b, c), A = softmax of (M[h,a,a], M[h,a,b], M[h,a,c]); M [H, p, p], OV [H, p, x].
+
+    Same values as the plain autograd version (tested with gradcheck) with about half the
+    elementwise passes: the backward is written out by hand and uses the (b, c) symmetry
+    (A_2[a,b,c] = A_1[a,c,b], G[a,b,c] = G[a,c,b]), so it keeps only A_0 and A_1."""
+
+    @staticmethod
+    def forward(ctx, M: torch.Tensor, OV: torch.Tensor) -> torch.Tensor:
+        s0 = torch.diagonal(M, dim1=1, dim2=2)[:, :, None, None]      # (H, a, 1, 1) self
+        s1 = M[:, :, :, None]                                         # (H, a, b, 1)
+        s2 = M[:, :, None, :]                                         # (H, a, 1, c)
+        mx = torch.maximum(torch.maximum(s0, s1), s2)                 # (H, a, b, c)
+        a0 = (s0 - mx).exp_()
+        a1 = (s1 - mx).exp_()
+        z = (s2 - mx).exp_()
+        z += a0
+        z += a1
+        r = z.reciprocal_()
+        a0 *= r                                                       # attention on the query's own token
+        a1 *= r                                                       # on key b (on key c: a1 transposed)
+        t1 = torch.einsum("habc,hbx->abcx", a1, OV)
+        out = torch.einsum("habc,hax->abcx", a0, OV)
+        out += t1
+        out += t1.transpose(1, 2)
+        ctx.save_for_backward(a0, a1, OV)
+        return out
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        a0, a1, OV = ctx.saved_tensors
+        g = 0.5 * (g + g.transpose(1, 2))        # only the (b, c)-symmetric part of g reaches the weights
+        d0 = torch.einsum("abcx,hax->habc", g, OV)                    # dL/dA_0
+        d1 = torch.einsum("abcx,hbx->habc", g, OV)                    # dL/dA_1 (dL/dA_2 = its transpose)
+        p1 = a1 * d1
+        S = a0 * d0
+        S += p1
+        S += p1.transpose(2, 3)                                       # sum_j A_j dL/dA_j
+        ds0 = a0 * (d0 - S)                                           # softmax backward
+        ds1 = a1 * (d1 - S)
+        dM = 2 * ds1.sum(3) + torch.diag_embed(ds0.sum((2, 3)))
+        dOV = torch.einsum("habc,abcx->hax", a0, g) + 2 * torch.einsum("habc,abcx->hbx", a1, g)
+        return dM, dOV
+
+
+class AttentionLayer(nn.Module):
+    """W_E [p, d_model] -> heads (W_Q, W_K, W_V [H, d_model, d_head], W_O [H, d_head, d_model])
+    -> W_U [d_model, p]. Row-vector convention (x @ W), TransformerLens names."""
+
+    def __init__(self, p: int, n_heads: int, d_model: int, d_head: int, residual: bool, init_scale: float = 1.0):
+        super().__init__()
+        self.p, self.residual, self.d_head = p, residual, d_head
+        g = init_scale
+        self.W_E = nn.Parameter(g * torch.randn(p, d_model))
+        self.W_Q = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_K = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_V = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_O = nn.Parameter(g * torch.randn(n_heads, d_head, d_model) / math.sqrt(d_head * n_heads))
+        self.W_U = nn.Parameter(g * torch.randn(d_model, p) / math.sqrt(d_model))
+
+    def circuits(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """QK table M [H, p, p] (query token, key token; scaled by 1/sqrt(d_head) as the layer
+        does) and OV table [H, p, p] (key token, output class). SPEC §0 (R_h is OV[h].T)."""
+        q = torch.einsum("pd,hde->hpe", self.W_E, self.W_Q)           # (H, p, dh)
+        k = torch.einsum("pd,hde->hpe", self.W_E, self.W_K)           # (H, p, dh)
+        M = q @ k.transpose(1, 2) / math.sqrt(self.d_head)            # (H, p, p)
+        v = torch.einsum("pd,hde->hpe", self.W_E, self.W_V)           # (H, p, dh)
+        OV = v @ (self.W_O @ self.W_U)                                # (H, p, p_out)
+        return M, OV
+
+    def grid_logits(self) -> torch.Tensor:
+        """Logits G [a, b, c, class] at a query token a with keys {a, b, c}, for all p^3 cells."""
+        M, OV = self.circuits()
+        out = GridAttention.apply(M, OV)                              # (p, p, p, p_out)
+        if self.residual:
+            out = out + (self.W_E @ self.W_U)[:, None, None, :]
+        return out
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Straightforward per-sample path: tokens [B, 3] -> logits [B, 3, p]. Used as the
+        reference in tests and bench/train_speed.py."""
+        x = self.W_E[tokens]                                          # (B, 3, d)
+        q = torch.einsum("bid,hde->bhie", x, self.W_Q)                # (B, H, 3, dh)
+        k = torch.einsum("bid,hde->bhie", x, self.W_K)
+        v = torch.einsum("bid,hde->bhie", x, self.W_V)
+        att = (q @ k.transpose(-1, -2) / math.sqrt(self.d_head)).softmax(-1)  # (B, H, 3, 3)
+        z = torch.einsum("bhij,bhje->bhie", att, v)                   # (B, H, 3, dh)
+        out = torch.einsum("bhie,hed->bid", z, self.W_O)              # (B, 3, d)
+        if self.residual:
+            out = out + x
+        return out @ self.W_U
+
+
+def orbit_gather_index(p: int, m: int) -> torch.Tensor:
+    """Flat index I [p^4] with G.flatten()[I].view(p, p*p, p)[a, o, k'] = G[a, a+b', a+c', k'+m*a],
+    o = b' * p + c'. In these coordinates the shift x -> x+s, k -> k+ms moves only along a."""
+    a, b, c, k = np.meshgrid(*(np.arange(p),) * 4, indexing="ij")
+    flat = ((a * p + (a + b) % p) * p + (a + c) % p) * p + (k + m * a) % p
+    return torch.from_numpy(flat.reshape(-1))
+
+
+def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Equivariance loss: mean over inputs x (weighted by `w`) and shifts s != 0 of
+    ||l(x+s) - roll_{ms} l(x)||^2, l = log-probabilities [3, p] of all positions.
+
+    logp: grid log-probs [p, p, p, p]; w: cell weights in gathered coordinates [p, p*p]
+    (from `cell_weights`, summing to 3 * #inputs). Exact, all shifts at once: with
+    d_a = l_a - mu (mu the w-weighted mean over a of an orbit o),
+    sum_{a,a'} w_a ||l_a' - l_a||^2 = p sum_a w_a ||d_a||^2 + W_o sum_a ||d_a||^2.
+    """
+    p = logp.shape[0]
+    lr = logp.reshape(-1)[gather].view(p, p * p, p)                       # (a, orbit, k')
+    W = w.sum(0)                                                          # (orbit,)
+    mu = (w[:, :, None] * lr).sum(0) / W.clamp_min(1e-12)[:, None]        # (orbit, k')
+    d2 = (lr - mu).pow(2).sum(-1)                                         # (a, orbit)
+    total = p * (w * d2).sum() + (W * d2).sum()
+    n_inputs = w.sum() / 3
+    return total / (n_inputs * (p - 1))
+
+
+def eq_error(logp: torch.Tensor, gather: torch.Tensor) -> float:
+    """SPEC §1: max_s ||l(x+s) - roll_{ms} l(x)||_F / ||l(x)||_F over all inputs x, with the
+    autocorrelation along the shift axis computed by FFT in float64."""
+    p = logp.shape[0]
+    lr = logp.reshape(-1)[gather].view(p, -1).double()                    # (a, rest)
+    power = torch.fft.rfft(lr, dim=0).abs().pow(2).sum(1)
+    corr = torch.fft.irfft(power, n=p)                                    # corr[s] = sum_a <l_{a+s}, l_a>
+    total = lr.pow(2).sum()
+    diff = (2 * total - 2 * corr[1:]).clamp_min(0)
+    return float((diff.max() / total).sqrt()) if p > 1 else 0.0
+
+
+def ov_bias_penalty(OV: torch.Tensor, m: int) -> torch.Tensor:
+    """p * sum_h ||beta_h - mean_s roll_{ms} beta_h||^2: the squared Frobenius norm of the part
+    of each head's OV circuit that is the same for every key and that a shift moves.
+
+    OV: [H, p, p_out] (key token, output class). beta_h [p_out] = head h's class-centred OV
+    circuit averaged over keys: the output it adds whatever it attends to (attention sums to 1).
+    The layer sees only sum_h beta_h, so spreading that sum unevenly over the heads of an orbit
+    changes nothing the loss can see, yet breaks the orbit check of SPEC §0 (README "Orbit
+    check", bias gauge). The average over shifts is the projection onto shift-invariant
+    outputs (output frequencies k with m k = 0 mod p_out), the only part an equivariant layer's
+    total bias has. The penalty leaves that part free and acts on the moved parts, which in an
+    equivariant layer sum to zero over the heads. Returns a scalar (logits squared).
+    Source: README "Reproducing seed 000", item 7."""
+    centred = OV - OV.mean(-1, keepdim=True)
+    beta = centred.mean(1)                                                # (H, p_out)
+    p_out = beta.shape[-1]
+    invariant = torch.stack([torch.roll(beta, m * s, -1) for s in range(p_out)]).mean(0)
+    return OV.shape[1] * (beta - invariant).pow(2).sum()
+
+
+@register
+class OrbitTask(Task):
+    name = "orbits"
+    description = "seed 000: 32-head equivariance-penalised attention layer on modular addition (C_24)"
+    Config = OrbitConfig
+
+    def __init__(self, cfg: OrbitConfig):
+        super().__init__(cfg)
+        p = cfg.p
+        self.model = AttentionLayer(p, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.residual, cfg.init_scale)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.train_idx, self.heldout_idx = make_split(p, cfg.train_frac, cfg.split, cfg.seed)
+        self.gather = orbit_gather_index(p, M_SHIFT)
+        g = self.gather.view(p, p * p, p)[:, :, 0] // p                       # cell index of (a, orbit)
+        w_train = torch.from_numpy(cell_weights(self.train_idx, p)).float()
+        w_held = torch.from_numpy(cell_weights(self.heldout_idx, p)).float()
+        self.w_train, self.w_held = w_train, w_held
+        eq_w = w_train + w_held if cfg.eq_inputs == "all" else w_train
+        self.w_eq = eq_w.reshape(-1)[g]                                       # (a, orbit)
+        b, c = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
+        self.target = torch.from_numpy((b + c) % p).expand(p, p, p)           # target of cell (a,b,c)
+        self.seq_lens = (seq_lengths(cfg.eq_seq_lens), seq_lengths(cfg.refine_seq_lens))  # per phase
+
+    def _losses(self, logits: torch.Tensor, with_eq: bool = True):
+        logp = logits.log_softmax(-1)
+        nll = -logp.gather(-1, self.target[..., None]).squeeze(-1)            # (a, b, c)
+        ce = (self.w_train * nll).sum() / self.w_train.sum()
+        eq = eq_loss(logp, self.gather, self.w_eq) if with_eq else logp.new_zeros(())
+        return logp, nll, ce, eq
+
+    def schedule(self, epoch: int) -> tuple[float, float, float, list[int], float]:
+        """(lr, weight decay, lambda, sequence lengths, mu) of the step taken after `epoch` steps.
+
+        First phase (to refine_start, or to `epochs` without a second phase): lr, weight_decay,
+        lambda = 0 before eq_start then a linear ramp of eq_ramp epochs to eq_weight,
+        eq_seq_lens, ov_bias_weight. Second phase: refine_lr, refine_weight_decay, lambda ramped
+        from 0 to refine_eq_weight over refine_ramp epochs, refine_seq_lens,
+        refine_ov_bias_weight. With lr_schedule "cosine" each phase's lr decays to 0 at its own end."""
+        cfg = self.cfg
+        if cfg.refines() and epoch >= cfg.refine_start:
+            e, length = epoch - cfg.refine_start, cfg.epochs - cfg.refine_start
+            lam = cfg.refine_eq_weight * min(1.0, (e + 1) / max(1, cfg.refine_ramp))
+            return (self._cosine(cfg.refine_lr, e, length), cfg.refine_weight_decay, lam, self.seq_lens[1],
+                    cfg.refine_ov_bias_weight)
+        length = cfg.refine_start if cfg.refines() else cfg.epochs
+        lam = 0.0 if epoch < cfg.eq_start else \
+            cfg.eq_weight * min(1.0, (epoch - cfg.eq_start + 1) / max(1, cfg.eq_ramp))
+        return self._cosine(cfg.lr, epoch, length), cfg.weight_decay, lam, self.seq_lens[0], cfg.ov_bias_weight
+
+    def _cosine(self, lr: float, epoch: int, length: int) -> float:
+        if self.cfg.lr_schedule == "cosine":
+            return lr * 0.5 * (1 + math.cos(math.pi * min(epoch, length) / max(1, length)))
+        return lr
+
+    def _seq_eq_loss(self, L: int) -> torch.Tensor:
+        """Equivariance loss on eq_seq_batch random token sequences x of length L (not
+        task inputs; the layer has no positions, so any length is valid), each at all p shifts:
+        mean over x and s != 0 of ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it
+        matches `eq_loss`. Inputs of length 3 leave heads free to be equivariant together without
+        forming orbits; other lengths pin each head down (README, "Reproducing seed 000")."""
+        p, B = self.cfg.p, self.cfg.eq_seq_batch
+        x = torch.randint(0, p, (B, L), generator=self.generator)
+        t = ((x[None] + torch.arange(p)[:, None, None]) % p).reshape(p * B, L)   # row s*B+i: x_i + s
+        M, OV = self.model.circuits()
+        score = M[:, t[:, :, None], t[:, None, :]]                                # (H, pB, L, L)
+        e = (score - score.amax(-1, keepdim=True).detach()).exp()               # softmax (faster
+        att = e / e.sum(-1, keepdim=True)                                       # than .softmax for small L)
+        onehot = F.one_hot(t, p).to(att.dtype)                                   # (pB, L, p)
+        on_token = torch.einsum("hnij,njb->nihb", att, onehot)                   # attention per key token
+        logits = on_token.reshape(p * B * L, -1) @ OV.reshape(-1, OV.shape[-1])   # sum over heads, tokens
+        logits = logits.view(p * B, L, -1)                                       # (pB, L, p)
+        if self.model.residual:
+            logits = logits + (self.model.W_E @ self.model.W_U)[t]
+        logp = logits.log_softmax(-1).view(p, B, L, p)
+        # d_s[k] = l(x+s)[k + m s] equals l(x)[k] for an equivariant layer; loss = spread over s
+        k = (torch.arange(p)[None, :] + M_SHIFT * torch.arange(p)[:, None]) % p   # (s, k)
+        d = logp.gather(-1, k[:, None, None, :].expand(p, B, L, p))
+        spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))                           # (B,)
+        return 2 / (p - 1) * spread.mean() * 3 / L
+
+    @torch.no_grad()
+    def prune_heads(self, fraction: float) -> list[int]:
+        """Zero W_V and W_O of every head whose class-centred OV circuit has Frobenius norm below
+        `fraction` x the largest head's; returns those heads. They stay zero: with W_V = W_O = 0
+        a head gets no gradient, and AdamW (with fresh moments) and weight decay keep zeros."""
+        if fraction <= 0:
+            return []
+        _, OV = self.model.circuits()
+        norm = (OV - OV.mean(-1, keepdim=True)).flatten(1).norm(dim=1)
+        weak = torch.nonzero(norm < fraction * norm.max()).flatten()
+        self.model.W_V[weak] = 0
+        self.model.W_O[weak] = 0
+        return weak.tolist()
+
+    def step(self, epoch: int) -> None:
+        lr, weight_decay, lam, lengths, mu = self.schedule(epoch - 1)
+        if self.cfg.refines() and epoch - 1 == self.cfg.refine_start:
+            self.optimizer.state.clear()         # second phase: fresh AdamW moments (a fine-tune)
+            self.prune_heads(self.cfg.refine_prune)
+        for group in self.optimizer.param_groups:
+            group["lr"], group["weight_decay"] = lr, weight_decay
+        _, _, ce, eq = self._losses(self.model.grid_logits(), with_eq=lam > 0)
+        loss = ce + lam * eq
+        if lam > 0:
+            for L in lengths:
+                loss = loss + lam * self._seq_eq_loss(L)
+        if mu > 0:
+            loss = loss + mu * ov_bias_penalty(self.model.circuits()[1], M_SHIFT)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        logits = self.model.grid_logits()
+        logp, nll, ce, eq = self._losses(logits)
+        correct = (logits.argmax(-1) == self.target).float()
+        held = self.w_held.sum().clamp_min(1)
+        return {
+            "train_loss": float(ce),
+            "train_acc": float((self.w_train * correct).sum() / self.w_train.sum()),
+            "heldout_loss": float((self.w_held * nll).sum() / held),
+            "heldout_acc": float((self.w_held * correct).sum() / held),
+            "eq_loss": float(eq),
+            "eq_error": eq_error(logp, self.gather),
+        }
+
+    def split(self) -> dict[str, np.ndarray]:
+        return {"train": self.train_idx, "heldout": self.heldout_idx}
+
+    def attrs(self) -> dict:
+        return {"n": self.cfg.p, "m": M_SHIFT}
+
+    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
+        return {"loss": f"{metrics['train_loss']:.3g}", "train": f"{metrics['train_acc']:.3f}",
+                "held": f"{metrics['heldout_acc']:.3f}", "eq_err": f"{metrics['eq_error']:.1e}"}
+
+    def summary(self, metrics: dict[str, float]) -> str:
+        return (f"train acc {metrics['train_acc']:.2%}, held-out acc {metrics['heldout_acc']:.2%}, "
+                f"equivariance error {metrics['eq_error']:.2e}")

@@ -1,0 +1,157 @@
+"""OV-coherent head superposition (seed 004, SPEC §3): a 1-layer attention-only model names the
+unordered pair of signal tokens in a sequence at a read-off token.
+
+Source: L. Greenspan, "An OV-Coherent Toy Model of Attention Head Superposition", AI Alignment
+Forum, 29 Aug 2023 (seed 004). The authors report 100 % accuracy with 2 heads of d_head 1 and,
+"in almost all runs", opposite QK preference orderings of the signal tokens in the two heads.
+
+Tokens (12): 0 = read-off, 1-4 = signal, 5-11 = noise. A sequence of length L holds two signal
+tokens A, B (each uniform on 1-4, independent) at two distinct random positions among the first
+L-1, uniform noise elsewhere, and the read-off last. Label: the unordered pair {A, B}, one of 10
+classes ordered (1,1), (1,2), (1,3), (1,4), (2,2), ..., (4,4). Loss at the read-off only.
+
+Model: fixed one-hot W_E (d_model = 12) -> one attention layer (n_heads heads of d_head, no
+positional embedding, no biases, no mask: only the last position is read and it sees the whole
+sequence) + residual -> W_U [12, 10]. Adam, fresh batches every step.
+
+Exact evaluation. Without positions, the read-off's output depends only on how many times each
+token occurs among the keys, so the whole data distribution collapses to (class, noise multiset)
+cases with known probabilities: 10 x C(L-3+6, 6) cases (17,160 for L = 10). Loss and accuracy in
+/metrics are exact expectations over the task distribution, not estimates.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from headmovies.errors import ConfigError
+from headmovies.tasks.ov_coherent import D_VOCAB, N_CLASSES, NOISE, READOFF, SIGNAL, class_table, task_cases
+from headmovies.train.config import TrainConfig
+from headmovies.train.experiments import Task, register
+
+
+@dataclass
+class OVCoherentConfig(TrainConfig):
+    epochs: int = 6000          # optimizer steps, each on a fresh batch (100 % by step 1500 in 5/5 seeds)
+    seq_len: int = 10           # L: two signal tokens, L-3 noise tokens, read-off last
+    n_heads: int = 2
+    d_head: int = 1
+    batch: int = 256            # sequences per step
+    lr: float = 1e-3            # Adam
+    init_scale: float = 1.0     # multiplies every initial weight
+    log_early: bool = True      # snapshots at steps 1, 2, 4, ... too (the orderings form early)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.seq_len < 3:
+            raise ConfigError(f"seq_len (L) must be >= 3 to hold two signal tokens and the read-off, "
+                              f"got {self.seq_len}")
+        for key in ("n_heads", "d_head", "batch"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.lr <= 0 or self.init_scale <= 0:
+            raise ConfigError("lr and init_scale must be > 0")
+
+
+def sample_batch(n: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """n fresh sequences: tokens [n, L] int64 (read-off last) and labels [n] int64 (class index).
+
+    A, B uniform on 1-4 and independent; their two positions a uniform random pair of distinct
+    positions among the first L-1; noise uniform on 5-11 elsewhere. Every draw uses `generator`.
+    """
+    tokens = torch.randint(NOISE[0], NOISE[-1] + 1, (n, seq_len), generator=generator)
+    signal = torch.randint(SIGNAL[0], SIGNAL[-1] + 1, (n, 2), generator=generator)
+    pos = torch.rand(n, seq_len - 1, generator=generator).argsort(-1)[:, :2]   # (n, 2) distinct
+    tokens.scatter_(1, pos, signal)
+    tokens[:, -1] = READOFF
+    return tokens, torch.from_numpy(class_table())[signal[:, 0], signal[:, 1]]
+
+
+class ReadoffAttention(nn.Module):
+    """Fixed one-hot W_E [12, 12] -> n_heads heads (W_Q, W_K, W_V [H, 12, d_head], W_O
+    [H, d_head, 12]) + residual -> W_U [12, 10]. Row-vector convention, TransformerLens names."""
+
+    def __init__(self, n_heads: int, d_head: int, init_scale: float = 1.0):
+        super().__init__()
+        d_model, g = D_VOCAB, init_scale
+        self.d_head = d_head
+        self.register_buffer("W_E", torch.eye(D_VOCAB))   # fixed one-hot embedding, stored in snapshots
+        self.W_Q = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_K = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_V = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_O = nn.Parameter(g * torch.randn(n_heads, d_head, d_model) / math.sqrt(d_head * n_heads))
+        self.W_U = nn.Parameter(g * torch.randn(d_model, N_CLASSES) / math.sqrt(d_model))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B, L] -> logits at the last (read-off) position [B, 10]."""
+        x = self.W_E[tokens]                                          # (B, L, d)
+        q = torch.einsum("bd,hde->bhe", x[:, -1], self.W_Q)           # (B, H, dh) read-off query
+        k = torch.einsum("bld,hde->bhle", x, self.W_K)                # (B, H, L, dh)
+        v = torch.einsum("bld,hde->bhle", x, self.W_V)
+        att = (torch.einsum("bhe,bhle->bhl", q, k) / math.sqrt(self.d_head)).softmax(-1)
+        z = torch.einsum("bhl,bhle->bhe", att, v)                     # (B, H, dh)
+        resid = x[:, -1] + torch.einsum("bhe,hed->bd", z, self.W_O)   # (B, d)
+        return resid @ self.W_U
+
+    def forward_counts(self, counts: torch.Tensor) -> torch.Tensor:
+        """Key-token counts [N, 12] (read-off query) -> logits [N, 10]; equals `forward` on any
+        sequence with those counts, since nothing depends on position."""
+        q = self.W_E[READOFF] @ self.W_Q                              # (H, dh)
+        k = torch.einsum("vd,hde->hve", self.W_E, self.W_K)           # (H, V, dh)
+        v = torch.einsum("vd,hde->hve", self.W_E, self.W_V)
+        s = torch.einsum("he,hve->hv", q, k) / math.sqrt(self.d_head)  # (H, V) QK row of the read-off
+        w = counts[:, None, :] * (s - s.max(-1, keepdim=True).values).exp()  # (N, H, V)
+        att = w / w.sum(-1, keepdim=True)
+        z = torch.einsum("nhv,hve->nhe", att, v)                      # (N, H, dh)
+        resid = self.W_E[READOFF] + torch.einsum("nhe,hed->nd", z, self.W_O)
+        return resid @ self.W_U
+
+
+@register
+class OVCoherentTask(Task):
+    name = "ov-coherent"
+    description = "seed 004: 2 heads of d_head 1 name the pair of signal tokens at a read-off token"
+    Config = OVCoherentConfig
+
+    def __init__(self, cfg: OVCoherentConfig):
+        super().__init__(cfg)
+        self.model = ReadoffAttention(cfg.n_heads, cfg.d_head, cfg.init_scale)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        cases = task_cases(cfg.seq_len, seed=cfg.seed + 2)   # exact, or a fixed seeded sample for long L
+        self.eval_counts = torch.from_numpy(cases.counts).float()
+        self.eval_labels = torch.from_numpy(cases.labels).long()
+        self.eval_probs = torch.from_numpy(cases.probs).double()
+        self.exact = cases.exact
+
+    def step(self, epoch: int) -> None:
+        tokens, labels = sample_batch(self.cfg.batch, self.cfg.seq_len, self.generator)
+        loss = F.cross_entropy(self.model(tokens), labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        logits = self.model.forward_counts(self.eval_counts)
+        nll = F.cross_entropy(logits, self.eval_labels, reduction="none").double()
+        correct = (logits.argmax(-1) == self.eval_labels).double()
+        p = self.eval_probs
+        per_class = torch.zeros(N_CLASSES, dtype=torch.float64).index_add_(0, self.eval_labels, p * correct) \
+            / torch.zeros(N_CLASSES, dtype=torch.float64).index_add_(0, self.eval_labels, p)
+        return {"loss": float((p * nll).sum() / p.sum()), "acc": float((p * correct).sum() / p.sum()),
+                "worst_class_acc": float(per_class.min())}
+
+    def attrs(self) -> dict:
+        return {"exact_eval": self.exact}
+
+    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
+        return {"loss": f"{metrics['loss']:.3g}", "acc": f"{metrics['acc']:.4f}"}
+
+    def summary(self, metrics: dict[str, float]) -> str:
+        kind = "exact" if self.exact else "sampled"
+        return (f"read-off accuracy {metrics['acc']:.2%} ({kind}), worst class {metrics['worst_class_acc']:.2%}, "
+                f"loss {metrics['loss']:.3g}")

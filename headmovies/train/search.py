@@ -1,0 +1,215 @@
+r"""Search training settings of the orbit experiment (seed 000) for runs whose heads form
+verified G-orbits, and print one table row per (setting, seed).
+
+Runs `OrbitTask` in-process (no run files), one run at a time, and at every `--every` epochs
+prints train / held-out accuracy, equivariance error and the orbit check of the current heads.
+
+    .venv/bin/python bench/orbit_search.py --epochs 6000 --seeds 0,1,2 \
+        --set split=orbit --grid eq_weight=1,10 --grid weight_decay=0.1,1
+
+`--set KEY=VALUE` fixes a config key for every run; `--grid KEY=V1,V2,...` runs the product
+of all grids. Rows are also appended as JSON lines to `--log` (default
+outputs/orbit_search.jsonl) so a search can be tabulated later with `--table LOG`.
+`--save DIR` keeps each run's final weights; `--load FILE` starts every run from such weights
+with a fresh optimiser (a fine-tune with the given settings), `--prune F` first zeroing the
+heads whose OV norm is below F x the largest (as `refine_prune` does at a second phase's start).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+
+def orbit_summary(task, m: int, tol: float) -> dict:
+    """`render.orbits.check_orbits` of the task's current heads, summarised for a table row."""
+    import torch
+    from headmovies.render.orbits.check import check_orbits
+    with torch.no_grad():
+        M, OV = task.model.circuits()
+    M = M.double().numpy()
+    R = OV.double().numpy().transpose(0, 2, 1)                  # R_h[c, b] = OV_h[b, c]
+    rep = check_orbits(M, R, M.shape[-1], m, tol=tol)
+    live = np.isfinite(rep.head_error)
+    # frequency group of each live head: the key frequency w carrying most of its QK power
+    # in the planes (0, w): an orbit at w has p / gcd(w, p) heads (README)
+    p = M.shape[-1]
+    a = np.arange(p)
+    Mc = M - M.mean(-1, keepdims=True)
+    key_power = np.abs(Mc.sum(1) @ np.exp(2j * np.pi * np.outer(a, a) / p)) ** 2   # (H, w)
+    freq = key_power[:, 1:p // 2 + 1].argmax(1) + 1
+    groups = {}
+    for h in np.flatnonzero(live):
+        groups[int(freq[h])] = groups.get(int(freq[h]), 0) + 1
+    return {"orbit_sizes": [o.size for o in rep.orbits],
+            "nontrivial": [o.size for o in rep.orbits if o.size > 1],
+            "worst": [round(o.worst_error, 4) for o in rep.orbits],
+            "n_dead": len(rep.dead), "n_merged": sum(len(g) for g in rep.merged),
+            "closest": sorted(float(e) for e in rep.head_error[live])[:6],
+            "max_score": float(np.abs(Mc).max()),
+            "groups": dict(sorted(groups.items()))}
+
+
+def seq_eq_error(model, m: int, length: int = 4, n_seq: int = 256, seed: int = 0) -> float:
+    """SPEC §1's equivariance error, max_s ||l(x+s) - roll_{ms} l(x)|| / ||l(x)||, but over
+    n_seq fixed random token sequences of `length` (not task inputs), from the circuits."""
+    import torch
+    p = model.p
+    x = torch.randint(0, p, (n_seq, length), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        M, OV = model.circuits()
+
+        def logp(t):
+            att = M[:, t[:, :, None], t[:, None, :]].softmax(-1)
+            out = torch.einsum("hnij,hnjc->nic", att, OV[:, t])
+            if model.residual:
+                out = out + (model.W_E @ model.W_U)[t]
+            return out.log_softmax(-1).double()
+
+        l0 = logp(x)
+        return max(float((logp((x + s) % p) - torch.roll(l0, m * s, -1)).norm() / l0.norm())
+                   for s in range(1, p))
+
+
+def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, save: str | None = None,
+            load: str | None = None, prune: float = 0.0) -> list[dict]:
+    import torch
+    from headmovies.train.config import resolve
+    from headmovies.train.orbits import M_SHIFT, OrbitConfig, OrbitTask
+    cfg = resolve(OrbitConfig, None, {**overrides, "epochs": str(epochs)})
+    torch.manual_seed(cfg.seed)
+    task = OrbitTask(cfg)
+    if load:       # continue from saved weights (fresh optimizer): a second phase with new settings
+        try:
+            task.model.load_state_dict(torch.load(load))
+        except Exception as exc:   # torch.load raises many kinds (unpickling, EOF, zip, shape mismatch)
+            raise SystemExit(f"error: cannot start from {load}: {_one_line(exc)} "
+                             f"(--load takes a --save file of a model with the same shapes)")
+        task.prune_heads(prune)
+    rows, t0 = [], time.time()
+    for epoch in range(1, epochs + 1):
+        task.step(epoch)
+        if epoch % every == 0 or epoch == epochs:
+            met = task.evaluate()
+            orb = orbit_summary(task, M_SHIFT, tol)
+            row = {"setting": {k: v for k, v in overrides.items() if k != "seed"}, "seed": cfg.seed,
+                   **({"load": load} if load else {}), **({"prune": prune} if prune else {}),
+                   "epoch": epoch, "train_acc": met["train_acc"], "heldout_acc": met["heldout_acc"],
+                   "eq_error": met["eq_error"], "train_loss": met["train_loss"],
+                   "eq_error_len4": seq_eq_error(task.model, M_SHIFT),
+                   "orbits": orb, "seconds": round(time.time() - t0, 1)}
+            rows.append(row)
+            if not quiet:
+                print(format_row(row), flush=True)
+    if save:
+        Path(save).parent.mkdir(parents=True, exist_ok=True)
+        torch.save(task.model.state_dict(), save)
+    return rows
+
+
+def _one_line(exc: Exception, limit: int = 200) -> str:
+    """An exception's message on one line (whitespace collapsed), cut at `limit` characters."""
+    if isinstance(exc, pickle.UnpicklingError):
+        return "not a weights file (it does not unpickle)"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _setting_text(r: dict, sep: str, eq: str) -> str:
+    """The row's overrides, plus --load and --prune when given, e.g. 'lr=3e-4 load=w.pt prune=0.25'."""
+    items = {**r["setting"], **{k: r[k] for k in ("load", "prune") if r.get(k)}}
+    return sep.join(f"{k}{eq}{v}" for k, v in items.items()) or "defaults"
+
+
+def format_row(r: dict) -> str:
+    o = r["orbits"]
+    setting = _setting_text(r, " ", "=")
+    closest = ",".join(f"{c:.3f}" for c in o.get("closest", [])[:3])
+    return (f"{setting:<48} s{r['seed']} ep{r['epoch']:>6} train {r['train_acc']:.4f} held {r['heldout_acc']:.4f} "
+            f"eq {r['eq_error']:.1e} (len4 {r.get('eq_error_len4', float('nan')):.0e}) |M|max {o['max_score']:5.1f} dead {o['n_dead']:>2} "
+            f"orbits {o['orbit_sizes']} closest {closest} groups {_groups_text(o)} ({r['seconds']:.0f}s)")
+
+
+def _groups_text(o: dict) -> str:
+    """'w:n' per frequency group (live heads), e.g. '2:12 6:4'."""
+    return " ".join(f"{w}:{n}" for w, n in o.get("groups", {}).items())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2")
+    ap.add_argument("--seeds", help="seeds: '0,3,5' or a range '0-9' (default: the experiment's, 3)")
+    ap.add_argument("--epochs", type=int, default=4000)
+    ap.add_argument("--every", type=int, default=1000, help="evaluate every this many epochs")
+    ap.add_argument("--tol", type=float, default=0.02, help="orbit tolerance (seed: 0.02)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--log", default="outputs/orbit_search.jsonl")
+    ap.add_argument("--table", metavar="LOG", help="only print the final-epoch table of a log")
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--save", metavar="DIR", help="save each run's final weights (state_dict) here")
+    ap.add_argument("--load", metavar="PT", help="start every run from these weights (a --save file)")
+    ap.add_argument("--prune", type=float, default=0.0, metavar="F",
+                    help="with --load: zero the heads whose OV norm is below F x the largest first (default 0)")
+    args = ap.parse_args()
+    if not 0 <= args.prune < 1:
+        ap.error(f"--prune takes a fraction in [0, 1), got {args.prune}")
+    if args.prune and not args.load:
+        ap.error("--prune needs --load (it prunes the loaded weights)")
+    if args.table:
+        rows = [json.loads(line) for line in open(args.table)]
+        print_table([r for r in rows if r.get("final")])
+        return 0
+    import torch
+    torch.set_num_threads(args.threads)
+    from headmovies.train.config import parse_sets
+    from headmovies.train.orbits import OrbitConfig
+    fixed = parse_sets(args.set)
+    grids = [(k, v.split(",")) for k, v in parse_sets(args.grid).items()]
+    finals = []
+    Path(args.log).parent.mkdir(parents=True, exist_ok=True)
+    for combo in itertools.product(*(vals for _, vals in grids)):
+        for seed in parse_seeds(args.seeds) if args.seeds else [str(OrbitConfig.seed)]:
+            overrides = {**fixed, **{k: v for (k, _), v in zip(grids, combo)}, "seed": seed}
+            name = "_".join(f"{k}{v}" for k, v in overrides.items())
+            save = f"{args.save}/{name}.pt" if args.save else None
+            rows = run_one(overrides, args.epochs, args.every, args.tol, args.quiet, save, args.load, args.prune)
+            rows[-1]["final"] = True
+            with open(args.log, "a") as fh:
+                for r in rows:
+                    fh.write(json.dumps(r) + "\n")
+            finals.append(rows[-1])
+    print_table(finals)
+    return 0
+
+
+def parse_seeds(text: str) -> list[str]:
+    if "-" in text:
+        lo, hi = text.split("-")
+        return [str(s) for s in range(int(lo), int(hi) + 1)]
+    return text.split(",")
+
+
+def print_table(rows: list[dict]) -> None:
+    print("\n| setting | seed | epochs | train acc | held-out acc | eq error | orbits (sizes) | closest errors |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        o = r["orbits"]
+        setting = _setting_text(r, ", ", " ")
+        print(f"| {setting} | {r['seed']} | {r['epoch']} | {r['train_acc']:.2%} | {r['heldout_acc']:.2%} | "
+              f"{r['eq_error']:.1e} | {o.get('orbit_sizes')} | {', '.join(f'{c:.3f}' for c in o.get('closest', [])[:3])} |")
+
+
+if __name__ == "__main__":
+    from headmovies.train.config import ConfigError
+    try:
+        sys.exit(main())
+    except ConfigError as exc:
+        sys.exit(f"error: {exc}")

@@ -1,1 +1,0 @@
-"""Subcommands of `python -m render`, one module each (found automatically)."""
