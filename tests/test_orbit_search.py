@@ -104,7 +104,8 @@ def test_prune_heads_zeroes_exactly_the_heads_below_the_fraction():
 def test_ov_bias_penalty_is_the_shift_moved_part_of_each_heads_key_independent_column():
     """p = 6, m = 2: shift-invariant outputs are frequencies 0 and 3 (constant and alternating).
     A key-independent column made of those costs nothing; a frequency-1 column c costs p ||c||^2,
-    whatever the key-dependent part; with m = 1 only the constant is invariant."""
+    whatever the key-dependent part; with m = 1 only the constant is invariant. Tables here are
+    key-major, [H, key, class]; the penalty takes R = their transpose [H, class, key]."""
     p, H = 6, 3
     gen = torch.Generator().manual_seed(0)
     key_dependent = torch.randn(H, p, p, generator=gen, dtype=torch.float64)
@@ -112,13 +113,13 @@ def test_ov_bias_penalty_is_the_shift_moved_part_of_each_heads_key_independent_c
     k = torch.arange(p, dtype=torch.float64)
     invariant = 2.0 + 0.7 * (-1.0) ** k                                        # frequencies 0 and 3
     moved = torch.cos(2 * math.pi * k / p) - 0.5 * torch.sin(2 * math.pi * k / p)   # frequency 1
-    assert float(ov_bias_penalty(key_dependent, 2)) == pytest.approx(0.0, abs=1e-12)
+    assert float(ov_bias_penalty(key_dependent.mT, 2)) == pytest.approx(0.0, abs=1e-12)
     OV = key_dependent + invariant                                             # same column for every key
-    assert float(ov_bias_penalty(OV, 2)) == pytest.approx(0.0, abs=1e-12)
+    assert float(ov_bias_penalty(OV.mT, 2)) == pytest.approx(0.0, abs=1e-12)
     OV[1] += moved
-    assert float(ov_bias_penalty(OV, 2)) == pytest.approx(p * float(moved.pow(2).sum()), rel=1e-12)
+    assert float(ov_bias_penalty(OV.mT, 2)) == pytest.approx(p * float(moved.pow(2).sum()), rel=1e-12)
     alternating = 0.7 * (-1.0) ** k
-    assert float(ov_bias_penalty(OV, 1)) == pytest.approx(
+    assert float(ov_bias_penalty(OV.mT, 1)) == pytest.approx(
         p * (H * float(alternating.pow(2).sum()) + float((alternating + moved).pow(2).sum())
              - float(alternating.pow(2).sum())), rel=1e-12)
 

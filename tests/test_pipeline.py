@@ -128,8 +128,8 @@ def test_grid_attention_gradient_is_exact():
     from headmovies.train.orbits import GridAttention
     g = torch.Generator().manual_seed(0)
     M = torch.randn(3, 5, 5, dtype=torch.double, generator=g, requires_grad=True)
-    OV = torch.randn(3, 5, 4, dtype=torch.double, generator=g, requires_grad=True)
-    assert torch.autograd.gradcheck(GridAttention.apply, (M, OV))
+    R = torch.randn(3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)   # (H, n_out, n)
+    assert torch.autograd.gradcheck(GridAttention.apply, (M, R))
 
 
 def test_grid_training_gradient_equals_per_sample_gradient():

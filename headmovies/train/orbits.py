@@ -1,5 +1,5 @@
 """Orbit experiment (seed 000, SPEC §1): one 32-head self-attention layer, penalised toward
-C_p-equivariance, learning (x1, x2, x3) -> (x2+x3, x3+x1, x1+x2) mod p.
+C_n-equivariance, learning (x1, x2, x3) -> (x2+x3, x3+x1, x1+x2) mod n.
 
 Model: W_E -> one bidirectional attention layer (no positional encoding, MLP, LayerNorm or
 biases; residual optional) -> W_U. The seed's code is due to Georg Bökman.
@@ -7,7 +7,7 @@ biases; residual optional) -> W_U. The seed's code is due to Georg Bökman.
 Speed. Inputs are one-hot tokens and there are no positions, so the output at a position
 depends only on its own token a (the query) and the multiset of the three tokens (the keys).
 `grid_logits` computes G[a, b, c] = logits at a query a attending to keys {a, b, c} for the
-whole p^3 grid from the per-head p x p QK table M_h and OV table, by dense tensor products;
+whole n^3 grid from the per-head n x n QK table M_h and OV table, by dense tensor products;
 every input's three outputs are cells of that grid ((x1,x2,x3), (x2,x1,x3), (x3,x1,x2)), and
 a shifted input grid is the same grid re-indexed, so the equivariance term over *all* inputs
 and *all* shifts costs one gather (see `eq_loss`).
@@ -33,23 +33,23 @@ from headmovies.train.experiments import Task, register
 class OrbitConfig(TrainConfig):
     epochs: int = 16000         # full-batch steps (README "Reproducing seed 000": why these defaults)
     seed: int = 3
-    p: int = 24                 # token values, group C_p
+    p: int = 24                 # n: token values and the order of the group C_n (the config key is p)
     n_heads: int = 32
     d_model: int = 128
     d_head: int = 4
     residual: bool = False      # add the residual stream (direct path W_E W_U) to the layer output
     init_scale: float = 1.0     # multiplies every initial weight
-    train_frac: float = 0.3     # fraction of the p^3 inputs used for cross-entropy
+    train_frac: float = 0.3     # fraction of the n^3 inputs used for cross-entropy
     split: str = "orbit"        # "random" inputs, or whole shift-"orbit"s of inputs held out together
     lr: float = 1e-3
     lr_schedule: str = "cosine"    # "constant" or "cosine" (decays to 0 at the final epoch)
     weight_decay: float = 0.1   # AdamW, decoupled
     eq_weight: float = 10.0     # lambda: loss = CE(train) + lambda * eq_loss
-    eq_inputs: str = "all"      # inputs x the equivariance term sees: "all" p^3, or "train"
+    eq_inputs: str = "all"      # inputs x the equivariance term sees: "all" n^3, or "train"
     eq_start: int = 500         # lambda is 0 before this epoch (fit first) ...
     eq_ramp: int = 2000         # ... then rises linearly to eq_weight over this many epochs
     eq_seq_lens: str = ""       # e.g. "2,4,8": the equivariance term also sees random sequences of these lengths ...
-    eq_seq_batch: int = 16      # ... this many of each length per step, each at all p shifts
+    eq_seq_batch: int = 16      # ... this many of each length per step, each at all n shifts
     ov_bias_weight: float = 0.0  # mu: + mu * ov_bias_penalty (the part of the OV biases a shift moves)
     # Optional second phase, a fine-tune of the first phase's weights within the same run:
     refine_start: int = 10000   # epoch at which it starts (the first phase's cosine ends here); off
@@ -114,15 +114,15 @@ def seq_lengths(text: str) -> list[int]:
 
 
 class GridAttention(torch.autograd.Function):
-    """Attention output over the whole grid, G[a, b, c] = sum_h sum_j A_j OV[h, key_j], keys
-    (a, b, c), A = softmax of (M[h,a,a], M[h,a,b], M[h,a,c]); M [H, p, p], OV [H, p, x].
+    """Attention output over the whole grid, G[a, b, c, x] = sum_h sum_j A_j R[h, x, key_j], keys
+    (a, b, c), A = softmax of (M[h,a,a], M[h,a,b], M[h,a,c]); M [H, n, n], R [H, n_out, n].
 
     Same values as the plain autograd version (tested with gradcheck) with about half the
     elementwise passes: the backward is written out by hand and uses the (b, c) symmetry
     (A_2[a,b,c] = A_1[a,c,b], G[a,b,c] = G[a,c,b]), so it keeps only A_0 and A_1."""
 
     @staticmethod
-    def forward(ctx, M: torch.Tensor, OV: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, M: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
         s0 = torch.diagonal(M, dim1=1, dim2=2)[:, :, None, None]      # (H, a, 1, 1) self
         s1 = M[:, :, :, None]                                         # (H, a, b, 1)
         s2 = M[:, :, None, :]                                         # (H, a, 1, c)
@@ -135,19 +135,19 @@ class GridAttention(torch.autograd.Function):
         r = z.reciprocal_()
         a0 *= r                                                       # attention on the query's own token
         a1 *= r                                                       # on key b (on key c: a1 transposed)
-        t1 = torch.einsum("habc,hbx->abcx", a1, OV)
-        out = torch.einsum("habc,hax->abcx", a0, OV)
+        t1 = torch.einsum("habc,hxb->abcx", a1, R)
+        out = torch.einsum("habc,hxa->abcx", a0, R)
         out += t1
         out += t1.transpose(1, 2)
-        ctx.save_for_backward(a0, a1, OV)
+        ctx.save_for_backward(a0, a1, R)
         return out
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
-        a0, a1, OV = ctx.saved_tensors
+        a0, a1, R = ctx.saved_tensors
         g = 0.5 * (g + g.transpose(1, 2))        # only the (b, c)-symmetric part of g reaches the weights
-        d0 = torch.einsum("abcx,hax->habc", g, OV)                    # dL/dA_0
-        d1 = torch.einsum("abcx,hbx->habc", g, OV)                    # dL/dA_1 (dL/dA_2 = its transpose)
+        d0 = torch.einsum("abcx,hxa->habc", g, R)                     # dL/dA_0
+        d1 = torch.einsum("abcx,hxb->habc", g, R)                     # dL/dA_1 (dL/dA_2 = its transpose)
         p1 = a1 * d1
         S = a0 * d0
         S += p1
@@ -155,45 +155,46 @@ class GridAttention(torch.autograd.Function):
         ds0 = a0 * (d0 - S)                                           # softmax backward
         ds1 = a1 * (d1 - S)
         dM = 2 * ds1.sum(3) + torch.diag_embed(ds0.sum((2, 3)))
-        dOV = torch.einsum("habc,abcx->hax", a0, g) + 2 * torch.einsum("habc,abcx->hbx", a1, g)
-        return dM, dOV
+        dR = torch.einsum("habc,abcx->hax", a0, g) + 2 * torch.einsum("habc,abcx->hbx", a1, g)  # key-major (H, n, n_out)
+        return dM, dR.transpose(1, 2)
 
 
 class AttentionLayer(nn.Module):
-    """W_E [p, d_model] -> heads (W_Q, W_K, W_V [H, d_model, d_head], W_O [H, d_head, d_model])
-    -> W_U [d_model, p]. Row-vector convention (x @ W), TransformerLens names."""
+    """W_E [n, d_model] -> heads (W_Q, W_K, W_V [H, d_model, d_head], W_O [H, d_head, d_model])
+    -> W_U [d_model, n]. Row-vector convention (x @ W), TransformerLens names."""
 
-    def __init__(self, p: int, n_heads: int, d_model: int, d_head: int, residual: bool, init_scale: float = 1.0):
+    def __init__(self, n: int, n_heads: int, d_model: int, d_head: int, residual: bool, init_scale: float = 1.0):
         super().__init__()
-        self.p, self.residual, self.d_head = p, residual, d_head
+        self.n, self.residual, self.d_head = n, residual, d_head
         g = init_scale
-        self.W_E = nn.Parameter(g * torch.randn(p, d_model))
+        self.W_E = nn.Parameter(g * torch.randn(n, d_model))
         self.W_Q = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
         self.W_K = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
         self.W_V = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
         self.W_O = nn.Parameter(g * torch.randn(n_heads, d_head, d_model) / math.sqrt(d_head * n_heads))
-        self.W_U = nn.Parameter(g * torch.randn(d_model, p) / math.sqrt(d_model))
+        self.W_U = nn.Parameter(g * torch.randn(d_model, n) / math.sqrt(d_model))
 
     def circuits(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """QK table M [H, p, p] (query token, key token; scaled by 1/sqrt(d_head) as the layer
-        does) and OV table [H, p, p] (key token, output class). SPEC §0 (R_h is OV[h].T)."""
-        q = torch.einsum("pd,hde->hpe", self.W_E, self.W_Q)           # (H, p, dh)
-        k = torch.einsum("pd,hde->hpe", self.W_E, self.W_K)           # (H, p, dh)
-        M = q @ k.transpose(1, 2) / math.sqrt(self.d_head)            # (H, p, p)
-        v = torch.einsum("pd,hde->hpe", self.W_E, self.W_V)           # (H, p, dh)
-        OV = v @ (self.W_O @ self.W_U)                                # (H, p, p_out)
-        return M, OV
+        """QK table M [H, n, n] (query token, key token; scaled by 1/sqrt(d_head) as the layer
+        does) and OV circuit R [H, n_out, n] (output class, key token), docs/math.md "QK and OV
+        circuits". R is a transposed view of a key-major product; `.mT` gives that product back."""
+        q = torch.einsum("nd,hde->hne", self.W_E, self.W_Q)           # (H, n, dh)
+        k = torch.einsum("nd,hde->hne", self.W_E, self.W_K)           # (H, n, dh)
+        M = q @ k.transpose(1, 2) / math.sqrt(self.d_head)            # (H, n, n)
+        v = torch.einsum("nd,hde->hne", self.W_E, self.W_V)           # (H, n, dh)
+        R = (v @ (self.W_O @ self.W_U)).transpose(1, 2)               # (H, n_out, n)
+        return M, R
 
     def grid_logits(self) -> torch.Tensor:
-        """Logits G [a, b, c, class] at a query token a with keys {a, b, c}, for all p^3 cells."""
-        M, OV = self.circuits()
-        out = GridAttention.apply(M, OV)                              # (p, p, p, p_out)
+        """Logits G [a, b, c, class] at a query token a with keys {a, b, c}, for all n^3 cells."""
+        M, R = self.circuits()
+        out = GridAttention.apply(M, R)                               # (n, n, n, n_out)
         if self.residual:
             out = out + (self.W_E @ self.W_U)[:, None, None, :]
         return out
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Straightforward per-sample path: tokens [B, 3] -> logits [B, 3, p]. Used as the
+        """Straightforward per-sample path: tokens [B, 3] -> logits [B, 3, n]. Used as the
         reference in tests and bench/train_speed.py."""
         x = self.W_E[tokens]                                          # (B, 3, d)
         q = torch.einsum("bid,hde->bhie", x, self.W_Q)                # (B, H, 3, dh)
@@ -207,62 +208,63 @@ class AttentionLayer(nn.Module):
         return out @ self.W_U
 
 
-def orbit_gather_index(p: int, m: int) -> torch.Tensor:
-    """Flat index I [p^4] with G.flatten()[I].view(p, p*p, p)[a, o, k'] = G[a, a+b', a+c', k'+m*a],
-    o = b' * p + c'. In these coordinates the shift x -> x+s, k -> k+ms moves only along a."""
-    a, b, c, k = np.meshgrid(*(np.arange(p),) * 4, indexing="ij")
-    flat = ((a * p + (a + b) % p) * p + (a + c) % p) * p + (k + m * a) % p
+def orbit_gather_index(n: int, m: int) -> torch.Tensor:
+    """Flat index I [n^4] with G.flatten()[I].view(n, n*n, n)[a, o, k'] = G[a, a+b', a+c', k'+m*a],
+    o = b' * n + c'. In these coordinates the shift x -> x+s, k -> k+ms moves only along a."""
+    a, b, c, k = np.meshgrid(*(np.arange(n),) * 4, indexing="ij")
+    flat = ((a * n + (a + b) % n) * n + (a + c) % n) * n + (k + m * a) % n
     return torch.from_numpy(flat.reshape(-1))
 
 
 def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Equivariance loss: mean over inputs x (weighted by `w`) and shifts s != 0 of
-    ||l(x+s) - roll_{ms} l(x)||^2, l = log-probabilities [3, p] of all positions.
+    ||l(x+s) - roll_{ms} l(x)||^2, l = log-probabilities [3, n] of all positions.
 
-    logp: grid log-probs [p, p, p, p]; w: cell weights in gathered coordinates [p, p*p]
+    logp: grid log-probs [n, n, n, n]; w: cell weights in gathered coordinates [n, n*n]
     (from `cell_weights`, summing to 3 * #inputs). Exact, all shifts at once: with
     d_a = l_a - mu (mu the w-weighted mean over a of an orbit o),
-    sum_{a,a'} w_a ||l_a' - l_a||^2 = p sum_a w_a ||d_a||^2 + W_o sum_a ||d_a||^2.
+    sum_{a,a'} w_a ||l_a' - l_a||^2 = n sum_a w_a ||d_a||^2 + W_o sum_a ||d_a||^2.
     """
-    p = logp.shape[0]
-    lr = logp.reshape(-1)[gather].view(p, p * p, p)                       # (a, orbit, k')
+    n = logp.shape[0]
+    lr = logp.reshape(-1)[gather].view(n, n * n, n)                       # (a, orbit, k')
     W = w.sum(0)                                                          # (orbit,)
     mu = (w[:, :, None] * lr).sum(0) / W.clamp_min(1e-12)[:, None]        # (orbit, k')
     d2 = (lr - mu).pow(2).sum(-1)                                         # (a, orbit)
-    total = p * (w * d2).sum() + (W * d2).sum()
+    total = n * (w * d2).sum() + (W * d2).sum()
     n_inputs = w.sum() / 3
-    return total / (n_inputs * (p - 1))
+    return total / (n_inputs * (n - 1))
 
 
 def eq_error(logp: torch.Tensor, gather: torch.Tensor) -> float:
     """SPEC §1: max_s ||l(x+s) - roll_{ms} l(x)||_F / ||l(x)||_F over all inputs x, with the
     autocorrelation along the shift axis computed by FFT in float64."""
-    p = logp.shape[0]
-    lr = logp.reshape(-1)[gather].view(p, -1).double()                    # (a, rest)
+    n = logp.shape[0]
+    lr = logp.reshape(-1)[gather].view(n, -1).double()                    # (a, rest)
     power = torch.fft.rfft(lr, dim=0).abs().pow(2).sum(1)
-    corr = torch.fft.irfft(power, n=p)                                    # corr[s] = sum_a <l_{a+s}, l_a>
+    corr = torch.fft.irfft(power, n=n)                                    # corr[s] = sum_a <l_{a+s}, l_a>
     total = lr.pow(2).sum()
     diff = (2 * total - 2 * corr[1:]).clamp_min(0)
-    return float((diff.max() / total).sqrt()) if p > 1 else 0.0
+    return float((diff.max() / total).sqrt()) if n > 1 else 0.0
 
 
-def ov_bias_penalty(OV: torch.Tensor, m: int) -> torch.Tensor:
-    """p * sum_h ||beta_h - mean_s roll_{ms} beta_h||^2: the squared Frobenius norm of the part
+def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
+    """n * sum_h ||beta_h - mean_s roll_{ms} beta_h||^2: the squared Frobenius norm of the part
     of each head's OV circuit that is the same for every key and that a shift moves.
 
-    OV: [H, p, p_out] (key token, output class). beta_h [p_out] = head h's class-centred OV
+    R: [H, n_out, n] (output class, key token). beta_h [n_out] = head h's class-centred OV
     circuit averaged over keys: the output it adds whatever it attends to (attention sums to 1).
     The layer sees only sum_h beta_h, so spreading that sum unevenly over the heads of an orbit
     changes nothing the loss can see, yet breaks the orbit check of SPEC §0 (README "Orbit
     check", bias gauge). The average over shifts is the projection onto shift-invariant
-    outputs (output frequencies k with m k = 0 mod p_out), the only part an equivariant layer's
+    outputs (output frequencies k with m k = 0 mod n_out), the only part an equivariant layer's
     total bias has. The penalty leaves that part free and acts on the moved parts, which in an
     equivariant layer sum to zero over the heads. Returns a scalar (logits squared).
     Source: README "Reproducing seed 000", item 7."""
+    OV = R.mT                     # key-major: the memory order the circuit was computed in
     centred = OV - OV.mean(-1, keepdim=True)
-    beta = centred.mean(1)                                                # (H, p_out)
-    p_out = beta.shape[-1]
-    invariant = torch.stack([torch.roll(beta, m * s, -1) for s in range(p_out)]).mean(0)
+    beta = centred.mean(1)                                                # (H, n_out)
+    n_out = beta.shape[-1]
+    invariant = torch.stack([torch.roll(beta, m * s, -1) for s in range(n_out)]).mean(0)
     return OV.shape[1] * (beta - invariant).pow(2).sum()
 
 
@@ -274,19 +276,19 @@ class OrbitTask(Task):
 
     def __init__(self, cfg: OrbitConfig):
         super().__init__(cfg)
-        p = cfg.p
-        self.model = AttentionLayer(p, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.residual, cfg.init_scale)
+        n = cfg.p
+        self.model = AttentionLayer(n, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.residual, cfg.init_scale)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.train_idx, self.heldout_idx = make_split(p, cfg.train_frac, cfg.split, cfg.seed)
-        self.gather = orbit_gather_index(p, M_SHIFT)
-        g = self.gather.view(p, p * p, p)[:, :, 0] // p                       # cell index of (a, orbit)
-        w_train = torch.from_numpy(cell_weights(self.train_idx, p)).float()
-        w_held = torch.from_numpy(cell_weights(self.heldout_idx, p)).float()
+        self.train_idx, self.heldout_idx = make_split(n, cfg.train_frac, cfg.split, cfg.seed)
+        self.gather = orbit_gather_index(n, M_SHIFT)
+        g = self.gather.view(n, n * n, n)[:, :, 0] // n                       # cell index of (a, orbit)
+        w_train = torch.from_numpy(cell_weights(self.train_idx, n)).float()
+        w_held = torch.from_numpy(cell_weights(self.heldout_idx, n)).float()
         self.w_train, self.w_held = w_train, w_held
         eq_w = w_train + w_held if cfg.eq_inputs == "all" else w_train
         self.w_eq = eq_w.reshape(-1)[g]                                       # (a, orbit)
-        b, c = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
-        self.target = torch.from_numpy((b + c) % p).expand(p, p, p)           # target of cell (a,b,c)
+        b, c = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+        self.target = torch.from_numpy((b + c) % n).expand(n, n, n)           # target of cell (a,b,c)
         self.seq_lens = (seq_lengths(cfg.eq_seq_lens), seq_lengths(cfg.refine_seq_lens))  # per phase
 
     def _losses(self, logits: torch.Tensor, with_eq: bool = True):
@@ -322,29 +324,30 @@ class OrbitTask(Task):
 
     def _seq_eq_loss(self, L: int) -> torch.Tensor:
         """Equivariance loss on eq_seq_batch random token sequences x of length L (not
-        task inputs; the layer has no positions, so any length is valid), each at all p shifts:
+        task inputs; the layer has no positions, so any length is valid), each at all n shifts:
         mean over x and s != 0 of ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it
         matches `eq_loss`. Inputs of length 3 leave heads free to be equivariant together without
         forming orbits; other lengths pin each head down (README, "Reproducing seed 000")."""
-        p, B = self.cfg.p, self.cfg.eq_seq_batch
-        x = torch.randint(0, p, (B, L), generator=self.generator)
-        t = ((x[None] + torch.arange(p)[:, None, None]) % p).reshape(p * B, L)   # row s*B+i: x_i + s
-        M, OV = self.model.circuits()
+        n, B = self.cfg.p, self.cfg.eq_seq_batch
+        x = torch.randint(0, n, (B, L), generator=self.generator)
+        t = ((x[None] + torch.arange(n)[:, None, None]) % n).reshape(n * B, L)   # row s*B+i: x_i + s
+        M, R = self.model.circuits()
+        OV = R.mT                                                               # (H, n, n_out) key-major
         score = M[:, t[:, :, None], t[:, None, :]]                                # (H, pB, L, L)
         e = (score - score.amax(-1, keepdim=True).detach()).exp()               # softmax (faster
         att = e / e.sum(-1, keepdim=True)                                       # than .softmax for small L)
-        onehot = F.one_hot(t, p).to(att.dtype)                                   # (pB, L, p)
+        onehot = F.one_hot(t, n).to(att.dtype)                                   # (pB, L, n)
         on_token = torch.einsum("hnij,njb->nihb", att, onehot)                   # attention per key token
-        logits = on_token.reshape(p * B * L, -1) @ OV.reshape(-1, OV.shape[-1])   # sum over heads, tokens
-        logits = logits.view(p * B, L, -1)                                       # (pB, L, p)
+        logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])   # sum over heads, tokens
+        logits = logits.view(n * B, L, -1)                                       # (pB, L, n)
         if self.model.residual:
             logits = logits + (self.model.W_E @ self.model.W_U)[t]
-        logp = logits.log_softmax(-1).view(p, B, L, p)
+        logp = logits.log_softmax(-1).view(n, B, L, n)
         # d_s[k] = l(x+s)[k + m s] equals l(x)[k] for an equivariant layer; loss = spread over s
-        k = (torch.arange(p)[None, :] + M_SHIFT * torch.arange(p)[:, None]) % p   # (s, k)
-        d = logp.gather(-1, k[:, None, None, :].expand(p, B, L, p))
+        k = (torch.arange(n)[None, :] + M_SHIFT * torch.arange(n)[:, None]) % n   # (s, k)
+        d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
         spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))                           # (B,)
-        return 2 / (p - 1) * spread.mean() * 3 / L
+        return 2 / (n - 1) * spread.mean() * 3 / L
 
     @torch.no_grad()
     def prune_heads(self, fraction: float) -> list[int]:
@@ -353,7 +356,7 @@ class OrbitTask(Task):
         a head gets no gradient, and AdamW (with fresh moments) and weight decay keep zeros."""
         if fraction <= 0:
             return []
-        _, OV = self.model.circuits()
+        OV = self.model.circuits()[1].mT                                         # (H, n, n_out) key-major
         norm = (OV - OV.mean(-1, keepdim=True)).flatten(1).norm(dim=1)
         weak = torch.nonzero(norm < fraction * norm.max()).flatten()
         self.model.W_V[weak] = 0

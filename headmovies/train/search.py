@@ -24,47 +24,26 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-
 
 def orbit_summary(task, m: int, tol: float) -> dict:
-    """`render.orbits.check_orbits` of the task's current heads, summarised for a table row."""
+    """`render.orbits.report.orbit_summary` of the task's current heads, for a table row."""
     import torch
-    from headmovies.render.orbits.check import check_orbits
+    from headmovies.render.orbits.report import orbit_summary as summary
     with torch.no_grad():
-        M, OV = task.model.circuits()
+        M, R = task.model.circuits()
     M = M.double().numpy()
-    R = OV.double().numpy().transpose(0, 2, 1)                  # R_h[c, b] = OV_h[b, c]
-    rep = check_orbits(M, R, M.shape[-1], m, tol=tol)
-    live = np.isfinite(rep.head_error)
-    # frequency group of each live head: the key frequency w carrying most of its QK power
-    # in the planes (0, w): an orbit at w has p / gcd(w, p) heads (README)
-    p = M.shape[-1]
-    a = np.arange(p)
-    Mc = M - M.mean(-1, keepdims=True)
-    key_power = np.abs(Mc.sum(1) @ np.exp(2j * np.pi * np.outer(a, a) / p)) ** 2   # (H, w)
-    freq = key_power[:, 1:p // 2 + 1].argmax(1) + 1
-    groups = {}
-    for h in np.flatnonzero(live):
-        groups[int(freq[h])] = groups.get(int(freq[h]), 0) + 1
-    return {"orbit_sizes": [o.size for o in rep.orbits],
-            "nontrivial": [o.size for o in rep.orbits if o.size > 1],
-            "worst": [round(o.worst_error, 4) for o in rep.orbits],
-            "n_dead": len(rep.dead), "n_merged": sum(len(g) for g in rep.merged),
-            "closest": sorted(float(e) for e in rep.head_error[live])[:6],
-            "max_score": float(np.abs(Mc).max()),
-            "groups": dict(sorted(groups.items()))}
+    return summary(M, R.double().numpy(), M.shape[-1], m, tol=tol)
 
 
 def seq_eq_error(model, m: int, length: int = 4, n_seq: int = 256, seed: int = 0) -> float:
     """SPEC §1's equivariance error, max_s ||l(x+s) - roll_{ms} l(x)|| / ||l(x)||, but over
     n_seq fixed random token sequences of `length` (not task inputs), from the circuits."""
     import torch
-    p = model.p
+    p = model.n
     x = torch.randint(0, p, (n_seq, length), generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
-        M, OV = model.circuits()
+        M, R = model.circuits()
+        OV = R.mT                                                    # (H, key, class)
 
         def logp(t):
             att = M[:, t[:, :, None], t[:, None, :]].softmax(-1)

@@ -209,15 +209,18 @@ def copying_scores(eigenvalues: np.ndarray) -> dict[str, float]:
 
 
 def ov_factors(weights, l: int, h: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Factors (A [V, r], B [r, V]) of the full OV circuit W_E W_V W_O W_U of head h of layer l
-    (r = d_head), or of the sum over the layer's heads (h=None, r = H * d_head). Rows index the
-    attended token, columns the output logit (SPEC §0's R_h is its transpose)."""
+    """Factors (A [V, r], B [r, V]) of the OV circuit R = A @ B of head h of layer l (r = d_head),
+    or of the sum over the layer's heads (h=None, r = H * d_head): R[c, b] is the logit added
+    to output token c per unit of attention on token b, R = (W_E W_V W_O W_U)^T (docs/math.md,
+    "QK and OV circuits")."""
     w = layer(weights, l)
     W_E, W_U = np.asarray(weights["W_E"], np.float64), np.asarray(weights["W_U"], np.float64)
     if h is None:
         H, d, dh = w["W_V"].shape
-        return W_E @ w["W_V"].transpose(1, 0, 2).reshape(d, H * dh), w["W_O"].reshape(H * dh, d) @ W_U
-    return W_E @ w["W_V"][h], w["W_O"][h] @ W_U
+        V, O = w["W_V"].transpose(1, 0, 2).reshape(d, H * dh), w["W_O"].reshape(H * dh, d)
+    else:
+        V, O = w["W_V"][h], w["W_O"][h]
+    return (O @ W_U).T, (W_E @ V).T
 
 
 def copying_table(weights) -> list[dict]:

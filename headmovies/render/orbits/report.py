@@ -1,0 +1,43 @@
+"""A run's orbit outcome in a few numbers, for tables across runs (search and sweep rows).
+
+`orbit_summary` runs the orbit check (`orbits.check`) and adds the frequency groups: each live
+head settles at one frequency w early in training, and an orbit at w has n / gcd(w, n) heads,
+so the group sizes say which orbits can form (docs/results/orbits.md, "Why orbits are rare
+here").
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from headmovies.render.core.circuits import centre_qk
+from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
+
+
+def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
+    """{w: number of live heads} with w in 1..n/2 the key frequency holding most of a head's
+    centred QK power in the planes (0, w). M: QK circuits [H, n, n]."""
+    n = M.shape[-1]
+    a = np.arange(n)
+    key_power = np.abs(centre_qk(M).sum(1) @ np.exp(2j * np.pi * np.outer(a, a) / n)) ** 2   # (H, w)
+    freq = key_power[:, 1:n // 2 + 1].argmax(1) + 1
+    groups: dict[int, int] = {}
+    for h in np.flatnonzero(np.isfinite(report.head_error)):
+        groups[int(freq[h])] = groups.get(int(freq[h]), 0) + 1
+    return dict(sorted(groups.items()))
+
+
+def orbit_summary(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
+                  dead_tol: float = DEAD_TOL) -> dict:
+    """The orbit check of one snapshot (circuits M, R [H, n, n]) summarised as a JSON-ready
+    dict: orbit sizes (largest first), the non-trivial ones, each orbit's worst error and r-free
+    stabiliser size, dead and merged head counts, the six smallest per-head worst-shift errors
+    of live heads, the largest |centred QK score| and the frequency groups {w: heads}."""
+    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol)
+    live = np.isfinite(report.head_error)
+    return {"orbit_sizes": [o.size for o in report.orbits],
+            "nontrivial": [o.size for o in report.orbits if o.size > 1],
+            "worst": [round(o.worst_error, 4) for o in report.orbits],
+            "n_dead": len(report.dead), "n_merged": sum(len(g) for g in report.merged),
+            "closest": sorted(float(e) for e in report.head_error[live])[:6],
+            "max_score": float(np.abs(centre_qk(M)).max()),
+            "groups": frequency_groups(M, report)}
