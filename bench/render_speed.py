@@ -8,8 +8,8 @@ trails, eased limits) are computed once and shared, so every variant draws exact
 frames; each variant writes one H.264 MP4 with the same encoder settings (libx264, preset
 medium, CRF 20, yuv420p) and is timed end to end (draw + encode):
 
-  ours          render.panels.PanelFigure (artists made once, blitting over a cached
-                background, pixels from the canvas buffer) -> render.encode (raw frames
+  ours          render.core.panels.PanelFigure (artists made once, blitting over a cached
+                background, pixels from the canvas buffer) -> render.core.encode (raw frames
                 streamed into ffmpeg's stdin)
   ours, no blit the same but a full canvas.draw() per frame
   FuncAnimation the same figure and update function, saved by FuncAnimation.save with

@@ -1,7 +1,7 @@
-"""The run file: the one contract between training (`pipeline/`) and rendering (`render/`).
+"""The run file: the one contract between training (`headmovies.train`) and rendering (`headmovies.render`).
 
 Both sides import this module; it needs only numpy and h5py (never torch).
-Layout (schema version 1, see README "Run file"):
+Layout (schema version 1; docs/run-file.md):
 
     /                     attrs: schema_version, experiment, config (JSON), seed, created (ISO 8601),
                                  versions (JSON), git_commit, n, m (symmetric runs)
@@ -45,7 +45,7 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
     """
     path = Path(path)
     if not path.exists():
-        raise RunFileError(f"run file {path} does not exist; train it with `python -m pipeline train ...` "
+        raise RunFileError(f"run file {path} does not exist; train it with `headmovies train ...` "
                            "or `make movie`")
     if path.is_dir():
         raise RunFileError(f"{path} is a folder, not a run file")
@@ -94,11 +94,6 @@ def is_complete(f: h5py.File) -> bool:
 def read_config(f: h5py.File) -> dict:
     """The resolved training config stored at the root, as a dict."""
     return json.loads(f.attrs["config"])
-
-
-def snapshot_count(f: h5py.File) -> int:
-    """Number of complete snapshots: the length of /snapshots/epoch (weights are written first)."""
-    return int(f[SNAPSHOTS][EPOCH].shape[0])
 
 
 def weight_names(f: h5py.File) -> list[str]:

@@ -1,7 +1,7 @@
 """Hand-built, exactly C_n-equivariant attention layers, and tiny run files holding them.
 
 `equivariant_weights(n, m, orbit_sizes, d_model, d_head, seed)` returns the weights of one
-attention layer whose heads form exact orbits of the given sizes (SPEC §0):
+attention layer whose heads form exact orbits of the given sizes (docs/math.md, "The cyclic group and orbits"):
 
     M_{s.h} = T_s M_h T_s^{-1},   R_{s.h} = T_{ms} R_h T_s^{-1}.
 

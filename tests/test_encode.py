@@ -1,4 +1,4 @@
-"""The encoder and `python -m render movie`: codecs, pixel format, faststart, frame counts,
+"""The encoder and `headmovies orbits movie`: codecs, pixel format, faststart, frame counts,
 looping GIF, poster, HTML, atomic outputs, and one-line errors on bad input."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m render figures` and `python -m render orbits` on small hand-built runs whose
+"""`headmovies orbits figures` and `headmovies orbits check` on small hand-built runs whose
 orbits are known (tests/equivariant.py), read back from the files they write."""
 from __future__ import annotations
 

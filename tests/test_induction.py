@@ -28,15 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = {"epochs": "40", "early_every": "10", "batch_size": "32", "eval_size": "64"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: a second thread only adds OpenMP waits on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def cfg_of(task_cls, **kw) -> InductionConfig:
     return config.resolve(task_cls.Config, sets={**TINY, **{k: str(v) for k, v in kw.items()}})
 

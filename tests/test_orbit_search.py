@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from headmovies.errors import ConfigError
 from headmovies.train import config
 from headmovies.train.orbits import M_SHIFT, OrbitConfig, OrbitTask, ov_bias_penalty
 from equivariant import equivariant_weights
@@ -131,7 +132,7 @@ def test_bad_refine_settings_are_config_errors():
                 dict(refine_seq_lens="65"), dict(lr="nan"), dict(refine_lr="inf"), dict(eq_weight="nan"),
                 dict(refine_prune=1.0), dict(refine_prune=-0.1), dict(ov_bias_weight=-1.0),
                 dict(refine_ov_bias_weight=-0.01)):
-        with pytest.raises(config.ConfigError):
+        with pytest.raises(ConfigError):
             task_of(p=5, n_heads=2, d_model=8, **bad)
 
 

@@ -32,7 +32,7 @@ def test_generator_sequences_follow_the_task():
     rest = t[:, :-1][~is_signal[:, :-1]]
     assert ((rest >= 5) & (rest <= 11)).all() and len(np.unique(rest)) == 7   # noise 5-11 elsewhere
     pairs = np.sort(t[is_signal].reshape(-1, 2), axis=1)
-    expected = [T.class_index(a, b) for a, b in pairs]
+    expected = [T.CLASSES.index((a, b)) for a, b in pairs]
     assert (labels.numpy() == expected).all()
 
 

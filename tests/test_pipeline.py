@@ -150,7 +150,7 @@ def test_grid_training_gradient_equals_per_sample_gradient():
 
 
 def _brute_eq(logp: torch.Tensor, inputs: np.ndarray, p: int, m: int = 2):
-    """Direct SPEC §1 definitions: mean squared loss and max relative error over shifts."""
+    """Direct definitions (docs/math.md): mean squared loss and max relative error over shifts."""
     x = torch.from_numpy(all_inputs(p))
     ell = torch.stack([logp[x[:, 0], x[:, 1], x[:, 2]], logp[x[:, 1], x[:, 0], x[:, 2]],
                        logp[x[:, 2], x[:, 0], x[:, 1]]], 1).double()  # (N, 3, p)
@@ -180,7 +180,7 @@ def test_eq_loss_and_error_match_direct_definition(eq_inputs):
 
 def exactly_equivariant_layer(p: int, m: int = 2, d_head: int = 2, seed: int = 0) -> AttentionLayer:
     """One regular orbit of p heads: W_E = W_U = I (d_model = p), head s = head 0 shifted by s,
-    i.e. M_s = T_s M_0 T_s^-1 and R_s = T_{ms} R_0 T_s^-1 (SPEC §0)."""
+    i.e. M_s = T_s M_0 T_s^-1 and R_s = T_{ms} R_0 T_s^-1 (docs/math.md, "The cyclic group and orbits")."""
     g = torch.Generator().manual_seed(seed)
     model = AttentionLayer(p, n_heads=p, d_model=p, d_head=d_head, residual=False)
     q0, k0, v0 = (torch.randn(p, d_head, generator=g) for _ in range(3))
@@ -279,7 +279,7 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout=60.0):
         if path.exists():
             try:
                 with runfile.open_for_reading(path) as f:
-                    if runfile.snapshot_count(f) >= count:
+                    if f[runfile.SNAPSHOTS][runfile.EPOCH].shape[0] >= count:
                         return
             except RunFileError:
                 pass
@@ -323,7 +323,7 @@ def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     with runfile.open_for_reading(out) as f:  # the killed file opens and holds its snapshots
-        killed_at = runfile.snapshot_count(f)
+        killed_at = f[runfile.SNAPSHOTS][runfile.EPOCH].shape[0]
         assert killed_at >= 8 and not runfile.is_complete(f)
     assert checkpoint_path(out).exists()
     done = subprocess.run(_cli(out, "--resume", epochs=epochs), cwd=ROOT, env=ENV, capture_output=True, text=True)

@@ -1,5 +1,5 @@
 """Irrep coordinates of QK/OV circuits: exact rotation under shifts, known Fourier answers, and
-the polygons an exactly equivariant layer draws (SPEC §0, seed 000)."""
+the polygons an exactly equivariant layer draws (docs/math.md, "Irrep coordinates"; seed 000)."""
 from __future__ import annotations
 
 import math

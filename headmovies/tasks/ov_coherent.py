@@ -34,11 +34,6 @@ SAMPLE_CASES = 65_536
 WEIGHT_NAMES = ["W_E", "W_Q", "W_K", "W_V", "W_O", "W_U"]
 
 
-def class_index(a: int, b: int) -> int:
-    """Class of the unordered pair {a, b} of signal tokens (symmetric in a and b)."""
-    return CLASSES.index((min(a, b), max(a, b)))
-
-
 def class_table() -> np.ndarray:
     """int64 [5, 5]: class index of {a, b} for signal tokens a, b in 1-4 (-1 elsewhere)."""
     table = np.full((5, 5), -1, dtype=np.int64)

@@ -3,7 +3,7 @@ one per module of `headmovies.tasks`) defines `Task` subclasses decorated with `
 adding an experiment touches no shared code (docs/extending.md).
 
 A Task owns one run's data, model and optimizer and exposes what the shared training loop
-(`pipeline.train`) needs: `step` (one optimizer step), `evaluate` (metrics for /metrics),
+(`headmovies.train.loop`) needs: `step` (one optimizer step), `evaluate` (metrics for /metrics),
 `snapshot` (weights for /snapshots, TransformerLens names) and its state for checkpoints.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Induction heads (seed 003, SPEC §2): attention-only transformers continuing sequences made
+"""Induction heads (seed 003; docs/experiments.md): attention-only transformers continuing sequences made
 of one random 6-letter block repeated 4 times.
 
 Three registered variants share one model class and one config:
@@ -13,7 +13,7 @@ Three registered variants share one model class and one config:
 Model (row vectors, TransformerLens names): x = W_E[tokens]; per layer
 x += sum_h softmax(causal((x + W_pos) W_Q[h] ((x + W_pos) W_K[h])^T / sqrt(d_head))) x W_V[h] W_O[h];
 logits = x W_U. The sinusoidal table W_pos (Vaswani et al. 2017) reaches only the inputs of
-Q and K (SPEC §2), never V or the residual stream. No MLP, LayerNorm or biases.
+Q and K, never V or the residual stream. No MLP, LayerNorm or biases.
 `positions=qk_vector` instead adds W_pos to the query and key vectors after W_Q, W_K (one
 slice of d_head columns per head), the seed's literal wording; then q.k holds the fixed term
 W_pos[i].W_pos[j], which no weight can turn into "attend 5 back".
@@ -55,7 +55,7 @@ class InductionConfig(TrainConfig):
     n_heads: int = 4
     d_head: int = 8             # seed: 4 x 32^2 parameters per W_Q/W_K/W_V/W_O stack -> 4 heads x 8
     pos_base: float = 10000.0   # sinusoidal table W_pos[t, 2i] = sin(t / base^(2i/width)), cos for 2i+1
-    positions: str = "qk_input" # "qk_input": q = (x + W_pos) W_Q (SPEC §2); "qk_vector": q = x W_Q + W_pos
+    positions: str = "qk_input" # "qk_input": q = (x + W_pos) W_Q; "qk_vector": q = x W_Q + W_pos
                                 # per head slice (seed 003's "added to Q and K", read literally)
     batch_size: int = 256
     lr: float = 1e-3

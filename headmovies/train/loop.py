@@ -23,10 +23,10 @@ from tqdm import tqdm
 
 from headmovies import runfile
 from headmovies.train import experiments
-from headmovies.train.config import ConfigError, TrainConfig
+from headmovies.train.config import TrainConfig
 from headmovies.train.schedule import snapshot_epochs
 from headmovies.train.writer import RunWriter
-from headmovies.errors import RunFileError, UserError
+from headmovies.errors import ConfigError, RunFileError, UserError
 
 
 def checkpoint_path(run_path: str | os.PathLike) -> Path:

@@ -1,4 +1,4 @@
-"""Orbit experiment (seed 000, SPEC §1): one 32-head self-attention layer, penalised toward
+"""Orbit experiment (seed 000; docs/experiments.md): one 32-head self-attention layer, penalised toward
 C_n-equivariance, learning (x1, x2, x3) -> (x2+x3, x3+x1, x1+x2) mod n.
 
 Model: W_E -> one bidirectional attention layer (no positional encoding, MLP, LayerNorm or
@@ -31,7 +31,7 @@ from headmovies.train.experiments import Task, register
 
 @dataclass
 class OrbitConfig(TrainConfig):
-    epochs: int = 16000         # full-batch steps (README "Reproducing seed 000": why these defaults)
+    epochs: int = 16000         # full-batch steps (docs/results/orbits.md: why these defaults)
     seed: int = 3
     p: int = 24                 # n: token values and the order of the group C_n (the config key is p)
     n_heads: int = 32
@@ -236,7 +236,7 @@ def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.
 
 
 def eq_error(logp: torch.Tensor, gather: torch.Tensor) -> float:
-    """SPEC §1: max_s ||l(x+s) - roll_{ms} l(x)||_F / ||l(x)||_F over all inputs x, with the
+    """The pooled equivariance error (docs/math.md, "Equivariance loss and equivariance errors"): max_s ||l(x+s) - roll_{ms} l(x)||_F / ||l(x)||_F over all inputs x, with the
     autocorrelation along the shift axis computed by FFT in float64."""
     n = logp.shape[0]
     lr = logp.reshape(-1)[gather].view(n, -1).double()                    # (a, rest)
@@ -254,12 +254,12 @@ def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
     R: [H, n_out, n] (output class, key token). beta_h [n_out] = head h's class-centred OV
     circuit averaged over keys: the output it adds whatever it attends to (attention sums to 1).
     The layer sees only sum_h beta_h, so spreading that sum unevenly over the heads of an orbit
-    changes nothing the loss can see, yet breaks the orbit check of SPEC §0 (README "Orbit
+    changes nothing the loss can see, yet breaks the default orbit check (docs/math.md, "Orbit
     check", bias gauge). The average over shifts is the projection onto shift-invariant
     outputs (output frequencies k with m k = 0 mod n_out), the only part an equivariant layer's
     total bias has. The penalty leaves that part free and acts on the moved parts, which in an
     equivariant layer sum to zero over the heads. Returns a scalar (logits squared).
-    Source: README "Reproducing seed 000", item 7."""
+    Source: docs/results/orbits.md."""
     OV = R.mT                     # key-major: the memory order the circuit was computed in
     centred = OV - OV.mean(-1, keepdim=True)
     beta = centred.mean(1)                                                # (H, n_out)
@@ -327,7 +327,7 @@ class OrbitTask(Task):
         task inputs; the layer has no positions, so any length is valid), each at all n shifts:
         mean over x and s != 0 of ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it
         matches `eq_loss`. Inputs of length 3 leave heads free to be equivariant together without
-        forming orbits; other lengths pin each head down (README, "Reproducing seed 000")."""
+        forming orbits; other lengths pin each head down (docs/results/orbits.md, "Why orbits are rare here")."""
         n, B = self.cfg.p, self.cfg.eq_seq_batch
         x = torch.randint(0, n, (B, L), generator=self.generator)
         t = ((x[None] + torch.arange(n)[:, None, None]) % n).reshape(n * B, L)   # row s*B+i: x_i + s

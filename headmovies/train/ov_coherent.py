@@ -1,4 +1,4 @@
-"""OV-coherent head superposition (seed 004, SPEC §3): a 1-layer attention-only model names the
+"""OV-coherent head superposition (seed 004; docs/experiments.md): a 1-layer attention-only model names the
 unordered pair of signal tokens in a sequence at a read-off token.
 
 Source: L. Greenspan, "An OV-Coherent Toy Model of Attention Head Superposition", AI Alignment

@@ -1,4 +1,4 @@
-"""The snapshot schedule: which epochs are streamed into the run file (SPEC §1)."""
+"""The snapshot schedule: which epochs are streamed into the run file (docs/math.md, "Snapshot schedule")."""
 from __future__ import annotations
 
 import numpy as np

@@ -4,7 +4,7 @@ verified G-orbits, and print one table row per (setting, seed).
 Runs `OrbitTask` in-process (no run files), one run at a time, and at every `--every` epochs
 prints train / held-out accuracy, equivariance error and the orbit check of the current heads.
 
-    .venv/bin/python bench/orbit_search.py --epochs 6000 --seeds 0,1,2 \
+    .venv/bin/python -m headmovies.train.search --epochs 6000 --seeds 0,1,2 \
         --set split=orbit --grid eq_weight=1,10 --grid weight_decay=0.1,1
 
 `--set KEY=VALUE` fixes a config key for every run; `--grid KEY=V1,V2,...` runs the product
@@ -36,7 +36,7 @@ def orbit_summary(task, m: int, tol: float) -> dict:
 
 
 def seq_eq_error(model, m: int, length: int = 4, n_seq: int = 256, seed: int = 0) -> float:
-    """SPEC §1's equivariance error, max_s ||l(x+s) - roll_{ms} l(x)|| / ||l(x)||, but over
+    """The equivariance error, max_s ||l(x+s) - roll_{ms} l(x)|| / ||l(x)||, but over
     n_seq fixed random token sequences of `length` (not task inputs), from the circuits."""
     import torch
     p = model.n
@@ -122,7 +122,7 @@ def _groups_text(o: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m headmovies.train.search", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2")
     ap.add_argument("--seeds", help="seeds: '0,3,5' or a range '0-9' (default: the experiment's, 3)")
@@ -187,7 +187,7 @@ def print_table(rows: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    from headmovies.train.config import ConfigError
+    from headmovies.errors import ConfigError
     try:
         sys.exit(main())
     except ConfigError as exc:

@@ -1,4 +1,4 @@
-"""Streams snapshots into an HDF5 run file, crash-safe and readable while it grows (SPEC §4).
+"""Streams snapshots into an HDF5 run file, crash-safe and readable while it grows (docs/run-file.md).
 
 h5py's SWMR recipe: create every dataset, switch SWMR on, then per snapshot `resize`, write,
 `flush`. The epoch is appended last, so a reader that sizes itself by `/snapshots/epoch`

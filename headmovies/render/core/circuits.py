@@ -1,4 +1,4 @@
-"""Token-space QK and OV circuits of each head, as SPEC §0 defines them (seed 000 notation).
+"""Token-space QK and OV circuits of each head, as docs/math.md, "QK and OV circuits", defines them (seed 000 notation).
 
 QK: M_h[a, b] = attention score of query token a on key token b, scaled as the layer scales
     it, so that softmax_b M_h[x_i, x_b] is the layer's attention:

@@ -1,4 +1,4 @@
-"""The one movie encoder of the project: RGB frames in, web-ready files out (SPEC §5).
+"""The one movie encoder of the project: RGB frames in, web-ready files out (docs/movie.md, "Encoding").
 
 `encode(frames, out_dir, basename, ...)` streams equal-size uint8 frames into ONE ffmpeg
 process (no image files, no second render) that writes, in a single pass,
@@ -19,7 +19,7 @@ final path. Memory is flat in movie length (one frame in flight; ffmpeg buffers 
 ffmpeg: the first `ffmpeg` on PATH that has the needed encoders, else imageio-ffmpeg's bundled
 binary (`imageio_ffmpeg.get_ffmpeg_exe()`). The command line is built with ffmpeg-python.
 
-Other movies of this project (induction attention patterns, superposition) call `encode` the
+Other movies of this project (induction attention patterns, ov-coherent QK planes) call `encode` the
 same way: any iterator of [H, W, 3] (or [H, W, 4], alpha dropped) uint8 frames with even H, W.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Trailing-dot panels on rescaling axes: the frames of the orbit movie (seed 000, SPEC §1).
+"""Trailing-dot panels on rescaling axes: the frames of the orbit movie (seed 000; docs/movie.md).
 
 Each panel is one irrep plane (circuit, u, v); each head is a dot at (Re X^, Im X^) trailing
 its last `trail_epochs` epochs (counted in epochs, not frames: the snapshot schedule is not

@@ -1,4 +1,4 @@
-"""Irrep (Fourier) coordinates of QK and OV circuits under the cyclic group C_n (SPEC §0).
+"""Irrep (Fourier) coordinates of QK and OV circuits (docs/math.md, "Irrep coordinates").
 
 For X indexed by two token values and frequencies u, v (integers mod n, negatives allowed):
     X^(u, v) = (1/n) * sum_{a,b} X[a, b] * exp(+2 pi i (u a + v b) / n)
@@ -6,7 +6,7 @@ A shift s of the token values multiplies X^(u, v) by exp(2 pi i r s / n), with
     r = u + v        for QK (M_{s.h}[a+s, b+s] = M_h[a, b]),
     r = m u + v      for OV (u = output frequency, v = input frequency; outputs shift by m s),
 so the heads of one orbit draw a regular polygon with n / gcd(r, n) vertices centred at 0.
-Source: seed 000 ("Attention heads forming orbits"), SPEC §0.
+Source: seed 000 ("Attention heads forming orbits"); docs/math.md, "Irrep coordinates".
 """
 from __future__ import annotations
 

@@ -97,9 +97,6 @@ class Run:
             for t in sel:
                 yield int(self.epochs[t]), {n: block[n][t - lo] for n in names}
 
-    def metric_names(self) -> list[str]:
-        return sorted(k for k in self.f[METRICS].keys() if k != EPOCH) if METRICS in self.f else []
-
     def metrics(self) -> dict[str, np.ndarray]:
         """{'epoch': int64 [K], name: float64 [K], ...} for every logged metric."""
         if METRICS not in self.f:

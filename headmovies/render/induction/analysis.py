@@ -1,6 +1,6 @@
-"""Induction-head analyses (seed 003, SPEC §2) from the weights stored in a run file.
+"""Induction-head analyses (seed 003; docs/math.md, "Induction analyses") from the weights stored in a run file.
 
-A numpy re-implementation of the trainer's forward pass (`pipeline/experiments/induction.py`)
+A numpy re-implementation of the trainer's forward pass (`headmovies/train/induction.py`)
 and the seed's analyses: OV copying scores, average attention patterns, greedy completions,
 accuracy by block length, and for two layers K-composition scores and the model with
 K-composition (or Q-composition) removed. Weights are a dict by TransformerLens name
@@ -312,11 +312,11 @@ def immediate_repeats(completion: str, prompt: str) -> int:
 # ----------------------------------------------------------------------------- whole runs
 
 def check_run(run) -> np.ndarray:
-    """Raise UserError unless `run` (a render.reader.Run) is an induction run; return W_pos
+    """Raise UserError unless `run` (a render.core.reader.Run) is an induction run; return W_pos
     float64 [T, width]."""
     if not run.experiment.startswith("induction"):
         raise UserError(f"{run.path} is a run of {run.experiment!r}, not an induction experiment; "
-                        "train one with `python -m pipeline train induction-1l` (or -smeared, -2l)")
+                        "train one with `headmovies train induction-1l` (or -smeared, -2l)")
     if "W_pos" not in run.f.attrs:
         raise UserError(f"{run.path} lacks its positional table (root attribute W_pos); retrain it")
     return np.asarray(run.f.attrs["W_pos"], np.float64)

@@ -106,7 +106,7 @@ def summary_markdown(results: list[dict]) -> str:
 
 def grouped_markdown(results: list[dict]) -> str:
     """Runs grouped by (variant, positions, distinct letters), over their seeds: the numbers the
-    README's comparison with seed 003 quotes. Ranges are min..max over seeds."""
+    comparison with seed 003 in docs/results/induction.md quotes. Ranges are min..max over seeds."""
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         c = r["config"]

@@ -1,14 +1,14 @@
 """Orbit check: do a layer's heads fall into orbits of C_n, checked on the full matrices?
 
-Source: seed 000 ("Attention heads forming orbits") and SPEC §0-§1. A layer is exactly
+Source: seed 000 ("Attention heads forming orbits"); docs/math.md, "Orbit check". A layer is exactly
 C_n-equivariant iff its heads fall into orbits: the shift s sends head h to a head s.h with
 
     M_{s.h} = T_s M_h T_s^{-1},   R_{s.h} = T_{ms} R_h T_s^{-1}
     (in indices: M_{s.h}[a+s, b+s] = M_h[a, b],  R_{s.h}[c+ms, b+s] = R_h[c, b]),
 
-where M_h [n, n] is head h's QK circuit and R_h [n, n] its OV circuit (`render.circuits`).
+where M_h [n, n] is head h's QK circuit and R_h [n, n] its OV circuit (`render.core.circuits`).
 
-The check, step by step (README "Orbit check" states the same):
+The check, step by step (docs/math.md, "Orbit check", states the same):
 
 1. Gauge. M_h is centred over keys (each row), R_h over output classes (each column): the
    two softmaxes ignore exactly those constants.
@@ -35,12 +35,12 @@ The check, step by step (README "Orbit check" states the same):
    shifts send each member onto itself). Its size counts units, so merged duplicates count
    once; `heads` lists every original head.
 
-Bias gauge (`gauge="bias"`, not in SPEC §0, off by default). Attention sums to 1, so a
+Bias gauge (`gauge="bias"`, off by default; the default gauge is "spec"). Attention sums to 1, so a
 key-independent part of R_h (the same column beta_h for every key) adds beta_h to the output
 whatever head h attends to: the layer depends only on sum_h beta_h, and moving a beta from
-one head to another changes nothing. The SPEC check keeps beta_h in R_h and so can reject an
+one head to another changes nothing. The default check keeps beta_h in R_h and so can reject an
 exactly equivariant layer whose biases are spread unevenly over an orbit (trained layers do
-this: README "Reproducing seed 000"). With gauge="bias" each centred R_h also loses its mean
+this: docs/results/orbits.md). With gauge="bias" each centred R_h also loses its mean
 over keys before steps 2-5 (a head whose remaining, key-dependent part is below dead_tol of the
 largest head's centred R_h is dead), and `bias_error` reports whether the total bias
 B = sum_h beta_h is itself equivariant: max_s ||roll_{ms} B - B|| / ||B|| (0 when B is at
@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from headmovies.render.core.circuits import centre_ov, centre_qk, circuits, ov_circuit, qk_circuit
+from headmovies.render.core.circuits import centre_ov, centre_qk, circuits
 from headmovies.errors import RunFileError, UserError
 
 if TYPE_CHECKING:
@@ -118,13 +118,6 @@ class OrbitReport:
     epoch: int | None = field(default=None)
     gauge: str = "spec"
     bias_error: float | None = None
-
-    def orbit_of(self) -> np.ndarray:
-        """int [H]: index into `orbits` of each head's orbit, -1 for heads in none."""
-        out = np.full(self.n_heads, -1)
-        for i, orbit in enumerate(self.orbits):
-            out[orbit.heads] = i
-        return out
 
     def to_dict(self) -> dict:
         """JSON-ready dict: errors to 6 significant digits, NaN written as null."""
@@ -233,10 +226,10 @@ def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
     """Orbit check of one snapshot (module docstring gives the definition).
 
     M: QK circuits [H, n, n] (query token, key token); R: OV circuits [H, n, n] (output class,
-    key token), both uncentred, as `render.circuits` gives them. n: order of C_n (= d_vocab =
+    key token), both uncentred, as `render.core.circuits` gives them. n: order of C_n (= d_vocab =
     d_vocab_out); m: outputs shift by m*s when inputs shift by s. tol: relative Frobenius
     tolerance for a match (and for merging); dead_tol: OV norm, relative to the largest head's,
-    below which a head is dead. gauge: "spec" (SPEC §0) or "bias" (also remove each head's
+    below which a head is dead. gauge: "spec" (the default: centre QK rows and OV columns) or "bias" (also remove each head's
     key-independent OV part; module docstring). Raises ValueError on mismatched shapes or an
     unknown gauge.
     """
@@ -398,7 +391,8 @@ def group_of(run: "Run") -> tuple[int, int]:
 def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
     """Uncentred QK and OV circuits M, R [H, n, n] of snapshot index t."""
     w = run.weights(t, list(CIRCUIT_NAMES))
-    return qk_circuit(w["W_E"], w["W_Q"], w["W_K"]), ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"])
+    c = circuits(w)
+    return c["qk"], c["ov"]
 
 
 def run_report(run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL,
@@ -413,10 +407,4 @@ def run_report(run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol:
     report.epoch = int(run.epochs[t])
     return report
 
-
-def report_from_weights(weights: dict[str, np.ndarray], n: int, m: int, tol: float = TOL,
-                        dead_tol: float = DEAD_TOL) -> OrbitReport:
-    """`check_orbits` of a snapshot's weights (W_E, W_Q, W_K, W_V, W_O, W_U)."""
-    c = circuits(weights)
-    return check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol)
 

@@ -9,7 +9,7 @@
     orbits_over_time  heads in verified orbits, by orbit size, at every snapshot
 
 Each is written as PNG and SVG, under a temporary name renamed when complete, together with
-the orbit report (orbits.json, orbits.txt). Sources: seed 000, SPEC §0-§1, §5.
+the orbit report (orbits.json, orbits.txt). Sources: seed 000; docs/math.md; docs/movie.md.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from headmovies.errors import UserError
-from headmovies.render.core.circuits import ov_circuit, qk_circuit
+from headmovies.render.core.circuits import circuits
 from headmovies.render.core.outputs import FIGURE_FORMATS, prepare_out_dir, save_figure, write_text
 from headmovies.render.core.projections import Panel
 from headmovies.render.core.reader import Run
@@ -75,7 +75,7 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
     epoch = metrics["epoch"]
     groups = [("loss", [k for k in sorted(metrics) if k.endswith("loss")], True),
               ("accuracy", [k for k in sorted(metrics) if k.endswith("_acc")], False),
-              ("equivariance error (SPEC §1)", [k for k in ("eq_error",) if k in metrics], True)]
+              ("equivariance error", [k for k in ("eq_error",) if k in metrics], True)]
     groups = [g for g in groups if g[1]]
     if not groups:
         raise UserError("the run logged no loss, accuracy or equivariance-error metrics to plot")
@@ -233,10 +233,9 @@ def orbits_over_time(run: Run, n: int, m: int, tol: float = TOL, dead_tol: float
         from tqdm import tqdm
         it = tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot", dynamic_ncols=True)
     for epoch, w in it:
-        M = qk_circuit(w["W_E"], w["W_Q"], w["W_K"])
-        R = ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"])
+        c = circuits(w)
         epochs.append(epoch)
-        reports.append(check_orbits(M, R, n, m, tol, dead_tol))
+        reports.append(check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol))
     sizes = sorted({o.size for r in reports for o in r.orbits}, reverse=True)
     counts = {k: np.array([sum(len(o.heads) for o in r.orbits if o.size == k) for r in reports]) for k in sizes}
     return np.array(epochs), counts, np.array([len(r.dead) for r in reports])

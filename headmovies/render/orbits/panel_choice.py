@@ -1,7 +1,7 @@
 """Which irrep planes a movie shows: the seed's four, or planes chosen from the data.
 
-A verified orbit of size k (render.orbits) draws a regular k-gon exactly in the planes
-(circuit, u, v) whose rotation frequency r has polygon order n / gcd(r, n) = k (SPEC §0), and
+A verified orbit of size k (render.orbits.check) draws a regular k-gon exactly in the planes
+(circuit, u, v) whose rotation frequency r has polygon order n / gcd(r, n) = k (docs/math.md, "Irrep coordinates"), and
 it has power only in planes whose order divides k. `auto_panels` picks, for each orbit, the
 QK plane and the OV plane of order k in which its heads carry the most power, so that each
 orbit shows as its own polygon (seed 000 shows the 12-orbit at r = 10 and the 4-orbit at

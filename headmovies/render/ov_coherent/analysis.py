@@ -1,4 +1,4 @@
-"""Analyses of an OV-coherent superposition run (seed 004, SPEC §3) from its stored weights alone.
+"""Analyses of an OV-coherent superposition run (seed 004; docs/math.md, "OV-coherent analyses") from its stored weights alone.
 
 Source: L. Greenspan, "An OV-Coherent Toy Model of Attention Head Superposition" (AI Alignment
 Forum, 2023; seed 004): with 2 heads of d_head 1 the model names the pair {A, B} of signal
@@ -6,7 +6,7 @@ tokens perfectly, and "in almost all runs" the two heads rank the signal tokens 
 QK preference orders. Every quantity here is computed with numpy from W_E, W_Q, W_K, W_V, W_O,
 W_U (TransformerLens names), never from the training code.
 
-The task (mirrors `pipeline/experiments/superposition.py`): tokens 0 = read-off, 1-4 = signal,
+The task (`headmovies.tasks.ov_coherent`): tokens 0 = read-off, 1-4 = signal,
 5-11 = noise; a sequence of length L holds A, B (uniform on 1-4, independent), L-3 uniform noise
 tokens and the read-off last; 10 classes (A, B) with A <= B. The read-off query sees every token
 and no positions, so its output depends only on the key-token counts: the whole distribution is
@@ -14,7 +14,7 @@ the finite set of (class, noise multiset) cases returned by `task_cases`, each w
 probability. Accuracies below are exact expectations over the task distribution.
 
 Model at the read-off: logits = W_E[0] W_U + sum_h z_h W_O[h] W_U, z_h = sum_b att_h[b] W_E[b] W_V[h],
-att_h = softmax over the keys of the read-off's QK row M_h[0, :] (SPEC §0, render.circuits).
+att_h = softmax over the keys of the read-off's QK row M_h[0, :] (docs/math.md, "QK and OV circuits"; render.core.circuits).
 "Ablating" a head removes its term z_h W_O[h] W_U (zero ablation).
 """
 from __future__ import annotations
@@ -41,13 +41,13 @@ def check_weights(weights: dict[str, np.ndarray]) -> None:
 
 def readoff_qk(weights: dict[str, np.ndarray]) -> np.ndarray:
     """The read-off's QK row M_h[0, :] [n_heads, 12]: attention score onto each key token,
-    scaled as the layer scales it (SPEC §0). Only differences within a row matter."""
+    scaled as the layer scales it (docs/math.md, "QK and OV circuits"). Only differences within a row matter."""
     return qk_circuit(weights["W_E"], weights["W_Q"], weights["W_K"])[..., READOFF, :]
 
 
 def ov_tables(weights: dict[str, np.ndarray], centred: bool = True) -> np.ndarray:
     """OV table [n_heads, 10 classes, 12 key tokens]: logit added to class c per unit of attention
-    on token b, R_h[c, b] (SPEC §0); centred over classes (the output softmax ignores the mean)."""
+    on token b, R_h[c, b] (docs/math.md, "QK and OV circuits"); centred over classes (the output softmax ignores the mean)."""
     R = ov_circuit(weights["W_E"], weights["W_V"], weights["W_O"], weights["W_U"])
     return R - R.mean(axis=-2, keepdims=True) if centred else R
 
@@ -225,7 +225,7 @@ def analyse(weights: dict[str, np.ndarray], cases: Cases) -> dict:
 
 def qk_trajectory(run, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """(epochs [T], read-off QK rows [T, n_heads, 12]) over every snapshot of `run`
-    (a `render.reader.Run`), read chunk by chunk."""
+    (a `render.core.reader.Run`), read chunk by chunk."""
     epochs, rows = [], []
     for epoch, w in run.iter_weights(["W_E", "W_Q", "W_K"], chunk=chunk):
         epochs.append(epoch)
@@ -237,5 +237,5 @@ def require_run(run) -> None:
     """Raise UserError unless `run` (a reader.Run) is an ov-coherent run with the weights needed."""
     if run.experiment != EXPERIMENT:
         raise UserError(f"{run.path} is a run of {run.experiment!r}, not {EXPERIMENT!r}; "
-                        f"train one with `python -m pipeline train {EXPERIMENT}`")
+                        f"train one with `headmovies train {EXPERIMENT}`")
     run.require(*WEIGHT_NAMES)

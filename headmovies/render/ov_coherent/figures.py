@@ -147,7 +147,7 @@ def _decision_plane(ax, weights: dict, cases: T.Cases) -> None:
 def analysis_figure(result: dict, weights: dict, cases: T.Cases, title: str) -> plt.Figure:
     """One sheet for one run's final snapshot: QK rows, per-class accuracy (full and ablated),
     class contributions plane, attention by pair, OV tables, and (2 heads of d_head 1) the
-    decision plane. `result` is `superposition.analyse(weights, cases)`."""
+    decision plane. `result` is `analysis.analyse(weights, cases)`."""
     fig = plt.figure(figsize=(16, 9.5), layout="constrained")
     grid = fig.add_gridspec(2, 3, height_ratios=[1, 1.05])
     _qk_bars(fig.add_subplot(grid[0, 0]), result)

@@ -28,7 +28,7 @@ class QKPlaneMovie:
     and follow the largest radius in view (trails included): they grow at once and shrink
     smoothly, so every dot stays on screen. Artists are created once and updated per frame.
 
-    epochs [T], qk [T, n_heads >= 2, 12] (from `superposition.qk_trajectory`), acc [T] or None.
+    epochs [T], qk [T, n_heads >= 2, 12] (from `analysis.qk_trajectory`), acc [T] or None.
     """
 
     def __init__(self, epochs: np.ndarray, qk: np.ndarray, acc: np.ndarray | None = None, *,

@@ -1,6 +1,6 @@
 """Training speed of the OV-coherent superposition experiment (seed 004): optimizer steps per second.
 
-    .venv/bin/python bench/superposition_speed.py [--steps 500] [--threads 1]
+    .venv/bin/python bench/ov_coherent_speed.py [--steps 500] [--threads 1]
 
 Times `Task.step` (fresh batch, forward, backward, Adam) for 2 heads x d_head 1 and 1 head x
 d_head 4 at a few batch sizes, and `Task.evaluate` (the exact expectation over all 17,160

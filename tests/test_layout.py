@@ -1,0 +1,69 @@
+"""The house: every experiment is complete in every layer, and rendering never loads torch."""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+import pytest
+
+import headmovies
+from headmovies import tasks
+
+RENDER_PARTS = ("command", "figures", "movie", "report")       # docs/extending.md
+COMMAND_API = ("NAME", "HELP", "add_arguments", "run")
+
+
+def test_every_registered_experiment_has_every_part():
+    """A family in tasks/ names its experiments; each is registered by train/<family>.py with a
+    Config, and render/<family>/ has a command (with the command API), figures, movie and report."""
+    from headmovies.train import experiments
+    registered = experiments.all_experiments()
+    families = tasks.experiments()
+    assert set(registered) == set(families), "tasks/*.EXPERIMENTS and the train registry disagree"
+    for name, cls in registered.items():
+        family = families[name]
+        assert cls.__module__ == f"headmovies.train.{family}", (name, cls.__module__)
+        assert cls.Config is not experiments.TrainConfig and cls.description, name
+    for family in tasks.families():
+        for part in RENDER_PARTS:
+            importlib.import_module(f"headmovies.render.{family}.{part}")
+        command = importlib.import_module(f"headmovies.render.{family}.command")
+        assert all(hasattr(command, attr) for attr in COMMAND_API), family
+
+
+def test_a_family_missing_a_part_is_caught(monkeypatch):
+    """The check above fails when a family lacks its render package (a fourth experiment added
+    to tasks/ only)."""
+    monkeypatch.setattr(tasks, "families", lambda: ["orbits", "no_such_family"])
+    with pytest.raises(ModuleNotFoundError):
+        for family in tasks.families():
+            importlib.import_module(f"headmovies.render.{family}.command")
+
+
+def _modules(package: str) -> list[str]:
+    pkg = importlib.import_module(package)
+    return [m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{package}.")]
+
+
+def test_rendering_never_imports_torch():
+    """Import every rendering module, the run-file schema, the task facts and the CLI parser in
+    a fresh interpreter: torch and headmovies.train stay unloaded."""
+    mods = ["headmovies.runfile", "headmovies.errors", "headmovies.cli"] + _modules("headmovies.render") \
+        + _modules("headmovies.tasks")
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in mods)
+            + "from headmovies.cli import build_parser\nbuild_parser()\n"
+            + "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('headmovies.train'))\n"
+            + "print(len(sys.modules)); assert not bad, bad\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert len(mods) >= 25
+
+
+def test_cli_lists_every_command():
+    done = subprocess.run([sys.executable, "-m", "headmovies", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    for name in ("train", "orbits", "induction", "ov-coherent"):
+        assert name in done.stdout
+    assert headmovies.__doc__ and "tasks/" in headmovies.__doc__
