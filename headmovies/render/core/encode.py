@@ -25,6 +25,7 @@ same way: any iterator of [H, W, 3] (or [H, W, 4], alpha dropped) uint8 frames w
 from __future__ import annotations
 
 import functools
+import math
 import html
 import os
 import shutil
@@ -71,6 +72,26 @@ def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
     if unknown or not items:
         raise UserError(f"unknown format {', '.join(unknown) or '(none)'}: choose from {','.join(FORMATS)}")
     return tuple(dict.fromkeys(items))
+
+
+def add_movie_arguments(parser, fps: float = 24.0, hold_s: float = 2.0) -> None:
+    """The options every movie command shares: --formats, --fps, --hold."""
+    parser.add_argument("--formats", default=",".join(FORMATS),
+                        help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all)")
+    parser.add_argument("--fps", type=float, default=fps, help=f"frames per second (default {fps:g})")
+    parser.add_argument("--hold", type=float, default=hold_s, metavar="S",
+                        help=f"seconds the last frame is held before the loop restarts (default {hold_s:g})")
+
+
+def movie_arguments(args) -> tuple[tuple[str, ...], float, float]:
+    """(formats, fps, hold) from parsed --formats, --fps, --hold; UserError (one line) unless the
+    formats are known, 0 < fps <= 120 and 0 <= hold <= 60 (finite numbers)."""
+    formats = parse_formats(args.formats)
+    if not math.isfinite(args.fps) or not 0 < args.fps <= 120:
+        raise UserError(f"--fps must be a number in (0, 120], got {args.fps}")
+    if not math.isfinite(args.hold) or not 0 <= args.hold <= 60:
+        raise UserError(f"--hold must be a number of seconds in [0, 60], got {args.hold}")
+    return formats, args.fps, args.hold
 
 
 @functools.lru_cache(maxsize=None)

@@ -35,6 +35,16 @@ def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
     return out_dir
 
 
+def unique_names(paths: Sequence[os.PathLike]) -> list[str]:
+    """One output sub-folder name per input file: its stem, made unique (run, run-2, ...)."""
+    names, seen = [], {}
+    for p in paths:
+        stem = Path(p).stem
+        seen[stem] = seen.get(stem, 0) + 1
+        names.append(stem if seen[stem] == 1 else f"{stem}-{seen[stem]}")
+    return names
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

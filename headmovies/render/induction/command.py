@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from headmovies.errors import UserError
-from headmovies.render.core.encode import FORMATS, parse_formats
+from headmovies.render.core.encode import add_movie_arguments, movie_arguments
 
 NAME = "induction"
 HELP = "induction heads (seed 003): copying scores, attention, completions, K-composition, attention movie"
@@ -31,11 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="induction run files (.h5)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
     p.add_argument("--no-movie", action="store_true", help="skip the attention movie")
-    p.add_argument("--formats", default=",".join(FORMATS),
-                   help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all)")
-    p.add_argument("--fps", type=float, default=24.0, help="movie frames per second (default 24)")
-    p.add_argument("--hold", type=float, default=2.0, metavar="S",
-                   help="seconds the last frame is held before the loop restarts (default 2)")
+    add_movie_arguments(p)
     p.add_argument("--sequences", type=int, default=1024, metavar="N",
                    help="fresh sequences for attention and accuracy (default 1024)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -54,10 +50,8 @@ def report(args: argparse.Namespace) -> int:
     from headmovies.render.induction.report import write_report
     if args.sequences < 1:
         raise UserError(f"--sequences must be >= 1, got {args.sequences}")
-    formats = parse_formats(args.formats)
-    if args.fps <= 0 or args.hold < 0:
-        raise UserError("--fps must be > 0 and --hold >= 0")
-    results = write_report(args.runs, args.out, not args.no_movie, formats, args.fps, args.hold, args.sequences,
+    formats, fps, hold = movie_arguments(args)
+    results = write_report(args.runs, args.out, not args.no_movie, formats, fps, hold, args.sequences,
                            progress=not args.no_progress)
     print(f"{args.out}/summary.md: {len(results)} run(s)")
     return 0

@@ -9,19 +9,10 @@ from typing import Callable
 import numpy as np
 
 from headmovies.render.core.encode import FORMATS
-from headmovies.render.core.outputs import prepare_out_dir, save_figure, write_text
+from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.reader import Run
 from headmovies.render.induction import analysis as ind
 from headmovies.tasks.induction import correct_completion, decode, encode_prompt
-
-
-def run_names(paths: list[Path]) -> list[str]:
-    """Output sub-folder per run: the file stem, made unique."""
-    names, seen = [], {}
-    for p in paths:
-        seen[p.stem] = seen.get(p.stem, 0) + 1
-        names.append(p.stem if seen[p.stem] == 1 else f"{p.stem}-{seen[p.stem]}")
-    return names
 
 
 def _fmt(v, spec=".3f") -> str:
@@ -187,7 +178,7 @@ def write_report(paths: list[Path], out: Path, movie: bool = True, formats=FORMA
             ind.check_run(run)
     prepare_out_dir(out)
     results = []
-    for path, name in zip(paths, run_names(paths)):
+    for path, name in zip(paths, unique_names(paths)):
         folder = prepare_out_dir(out / name)
         with Run(path) as run:
             log(f"{path}: {run.experiment}, {len(run)} snapshots to step {run.epochs[-1]}"

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
 from headmovies.errors import UserError
-from headmovies.render.core.encode import FORMATS, Quality, parse_formats
+from headmovies.render.core.encode import FORMATS, Quality, add_movie_arguments, movie_arguments
 from headmovies.render.core.outputs import FIGURE_FORMATS
 from headmovies.render.core.panels import TRAIL_EPOCHS
 from headmovies.render.core.projections import parse_panel
@@ -86,11 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("run", type=Path, metavar="RUN", help="run file (.h5)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
     p.add_argument("--panels", nargs="+", metavar="PANEL", default=None, help=PANELS_HELP + " (default: default)")
-    p.add_argument("--formats", default=",".join(FORMATS),
-                   help=f"comma-separated subset of {','.join(FORMATS)} (default: all)")
-    p.add_argument("--fps", type=float, default=24.0, help="frames per second (default 24)")
-    p.add_argument("--hold", type=float, default=2.0, metavar="S",
-                   help="seconds the last frame is held before the loop restarts (default 2)")
+    add_movie_arguments(p)
     p.add_argument("--name", default="orbits", help="file name stem of the outputs (default orbits)")
     p.add_argument("--panel-px", type=int, default=480, metavar="PX",
                    help="side of each square panel in pixels (default 480)")
@@ -133,15 +130,17 @@ def movie(args: argparse.Namespace) -> int:
     panels = args.panels
     if panels and not {w.lower() for w in panels} & {"seed", "auto", "default"}:
         [parse_panel(p) for p in panels]                   # a bad plane fails before the run is opened
-    formats = parse_formats(args.formats)
-    if args.fps <= 0 or args.hold < 0 or args.panel_px < 64 or args.trail < 0:
-        raise UserError("--fps must be > 0, --hold >= 0, --trail >= 0 and --panel-px >= 64")
+    formats, fps, hold = movie_arguments(args)
+    if not 64 <= args.panel_px <= 2000:
+        raise UserError(f"--panel-px must be in 64..2000, got {args.panel_px}")
+    if not math.isfinite(args.trail) or args.trail < 0:
+        raise UserError(f"--trail must be a number of epochs >= 0, got {args.trail}")
     if not 0 <= args.crf <= 51:
         raise UserError(f"--crf must be in 0..51 (H.264), got {args.crf}")
     if not args.name or "/" in args.name or args.name.startswith("."):
         raise UserError(f"--name must be a plain file name stem, got {args.name!r}")
     t0 = time.perf_counter()
-    result = make_movie(args.run, args.out, panels=panels, formats=formats, fps=args.fps, hold_s=args.hold,
+    result = make_movie(args.run, args.out, panels=panels, formats=formats, fps=fps, hold_s=hold,
                         basename=args.name, panel_px=args.panel_px, quality=Quality(mp4_crf=args.crf),
                         trail_epochs=args.trail, progress=not args.no_progress,
                         colour_orbits=not args.no_orbit_colours)

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from headmovies.errors import UserError
-from headmovies.render.core.encode import FORMATS, parse_formats
+from headmovies.render.core.encode import add_movie_arguments, movie_arguments
 
 NAME = "ov-coherent"
 HELP = "ov-coherent superposition (seed 004): accuracy, QK orderings, ablations, figures, QK-plane movie"
@@ -28,11 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
     p.add_argument("--movie", choices=("first", "all", "none"), default="first",
                    help="QK-plane movie for the first run with >= 2 heads, every such run, or none (default first)")
-    p.add_argument("--formats", default=",".join(FORMATS),
-                   help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all)")
-    p.add_argument("--fps", type=float, default=24.0, help="movie frames per second (default 24)")
-    p.add_argument("--hold", type=float, default=2.0, metavar="S",
-                   help="seconds the last frame is held before the loop restarts (default 2)")
+    add_movie_arguments(p)
     p.add_argument("--trail", type=int, default=1000, metavar="STEPS",
                    help="movie trails span this many optimizer steps (default 1000)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -40,10 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from headmovies.render.ov_coherent.report import summary_text, write_report
-    formats = parse_formats(args.formats)
-    if args.fps <= 0 or args.hold < 0 or args.trail < 0:
-        raise UserError("--fps must be > 0, --hold >= 0 and --trail >= 0")
-    rows = write_report(args.runs, args.out, args.movie, formats, args.fps, args.hold, args.trail,
+    formats, fps, hold = movie_arguments(args)
+    if args.trail < 0:
+        raise UserError(f"--trail must be >= 0, got {args.trail}")
+    rows = write_report(args.runs, args.out, args.movie, formats, fps, hold, args.trail,
                         progress=not args.no_progress)
     print(summary_text(rows), end="")
     print(f"wrote {args.out}/summary.md, summary.json, training.png and per-run analysis.{{png,json}}")

@@ -8,19 +8,10 @@ from typing import Callable
 
 import numpy as np
 
-from headmovies.render.core.outputs import prepare_out_dir, save_figure, write_text
+from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.reader import Run
 from headmovies.render.ov_coherent import analysis as S
 from headmovies.tasks import ov_coherent as T
-
-
-def run_names(paths: list[Path]) -> list[str]:
-    """Output sub-folder per run: the file stem, made unique."""
-    names, seen = [], {}
-    for p in paths:
-        seen[p.stem] = seen.get(p.stem, 0) + 1
-        names.append(p.stem if seen[p.stem] == 1 else f"{p.stem}-{seen[p.stem]}")
-    return names
 
 
 def summary_table(rows: list[dict]) -> str:
@@ -75,7 +66,7 @@ def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("m
             S.require_run(r)
         prepare_out_dir(out)
         rows, curves, planes = [], [], []
-        names = run_names(paths)
+        names = unique_names(paths)
         cases_by_len: dict[int, T.Cases] = {}
         for r, name in tqdm(list(zip(runs, names)), desc="analyse", unit="run", disable=len(runs) < 2 or not progress):
             L = int(r.config.get("seq_len", 10))
