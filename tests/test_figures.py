@@ -46,7 +46,7 @@ def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
 
 def test_orbits_over_time_counts(eq_run):
     with Run(eq_run) as run:
-        epochs, counts, dead = orbits_over_time(run, 24, 2)
+        epochs, counts, dead = orbits_over_time(run)
     assert epochs.tolist() == EPOCHS.tolist()
     assert sorted(counts) == [4, 12]
     # heads reach the exact orbits at the last two snapshots; before, the 2 % check fails
@@ -123,3 +123,19 @@ def test_panels_for_run(eq_run, tmp_path):
     with Run(plain) as run:
         report, M, R = final_report(run)
         assert report is None and resolve_panels(["seed"], report, M, R, 24, 2)[0] == list(SEED_PANELS)
+
+
+def test_orbit_history_dates_each_orbit_from_its_verification(eq_run):
+    """The hand-built run reaches its exact 12- and 4-orbits at its fifth snapshot and stays:
+    both lock in there, not earlier; a set that never forms an orbit has no date."""
+    from headmovies.render.orbits.history import orbit_history
+    with Run(eq_run) as run:
+        h = orbit_history(run)
+    assert h.epochs.tolist() == EPOCHS.tolist()
+    assert h.locked_in(range(12)) == EPOCHS[4] and h.locked_in(range(12, 16)) == EPOCHS[4]
+    assert h.verified(range(12)).tolist() == [False] * 4 + [True] * 2
+    assert h.locked_in([0, 1]) is None
+    assert h.heads_in_orbits().tolist() == [0, 0, 0, 0, 16, 16]
+    # the distance to an orbit shrinks to rounding level once verified; extra heads stay far
+    assert np.nanmax(h.head_error[-1, :16]) < 1e-6 and np.nanmin(h.head_error[-1, 16:]) > 0.02
+    assert not h.in_orbit[:4].any() and h.in_orbit[4:, :16].all() and not h.in_orbit[:, 16:].any()

@@ -26,12 +26,12 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from headmovies.errors import UserError
-from headmovies.render.core.circuits import circuits
 from headmovies.render.core.outputs import FIGURE_FORMATS, prepare_out_dir, save_figure, write_text
 from headmovies.render.core.projections import Panel
 from headmovies.render.core.reader import Run
-from headmovies.render.orbits.check import (CIRCUIT_NAMES, DEAD_TOL, TOL, Orbit, OrbitReport, check_orbits, format_error,
+from headmovies.render.orbits.check import (DEAD_TOL, TOL, Orbit, OrbitReport, format_error,
                                            group_of, heads)
+from headmovies.render.orbits.history import orbit_history
 from headmovies.render.orbits.colours import DEAD_COLOUR, OTHER_COLOUR, orbit_colour
 from headmovies.render.orbits.panel_choice import orbit_power, resolve_panels, signed
 
@@ -223,22 +223,17 @@ def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels
 
 # ---- orbits over time ----
 
-def orbits_over_time(run: Run, n: int, m: int, tol: float = TOL, dead_tol: float = DEAD_TOL,
+def orbits_over_time(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
                      progress: bool = False) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray]:
     """(epochs [T], {orbit size: heads in verified orbits of that size [T]}, dead [T]) from the
-    orbit check of every snapshot."""
-    epochs, reports = [], []
-    it = run.iter_weights(list(CIRCUIT_NAMES))
+    orbit check of every snapshot (`history.orbit_history`)."""
+    bar = None
     if progress:
         from tqdm import tqdm
-        it = tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot", dynamic_ncols=True)
-    for epoch, w in it:
-        c = circuits(w)
-        epochs.append(epoch)
-        reports.append(check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol))
-    sizes = sorted({o.size for r in reports for o in r.orbits}, reverse=True)
-    counts = {k: np.array([sum(len(o.heads) for o in r.orbits if o.size == k) for r in reports]) for k in sizes}
-    return np.array(epochs), counts, np.array([len(r.dead) for r in reports])
+        bar = lambda it: tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot",  # noqa: E731
+                              dynamic_ncols=True)
+    h = orbit_history(run, tol, dead_tol, bar)
+    return h.epochs, h.counts_by_size(), h.dead.sum(1)
 
 
 def orbits_over_time_figure(epochs: np.ndarray, counts: dict[int, np.ndarray], dead: np.ndarray,
@@ -317,7 +312,7 @@ def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels
         if report.orbits or report.unassigned:
             paths += save_figure(orbit_power_figure(report, M, R, chosen), out_dir, "orbit_power", formats)
         if over_time:
-            epochs, counts, dead = orbits_over_time(run, n, m, tol, dead_tol, progress)
+            epochs, counts, dead = orbits_over_time(run, tol, dead_tol, progress)
             paths += save_figure(orbits_over_time_figure(epochs, counts, dead, report.n_heads, tol), out_dir,
                                  "orbits_over_time", formats)
     return paths
