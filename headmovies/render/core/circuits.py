@@ -16,17 +16,16 @@ import numpy as np
 def qk_circuit(W_E: np.ndarray, W_Q: np.ndarray, W_K: np.ndarray) -> np.ndarray:
     """M [..., n_heads, d_vocab, d_vocab] from W_E [..., d_vocab, d_model],
     W_Q, W_K [..., n_heads, d_model, d_head]. Computed in float64."""
-    W_E = np.asarray(W_E, np.float64)
-    q = np.einsum("...pd,...hde->...hpe", W_E, np.asarray(W_Q, np.float64))   # (..., H, p, dh)
-    k = np.einsum("...pd,...hde->...hpe", W_E, np.asarray(W_K, np.float64))
+    W_E = np.asarray(W_E, np.float64)[..., None, :, :]        # broadcast over heads: matmul, ~30x an einsum
+    q = W_E @ np.asarray(W_Q, np.float64)                                      # (..., H, p, dh)
+    k = W_E @ np.asarray(W_K, np.float64)
     return q @ np.swapaxes(k, -1, -2) / np.sqrt(np.shape(W_Q)[-1])
 
 
 def ov_circuit(W_E: np.ndarray, W_V: np.ndarray, W_O: np.ndarray, W_U: np.ndarray) -> np.ndarray:
     """R [..., n_heads, d_vocab_out, d_vocab] from W_E [..., d_vocab, d_model], W_V [..., H, d_model, d_head],
     W_O [..., H, d_head, d_model], W_U [..., d_model, d_vocab_out]. Computed in float64."""
-    W_E = np.asarray(W_E, np.float64)
-    v = np.einsum("...pd,...hde->...hpe", W_E, np.asarray(W_V, np.float64))    # (..., H, p, dh)
+    v = np.asarray(W_E, np.float64)[..., None, :, :] @ np.asarray(W_V, np.float64)   # (..., H, p, dh)
     ou = np.asarray(W_O, np.float64) @ np.asarray(W_U, np.float64)[..., None, :, :]  # (..., H, dh, c)
     return np.swapaxes(v @ ou, -1, -2)                                          # (..., H, c, p)
 

@@ -21,7 +21,9 @@ run file alone:
   check    which heads form orbits of C_n at one snapshot, on the full QK and OV matrices
   movie    the movie: heads as trailing dots in irrep planes of their QK and OV circuits
   figures  still figures for posts (curves, final panels, orbit check, Fourier power)
-Conventions: docs/math.md; what the movie shows: docs/movie.md."""
+  view     the interactive viewer: one self-contained HTML page to scrub through the run
+  watch    the viewer served on 127.0.0.1, following a run while it trains
+Conventions: docs/math.md; what the movie shows: docs/movie.md; the viewer: docs/viewer.md."""
 
 PANELS_HELP = ("default (the seed's four planes if the run's orbits show in them, else chosen from the data), "
                "auto, seed, or planes CIRCUIT:U,V such as qk:0,10 ov:10,-10")
@@ -58,6 +60,22 @@ Writes into DIR:
   orbit_power.{png,svg}       Fourier power of each orbit's QK and OV circuits per (u, v)
   orbits_over_time.{png,svg}  heads in verified orbits at each snapshot
   orbits.json, orbits.txt     the orbit report of the final snapshot"""
+
+VIEW = """\
+Writes DIR/NAME.html (default viewer.html): one self-contained page, plain JavaScript and
+canvas, no network; it opens from file:// offline. Play/pause and a scrubber over epochs;
+the movie's panels (--panels as for the movie) plus any (circuit, u, v) plane chosen in the
+page; trails; a timeline with the schedule switch, the second phase and each orbit's
+verification; hovering or clicking a head shows its id, orbit, worst-shift match error and
+heatmaps of its centred QK and OV circuits at that epoch. Colours follow the orbit check of
+every snapshot: a head is drawn in an orbit's colour only where the check verifies it.
+Details: docs/viewer.md."""
+
+WATCH = """\
+Serves the viewer of RUN at http://127.0.0.1:PORT/ and follows the run while it trains
+(the SWMR reader): new snapshots appear in the page within about --interval + 1 s, and the
+page says "live: epoch N of M". A writer killed and restarted with --resume is followed
+into the new file. Waits for RUN if it does not hold a snapshot yet. Ctrl-C stops."""
 
 
 def _tolerances(p: argparse.ArgumentParser) -> None:
@@ -111,6 +129,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(_action=figures)
 
+    p = sub.add_parser("view", help="the interactive viewer: one self-contained HTML page", description=VIEW,
+                       formatter_class=fmt)
+    p.add_argument("run", type=Path, metavar="RUN", help="run file (.h5), e.g. data/orbits.h5")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument("--panels", nargs="+", metavar="PANEL", default=None, help=PANELS_HELP + " (default: default)")
+    p.add_argument("--name", default="viewer", help="file name stem of the page (default viewer)")
+    _tolerances(p)
+    p.set_defaults(_action=view)
+
+    p = sub.add_parser("watch", help="live viewer of a run while it trains, served on 127.0.0.1", description=WATCH,
+                       formatter_class=fmt)
+    p.add_argument("run", type=Path, metavar="RUN", help="run file (.h5), e.g. data/orbits.h5")
+    p.add_argument("--panels", nargs="+", metavar="PANEL", default=None, help=PANELS_HELP + " (default: default)")
+    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0 picks a free one)")
+    p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                   help="read the run file this often (default 1)")
+    p.add_argument("--open", action="store_true", help="open the page in the default browser")
+    _tolerances(p)
+    p.set_defaults(_action=watch)
+
 
 def run(args: argparse.Namespace) -> int:
     return args._action(args)
@@ -128,8 +166,7 @@ def check(args: argparse.Namespace) -> int:
 def movie(args: argparse.Namespace) -> int:
     from headmovies.render.orbits.movie import make_movie
     panels = args.panels
-    if panels and not {w.lower() for w in panels} & {"seed", "auto", "default"}:
-        [parse_panel(p) for p in panels]                   # a bad plane fails before the run is opened
+    _check_panel_words(panels)
     formats, fps, hold = movie_arguments(args)
     if not 64 <= args.panel_px <= 2000:
         raise UserError(f"--panel-px must be in 64..2000, got {args.panel_px}")
@@ -159,4 +196,38 @@ def figures(args: argparse.Namespace) -> int:
     for path in make_figures(args.run, args.out, args.panels, args.tol, args.dead_tol, formats,
                              over_time=not args.no_over_time, progress=not args.no_progress):
         print(path)
+    return 0
+
+
+def _check_panel_words(panels) -> None:
+    if panels and not {w.lower() for w in panels} & {"seed", "auto", "default"}:
+        [parse_panel(p) for p in panels]                   # a bad plane fails before the run is opened
+
+
+def view(args: argparse.Namespace) -> int:
+    from headmovies.render.orbits.viewer import MAX_MB, make_viewer
+    _check_panel_words(args.panels)
+    if not args.name or "/" in args.name or args.name.startswith("."):
+        raise UserError(f"--name must be a plain file name stem, got {args.name!r}")
+    result = make_viewer(args.run, args.out, panels=args.panels, tol=args.tol, dead_tol=args.dead_tol,
+                         name=args.name)
+    mb = result.bytes / 1e6
+    print(f"{result.path}  ({mb:.2f} MB, {result.snapshots} snapshots, panels "
+          f"{' '.join(map(str, result.panels))}, built in {result.seconds:.1f} s)"
+          + (f"; larger than {MAX_MB:g} MB: browsers may be slow to open it" if mb > MAX_MB else ""))
+    return 0
+
+
+def watch(args: argparse.Namespace) -> int:
+    from headmovies.render.orbits.watch import watch as follow
+    _check_panel_words(args.panels)
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be in 0..65535, got {args.port}")
+    if not math.isfinite(args.interval) or not 0.05 <= args.interval <= 60:
+        raise UserError(f"--interval must be in 0.05..60 seconds, got {args.interval}")
+    try:
+        follow(args.run, panels=args.panels, port=args.port, interval=args.interval, tol=args.tol,
+               dead_tol=args.dead_tol, open_browser=args.open, log=lambda s: print(s, flush=True))
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
     return 0

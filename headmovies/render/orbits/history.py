@@ -65,11 +65,12 @@ class OrbitHistory:
 
 
 def orbit_history(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
-                  progress: Callable | None = None) -> OrbitHistory:
-    """Run the orbit check (`check.check_orbits`) on every snapshot of an open run, reading the
-    weights chunk by chunk. `progress`, if given, wraps the snapshot iterator (e.g. tqdm)."""
+                  progress: Callable | None = None, start: int = 0) -> OrbitHistory:
+    """Run the orbit check (`check.check_orbits`) on every snapshot of an open run from index
+    `start` on (a live view checks only new snapshots), reading the weights chunk by chunk.
+    `progress`, if given, wraps the snapshot iterator (e.g. tqdm)."""
     n, m = group_of(run)
-    it = run.iter_weights(list(CIRCUIT_NAMES))
+    it = run.iter_weights(list(CIRCUIT_NAMES), indices=np.arange(start, len(run)))
     if progress is not None:
         it = progress(it)
     epochs, orbits, errors, dead, member = [], [], [], [], []

@@ -1,0 +1,321 @@
+"""The interactive viewer (docs/viewer.md): one self-contained HTML page (plain JavaScript and
+canvas) that scrubs through a run of the orbit experiment, built from the run file alone.
+
+What the page receives (the payload, JSON inside the page; binary arrays zlib-compressed and
+base64-encoded, unpacked by the browser's DecompressionStream):
+
+- coords   float32 [T, P, H, 2]: (Re, Im) of X^(u, v) of each head in each of the P panels
+           chosen as for the movie (`panel_choice.resolve_panels`), computed by the movie's own
+           projection (`movie.panel_coordinates`), so dots sit exactly where the movie puts them.
+- factors  int8 [T, H, 4, n, d_head] with float32 scales [T, H, 4]: per head the four factors
+           of its centred circuits (`circuit_factors`): centred M_h = F0 F1^T and centred
+           R_h = F2 F3^T. The page draws the heatmaps of both circuits from them and computes
+           X^(u, v) for any plane chosen in the page. 8-bit, one scale per factor: entries of
+           the rebuilt circuits are within about 1 % of the head's largest entry. Stored as
+           differences between consecutive snapshots, which compress ~4x.
+- the orbit check of every snapshot (`history.orbit_history`): verified orbits, each head's
+  worst-shift match error, dead heads; when each orbit locks in (`OrbitHistory.locked_in`).
+- per snapshot the movie's caption (accuracies, equivariance error) and the run's events.
+
+`ViewerData` builds this incrementally, so the live view (`watch.py`) sends only new snapshots.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+import zlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from matplotlib.colors import to_hex
+
+from headmovies.errors import UserError
+from headmovies.render.core.outputs import prepare_out_dir, write_text
+from headmovies.render.core.panels import TRAIL_EPOCHS
+from headmovies.render.core.projections import Panel, polygon_order
+from headmovies.render.core.reader import Run
+from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, group_of
+from headmovies.render.orbits.colours import DEAD_COLOUR, OTHER_COLOUR, orbit_colour, shape_name
+from headmovies.render.orbits.history import OrbitHistory, orbit_history
+from headmovies.render.orbits.movie import caption, check_panels, final_report, panel_coordinates
+from headmovies.render.orbits.panel_choice import resolve_panels
+
+PAYLOAD_VERSION = 1
+MAX_MB = 5.0          # issue 13: the default run's page stays under this
+
+
+def circuit_factors(weights: dict[str, np.ndarray]) -> np.ndarray:
+    """float64 [H, 4, n, d_head]: F0 = W_E W_Q[h] / sqrt(d_head), F1 = W_E W_K[h] centred over
+    tokens, F2 = (W_O[h] W_U)^T centred over output classes, F3 = W_E W_V[h], so that the
+    centred circuits of `render.core.circuits` are M_h = F0 F1^T [n, n] (query a, key b) and
+    R_h = F2 F3^T [n_out, n] (output class c, attended token b). Centring a factor centres the
+    product: M's row means come from the key factor, R's column means from the output factor."""
+    E = np.asarray(weights["W_E"], np.float64)
+    d_head = weights["W_Q"].shape[-1]
+    q = E @ np.asarray(weights["W_Q"], np.float64) / math.sqrt(d_head)          # [H, n, dh]
+    k = E @ np.asarray(weights["W_K"], np.float64)
+    v = E @ np.asarray(weights["W_V"], np.float64)
+    ou = np.asarray(weights["W_O"], np.float64) @ np.asarray(weights["W_U"], np.float64)   # [H, dh, c]
+    k = k - k.mean(axis=-2, keepdims=True)
+    ou = ou - ou.mean(axis=-1, keepdims=True)
+    return np.stack([q, k, np.swapaxes(ou, -1, -2), v], axis=1)
+
+
+def quantise(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 [..., n, d], float32 scales [...]) with F ~ q * scale, one scale per [n, d] block
+    (its largest |entry| / 127; 0 for an all-zero block)."""
+    scale = np.abs(F).max(axis=(-2, -1)) / 127.0
+    safe = np.where(scale > 0, scale, 1.0)[..., None, None]
+    return np.round(F / safe).astype(np.int8), scale.astype(np.float32)
+
+
+def dequantise(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    return q.astype(np.float64) * scale.astype(np.float64)[..., None, None]
+
+
+def time_delta(q: np.ndarray) -> np.ndarray:
+    """int8 differences along axis 0 (the first kept as is), wrapping mod 256; the page undoes
+    them by a running sum in an Int8Array."""
+    d = np.diff(q.astype(np.int16), axis=0, prepend=np.zeros_like(q[:1], np.int16))
+    return d.astype(np.int8)
+
+
+def pack(arrays: dict[str, np.ndarray]) -> dict:
+    """{'manifest': [[name, dtype, shape, byte offset]], 'blob': base64(zlib(bytes))}, each
+    array little-endian and 8-byte aligned in the bytes."""
+    manifest, parts, offset = [], [], 0
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        manifest.append([name, a.dtype.str.lstrip("<|="), list(a.shape), offset])
+        raw = a.tobytes()
+        pad = (-len(raw)) % 8
+        parts.append(raw + b"\0" * pad)
+        offset += len(raw) + pad
+    blob = zlib.compress(b"".join(parts), 6)
+    return {"manifest": manifest, "blob": base64.b64encode(blob).decode("ascii")}
+
+
+def unpack(packed: dict) -> dict[str, np.ndarray]:
+    """Inverse of `pack` (for tests and tools)."""
+    raw = zlib.decompress(base64.b64decode(packed["blob"]))
+    out = {}
+    for name, dtype, shape, offset in packed["manifest"]:
+        count = int(np.prod(shape)) if shape else 1
+        out[name] = np.frombuffer(raw, dtype=np.dtype(dtype), count=count, offset=offset).reshape(shape)
+    return out
+
+
+def plane_words(panel: Panel, n: int, m: int) -> dict:
+    """Title and axis text of one panel, in words (docs/math.md, "Irrep coordinates")."""
+    r = panel.r(n, m)
+    k = polygon_order(r, n)
+    circuit = "QK" if panel.circuit == "qk" else "OV"
+    turn = 360.0 * r / n
+    deg = f"{turn:g}" if turn == int(turn) else f"{turn:.1f}"
+    shape = "stays put" if k == 1 else f"draws a regular {k}-gon" if k > 2 else "draws a pair"
+    return {"circuit": panel.circuit, "u": panel.u, "v": panel.v, "r": r, "order": k, "shape": shape_name(k),
+            "title": f"{circuit} circuit, (u, v) = ({panel.u}, {panel.v})",
+            "axes": (f"x, y: real and imaginary part of each head's ({panel.u}, {panel.v}) Fourier coefficient "
+                     f"of its centred {circuit} circuit. A shift by s turns every dot by r·s·{360 / n:g}° "
+                     f"(r = {r}: {deg}° per unit shift); an orbit {shape} here.")}
+
+
+def events(run: Run) -> list[dict]:
+    """Marks for the timeline from the run's config: the snapshot schedule's switch and the
+    start of a second training phase (orbits: pruning, then fine-tuning)."""
+    cfg, out = run.config, []
+    epochs = int(cfg.get("epochs", run.epochs[-1]))
+    switch = int(cfg.get("switch_epoch", 0))
+    if 0 < switch < epochs and cfg.get("early_every") != cfg.get("late_every"):
+        out.append({"epoch": switch, "label": f"snapshots every {cfg.get('late_every')} epochs from here",
+                    "short": "schedule"})
+    start = int(cfg.get("refine_start", 0) or 0)
+    if 0 < start < epochs:
+        prune = float(cfg.get("refine_prune", 0) or 0)
+        what = f"phase 2: weak heads pruned (OV < {prune:.0%} of the largest), fine-tuning" if prune > 0 \
+            else "phase 2: fine-tuning"
+        out.append({"epoch": start, "label": what, "short": "phase 2"})
+    return out
+
+
+def _concat(a: OrbitHistory | None, b: OrbitHistory) -> OrbitHistory:
+    if a is None:
+        return b
+    return OrbitHistory(np.concatenate([a.epochs, b.epochs]), a.orbits + b.orbits,
+                        np.concatenate([a.head_error, b.head_error]), np.concatenate([a.dead, b.dead]),
+                        np.concatenate([a.in_orbit, b.in_orbit]), a.n, a.m, a.tol)
+
+
+def _cut(h: OrbitHistory, k: int) -> OrbitHistory:
+    return OrbitHistory(h.epochs[:k], h.orbits[:k], h.head_error[:k], h.dead[:k], h.in_orbit[:k], h.n, h.m, h.tol)
+
+
+def _key(heads) -> str:
+    return ",".join(str(int(h)) for h in sorted(heads))
+
+
+def _num(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+@dataclass
+class Chunk:
+    start: int
+    stop: int
+    data: dict
+
+
+class ViewerData:
+    """The payload of a run, grown snapshot by snapshot (`grow`) as a live run grows.
+
+    Panels are resolved once, from the snapshots present when it is created (`--panels`
+    words as for the movie). Raises RunFileError / UserError (one line) for a run that lacks
+    group data or weights of the orbit check.
+    """
+
+    def __init__(self, run: Run, panels: Sequence[str] | None = None, tol: float = TOL,
+                 dead_tol: float = DEAD_TOL, trail_epochs: float = TRAIL_EPOCHS):
+        if not 0 < tol < 1 or not 0 <= dead_tol < 1:
+            raise UserError(f"--tol must be in (0, 1) and --dead-tol in [0, 1), got {tol} and {dead_tol}")
+        self.n, self.m = group_of(run)
+        report, M, R = final_report(run, tol, dead_tol)
+        self.panels, self.panel_note = resolve_panels(panels, report, M, R, self.n, self.m)
+        check_panels(run, self.panels)
+        self.tol, self.dead_tol, self.trail_epochs = tol, dead_tol, trail_epochs
+        self.n_heads = int(run.f["snapshots"]["W_Q"].shape[1])
+        self.d_head = int(run.f["snapshots"]["W_Q"].shape[-1])
+        self.history: OrbitHistory | None = None
+        self.chunks: list[Chunk] = []
+
+    @property
+    def count(self) -> int:
+        return self.chunks[-1].stop if self.chunks else 0
+
+    def truncate(self, count: int) -> int:
+        """Forget snapshots from index `count` on (a resumed run dropped them); whole chunks
+        go, so the count may end lower. Returns the new count."""
+        while self.chunks and self.chunks[-1].stop > count:
+            self.chunks.pop()
+        if self.history is not None:
+            self.history = _cut(self.history, self.count)
+        return self.count
+
+    def grow(self, run: Run) -> Chunk | None:
+        """Read the snapshots of `run` past `count` into a new chunk (None if there are none)."""
+        start, stop = self.count, len(run)
+        if stop <= start:
+            return None
+        idx = np.arange(start, stop)
+        part = orbit_history(run, self.tol, self.dead_tol, start=start)
+        self.history = _concat(self.history, part)
+        coords = np.array([c for _, c in panel_coordinates(run, self.panels, indices=idx)])      # [t, P, H]
+        F = np.array([circuit_factors(w) for _, w in run.iter_weights(list(CIRCUIT_NAMES), indices=idx)])
+        q, scales = quantise(F)
+        cap = caption(run)
+        metrics = run.metrics()
+        eq = {}
+        if "eq_error" in metrics:
+            eq = {int(e): v for e, v in zip(metrics["epoch"], metrics["eq_error"])}
+        epochs = [int(e) for e in run.epochs[start:stop]]
+        data = {
+            "start": start,
+            "epochs": epochs,
+            "captions": [cap(e) for e in epochs],
+            "eq_error": [_num(eq[e]) if e in eq else None for e in epochs],
+            "orbits": [[[_key(h), _num(err)] for _, h, err in o] for o in part.orbits],
+            "arrays": pack({
+                "coords": np.stack([coords.real, coords.imag], -1).astype(np.float32),
+                "factors": time_delta(q),
+                "scales": scales,
+                "head_error": part.head_error.astype(np.float32),
+                "dead": part.dead.astype(np.uint8),
+            }),
+        }
+        chunk = Chunk(start, stop, data)
+        self.chunks.append(chunk)
+        return chunk
+
+    def meta(self, run: Run) -> dict:
+        """Everything but the per-snapshot data: run, panels, events, orbits and their colours."""
+        h = self.history
+        sets: dict[str, dict] = {}
+        if h is not None:
+            for t, orbits in enumerate(h.orbits):
+                for size, heads, _ in orbits:
+                    sets.setdefault(_key(heads), {"heads": [int(x) for x in heads], "size": int(size), "first": t})
+            latest = {_key(heads) for _, heads, _ in h.orbits[-1]} if len(h) else set()
+        else:
+            latest = set()
+        # as in the movie: the orbits of the last snapshot, largest first, then ones seen earlier
+        order = sorted(sets, key=lambda k: (k not in latest, -sets[k]["size"] if k in latest else sets[k]["first"],
+                                            sets[k]["heads"][0]))
+        orbits = []
+        for i, key in enumerate(order):
+            s = sets[key]
+            lock = h.locked_in(s["heads"]) if key in latest else None
+            orbits.append({"key": key, "heads": s["heads"], "size": s["size"], "colour": to_hex(orbit_colour(i)),
+                           "locked_in": lock, "final": key in latest})
+        cfg = run.config
+        return {
+            "version": PAYLOAD_VERSION,
+            "file": run.path.name,
+            "experiment": run.experiment,
+            "n": self.n, "m": self.m, "n_heads": self.n_heads, "d_head": self.d_head,
+            "final_epoch": int(cfg.get("epochs", run.epochs[-1])),
+            "complete": bool(run.complete),
+            "tol": self.tol, "dead_tol": self.dead_tol,
+            "trail_epochs": self.trail_epochs,
+            "panels": [plane_words(p, self.n, self.m) for p in self.panels],
+            "panel_note": self.panel_note,
+            "events": events(run),
+            "orbits": orbits,
+            "colours": {"other": to_hex(OTHER_COLOUR), "dead": to_hex(DEAD_COLOUR)},
+        }
+
+    def payload(self, run: Run, live: dict | None = None) -> dict:
+        return {"meta": self.meta(run), "chunks": [c.data for c in self.chunks], "live": live}
+
+
+def page(payload: dict) -> str:
+    """The viewer page with `payload` inside: the template and script shipped with the package
+    (headmovies/render/orbits/viewer_page/), no external resource."""
+    folder = resources.files("headmovies.render.orbits") / "viewer_page"
+    html = (folder / "viewer.html").read_text(encoding="utf-8")
+    script = (folder / "viewer.js").read_text(encoding="utf-8")
+    data = json.dumps(payload, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+    html = html.replace("/*VIEWER_JS*/", script.replace("</script", "<\\/script"), 1)
+    return html.replace("__PAYLOAD__", data, 1)
+
+
+@dataclass
+class ViewerResult:
+    path: Path
+    bytes: int
+    seconds: float
+    snapshots: int
+    panels: list[Panel]
+
+
+def make_viewer(run_path: str | Path, out_dir: str | Path, panels: Sequence[str] | None = None,
+                tol: float = TOL, dead_tol: float = DEAD_TOL, name: str = "viewer",
+                trail_epochs: float = TRAIL_EPOCHS) -> ViewerResult:
+    """Write `out_dir/name.html`, the viewer of `run_path` (whole or not at all). Errors a
+    user can cause (run file, weights, panels, output folder) are UserError, raised before
+    anything is written."""
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    with Run(run_path) as run:
+        data = ViewerData(run, panels, tol, dead_tol, trail_epochs)
+        prepare_out_dir(out_dir)
+        data.grow(run)
+        text = page(data.payload(run))
+        path = write_text(out_dir / f"{name}.html", text)
+        return ViewerResult(path, path.stat().st_size, time.perf_counter() - t0, data.count, data.panels)
