@@ -1,7 +1,9 @@
 # make movie  - train the orbit experiment (seed 000) if needed and render its movie
 # make test   - run the tests
 # Both bootstrap .venv on first use. torch defaults to the CPU build; override with TORCH=torch.
+# make test also needs Chromium for the browser tests (installed with apt-get when missing and root).
 PYTHON ?= python3
+CHROMIUM ?= /usr/bin/chromium
 TORCH ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,7 +11,7 @@ HM := $(VENV)/bin/headmovies
 RUN := data/orbits.h5
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup test movie retrain train-orbits figures bench clean ov-coherent induction induction-seeds
+.PHONY: setup browser test movie retrain train-orbits figures bench clean ov-coherent induction induction-seeds
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +22,24 @@ $(VENV)/.ready: pyproject.toml
 
 setup: $(VENV)/.ready
 
-test: setup
-	$(PY) -m pytest
+# The browser tests (tests/test_browser.py) drive the system Chromium through Playwright, which
+# cannot download its own browsers here.
+browser:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing chromium with apt-get (for the browser tests)"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y -q -o DPkg::Lock::Timeout=300 chromium >/dev/null 2>&1 || \
+				{ apt-get update -q >/dev/null && apt-get install -y -q -o DPkg::Lock::Timeout=300 chromium >/dev/null; } || exit 1; \
+			[ -x "$(CHROMIUM)" ] || { echo "error: apt-get installed chromium, but $(CHROMIUM) is missing: pass CHROMIUM=/path/to/chromium" >&2; exit 1; }; \
+		else \
+			echo "error: the browser tests need Chromium at $(CHROMIUM): install it (Debian: sudo apt-get install chromium) or pass CHROMIUM=/path/to/chromium" >&2; \
+			exit 1; \
+		fi; \
+	fi
+
+test: setup browser
+	HEADMOVIES_CHROMIUM=$(CHROMIUM) $(PY) -m pytest
 
 train-orbits: setup
 	$(HM) train orbits --out $(RUN) --reuse

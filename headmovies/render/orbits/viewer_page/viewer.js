@@ -7,20 +7,23 @@
   const LIVE = PAYLOAD.live;
   let META = PAYLOAD.meta;
   const H = META.n_heads, N = META.n, D = META.d_head, P0 = META.panels.length;
-  const PER_F = H * 4 * N * D;                  // factor values per snapshot
+  const M = Math.floor(N / 2) + 1, ROW = 2 * D;  // Fourier rows u = 0..n/2 of each factor, re then im
+  const PER_R = H * 4 * M * ROW, PER_C = H * 4 * M;    // row values and scale codes per snapshot
+  const ZERO_CODE = -32768, SCALE_STEPS = 8;           // as viewer.py
   const LOOKAHEAD = 8, EASE = 0.25, MARGIN = 1.12, TINY = 1e-30;   // as render/core/panels.py
   const TRAIL = META.trail_epochs;
 
   // ---- snapshot data, grown chunk by chunk --------------------------------------------------
   const S = { T: 0, epochs: [], captions: [], eqError: [], orbits: [],
-              coords: new Float32Array(0), factors: new Int8Array(0), scales: new Float32Array(0),
+              coords: new Float32Array(0), rows: new Int8Array(0), codes: new Int16Array(0),
               headError: new Float32Array(0), dead: new Uint8Array(0) };
   const view = { t: 0, playing: false, epoch: 0, last: 0, hold: 0, selected: null, hovered: null, trails: true };
   let orbitByKey = new Map(), finalOrbitOf = new Array(H).fill(null);
   let panels = [];
 
   const fmtEpoch = (e) => Math.round(e).toLocaleString("en-US");
-  const pct = (x) => (x >= 1e-4 ? (100 * x).toFixed(2) + " %" : x.toExponential(1));
+  const pct = (x) => (x >= 1e-4 ? (100 * x).toFixed(2) + "%"            // as check.format_error: 0.10%, 8.6e-08
+                                 : x.toExponential(1).replace(/e([+-])(\d)$/, "e$10$2"));
   const fmtNum = (x) => (x === 0 ? "0" : Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 1 ? x.toPrecision(3)
                         : x.toPrecision(2));
 
@@ -43,7 +46,7 @@
     }
     const stream = new Blob([b64bytes(packed.blob)]).stream().pipeThrough(new DecompressionStream("deflate"));
     const buf = await new Response(stream).arrayBuffer();
-    const types = { f4: Float32Array, i1: Int8Array, u1: Uint8Array };
+    const types = { f4: Float32Array, i1: Int8Array, i2: Int16Array, u1: Uint8Array };
     const out = {};
     for (const [name, dtype, shape, offset] of packed.manifest) {
       const count = shape.reduce((a, b) => a * b, 1);
@@ -62,11 +65,12 @@
   async function appendChunk(c) {
     const A = await unpack(c.arrays);
     const k = c.start, t = c.epochs.length;
-    const f = A.factors;                      // stored as differences between snapshots
-    for (let i = PER_F; i < f.length; i++) f[i] = f[i] + f[i - PER_F];   // Int8Array wraps mod 256
+    const rows = A.rows, codes = A.codes;   // stored as differences between snapshots; typed arrays wrap
+    for (let i = PER_R; i < rows.length; i++) rows[i] = rows[i] + rows[i - PER_R];
+    for (let i = PER_C; i < codes.length; i++) codes[i] = codes[i] + codes[i - PER_C];
     S.coords = joined(S.coords, A.coords, k * P0 * H * 2);
-    S.factors = joined(S.factors, f, k * PER_F);
-    S.scales = joined(S.scales, A.scales, k * H * 4);
+    S.rows = joined(S.rows, rows, k * PER_R);
+    S.codes = joined(S.codes, codes, k * PER_C);
     S.headError = joined(S.headError, A.head_error, k * H);
     S.dead = joined(S.dead, A.dead, k * H);
     for (const key of ["epochs", "captions", "eqError", "orbits"]) S[key].length = k;
@@ -134,32 +138,34 @@
                    `${+turn.toFixed(1)}° per unit shift); an orbit ${shape} here.` };
   }
 
-  // X^(u,v) = (1/n) sum_e A^(u,e) B^(v,e) from the 8-bit factors (centred M = F0 F1^T, R = F2 F3^T)
-  function planeFromFactors(spec, t0, t1, out) {
+  // Fourier row u of factor f (0: QK query, 1: QK key, 2: OV output, 3: OV value) of head h at
+  // snapshot t: A^[u, e] = sum_a F[a, e] exp(2 pi i u a / n), rows u > n/2 the conjugates of n - u;
+  // err: how far each entry can be from the true one (both parts rounded to half a step)
+  function rowOf(t, h, f, u) {
+    const uu = mod(u, N), conj = uu >= M, r = conj ? N - uu : uu;
+    const ci = ((t * H + h) * 4 + f) * M + r, code = S.codes[ci];
+    const s = code === ZERO_CODE ? 0 : Math.pow(2, code / SCALE_STEPS), base = ci * ROW;
+    const re = new Float64Array(D), im = new Float64Array(D);
+    for (let e = 0; e < D; e++) { re[e] = s * S.rows[base + e]; im[e] = (conj ? -s : s) * S.rows[base + D + e]; }
+    return { re, im, err: s / 2 * Math.SQRT2 };
+  }
+
+  // X^(u,v) = (1/n) sum_e A^[u, e] B^[v, e] (centred M = F0 F1^T, R = F2 F3^T), and a bound on its
+  // error from the 8-bit rows: (1/n) sum_e (dA |B^| + |A^| dB + dA dB)
+  function planeFromRows(spec, t0, t1, out, bound) {
     const fa = spec.circuit === "qk" ? 0 : 2, fb = fa + 1;
-    const cu = new Float64Array(N), su = new Float64Array(N), cv = new Float64Array(N), sv = new Float64Array(N);
-    for (let a = 0; a < N; a++) {
-      cu[a] = Math.cos(2 * Math.PI * spec.u * a / N); su[a] = Math.sin(2 * Math.PI * spec.u * a / N);
-      cv[a] = Math.cos(2 * Math.PI * spec.v * a / N); sv[a] = Math.sin(2 * Math.PI * spec.v * a / N);
-    }
-    const F = S.factors, block = N * D;
     for (let t = t0; t < t1; t++) {
       for (let h = 0; h < H; h++) {
-        const ia = (t * H + h) * 4 + fa, ib = (t * H + h) * 4 + fb;
-        const oa = ia * block, ob = ib * block;
-        let re = 0, im = 0;
+        const A = rowOf(t, h, fa, spec.u), B = rowOf(t, h, fb, spec.v);
+        let re = 0, im = 0, err = 0;
         for (let e = 0; e < D; e++) {
-          let ar = 0, ai = 0, br = 0, bi = 0;
-          for (let a = 0; a < N; a++) {
-            const x = F[oa + a * D + e], y = F[ob + a * D + e];
-            ar += x * cu[a]; ai += x * su[a];
-            br += y * cv[a]; bi += y * sv[a];
-          }
-          re += ar * br - ai * bi; im += ar * bi + ai * br;
+          re += A.re[e] * B.re[e] - A.im[e] * B.im[e];
+          im += A.re[e] * B.im[e] + A.im[e] * B.re[e];
+          err += A.err * Math.hypot(B.re[e], B.im[e]) + Math.hypot(A.re[e], A.im[e]) * B.err + A.err * B.err;
         }
-        const s = S.scales[ia] * S.scales[ib] / N;
-        out[(t * H + h) * 2] = s * re;
-        out[(t * H + h) * 2 + 1] = s * im;
+        out[(t * H + h) * 2] = re / N;
+        out[(t * H + h) * 2 + 1] = im / N;
+        bound[t * H + h] = err / N;
       }
     }
   }
@@ -167,7 +173,8 @@
   function fillCoords(panel) {
     const xy = new Float64Array(S.T * H * 2);
     if (panel.custom) {
-      planeFromFactors(panel.spec, 0, S.T, xy);
+      panel.bound = new Float64Array(S.T * H);
+      planeFromRows(panel.spec, 0, S.T, xy, panel.bound);
     } else {
       const p = panel.index;
       for (let t = 0; t < S.T; t++)
@@ -242,11 +249,11 @@
     const canvas = document.createElement("canvas");
     const axes = document.createElement("p");
     axes.className = "axes";
-    axes.textContent = spec.axes + (custom ? " ≈: computed in the page from the 8-bit circuits: each " +
-      "coordinate within about 1 % of the head's circuit norm." : "");
+    axes.textContent = spec.axes + (custom ? " ≈: computed in the page from 8-bit Fourier rows of the " +
+      "circuits; each dot's true place lies within its grey ring (none drawn below 1.5 px)." : "");
     el.append(h2, canvas, axes);
     const panel = { spec, index, custom, el, canvas, ctx: canvas.getContext("2d"), size: 0, screen: [], xy: null,
-                    limits: null };
+                    limits: null, bound: null };
     if (custom) {
       const rm = document.createElement("button");
       rm.type = "button"; rm.textContent = "remove"; rm.title = "remove this plane";
@@ -335,6 +342,13 @@
       const [x, y] = pointAt(panel.xy, t, h), st = styles[h];
       const px = X(x), py = Y(y);
       panel.screen[h] = [px, py];
+      if (panel.custom) {                         // the true coordinate lies within this ring
+        const ring = panel.bound[t * H + h] / L * half;
+        if (ring >= 1.5) {
+          ctx.beginPath(); ctx.arc(px, py, ring, 0, 2 * Math.PI);
+          ctx.strokeStyle = "#999"; ctx.globalAlpha = 0.45; ctx.lineWidth = 0.8; ctx.stroke(); ctx.globalAlpha = 1;
+        }
+      }
       ctx.beginPath();
       if (st.kind === "dead") {
         ctx.arc(px, py, 3.5, 0, 2 * Math.PI);
@@ -444,15 +458,24 @@
     return RDBU[i].map((c, j) => Math.round(c + f * (RDBU[i + 1][j] - c)));
   }
 
+  function factorFromRows(t, h, f) {             // F[a, e] = (1/n) sum_u A^[u, e] exp(-2 pi i u a / n)
+    const out = new Float64Array(N * D), rows = [];
+    for (let u = 0; u < N; u++) rows.push(rowOf(t, h, f, u));
+    for (let a = 0; a < N; a++)
+      for (let u = 0; u < N; u++) {
+        const c = Math.cos(2 * Math.PI * u * a / N), s = Math.sin(2 * Math.PI * u * a / N), row = rows[u];
+        for (let e = 0; e < D; e++) out[a * D + e] += (row.re[e] * c + row.im[e] * s) / N;
+      }
+    return out;
+  }
+
   function circuitMatrix(t, h, which) {          // centred M (which 0) or R (which 1), [N, N] row-major
-    const fa = 2 * which, ia = (t * H + h) * 4 + fa, ib = ia + 1, block = N * D;
-    const A = S.factors.subarray(ia * block, ia * block + block), B = S.factors.subarray(ib * block, ib * block + block);
-    const s = S.scales[ia] * S.scales[ib], out = new Float64Array(N * N);
+    const A = factorFromRows(t, h, 2 * which), B = factorFromRows(t, h, 2 * which + 1), out = new Float64Array(N * N);
     for (let r = 0; r < N; r++)
       for (let c = 0; c < N; c++) {
         let acc = 0;
         for (let e = 0; e < D; e++) acc += A[r * D + e] * B[c * D + e];
-        out[r * N + c] = s * acc;
+        out[r * N + c] = acc;
       }
     return out;
   }
@@ -472,6 +495,7 @@
         ctx.fillRect(c * cell, r * cell, cell, cell);
       }
     const fig = document.createElement("figure");
+    fig.style.width = side + "px";
     const cap = document.createElement("figcaption");
     cap.textContent = `${caption}; red +, blue −, scale ±${fmtNum(vmax)}`;
     fig.append(canvas, cap);
@@ -787,7 +811,8 @@
       for (let h = 0; h < H; h++) {
         const [x, y] = pointAt(p.xy, t, h);
         out.push({ head: h, x, y, px: rect.left + p.canvas.clientLeft + p.screen[h][0],
-                   py: rect.top + p.canvas.clientTop + p.screen[h][1], kind: styleOf(t, h).kind });
+                   py: rect.top + p.canvas.clientTop + p.screen[h][1], kind: styleOf(t, h).kind,
+                   bound: p.bound ? p.bound[t * H + h] : 0 });
       }
       return { limit: p.limits[t], size: p.size, left: rect.left + p.canvas.clientLeft, top: rect.top + p.canvas.clientTop,
                dots: out };
