@@ -226,3 +226,14 @@ def test_a_bit_identical_resume_keeps_every_shared_snapshot(growing, tmp_path):
         assert (len(old), len(new)) == (6, 8) and shared_prefix(old, new) == 6
     old.close()
     resumed.close()
+
+
+def test_watch_on_a_taken_port_is_one_line(eq_run, capsys):
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert main(["orbits", "watch", str(eq_run), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "--port 0" in err and len(err.strip().splitlines()) == 1

@@ -14,7 +14,7 @@ base64-encoded, unpacked by the browser's DecompressionStream):
            with its own power-of-2^(1/8) scale (`quantise_rows`). The page computes from them
            X^(u, v) = (1/n) sum_e A^[u, e] B^[v, e] for any plane chosen in the page, with a
            rigorous bound on its error from the rounding (drawn as a ring round each dot), and
-           the heatmaps of both circuits. Rows, not entries, get scales because trained heads
+           the heatmaps of both circuits. Rows, not whole factors, get scales because trained heads
            put their power in few frequencies: a plane then keeps its own precision (median
            error ~1 % of the panel's largest coordinate on the default run, against ~6 % with
            one scale per factor). Stored as differences between consecutive snapshots.
