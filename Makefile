@@ -11,7 +11,7 @@ HM := $(VENV)/bin/headmovies
 RUN := data/orbits.h5
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup browser test movie retrain train-orbits figures bench clean ov-coherent induction induction-seeds
+.PHONY: setup browser test movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,9 @@ train-orbits: setup
 movie: train-orbits
 	$(HM) orbits check $(RUN)
 	$(HM) orbits movie $(RUN) --out $(MOVIE_DIR)
+
+viewer: train-orbits
+	$(HM) orbits view $(RUN) --out $(MOVIE_DIR)
 
 retrain: setup
 	$(HM) train orbits --out $(RUN) --force
