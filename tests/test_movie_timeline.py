@@ -106,7 +106,8 @@ def test_events_and_held_frames_are_where_said(movie):
     ev = [(e.epoch, e.label, e.hold) for e in mv.timeline.events]
     assert ev == [(100, "1 frame = 100 epochs", False), (200, "phase 2, pruning", True),
                   (500, "12-orbit verified", True), (500, "4-orbit verified", True)]
-    assert "1 heads dead after it" in mv.timeline.events[1].text
+    assert mv.timeline.events[1].text == ("epoch 200: phase 2 starts: heads with OV below 25% of the largest are "
+                                          "pruned (1 head dead after it); the equivariance weight ramps to 100")
     # 1 s at 8 fps: 8 extra copies of the frames of epochs 200 and 500 (once, for two events)
     assert mv.extra.tolist() == [0, 0, 0, 0, 0, 8, 0, 0, 8, 0]
     shown = mv.frame_epochs()
@@ -185,7 +186,7 @@ def test_movie_command_snippet_and_frame_count(run_path, tmp_path):
     assert cap.startswith("19 heads of one attention layer")
     assert ("A 12-orbit (heads 0–11) is verified from epoch 500 and a 4-orbit (heads 12–15) is verified from "
             "epoch 500") in cap
-    assert "Phase 2 starts at epoch 200" in cap or "epoch 200: phase 2 starts" in cap.lower()
+    assert "At epoch 200 phase 2 starts: heads with OV below 25% of the largest are pruned" in cap
 
 
 def test_snippet_without_poster_or_mp4():

@@ -238,14 +238,15 @@ class PanelFigure:
         rows, cols = grid_shape(len(titles))
         # layout in pixels
         header_lines = header.count("\n") + 1 if header else 1
-        pad, gap, vgap = 30, 44, 16
+        fs = self.fs = min(1.0, max(0.5, panel_px / 440))       # text and margins shrink with small panels
+        pad, gap, vgap = round(30 * fs), round(44 * fs), round(16 * fs)
         note_lines = max((n.count("\n") + 1 for n in notes), default=0)
-        title_h = 32 + 15 * note_lines
-        label_h = 18 if axis_labels else 0
-        header_h = 54 + 16 * header_lines
+        title_h = round((32 + 15 * note_lines) * fs)
+        label_h = round(18 * fs) if axis_labels else 0
+        header_h = round((54 + 16 * header_lines) * fs)
         legend_cols = legend_cols or (1 if len(legend) <= 3 else 2)
-        legend_h = (22 * math.ceil(len(legend) / legend_cols) + 14) if legend else 12
-        strip_h = STRIP_PX if timeline is not None else 0
+        legend_h = round((22 * math.ceil(len(legend) / legend_cols) + 14) * fs) if legend else round(12 * fs)
+        strip_h = round(STRIP_PX * fs) if timeline is not None else 0
         width = 2 * pad + cols * panel_px + (cols - 1) * gap
         height = header_h + rows * (title_h + panel_px + label_h) + (rows - 1) * vgap + strip_h + legend_h
         width, height = width + width % 2, height + height % 2
@@ -272,20 +273,20 @@ class PanelFigure:
             ax.axhline(0, color="#c8c8c8", lw=0.6, zorder=0)                     # thin cross at origin
             ax.axvline(0, color="#c8c8c8", lw=0.6, zorder=0)
             if notes:
-                ax.text(0.5, 1 + (10 + 15 * note_lines) / panel_px, title, transform=ax.transAxes, ha="center",
-                        va="bottom", fontsize=11)
-                ax.text(0.5, 1 + 6 / panel_px, notes[i], transform=ax.transAxes, ha="center", va="bottom",
-                        fontsize=9, color="#505050", linespacing=1.25)
+                ax.text(0.5, 1 + (10 + 15 * note_lines) * fs / panel_px, title, transform=ax.transAxes,
+                        ha="center", va="bottom", fontsize=11 * fs)
+                ax.text(0.5, 1 + 6 * fs / panel_px, notes[i], transform=ax.transAxes, ha="center", va="bottom",
+                        fontsize=9 * fs, color="#505050", linespacing=1.25)
             else:
-                ax.set_title(title, fontsize=11, pad=7)
+                ax.set_title(title, fontsize=11 * fs, pad=7 * fs)
             if axis_labels:
-                ax.set_xlabel(axis_labels[0], fontsize=8.5, color="#606060", labelpad=3)
-                ax.set_ylabel(axis_labels[1], fontsize=8.5, color="#606060", labelpad=3)
-            lc = _Trails(self.colours[self.order], linewidths=1.4, capstyle="butt", zorder=2, **anim)
+                ax.set_xlabel(axis_labels[0], fontsize=8.5 * fs, color="#606060", labelpad=3 * fs)
+                ax.set_ylabel(axis_labels[1], fontsize=8.5 * fs, color="#606060", labelpad=3 * fs)
+            lc = _Trails(self.colours[self.order], linewidths=1.4 * fs, capstyle="butt", zorder=2, **anim)
             ax.add_collection(lc)
-            sc = ax.scatter(np.zeros(n_heads), np.zeros(n_heads), s=30, c=self.colours[self.order],
-                            edgecolors="white", linewidths=0.5, zorder=3, **anim)
-            tx = ax.text(0.985, 0.015, "", transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
+            sc = ax.scatter(np.zeros(n_heads), np.zeros(n_heads), s=30 * fs, c=self.colours[self.order],
+                            edgecolors="white", linewidths=0.5 * fs, zorder=3, **anim)
+            tx = ax.text(0.985, 0.015, "", transform=ax.transAxes, ha="right", va="bottom", fontsize=8 * fs,
                          color="#808080", zorder=4, **anim)
             self.axes.append(ax)
             self.trails.append(lc)
@@ -294,33 +295,34 @@ class PanelFigure:
         self.outline_groups = [(int(p), np.asarray(h, int)) for p, h, _ in outlines]
         self.outline_lines = []
         for p, heads, colour in outlines:
-            line = Line2D([], [], color=colour, lw=1.3, alpha=0.75, zorder=2.5, visible=False, **anim)
+            line = Line2D([], [], color=colour, lw=1.3 * fs, alpha=0.75, zorder=2.5, visible=False, **anim)
             self.axes[p].add_line(line)
             self.outline_lines.append(line)
         if header:
-            self.fig.text(pad / width, 1 - 12 / height, header, ha="left", va="top", fontsize=10, color="#606060",
-                          linespacing=1.35)
-        top_row = 1 - (16 * header_lines + 20) / height
-        self.epoch_text = self.fig.text(pad / width, top_row, "", ha="left", va="top", fontsize=15,
+            self.fig.text(pad / width, 1 - 12 * fs / height, header, ha="left", va="top", fontsize=10 * fs,
+                          color="#606060", linespacing=1.35)
+        top_row = 1 - (16 * header_lines + 20) * fs / height
+        self.epoch_text = self.fig.text(pad / width, top_row, "", ha="left", va="top", fontsize=15 * fs,
                                         weight="bold", **anim)
-        self.caption_text = self.fig.text(1 - pad / width, top_row - 4 / height, "", ha="right", va="top",
-                                          fontsize=10, color="#404040", **anim)
+        self.caption_text = self.fig.text(1 - pad / width, top_row - 4 * fs / height, "", ha="right", va="top",
+                                          fontsize=10 * fs, color="#404040", **anim)
         self.strip = None
         if timeline is not None:
             y_strip = legend_h
-            self.strip = TimelineStrip(self.fig, (pad + 34, y_strip, width - 2 * pad - 34 - 50, strip_h), timeline,
-                                       snapshot_epochs, animated=blit)
+            self.strip = TimelineStrip(self.fig, (pad + 34 * fs, y_strip, width - 2 * pad - 84 * fs, strip_h), timeline,
+                                       snapshot_epochs, animated=blit, fontsize=9 * fs)
         # the legend: fixed slots (a marker and a text each), rewritten by a frame's Look
         self.legend_markers, self.legend_texts = [], []
         slot_w = (width - 2 * pad) / legend_cols
         for j, (label, col) in enumerate(legend):
             row, c = j // legend_cols, j % legend_cols
             x = pad + c * slot_w
-            y = legend_h - 14 - 22 * row
-            mk = Line2D([(x + 8) / width], [y / height], transform=self.fig.transFigure, ls="", marker="o", ms=7,
-                        mfc=col, mec="white", **anim)
+            y = legend_h - (14 + 22 * row) * fs
+            mk = Line2D([(x + 8 * fs) / width], [y / height], transform=self.fig.transFigure, ls="", marker="o",
+                        ms=7 * fs, mfc=col, mec="white", **anim)
             self.fig.add_artist(mk)
-            tx = self.fig.text((x + 20) / width, y / height, label, ha="left", va="center", fontsize=10, **anim)
+            tx = self.fig.text((x + 20 * fs) / width, y / height, label, ha="left", va="center", fontsize=10 * fs,
+                               **anim)
             self.legend_markers.append(mk)
             self.legend_texts.append(tx)
         self._background = None
@@ -334,8 +336,8 @@ class PanelFigure:
         for sc, tr in zip(self.scatters, self.trails):
             sc.set_facecolors(look.face[order])
             sc.set_edgecolors(look.edge[order])
-            sc.set_sizes(look.size[order])
-            sc.set_linewidths(look.linewidth[order])
+            sc.set_sizes(look.size[order] * self.fs)
+            sc.set_linewidths(look.linewidth[order] * self.fs)
             tr.set_colours(look.trail[order])
         for line, on in zip(self.outline_lines, look.outlines):
             line.set_visible(bool(on))
@@ -343,7 +345,7 @@ class PanelFigure:
             tx.set_text(label)
             mk.set_markerfacecolor(face)
             mk.set_markeredgecolor(edge)
-            mk.set_markersize(math.sqrt(size) * 1.1)
+            mk.set_markersize(math.sqrt(size * self.fs) * 1.1)
 
     def update(self, state: FrameState) -> list:
         """Set every moving artist from `state`; returns them (FuncAnimation's update contract)."""

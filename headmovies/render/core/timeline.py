@@ -174,8 +174,9 @@ class TimelineStrip:
         self.timeline = tl = timeline
         W, H = fig.bbox.width, fig.bbox.height
         x0, y0, w, h = box
-        label_px, banner_px, ticks_px = 16, 22, 22
-        axes_h = max(24.0, h - banner_px - 3 * label_px - ticks_px)
+        k = fontsize / 9.0                                         # pixel margins follow the text size
+        label_px, banner_px, ticks_px = 16 * k, 22 * k, 22 * k
+        axes_h = max(24.0 * k, h - banner_px - 3 * label_px - ticks_px)
         self.ax = ax = fig.add_axes((x0 / W, (y0 + ticks_px) / H, w / W, axes_h / H))
         ax.set_xlim(tl.start, tl.end)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=10, steps=[1, 2, 2.5, 5, 10], integer=True))
@@ -201,28 +202,28 @@ class TimelineStrip:
             t = fig.text(0, 0, e.label, fontsize=fontsize - 0.5, color=e.colour, va="bottom",
                          weight="normal" if e.phase else "bold", animated=animated)
             tw = t.get_window_extent(renderer).width
-            left = x - 2 if x + tw + 2 <= x0 + w + 40 else x - tw + 2        # flip left near the right edge
-            row = next((r for r, end in enumerate(rows_end) if left > end + 6), len(rows_end))
+            left = x - 2 if x + tw + 2 <= x0 + w + 40 * k else x - tw + 2    # flip left near the right edge
+            row = next((r for r, end in enumerate(rows_end) if left > end + 6 * k), len(rows_end))
             if row == len(rows_end):
                 rows_end.append(-math.inf)
             row = min(row, 2)
             rows_end[row] = max(rows_end[row], left + tw)
-            ly = y0 + ticks_px + axes_h + 2 + row * label_px
+            ly = y0 + ticks_px + axes_h + 2 * k + row * label_px
             t.set_position((left / W, ly / H))
             self.labels.append(t)
             # a thin leader from the axes top to the label row
             fig.add_artist(Line2D([x / W, x / W], [(y0 + ticks_px + axes_h) / H, (ly + 2) / H], color=e.colour,
                                   lw=0.6, alpha=0.6, ls="--" if e.phase else "-"))
         anim = dict(animated=animated)
-        top = (y0 + ticks_px + axes_h + 3 * label_px + 2)
+        top = y0 + ticks_px + axes_h + 3 * label_px + 2 * k
         # the veil over everything after the cursor in the axes; labels of later events are pale
         self.veil = Rectangle((tl.end, 0.0), 0.0, 1.0, transform=bt, facecolor="white", edgecolor="none",
                               alpha=0.72, clip_on=False, zorder=6, **anim)
         ax.add_patch(self.veil)
-        self.cursor = Line2D([tl.start, tl.start], [0.0, 1.0], transform=bt, color="#202020", lw=1.6,
+        self.cursor = Line2D([tl.start, tl.start], [0.0, 1.0], transform=bt, color="#202020", lw=max(1.5, 1.6 * k),
                              clip_on=False, zorder=7, **anim)
         ax.add_line(self.cursor)
-        self.banner = fig.text(x0 / W, (top + 4) / H, "", fontsize=fontsize + 1.5, va="bottom", ha="left",
+        self.banner = fig.text(x0 / W, (top + 4 * k) / H, "", fontsize=fontsize + 1.5, va="bottom", ha="left",
                                weight="bold", color="#202020", **anim)
         self.epochs = np.asarray(snapshot_epochs, np.int64)
         self._banner_from = []              # (first snapshot, last snapshot, event)
@@ -256,7 +257,7 @@ class TimelineStrip:
             for c in right:
                 x, y = np.asarray(c.epochs, float), np.asarray(c.values, float)
                 ok = y > 0 if tl.right_log else np.isfinite(y)
-                rax.plot(x[ok], y[ok], color=c.colour, lw=1.0, alpha=0.9, label=c.label)
+                rax.plot(x[ok], y[ok], color=c.colour, lw=0.9, label=c.label)
             if tl.right_log:
                 rax.set_yscale("log")
                 rax.yaxis.set_major_locator(LogLocator(numticks=3))

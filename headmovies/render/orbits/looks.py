@@ -26,7 +26,7 @@ import numpy as np
 from matplotlib.colors import to_rgba
 
 from headmovies.render.core.panels import Look
-from headmovies.render.core.projections import Panel, polygon_order
+from headmovies.render.core.projections import Panel
 from headmovies.render.orbits.colours import (DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour, orbit_colour,
                                              shape_name)
 from headmovies.render.orbits.history import OrbitHistory
@@ -92,29 +92,37 @@ def final_tracks(history: OrbitHistory) -> list[Track]:
     return tracks
 
 
-def shapes_in_panels(track: Track, panels: list[Panel], final: np.ndarray, n: int, m: int) -> dict[int, int]:
-    """{r: polygon order} for each rotation frequency r of the panels where the track draws its
-    polygon at the final snapshot, 0 where it sits at 0: its stabiliser forces 0 unless the
-    polygon order divides the orbit size, and a head within 1 % of the panel's largest radius
-    counts as at 0. final: complex [P, H] coordinates at the final snapshot."""
+def shapes_in_panels(track: Track, panels: list[Panel], final: np.ndarray, n: int, m: int) -> list[int]:
+    """Per panel, the polygon order the track draws there at the final snapshot, or 0 where it
+    sits at 0: its stabiliser forces 0 unless the polygon order divides the orbit size, and
+    heads within 1 % of the panel's largest radius count as at 0. final: complex [P, H]
+    coordinates at the final snapshot."""
     scale = np.abs(final).max(axis=1)                                                        # [P]
     heads = list(track.heads)
-    out: dict[int, int] = {}
+    out = []
     for p, panel in enumerate(panels):
-        r = panel.r(n, m)
-        k = polygon_order(r, n)
+        k = panel.order(n, m)
         shown = (track.size % k == 0) and bool((np.abs(final[p, heads]) > 0.01 * max(scale[p], 1e-300)).any())
-        out[r] = max(out.get(r, 0), k if shown else 0)
+        out.append(k if shown else 0)
     return out
 
 
-def shape_words(where: dict[int, int], rs: list[int]) -> str:
-    """'square where r = 6, at 0 where r = 10 or 12' from {r: polygon order or 0 (at 0)}."""
-    groups: dict[int, list[int]] = {}
-    for r in rs:
-        groups.setdefault(where[r], []).append(r)
-    return ", ".join(f"{shape_name(k) if k else 'at 0'} where r = {' or '.join(map(str, r))}"
-                     for k, r in groups.items())
+def shape_words(shapes: list[int], panels: list[Panel], n: int, m: int) -> str:
+    """What an orbit draws, true in every panel: 'square where r = 6, pair in QK (0, 12), at 0 in
+    OV (12, 12)'. Panels of one rotation frequency r are named together when the orbit draws
+    the same there, else one by one."""
+    by_r: dict[int, list[int]] = {}
+    for p, panel in enumerate(panels):
+        by_r.setdefault(panel.r(n, m), []).append(p)
+    parts = []
+    for r, ps in by_r.items():
+        if len({shapes[p] for p in ps}) == 1:
+            k = shapes[ps[0]]
+            parts.append(f"{shape_name(k) if k else 'at 0'} where r = {r}")
+        else:
+            parts += [f"{shape_name(shapes[p]) if shapes[p] else 'at 0'} in {panels[p].circuit.upper()} "
+                      f"({panels[p].u}, {panels[p].v})" for p in ps]
+    return ", ".join(parts)
 
 
 class OrbitLooks:
@@ -144,14 +152,13 @@ class OrbitLooks:
             tracked[np.ix_(tr.verified, list(tr.heads))] = True
         self.transient = history.in_orbit & ~tracked                                          # [T, H]
         self.transient_colour = orbit_colour(len(self.tracks))
-        rs = list(dict.fromkeys(p.r(n, m) for p in panels))
         self.shapes = []
         self.outlines, self.track_of_outline = [], []
         for i, tr in enumerate(self.tracks):
             where = shapes_in_panels(tr, panels, final, n, m)
-            self.shapes.append(shape_words(where, rs))
+            self.shapes.append(shape_words(where, panels, n, m))
             for p, panel in enumerate(panels):
-                if where[panel.r(n, m)] >= 2:
+                if where[p] >= 2:
                     self.outlines.append((p, list(tr.heads), tr.colour))
                     self.track_of_outline.append(i)
         # legend slots: the tracks, orbits that do not last (if any), other live heads, dead heads

@@ -29,7 +29,7 @@ from headmovies.render.orbits.colours import ONE_COLOUR
 from headmovies.render.orbits.history import OrbitHistory, orbit_history
 from headmovies.render.orbits.looks import OrbitLooks
 from headmovies.render.orbits.panel_choice import resolve_panels
-from headmovies.render.orbits.timeline import figcaption, orbit_timeline, refine_event
+from headmovies.render.orbits.timeline import EQ_COLOUR, figcaption, orbit_timeline, refine_event
 
 
 def require_group(run: Run) -> tuple[int, int]:
@@ -159,7 +159,7 @@ class OrbitMovie:
             self.timeline = orbit_timeline(run, self.history, tracks)
         else:
             met = run.metrics()
-            curves = ([Curve(met["epoch"], met["eq_error"], "equivariance error", "#2b2b2b", axis="right")]
+            curves = ([Curve(met["epoch"], met["eq_error"], "equivariance error", EQ_COLOUR, axis="right")]
                       if "eq_error" in met and len(met["eq_error"]) else [])
             self.timeline = Timeline(int(run.epochs[0]), int(run.epochs[-1]),
                                      schedule_events(run.config, run.epochs) + refine_event(run), curves,

@@ -18,6 +18,8 @@ from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.history import OrbitHistory
 from headmovies.render.orbits.looks import Track
 
+EQ_COLOUR = "#6a6a6a"
+
 
 def refine_event(run: Run, history: OrbitHistory | None = None) -> list[Event]:
     """The second phase's start as an event, from the run's config (orbits experiment keys
@@ -35,7 +37,8 @@ def refine_event(run: Run, history: OrbitHistory | None = None) -> list[Event]:
         if history is not None:
             i = int(np.searchsorted(history.epochs, start, side="right"))
             if i < len(history):
-                pruned = f" ({int(history.dead[i].sum())} heads dead after it)"
+                k = int(history.dead[i].sum())
+                pruned = f" ({k} head{'s' if k != 1 else ''} dead after it)"
         details.append(f"heads with OV below {float(cfg['refine_prune']):.0%} of the largest are pruned{pruned}")
     if "refine_eq_weight" in cfg:
         details.append(f"the equivariance weight ramps to {float(cfg['refine_eq_weight']):g}")
@@ -57,21 +60,23 @@ def orbit_events(run: Run, history: OrbitHistory, tracks: list[Track]) -> list[E
 
 def orbit_timeline(run: Run, history: OrbitHistory, tracks: list[Track]) -> Timeline:
     """The strip: events, heads in each final orbit while verified (stacked step areas, left
-    axis 0..H) and the equivariance error (right axis, log) when logged."""
+    axis up to a quarter above the heads in final orbits) and the equivariance error (right
+    axis, log) when logged."""
     H = history.dead.shape[1]
     curves = [Curve(history.epochs, tr.verified * len(tr.heads), f"{tr.name()}", tr.colour, step=True, fill=True,
                     stack=True) for tr in tracks]
     met = run.metrics()
     if "eq_error" in met and len(met["eq_error"]):
-        curves.append(Curve(met["epoch"], met["eq_error"], "equivariance error", "#2b2b2b", axis="right"))
+        curves.append(Curve(met["epoch"], met["eq_error"], "equivariance error", EQ_COLOUR, axis="right"))
+    top = max([sum(len(tr.heads) for tr in tracks)] + [1])
     return Timeline(int(run.epochs[0]), int(run.epochs[-1]), orbit_events(run, history, tracks), curves,
-                    left_label="heads in\norbits", left_lim=(0, H), right_label="eq. error",
+                    left_label="heads in\norbits", left_lim=(0, min(H, 1.25 * top)), right_label="eq. error",
                     right_log=True)
 
 
 def _task(run: Run, n: int) -> str:
     if run.experiment == "orbits":
-        return f"addition mod {n}: each of three tokens is replaced by the sum of the other two"
+        return f"addition mod {n} (each of three tokens is replaced by the sum of the other two)"
     return f"the {run.experiment} task (C_{n})"
 
 
@@ -85,7 +90,7 @@ def figcaption(run: Run, n_heads: int, history: OrbitHistory | None, tracks: lis
     epochs = int(run.epochs[-1])
     penalty = " under an equivariance penalty" if float(cfg.get("eq_weight", 0) or 0) > 0 else ""
     parts = [f"{H} heads of one attention layer ({run.experiment} run {run.path.name}, seed {run.seed}) trained "
-             f"{epochs:,} epochs on {_task(run, n)}{penalty}."]
+             f"{epochs:,} epochs{penalty} on {_task(run, n)}."]
     planes = ", ".join(f"{p.circuit.upper()} ({p.u}, {p.v})" for p in panels)
     parts.append(f"Each dot is one head: the Fourier coefficient of its QK or OV circuit in one plane per panel "
                  f"({planes}); shifting every token by s turns the dots of an orbit into each other.")
@@ -99,7 +104,8 @@ def figcaption(run: Run, n_heads: int, history: OrbitHistory | None, tracks: lis
         parts.append("No orbit is verified at the final snapshot.")
     refine = refine_event(run, history)
     if refine:
-        parts.append(refine[0].text[0].upper() + refine[0].text[1:] + ".")
+        e = refine[0]
+        parts.append(f"At epoch {e.epoch:,} " + e.text.split(": ", 1)[1] + ".")
     met = run.metrics()
     final = []
     for key, words, fmt in (("train_acc", "train accuracy", "{:.1%}"), ("heldout_acc", "held-out accuracy", "{:.1%}"),
