@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
-from matplotlib.colors import to_rgba_array
+from matplotlib.colors import to_rgba, to_rgba_array
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.path import Path
@@ -325,10 +325,11 @@ class PanelFigure:
                                **anim)
             self.legend_markers.append(mk)
             self.legend_texts.append(tx)
-        self._background = None
+        self._background = self._static = None
+        self._background_key = None
         if blit:
             self.canvas.draw()                                                   # static parts only
-            self._background = self.canvas.copy_from_bbox(self.fig.bbox)
+            self._static = self.canvas.copy_from_bbox(self.fig.bbox)
 
     def apply_look(self, look: Look) -> None:
         """Restyle heads, outlines and legend from `look` (see `Look`)."""
@@ -371,20 +372,44 @@ class PanelFigure:
                 line.set_data(z.real, z.imag)
         self.epoch_text.set_text(f"epoch {state.epoch:,}")
         self.caption_text.set_text(state.caption)
-        moving = [*self.trails, *self.outline_lines, *self.scatters, *self.scales, self.epoch_text,
-                  self.caption_text, *self.legend_markers, *self.legend_texts]
+        fast = [*self.trails, *self.outline_lines, *self.scatters, *self.scales, self.epoch_text, self.caption_text]
+        slow = [*self.legend_markers, *self.legend_texts]
         if self.strip is not None:
-            moving += self.strip.update(state.epoch)
-        return moving
+            self.strip.update(state.epoch)
+            fast += self.strip.fast
+            slow += self.strip.slow
+        self._fast, self._slow = fast, slow
+        return fast + slow
+
+    def _slow_key(self) -> tuple:
+        """What the slowly changing artists (legend, event labels, banner) show now."""
+        key = []
+        for a in self._slow:
+            if isinstance(a, Line2D):
+                key.append((to_rgba(a.get_markerfacecolor()), to_rgba(a.get_markeredgecolor()), a.get_markersize()))
+            else:
+                key.append((a.get_text(), a.get_alpha(), to_rgba(a.get_color())))
+        return tuple(key)
 
     def render(self, state: FrameState, rgba: bool = False) -> np.ndarray:
         """The frame as uint8 RGB [height, width, 3] (a copy of the canvas buffer); with
         `rgba`, [height, width, 4] (a plain memory copy, ~5x cheaper than dropping alpha, which
-        the encoder does for free)."""
-        artists = self.update(state)
+        the encoder does for free).
+
+        Blitting: text is the costly part of a frame (~8 ms per line), so the artists that
+        change only at a few frames (legend, event labels and banner) are drawn into the cached
+        background, which is redrawn when they change; the rest is drawn over it each frame."""
+        self.update(state)
         if self.blit:
+            key = self._slow_key()
+            if key != self._background_key:
+                self.canvas.restore_region(self._static)
+                for a in self._slow:
+                    (a.axes or self.fig).draw_artist(a)
+                self._background = self.canvas.copy_from_bbox(self.fig.bbox)
+                self._background_key = key
             self.canvas.restore_region(self._background)
-            for a in artists:
+            for a in self._fast:
                 (a.axes or self.fig).draw_artist(a)
         else:
             self.canvas.draw()

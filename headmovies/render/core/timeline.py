@@ -225,6 +225,8 @@ class TimelineStrip:
         ax.add_line(self.cursor)
         self.banner = fig.text(x0 / W, (top + 4 * k) / H, "", fontsize=fontsize + 1.5, va="bottom", ha="left",
                                weight="bold", color="#202020", **anim)
+        self.fast = [self.veil, self.cursor]          # change every frame
+        self.slow = [self.banner, *self.labels]       # change at a few frames (events)
         self.epochs = np.asarray(snapshot_epochs, np.int64)
         self._banner_from = []              # (first snapshot, last snapshot, event)
         for e, i in zip(tl.events, event_snapshots(self.epochs, tl.events)):
@@ -274,8 +276,8 @@ class TimelineStrip:
         return float(self.cursor.get_xdata()[0])
 
     def update(self, epoch: int) -> list:
-        """Move the cursor and the veil to `epoch` and show the sentence of the current event;
-        returns the moving artists."""
+        """Move the cursor and the veil to `epoch`, show the sentence of the current event and
+        dim the labels of later events; returns the moving artists (`fast` + `slow`)."""
         tl = self.timeline
         x = float(min(max(epoch, tl.start), tl.end))
         self.cursor.set_xdata([x, x])
@@ -291,4 +293,4 @@ class TimelineStrip:
             self.banner.set_text("")
         for e, t in zip(tl.events, self.labels):
             t.set_alpha(1.0 if e.epoch <= epoch else FUTURE_ALPHA)
-        return [self.veil, self.cursor, self.banner, *self.labels]
+        return self.fast + self.slow
