@@ -32,7 +32,7 @@ EVENT_HOLD_S = 1.0        # seconds each held event stays on screen
 BANNER_FRAMES = 24        # the event's sentence stays this many snapshots after its own
 PHASE_COLOUR = "#707070"
 FUTURE_ALPHA = 0.3        # labels of events after the cursor
-STRIP_PX = 150            # height of the strip in pixels (banner, label rows, axes, tick labels)
+STRIP_PX = 170            # height of the strip in pixels (banner, label rows, axes, tick labels)
 
 
 @dataclass(frozen=True)
@@ -153,8 +153,9 @@ def timeline_arguments(args) -> float:
     return hold
 
 
-def _fmt_epoch(x: float, _pos=None) -> str:
-    return f"{x:,.0f}"
+def _fmt_epoch(x: float, pos=None) -> str:
+    """Tick labels '0', '2,000', ...; the first one says the unit: 'epoch 0'."""
+    return f"epoch {x:,.0f}" if pos == 0 else f"{x:,.0f}"
 
 
 class TimelineStrip:
@@ -186,8 +187,6 @@ class TimelineStrip:
             ax.spines[side].set_visible(False)
         for side in ("left", "bottom"):
             ax.spines[side].set_color("#b0b0b0")
-        ax.text(-0.006, -0.03, "epoch", transform=ax.transAxes, ha="right", va="top", fontsize=fontsize - 1,
-                color="#505050")
         self._draw_curves(ax, tl, fontsize)
         # event marks and their labels, in rows that do not overlap
         bt = blended_transform_factory(ax.transData, ax.transAxes)
@@ -250,7 +249,7 @@ class TimelineStrip:
             base = lo + y if c.stack else base
         if tl.left_lim:
             ax.set_ylim(*tl.left_lim)
-        ax.set_ylabel(tl.left_label, fontsize=fontsize - 1, color="#505050")
+        ax.set_ylabel(tl.left_label, fontsize=fontsize - 1.5, color="#505050", linespacing=1.0)
         ax.yaxis.set_major_locator(MaxNLocator(3, integer=True))
         if right:
             rax = ax.twinx()
@@ -263,7 +262,7 @@ class TimelineStrip:
             if tl.right_log:
                 rax.set_yscale("log")
                 rax.yaxis.set_major_locator(LogLocator(numticks=3))
-            rax.set_ylabel(tl.right_label, fontsize=fontsize - 1, color=right[0].colour)
+            rax.set_ylabel(tl.right_label, fontsize=fontsize - 1.5, color=right[0].colour)
             rax.tick_params(labelsize=fontsize - 2, length=2, colors=right[0].colour)
             for side in ("top", "left"):
                 rax.spines[side].set_visible(False)
