@@ -125,13 +125,15 @@ class OrbitMovie:
     panels: `--panels` words (`panel_choice.resolve_panels`). The orbit check of the final
     snapshot serves the panel choice; with `colour_orbits`, the check of every snapshot
     serves the looks and the timeline's orbit events. `event_hold_s`: seconds held at each
-    held event (phase change, orbit verified) at `fps`. `timeline`: draw the strip.
+    held event (phase change, orbit verified) at `fps`. `timeline`: draw the strip. `blit`:
+    as `PanelFigure`'s.
     Raises RunFileError / UserError (one line) for a run that cannot be drawn.
     """
 
     def __init__(self, run: Run, panels: Sequence[str] | None = None, panel_px: int = 480,
                  trail_epochs: float = TRAIL_EPOCHS, colour_orbits: bool = True, fps: float = 24.0,
-                 event_hold_s: float = EVENT_HOLD_S, timeline: bool = True, progress: bool = False):
+                 event_hold_s: float = EVENT_HOLD_S, timeline: bool = True, progress: bool = False,
+                 blit: bool = True):
         self.run = run
         n, m = require_group(run)
         report, M, R = final_report(run)
@@ -166,17 +168,23 @@ class OrbitMovie:
                                      right_label="eq. error", right_log=True)
         self.extra = hold_frames(run.epochs, self.timeline.events, fps, event_hold_s)          # [T]
         self.caption = figcaption(run, H, self.history, tracks, self.panels, n)
+        self.n_heads, self.panel_px, self.with_timeline = H, panel_px, timeline
+        self.figure = self.make_figure(blit)
+
+    def make_figure(self, blit: bool = True) -> PanelFigure:
+        """A new `PanelFigure` of this movie (`blit=False`: drawn the ordinary way)."""
+        n, m, H = self.n, self.m, self.n_heads
         if self.looks:
             colours, legend, order, outlines = (self.looks.colours, self.looks.legend, self.looks.draw_order,
                                                 self.looks.outlines)
         else:
             colours, legend, order, outlines = [ONE_COLOUR] * H, [], None, []
-        self.figure = PanelFigure([p.title(n, m) for p in self.panels], colours, legend,
-                                  header=header_text(run, n, m, H, trail_epochs), panel_px=panel_px,
-                                  draw_order=order, trail_epochs=trail_epochs,
-                                  notes=[p.note(n, m) for p in self.panels], axis_labels=AXIS_LABELS,
-                                  outlines=outlines, timeline=self.timeline if timeline else None,
-                                  snapshot_epochs=run.epochs, legend_cols=1)
+        return PanelFigure([p.title(n, m) for p in self.panels], colours, legend,
+                           header=header_text(self.run, n, m, H, self.trail_epochs), panel_px=self.panel_px,
+                           draw_order=order, trail_epochs=self.trail_epochs, blit=blit,
+                           notes=[p.note(n, m) for p in self.panels], axis_labels=AXIS_LABELS,
+                           outlines=outlines, timeline=self.timeline if self.with_timeline else None,
+                           snapshot_epochs=self.run.epochs, legend_cols=1)
 
     def __len__(self) -> int:
         """Frames, held copies included (not the encoder's final hold)."""
