@@ -299,8 +299,11 @@ class PanelFigure:
             self.axes[p].add_line(line)
             self.outline_lines.append(line)
         if header:
-            self.fig.text(pad / width, 1 - 12 * fs / height, header, ha="left", va="top", fontsize=10 * fs,
-                          color="#606060", linespacing=1.35)
+            head = self.fig.text(pad / width, 1 - 12 * fs / height, header, ha="left", va="top", fontsize=10 * fs,
+                                 color="#606060", linespacing=1.35)
+            wide = head.get_window_extent(self.canvas.get_renderer()).width
+            if wide > width - 2 * pad:                                           # shrink a long header to fit
+                head.set_fontsize(10 * fs * (width - 2 * pad) / wide)
         top_row = 1 - (16 * header_lines + 20) * fs / height
         self.epoch_text = self.fig.text(pad / width, top_row, "", ha="left", va="top", fontsize=15 * fs,
                                         weight="bold", **anim)

@@ -249,8 +249,11 @@ class TimelineStrip:
             base = lo + y if c.stack else base
         if tl.left_lim:
             ax.set_ylim(*tl.left_lim)
+        if not left:
+            ax.set_yticks([])
         ax.set_ylabel(tl.left_label, fontsize=fontsize - 1.5, color="#505050", linespacing=1.0)
-        ax.yaxis.set_major_locator(MaxNLocator(3, integer=True))
+        if left:
+            ax.yaxis.set_major_locator(MaxNLocator(3, integer=True))
         if right:
             rax = ax.twinx()
             rax.set_zorder(ax.get_zorder() - 1)  # the left axes (cursor, veil) stay on top
