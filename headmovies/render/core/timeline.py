@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 from matplotlib.transforms import blended_transform_factory
 
 from headmovies.errors import UserError
@@ -265,6 +265,7 @@ class TimelineStrip:
             if tl.right_log:
                 rax.set_yscale("log")
                 rax.yaxis.set_major_locator(LogLocator(numticks=3))
+                rax.yaxis.set_minor_locator(NullLocator())
             rax.set_ylabel(tl.right_label, fontsize=fontsize - 1.5, color=right[0].colour)
             rax.tick_params(labelsize=fontsize - 2, length=2, colors=right[0].colour)
             for side in ("top", "left"):
