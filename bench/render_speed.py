@@ -4,8 +4,9 @@ FFMpegWriter, on the same frames of one run, in one process.
     .venv/bin/python bench/render_speed.py [RUN] [--frames N] [--panel-px 480]
 
 RUN defaults to data/orbits.h5 (`make movie` trains it). The frame states (coordinates,
-trails, eased limits) are computed once and shared, so every variant draws exactly the same
-frames; each variant writes one H.264 MP4 with the same encoder settings (libx264, preset
+trails, eased limits, each head's look from the orbit check of every snapshot) are computed
+once and shared, so every variant draws exactly the same frames (the movie's figure: seed
+panels, timeline strip, legend); each variant writes one H.264 MP4 with the same encoder settings (libx264, preset
 medium, CRF 20, yuv420p) and is timed end to end (draw + encode):
 
   ours          render.core.panels.PanelFigure (artists made once, blitting over a cached
@@ -22,6 +23,7 @@ it (flat in run length?). Prints frames/s and the ratios.
 from __future__ import annotations
 
 import argparse
+import itertools
 import tempfile
 import time
 import tracemalloc
@@ -31,7 +33,7 @@ import numpy as np
 
 
 from headmovies.render.core.encode import Quality, encode, find_ffmpeg           # noqa: E402
-from headmovies.render.orbits.movie import orbit_colouring, panel_coordinates     # noqa: E402
+from headmovies.render.orbits.movie import OrbitMovie, panel_coordinates         # noqa: E402
 from headmovies.render.core.panels import PanelFigure, frame_states             # noqa: E402
 from headmovies.render.orbits.panel_choice import SEED_PANELS                      # noqa: E402
 from headmovies.render.core.reader import Run                                   # noqa: E402
@@ -39,11 +41,8 @@ from headmovies.render.core.reader import Run                                   
 FPS = 24
 
 
-def figure(run: Run, blit: bool, panel_px: int) -> PanelFigure:
-    col = orbit_colouring(run, SEED_PANELS, run.n, run.m, warn=lambda s: None)
-    return PanelFigure([p.title(run.n, run.m) for p in SEED_PANELS], col.colours, col.legend,
-                       header=f"{run.experiment} · {run.path.name}", panel_px=panel_px, blit=blit,
-                       draw_order=col.draw_order)
+def figure(movie: OrbitMovie, blit: bool) -> PanelFigure:
+    return movie.make_figure(blit)
 
 
 def time_ours(states, fig: PanelFigure, out: Path) -> float:
@@ -94,16 +93,17 @@ def main() -> None:
     with Run(args.run) as run:
         T = len(run) if args.frames <= 0 else min(args.frames, len(run))
         t0 = time.perf_counter()
-        states = list(frame_states(panel_coordinates(run, SEED_PANELS, indices=np.arange(T))))
+        movie = OrbitMovie(run, panels=["seed"], panel_px=args.panel_px)
+        states = list(itertools.islice(movie.states(), T))
         prep = time.perf_counter() - t0
-        w, h = figure(run, True, args.panel_px).size
-        print(f"{run.path}: {T} frames of {w}x{h} px; read + circuits + projections + trails: "
-              f"{prep:.2f} s ({T / prep:.0f} frames/s)")
+        w, h = movie.figure.size
+        print(f"{run.path}: {T} frames of {w}x{h} px; orbit check of every snapshot + read + circuits + "
+              f"projections + trails: {prep:.2f} s ({T / prep:.0f} frames/s)")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
-            t_ours = time_ours(states, figure(run, True, args.panel_px), out)
-            t_noblit = time_ours(states, figure(run, False, args.panel_px), out)
-            t_fa = time_funcanimation(states, figure(run, False, args.panel_px), out, Quality())
+            t_ours = time_ours(states, figure(movie, True), out)
+            t_noblit = time_ours(states, figure(movie, False), out)
+            t_fa = time_funcanimation(states, figure(movie, False), out, Quality())
         rate = lambda t: T / t
         print(f"  ours (blit, buffer, stdin)   {rate(t_ours):6.1f} frames/s")
         print(f"  ours without blitting        {rate(t_noblit):6.1f} frames/s")
@@ -111,7 +111,7 @@ def main() -> None:
         print(f"  ratio ours / FuncAnimation   {t_fa / t_ours:6.2f}x   (no-blit / FuncAnimation "
               f"{t_fa / t_noblit:.2f}x)")
 
-        fig = figure(run, True, args.panel_px)
+        fig = figure(movie, True)
         dt = draw_times(states, fig) * 1e3
         q = max(1, T // 4)
         print(f"  draw only: {1e3 / dt.mean():.0f} frames/s; ms per frame first quarter "

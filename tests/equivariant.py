@@ -82,15 +82,15 @@ NAMES = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")
 
 
 def write_run(path, epochs, snapshots, n: int | None = 24, m: int | None = 2, metrics: dict | None = None,
-              experiment: str = "orbits", complete: bool = True) -> Path:
+              experiment: str = "orbits", complete: bool = True, config: dict | None = None) -> Path:
     """Write a run file following `runfile`'s schema with plain h5py.
 
     epochs: [T] ints; snapshots: list of T dicts name -> array (same shapes across T);
-    metrics: optional name -> [T] floats, logged at the same epochs."""
+    metrics: optional name -> [T] floats, logged at the same epochs; config: extra config keys."""
     path = Path(path)
     with h5py.File(path, "w", libver="latest") as f:
         f.attrs.update({"schema_version": runfile.SCHEMA_VERSION, "experiment": experiment,
-                        "config": json.dumps({"p": n, "hand_built": True}), "seed": 0,
+                        "config": json.dumps({"p": n, "hand_built": True, **(config or {})}), "seed": 0,
                         "created": "2026-01-01T00:00:00", "versions": json.dumps({})})
         if n is not None:
             f.attrs["n"], f.attrs["m"] = n, m
@@ -112,9 +112,12 @@ def write_run(path, epochs, snapshots, n: int | None = 24, m: int | None = 2, me
 
 
 def equivariant_run(path, epochs, n: int = 24, m: int = 2, orbit_sizes=(12, 4), extra_heads: int = 0,
-                    d_model: int = 32, d_head: int = 4, seed: int = 0) -> Path:
+                    d_model: int = 32, d_head: int = 4, seed: int = 0, config: dict | None = None,
+                    dead_heads=()) -> Path:
     """A run whose weights move from random (first epoch) to the exactly equivariant layer
-    (last epoch) along a straight line, then stay; metrics included."""
+    (last epoch) along a straight line, then stay; metrics included. `dead_heads`: heads whose
+    W_O is zero from the middle snapshot T // 2 on (pruned, as phase 2 of the orbit experiment
+    does)."""
     target = dict(zip(NAMES, equivariant_weights(n, m, orbit_sizes, d_model, d_head, seed, extra_heads)))
     rng = np.random.default_rng(seed + 1)
     start = {k: rng.standard_normal(v.shape) * 0.3 * np.abs(v).mean() for k, v in target.items()}
@@ -125,6 +128,8 @@ def equivariant_run(path, epochs, n: int = 24, m: int = 2, orbit_sizes=(12, 4), 
     for t in range(T):
         w = min(1.0, t / max(1, T - 2))  # reaches the target one snapshot before the end
         snaps.append({k: (1 - w) * start[k] + w * target[k] for k in NAMES})
+        if dead_heads and t >= T // 2:
+            snaps[-1]["W_O"][list(dead_heads)] = 0.0
     metrics = {"train_acc": np.linspace(0.1, 1.0, T), "heldout_acc": np.linspace(0.05, 0.76, T),
                "eq_error": np.geomspace(1e-1, 1e-4, T)}
-    return write_run(path, epochs, snaps, n, m, metrics)
+    return write_run(path, epochs, snaps, n, m, metrics, config=config)

@@ -69,8 +69,10 @@ def test_encode_writes_every_format_in_one_pass(tmp_path):
     poster = np.asarray(Image.open(tmp_path / "sq.png").convert("RGB"))
     assert np.array_equal(poster, list(moving_square())[-1])                # the last frame, lossless
     html = (tmp_path / "sq.html").read_text()
-    assert re.search(r'<video autoplay muted loop playsinline width="96" height="64" poster="sq.png"[^>]*>', html)
-    assert html.index('src="sq.webm"') < html.index('src="sq.mp4"') and "</video>" in html
+    assert re.search(r'<video controls muted loop playsinline preload="metadata" width="96" height="64" '
+                     r'poster="sq.png"[^>]*>', html)
+    assert html.index('src="sq.mp4"') < html.index('src="sq.webm"') and "</video>" in html   # Safari: MP4 first
+    assert html.startswith("<figure") and "<figcaption" not in html                        # no caption given
 
 
 def test_encode_subset_and_rgba_frames(tmp_path):
@@ -124,22 +126,22 @@ def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
     assert render_main(argv) == 0
     assert sorted(p.name for p in out.iterdir()) == [f"orbits.{e}" for e in ("gif", "html", "mp4", "png", "webm")]
     stream, frames = probe(out / "orbits.mp4")
-    assert "h264" in stream and "yuv420p" in stream and frames == 9 + 8     # snapshots + held frames
+    assert "h264" in stream and "yuv420p" in stream and frames == 9 + 8 + 8  # snapshots + 1 s at the orbits + end
     m = re.search(r"(\d+)x(\d+)", stream.split("yuv420p")[1])
     w, h = int(m.group(1)), int(m.group(2))
     assert w % 2 == 0 and h % 2 == 0
     assert top_level_boxes(out / "orbits.mp4").index("moov") < top_level_boxes(out / "orbits.mp4").index("mdat")
-    assert probe(out / "orbits.gif")[1] == 17 and b"NETSCAPE2.0\x03\x01\x00\x00" in (out / "orbits.gif").read_bytes()
-    assert "17 frames" in capsys.readouterr().out
+    assert probe(out / "orbits.gif")[1] == 25 and b"NETSCAPE2.0\x03\x01\x00\x00" in (out / "orbits.gif").read_bytes()
+    assert "25 frames" in capsys.readouterr().out
 
 
 def test_movie_command_panels_option(tiny_run, tmp_path):
     out = tmp_path / "two"
     assert render_main(["orbits", "movie", str(tiny_run), "--out", str(out), "--panels", "qk:0,10", "ov:10,-10",
-                        "--formats", "mp4,png", "--hold", "0", "--panel-px", "80", "--trail", "0",
+                        "--formats", "mp4,png", "--hold", "0", "--event-hold", "0", "--panel-px", "80", "--trail", "0",
                         "--no-progress"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["orbits.mp4", "orbits.png"]
-    assert probe(out / "orbits.mp4")[1] == 9
+    assert probe(out / "orbits.mp4")[1] == 9                                # one frame per snapshot, no holds
 
 
 def cli(*argv):

@@ -283,3 +283,34 @@ def test_unknown_variant_and_foreign_run_exit_2(tmp_path, capsys):
     proc = subprocess.run([sys.executable, "-m", "headmovies", "induction", "report", str(tmp_path / "missing.h5"),
                            "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+# --- the movie's timeline and snippet ---------------------------------------------------------------
+
+def test_induction_timeline_marks_accuracy_that_lasts():
+    from headmovies.render.induction.movie import induction_timeline
+    epochs = np.array([0, 100, 200, 300, 400, 500])
+    metrics = {"epoch": epochs, "heldout_acc": np.array([0.1, 0.6, 0.4, 0.6, 0.95, 0.97])}
+    config = {"epochs": 500, "early_every": 100, "switch_epoch": 300, "late_every": 100}   # no switch: same spacing
+    tl = induction_timeline(epochs, metrics, config)
+    assert [(e.epoch, e.label) for e in tl.events] == [(300, "accuracy ≥ 50%"), (400, "accuracy ≥ 90%")]
+    assert tl.curves[0].values.tolist() == pytest.approx([10, 60, 40, 60, 95, 97])
+    tl = induction_timeline(epochs, metrics, {**config, "early_every": 50})
+    assert [(e.epoch, e.hold) for e in tl.events][0] == (300, False)   # the schedule switch is marked, not held
+
+
+def test_attention_movie_has_timeline_holds_and_caption(tiny_runs, tmp_path):
+    from headmovies.render.core.timeline import hold_frames
+    from headmovies.render.induction.movie import induction_timeline
+    from test_encode import probe
+    run = tiny_runs["induction-smeared"]
+    rc = render_main(["induction", "report", str(run), "--out", str(tmp_path), "--formats", "mp4,png,html",
+                      "--fps", "8", "--hold", "0", "--event-hold", "1", "--sequences", "64", "--no-progress"])
+    assert rc == 0
+    with Run(run) as r:
+        tl = induction_timeline(r.epochs, r.metrics(), r.config)
+        held = int(hold_frames(r.epochs, tl.events, 8, 1.0).sum())
+    assert probe(tmp_path / "induction-smeared" / "attention.mp4")[1] == 5 + held
+    html = (tmp_path / "induction-smeared" / "attention.html").read_text()
+    assert html.index("attention.mp4") < html.index("<figcaption")
+    assert "trained 40 epochs on sequences of 24 letters made of a repeated block of 6" in html

@@ -267,3 +267,32 @@ def test_movie_keeps_every_dot_in_view_and_shrinks_smoothly():
         movie.close()
     assert limits[5] == pytest.approx(1.15 * 8.0)
     assert limits[5] > limits[6] > limits[7] > limits[11] > 1.15 * 2.0   # shrinks, but not at once
+
+
+# ------------------------------------------------------------------ timeline and snippet
+
+def test_ov_coherent_timeline_dates_opposite_orderings_and_accuracy():
+    from headmovies.render.ov_coherent.movie import opposite_over_time, ov_coherent_timeline
+    epochs = np.array([0, 10, 20, 30, 40])
+    qk = np.zeros((5, 2, 12))
+    qk[:, 0, 1:5] = [4, 3, 2, 1]                               # head 1 prefers 1 > 2 > 3 > 4
+    qk[:, 1, 1:5] = [[4, 3, 2, 1], [1, 2, 3, 4], [2, 1, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4]]
+    assert opposite_over_time(qk).tolist() == [False, True, False, True, True]
+    metrics = {"epoch": epochs, "acc": np.array([0.2, 0.995, 0.98, 0.99, 1.0])}
+    tl = ov_coherent_timeline(epochs, qk, metrics, {"epochs": 40, "early_every": 10, "switch_epoch": 40,
+                                                    "late_every": 10})
+    assert [(e.epoch, e.label) for e in tl.events] == [(30, "orderings opposite"), (30, "accuracy ≥ 99%")]
+
+
+def test_qk_plane_movie_has_timeline_and_caption(tmp_path):
+    from test_encode import probe
+    run = tmp_path / "tiny.h5"
+    train("ov-coherent", _cfg(epochs=10), run, progress=False)
+    out = tmp_path / "out"
+    assert render_main(["ov-coherent", "report", str(run), "--out", str(out), "--formats", "mp4,html", "--fps", "8",
+                        "--hold", "0", "--event-hold", "0", "--no-progress"]) == 0
+    with Run(run) as r:
+        snapshots = len(r)
+    assert probe(out / "tiny" / "qk_plane.mp4")[1] == snapshots       # --event-hold 0: one frame per snapshot
+    html = (out / "tiny" / "qk_plane.html").read_text()
+    assert "<figcaption" in html and "trained 10 epochs to name the unordered pair of signal tokens" in html

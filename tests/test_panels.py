@@ -5,8 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from matplotlib.colors import to_rgba
+
 from headmovies.render.orbits.colours import OTHER_COLOUR
-from headmovies.render.orbits.movie import final_report, orbit_colouring, panel_coordinates
+from headmovies.render.orbits.history import orbit_history
+from headmovies.render.orbits.looks import OrbitLooks
+from headmovies.render.orbits.movie import panel_coordinates
 from headmovies.render.core.panels import PanelFigure, frame_states, grid_shape
 from headmovies.render.orbits.panel_choice import SEED_PANELS
 from headmovies.render.core.reader import Run
@@ -168,12 +172,18 @@ def test_run_coordinates_end_on_the_polygons(equi_run):
 
 
 def test_orbit_colours(equi_run):
+    """At the final snapshot: largest orbit blue, next orange, others grey; legend entries that
+    hold in every panel (each r named)."""
     with Run(equi_run) as run:
-        report, _, _ = final_report(run)
+        history = orbit_history(run)
         final = next(panel_coordinates(run, SEED_PANELS, indices=np.array([len(run) - 1])))[1]
-    col = orbit_colouring(report, SEED_PANELS, final, 24, 2)
-    assert col.colours == ["C0"] * 12 + ["C1"] * 4 + [OTHER_COLOUR] * 3      # largest orbit blue, next orange
-    assert col.draw_order[:3] == [16, 17, 18] and sorted(col.draw_order) == list(range(19))
-    labels = [label for label, _ in col.legend]
-    assert labels == ["orbit of 12 heads: 12-gon for r=10, square for r=6",
-                      "orbit of 4 heads: at 0 for r=10, square for r=6", "3 heads in no orbit"]
+    looks = OrbitLooks(history, list(SEED_PANELS), final, 24, 2)
+    last = looks.look(len(history) - 1)
+    assert [tuple(c) for c in last.face] == [to_rgba("C0")] * 12 + [to_rgba("C1")] * 4 + [to_rgba(OTHER_COLOUR)] * 3
+    assert looks.draw_order[:3] == [16, 17, 18] and sorted(looks.draw_order) == list(range(19))
+    labels = [label for label, *_ in last.legend]
+    assert labels == ["12-orbit (heads 0–11): 12-gon where r = 10, square where r = 6 · verified since epoch 300",
+                      "4-orbit (heads 12–15): at 0 where r = 10, square where r = 6 · verified since epoch 300",
+                      "3 other live heads (in no orbit at the end)"]
+    # outlines: the 12-gon in both r = 10 panels and the square of each orbit in both r = 6 panels
+    assert [(p, len(h)) for p, h, _ in looks.outlines] == [(0, 12), (1, 12), (2, 12), (3, 12), (2, 4), (3, 4)]

@@ -68,8 +68,14 @@ def test_rotation_frequency_and_polygon_order():
     assert [p.order(n, m) for p in SEED_PANELS] == [12, 12, 4, 4]
     assert polygon_order(0, 24) == 1 and polygon_order(12, 24) == 2 and polygon_order(8, 24) == 3
     assert polygon_order(3, 9) == 3 and polygon_order(2, 9) == 9 and polygon_order(-2, 9) == 9
-    assert Panel("ov", 10, -10).title(24, 2) == "OV (u,v)=(10,-10)  r=10  12-gon"
-    assert Panel("qk", 0, 6).title(24, 2) == "QK (u,v)=(0,6)  r=6  square"
+    assert Panel("ov", 10, -10).title(24, 2) == "OV circuit, frequencies (u, v) = (10, -10)"
+    # the note says what a shift does there: r * 360/n degrees per unit shift, and the polygon
+    assert Panel("qk", 0, 6).note(24, 2) == ("a shift by s turns every dot by s·90° (r = 6, 15° a step)\n"
+                                             "so an orbit draws a square, or sits at 0")
+    assert Panel("ov", 10, -10).note(24, 2).startswith("a shift by s turns every dot by s·150° (r = 10")
+    assert Panel("ov", 12, 12).note(24, 2).endswith("so an orbit draws a pair of opposite points, or sits at 0")
+    assert Panel("qk", 3, -3).note(24, 2) == "r = 0: a shift moves no dot\nso an orbit's heads coincide"
+    assert Panel("qk", 0, 1).note(7, 1).startswith("a shift by s turns every dot by s·51.43° (r = 1, 51.43° a step)")
 
 
 def test_parse_panel():

@@ -9,7 +9,8 @@ process (no image files, no second render) that writes, in a single pass,
 
 then a second, cheap ffmpeg pass turns the FFV1 copy + palette into a looping GIF
 (paletteuse; one palette for the whole movie). The poster PNG is the last frame; the HTML
-snippet is `<video autoplay muted loop playsinline poster=...>` with the WebM and MP4 sources.
+snippet (`render.core.snippet`) is a <figure> with the <video> (MP4 first, then WebM) and a
+<figcaption>.
 The last frame is repeated for `hold_s` seconds in every movie so a looping player pauses on it.
 
 Every file is written under a hidden temporary name in `out_dir` and renamed into place only
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-import html
 import os
 import shutil
 import subprocess
@@ -39,6 +39,7 @@ import numpy as np
 
 from headmovies.errors import EncodeError, UserError
 from headmovies.render.core.outputs import prepare_out_dir
+from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 FORMATS = ("mp4", "webm", "gif", "png", "html")
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
@@ -138,28 +139,10 @@ def _run_ffmpeg(args: list[str], log: Path, what: str) -> None:
         raise EncodeError(f"ffmpeg failed while {what}: {_tail(log, f'exit code {rc}')}")
 
 
-def html_snippet(basename: str, size: tuple[int, int], sources: Iterable[str], poster: bool) -> str:
-    """`<video autoplay muted loop playsinline ...>` with WebM then MP4 sources (file names
-    relative to the snippet, so the folder can be copied next to a post as is)."""
-    w, h = size
-    name = html.escape(basename, quote=True)
-    attrs = f' poster="{name}.png"' if poster else ""
-    lines = [f'<video autoplay muted loop playsinline width="{w}" height="{h}"{attrs} '
-             'style="max-width: 100%; height: auto;">']
-    types = {"webm": "video/webm", "mp4": "video/mp4"}
-    for ext in ("webm", "mp4"):
-        if ext in sources:
-            lines.append(f'  <source src="{name}.{ext}" type="{types[ext]}">')
-    fallback = f'<a href="{name}.mp4">{name}.mp4</a>' if "mp4" in sources else "this movie"
-    lines.append(f"  Your browser cannot play {fallback}.")
-    lines.append("</video>")
-    return "\n".join(lines) + "\n"
-
-
 def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: str, *,
            fps: float = 24.0, hold_s: float = 2.0, formats: Iterable[str] = FORMATS,
            quality: Quality = Quality(), on_frame: Callable[[], None] | None = None,
-           on_stage: Callable[[str], None] | None = None) -> EncodeResult:
+           on_stage: Callable[[str], None] | None = None, caption: str = "") -> EncodeResult:
     """Encode `frames` into `out_dir/basename.{mp4,webm,gif,png,html}` (those in `formats`).
 
     frames:   iterable of uint8 arrays [H, W, 3] (RGB) or [H, W, 4] (RGBA, alpha ignored), all
@@ -169,6 +152,7 @@ def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: s
     formats:  any of mp4, webm, gif, png (poster: the last frame), html (needs mp4 or webm).
     on_frame: called after each frame (including held ones) is handed to ffmpeg, e.g. a
               progress bar's update; on_stage(text) is called before slow finishing steps.
+    caption:  the HTML snippet's <figcaption>, the movie's text alternative (plain text).
     Returns an EncodeResult (final paths, frame count, size). Raises EncodeError (a UserError)
     for an unwritable folder or an ffmpeg failure, UserError for an unknown format, ValueError
     for frames of the wrong dtype, shape or odd size (a caller's bug). Nothing is left at a
@@ -237,7 +221,8 @@ def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: s
         if "png" in formats:
             _write_png(last, tmp["png"])
         if "html" in formats:
-            tmp["html"].write_text(html_snippet(basename, (w, h), movies, "png" in formats))
+            tmp["html"].write_text(html_snippet(basename, (w, h), movies, "png" in formats, caption,
+                                                mp4_codec(tmp["mp4"]) if "mp4" in movies else None))
 
         final = {f: out_dir / f"{basename}.{f}" for f in formats}
         for f in formats:  # all outputs exist: publish them

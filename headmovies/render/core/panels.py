@@ -15,6 +15,10 @@ Two pieces, so that the per-frame work stays small and flat over the run:
   trail segments, limits and texts and, as the axes carry no ticks, restores a cached
   background and redraws only the moving artists (blitting), then returns the RGB pixels of
   the canvas buffer. `blit=False` draws the same artists the ordinary way (for comparison).
+  A frame's `Look` (optional) restyles the heads (colour, outline, size), switches polygon
+  outlines on or off and rewrites the legend: the orbit movie shows each orbit only from the
+  snapshot at which it is verified. An optional timeline strip (`render.core.timeline`) sits
+  under the panels.
 """
 from __future__ import annotations
 
@@ -26,12 +30,32 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
-from matplotlib.colors import to_rgba_array
+from matplotlib.colors import to_rgba, to_rgba_array
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.path import Path
 
+from headmovies.render.core.timeline import STRIP_PX, Timeline, TimelineStrip
+
 TRAIL_EPOCHS = 250   # seed 000: "each dot trails its last 250 epochs"
+
+
+@dataclass
+class Look:
+    """How the heads are drawn in one frame. H heads, in head order (not drawing order).
+
+    face, edge: RGBA [H, 4] fill and outline of each dot; size [H]: dot area (points^2);
+    linewidth [H]: outline width (points); trail: RGBA [H, 4] trail colour (its alpha scales
+    the fade with age); outlines: bool [G], which of the figure's outline groups are drawn;
+    legend: one (label, face, edge, size) per legend slot of the figure.
+    """
+    face: np.ndarray
+    edge: np.ndarray
+    size: np.ndarray
+    linewidth: np.ndarray
+    trail: np.ndarray
+    outlines: np.ndarray
+    legend: list
 
 
 @dataclass
@@ -45,6 +69,8 @@ class FrameState:
     trail_age: float [K], age of each trail point in epochs (0 for the current point)
     limits:    float [P], half-width of each panel's axes (data units)
     radius:    float [P], largest |coordinate| in view (points and trails), before easing
+    caption:   text at the top right (e.g. accuracies)
+    look:      how the heads are drawn (None: as in the previous frame)
     """
     epoch: int
     points: np.ndarray
@@ -53,6 +79,7 @@ class FrameState:
     limits: np.ndarray
     radius: np.ndarray
     caption: str = ""
+    look: Look | None = None
 
 
 def frame_states(coords: Iterable[tuple[int, np.ndarray]], trail_epochs: float = TRAIL_EPOCHS,
@@ -130,6 +157,15 @@ class _Trails(PathCollection):
 
     def __init__(self, colours: np.ndarray, **kw):
         super().__init__([], facecolors="none", **kw)
+        self._colours = None
+        self.set_colours(colours)
+
+    def set_colours(self, colours: np.ndarray) -> None:
+        """Per-head RGBA [H, 4]; heads are regrouped only when the colours change (rare)."""
+        colours = np.asarray(colours, np.float64)
+        if self._colours is not None and np.array_equal(colours, self._colours):
+            return
+        self._colours = colours.copy()
         groups: dict[tuple, list[int]] = {}
         for h, c in enumerate(map(tuple, colours)):
             groups.setdefault(c, []).append(h)
@@ -157,7 +193,7 @@ class _Trails(PathCollection):
             buf[:steps, 1::2] = xy[1:, heads]
             buf[steps:] = 0.0
             rgba[:steps, g] = colour
-            rgba[:steps, g, 3] = alpha
+            rgba[:steps, g, 3] = alpha * colour[3]
         self.set_edgecolor(rgba.reshape(-1, 4))
         self.stale = True
 
@@ -167,18 +203,31 @@ class PanelFigure:
 
     titles:      one title per panel (P)
     colours:     per head, anything matplotlib takes as a colour list (H)
-    legend:      [(label, colour)] shown under the panels (may be empty)
-    header:      a static line at the top (run, experiment)
+    legend:      [(label, colour)] shown under the panels (may be empty); a frame's `Look`
+                 may rewrite each entry (label and marker), never add one
+    header:      a static line at the top (run, experiment); a second static line may follow
+                 after a newline
     panel_px:    side of each square panel in pixels; the frame size is fixed by the layout
                  and always even (`self.size` = (width, height))
     draw_order:  head indices in drawing order (later ones on top); default 0..H-1
     blit:        True redraws only the moving artists over a cached background; False draws
                  the whole figure each frame (the ordinary way, e.g. for FuncAnimation)
+    notes:       per panel, a smaller line under its title (what a shift does there)
+    axis_labels: (x, y) labels of every panel's axes, e.g. ("real part", "imaginary part")
+    outlines:    outline groups [(panel, heads, colour)]: a closed line through the heads'
+                 dots in angular order (an orbit's regular polygon), drawn when a frame's
+                 `Look.outlines[g]` is on
+    timeline:    a `Timeline` drawn as a strip under the panels (`snapshot_epochs`: the
+                 movie's snapshots, for the event banner)
+    legend_cols: columns of the legend (default: 1 for up to 3 entries, else 2)
     """
 
     def __init__(self, titles: Sequence[str], colours, legend: Sequence[tuple[str, object]] = (),
                  header: str = "", panel_px: int = 480, dpi: int = 100, blit: bool = True,
-                 draw_order: Sequence[int] | None = None, trail_epochs: float = TRAIL_EPOCHS):
+                 draw_order: Sequence[int] | None = None, trail_epochs: float = TRAIL_EPOCHS,
+                 notes: Sequence[str] = (), axis_labels: tuple[str, str] | None = None,
+                 outlines: Sequence[tuple[int, Sequence[int], object]] = (), timeline: Timeline | None = None,
+                 snapshot_epochs: Sequence[int] = (), legend_cols: int | None = None):
         self.blit = blit
         self.trail_epochs = float(trail_epochs)
         self.colours = to_rgba_array(colours)                                    # [H, 4]
@@ -188,11 +237,18 @@ class PanelFigure:
             raise ValueError("draw_order must be a permutation of the heads")
         rows, cols = grid_shape(len(titles))
         # layout in pixels
-        pad, gap, vgap, title_h, header_h = 30, 44, 16, 30, 70
-        legend_cols = 1 if len(legend) <= 3 else 2
-        legend_h = (22 * math.ceil(len(legend) / legend_cols) + 18) if legend else 12
+        header_lines = header.count("\n") + 1 if header else 1
+        fs = self.fs = min(1.0, max(0.5, panel_px / 440))       # text and margins shrink with small panels
+        pad, gap, vgap = round(30 * fs), round(44 * fs), round(16 * fs)
+        note_lines = max((n.count("\n") + 1 for n in notes), default=0)
+        title_h = round((32 + 15 * note_lines) * fs)
+        label_h = round(18 * fs) if axis_labels else 0
+        header_h = round((54 + 16 * header_lines) * fs)
+        legend_cols = legend_cols or (1 if len(legend) <= 3 else 2)
+        legend_h = round((22 * math.ceil(len(legend) / legend_cols) + 14) * fs) if legend else round(12 * fs)
+        strip_h = round(STRIP_PX * fs) if timeline is not None else 0
         width = 2 * pad + cols * panel_px + (cols - 1) * gap
-        height = header_h + rows * (title_h + panel_px) + (rows - 1) * vgap + legend_h
+        height = header_h + rows * (title_h + panel_px + label_h) + (rows - 1) * vgap + strip_h + legend_h
         width, height = width + width % 2, height + height % 2
         self.size = (width, height)
         self.fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, facecolor="white")
@@ -205,7 +261,7 @@ class PanelFigure:
         for i, title in enumerate(titles):
             r, c = i % rows, i // rows                                           # column by column
             x0 = pad + c * (panel_px + gap)
-            y0 = height - header_h - title_h - r * (title_h + panel_px + vgap) - panel_px
+            y0 = height - header_h - title_h - r * (title_h + panel_px + label_h + vgap) - panel_px
             ax = self.fig.add_axes((x0 / width, y0 / height, panel_px / width, panel_px / height))
             ax.set_xlim(-1, 1)
             ax.set_ylim(-1, 1)
@@ -216,37 +272,90 @@ class PanelFigure:
                 spine.set_color("#b0b0b0")
             ax.axhline(0, color="#c8c8c8", lw=0.6, zorder=0)                     # thin cross at origin
             ax.axvline(0, color="#c8c8c8", lw=0.6, zorder=0)
-            ax.set_title(title, fontsize=11, pad=7)
-            lc = _Trails(self.colours[self.order], linewidths=1.4, capstyle="butt", zorder=2, **anim)
+            if notes:
+                ax.text(0.5, 1 + (10 + 15 * note_lines) * fs / panel_px, title, transform=ax.transAxes,
+                        ha="center", va="bottom", fontsize=11 * fs)
+                ax.text(0.5, 1 + 6 * fs / panel_px, notes[i], transform=ax.transAxes, ha="center", va="bottom",
+                        fontsize=9 * fs, color="#505050", linespacing=1.25)
+            else:
+                ax.set_title(title, fontsize=11 * fs, pad=7 * fs)
+            if axis_labels:
+                ax.set_xlabel(axis_labels[0], fontsize=8.5 * fs, color="#606060", labelpad=3 * fs)
+                ax.set_ylabel(axis_labels[1], fontsize=8.5 * fs, color="#606060", labelpad=3 * fs)
+            lc = _Trails(self.colours[self.order], linewidths=1.4 * fs, capstyle="butt", zorder=2, **anim)
             ax.add_collection(lc)
-            sc = ax.scatter(np.zeros(n_heads), np.zeros(n_heads), s=30, c=self.colours[self.order],
-                            edgecolors="white", linewidths=0.5, zorder=3, **anim)
-            tx = ax.text(0.985, 0.985, "", transform=ax.transAxes, ha="right", va="top", fontsize=8,
+            sc = ax.scatter(np.zeros(n_heads), np.zeros(n_heads), s=30 * fs, c=self.colours[self.order],
+                            edgecolors="white", linewidths=0.5 * fs, zorder=3, **anim)
+            tx = ax.text(0.985, 0.015, "", transform=ax.transAxes, ha="right", va="bottom", fontsize=8 * fs,
                          color="#808080", zorder=4, **anim)
             self.axes.append(ax)
             self.trails.append(lc)
             self.scatters.append(sc)
             self.scales.append(tx)
+        self.outline_groups = [(int(p), np.asarray(h, int)) for p, h, _ in outlines]
+        self.outline_lines = []
+        for p, heads, colour in outlines:
+            line = Line2D([], [], color=colour, lw=1.3 * fs, alpha=0.75, zorder=2.5, visible=False, **anim)
+            self.axes[p].add_line(line)
+            self.outline_lines.append(line)
         if header:
-            self.fig.text(pad / width, 1 - 16 / height, header, ha="left", va="top", fontsize=10, color="#606060")
-        self.epoch_text = self.fig.text(pad / width, 1 - 38 / height, "", ha="left", va="top", fontsize=15,
+            head = self.fig.text(pad / width, 1 - 12 * fs / height, header, ha="left", va="top", fontsize=10 * fs,
+                                 color="#606060", linespacing=1.35)
+            wide = head.get_window_extent(self.canvas.get_renderer()).width
+            if wide > width - 2 * pad:                                           # shrink a long header to fit
+                head.set_fontsize(10 * fs * (width - 2 * pad) / wide)
+        top_row = 1 - (16 * header_lines + 20) * fs / height
+        self.epoch_text = self.fig.text(pad / width, top_row, "", ha="left", va="top", fontsize=15 * fs,
                                         weight="bold", **anim)
-        self.caption_text = self.fig.text(1 - pad / width, 1 - 42 / height, "", ha="right", va="top",
-                                          fontsize=10, color="#404040", **anim)
-        if legend:
-            handles = [Line2D([], [], ls="", marker="o", ms=7, mfc=col, mec="white", label=label)
-                       for label, col in legend]
-            self.fig.legend(handles=handles, loc="lower center", ncols=legend_cols, frameon=False,
-                            fontsize=10, bbox_to_anchor=(0.5, 4 / height), handletextpad=0.3,
-                            columnspacing=1.5)
-        self._background = None
+        self.caption_text = self.fig.text(1 - pad / width, top_row - 4 * fs / height, "", ha="right", va="top",
+                                          fontsize=10 * fs, color="#404040", **anim)
+        self.strip = None
+        if timeline is not None:
+            y_strip = legend_h
+            self.strip = TimelineStrip(self.fig, (pad + 34 * fs, y_strip, width - 2 * pad - 84 * fs, strip_h), timeline,
+                                       snapshot_epochs, animated=blit, fontsize=9 * fs)
+        # the legend: fixed slots (a marker and a text each), rewritten by a frame's Look
+        self.legend_markers, self.legend_texts = [], []
+        slot_w = (width - 2 * pad) / legend_cols
+        for j, (label, col) in enumerate(legend):
+            row, c = j // legend_cols, j % legend_cols
+            x = pad + c * slot_w
+            y = legend_h - (14 + 22 * row) * fs
+            mk = Line2D([(x + 8 * fs) / width], [y / height], transform=self.fig.transFigure, ls="", marker="o",
+                        ms=7 * fs, mfc=col, mec="white", **anim)
+            self.fig.add_artist(mk)
+            tx = self.fig.text((x + 20 * fs) / width, y / height, label, ha="left", va="center", fontsize=10 * fs,
+                               **anim)
+            self.legend_markers.append(mk)
+            self.legend_texts.append(tx)
+        self._background = self._static = None
+        self._background_key = None
         if blit:
             self.canvas.draw()                                                   # static parts only
-            self._background = self.canvas.copy_from_bbox(self.fig.bbox)
+            self._static = self.canvas.copy_from_bbox(self.fig.bbox)
+
+    def apply_look(self, look: Look) -> None:
+        """Restyle heads, outlines and legend from `look` (see `Look`)."""
+        order = self.order
+        for sc, tr in zip(self.scatters, self.trails):
+            sc.set_facecolors(look.face[order])
+            sc.set_edgecolors(look.edge[order])
+            sc.set_sizes(look.size[order] * self.fs)
+            sc.set_linewidths(look.linewidth[order] * self.fs)
+            tr.set_colours(look.trail[order])
+        for line, on in zip(self.outline_lines, look.outlines):
+            line.set_visible(bool(on))
+        for mk, tx, (label, face, edge, size) in zip(self.legend_markers, self.legend_texts, look.legend):
+            tx.set_text(label)
+            mk.set_markerfacecolor(face)
+            mk.set_markeredgecolor(edge)
+            mk.set_markersize(math.sqrt(size * self.fs) * 1.1)
 
     def update(self, state: FrameState) -> list:
         """Set every moving artist from `state`; returns them (FuncAnimation's update contract)."""
         order = self.order
+        if state.look is not None:
+            self.apply_look(state.look)
         fade = np.clip(1.0 - state.trail_age / max(self.trail_epochs, 1e-9), 0.0, 1.0)  # [K]
         seg_alpha = 0.9 * 0.5 * (fade[:-1] + fade[1:])                           # [K-1]
         for p, ax in enumerate(self.axes):
@@ -257,19 +366,53 @@ class PanelFigure:
             self.scatters[p].set_offsets(np.column_stack([pts.real, pts.imag]))
             tr = state.trail[:, p, order]                                        # [K, H]
             self.trails[p].set_trail(np.stack([tr.real, tr.imag], -1), seg_alpha)  # [K, H, 2]
-            self.scales[p].set_text(f"±{lim:.3g}")
+            self.scales[p].set_text(f"axes span ±{lim:.3g}")
+        for (p, heads), line in zip(self.outline_groups, self.outline_lines):
+            if line.get_visible():
+                z = state.points[p, heads]
+                z = z[np.argsort(np.angle(z), kind="stable")]
+                z = np.append(z, z[:1])                                          # closed
+                line.set_data(z.real, z.imag)
         self.epoch_text.set_text(f"epoch {state.epoch:,}")
         self.caption_text.set_text(state.caption)
-        return [*self.trails, *self.scatters, *self.scales, self.epoch_text, self.caption_text]
+        fast = [*self.trails, *self.outline_lines, *self.scatters, *self.scales, self.epoch_text, self.caption_text]
+        slow = [*self.legend_markers, *self.legend_texts]
+        if self.strip is not None:
+            self.strip.update(state.epoch)
+            fast += self.strip.fast
+            slow += self.strip.slow
+        self._fast, self._slow = fast, slow
+        return fast + slow
+
+    def _slow_key(self) -> tuple:
+        """What the slowly changing artists (legend, event labels, banner) show now."""
+        key = []
+        for a in self._slow:
+            if isinstance(a, Line2D):
+                key.append((to_rgba(a.get_markerfacecolor()), to_rgba(a.get_markeredgecolor()), a.get_markersize()))
+            else:
+                key.append((a.get_text(), a.get_alpha(), to_rgba(a.get_color())))
+        return tuple(key)
 
     def render(self, state: FrameState, rgba: bool = False) -> np.ndarray:
         """The frame as uint8 RGB [height, width, 3] (a copy of the canvas buffer); with
         `rgba`, [height, width, 4] (a plain memory copy, ~5x cheaper than dropping alpha, which
-        the encoder does for free)."""
-        artists = self.update(state)
+        the encoder does for free).
+
+        Blitting: text is the costly part of a frame (~8 ms per line), so the artists that
+        change only at a few frames (legend, event labels and banner) are drawn into the cached
+        background, which is redrawn when they change; the rest is drawn over it each frame."""
+        self.update(state)
         if self.blit:
+            key = self._slow_key()
+            if key != self._background_key:
+                self.canvas.restore_region(self._static)
+                for a in self._slow:
+                    (a.axes or self.fig).draw_artist(a)
+                self._background = self.canvas.copy_from_bbox(self.fig.bbox)
+                self._background_key = key
             self.canvas.restore_region(self._background)
-            for a in artists:
+            for a in self._fast:
                 (a.axes or self.fig).draw_artist(a)
         else:
             self.canvas.draw()

@@ -63,10 +63,20 @@ class Panel:
         return polygon_order(self.r(n, m), n)
 
     def title(self, n: int, m: int) -> str:
-        r = self.r(n, m)
-        k = self.order(n, m)
-        shape = {1: "fixed point", 2: "pair", 3: "triangle", 4: "square"}.get(k, f"{k}-gon")
-        return f"{self.circuit.upper()} (u,v)=({self.u},{self.v})  r={r}  {shape}"
+        """What the panel shows, in words: 'QK circuit, frequencies (u, v) = (0, 6)'."""
+        return f"{self.circuit.upper()} circuit, frequencies (u, v) = ({self.u}, {self.v})"
+
+    def note(self, n: int, m: int) -> str:
+        """What a shift does in this plane, in words, on two lines: 'a shift by s turns every
+        dot by s·90° (r = 6, 15° a step)\nso an orbit draws a square, or sits at 0'."""
+        r, k = self.r(n, m), self.order(n, m)
+        step = 360 / n
+        turn = r * step
+        if k == 1:
+            return f"r = {r}: a shift moves no dot\nso an orbit's heads coincide"
+        shape = {2: "a pair of opposite points", 3: "a triangle", 4: "a square"}.get(k, f"a regular {k}-gon")
+        return (f"a shift by s turns every dot by s·{turn:.4g}° (r = {r}, {step:.4g}° a step)\n"
+                f"so an orbit draws {shape}, or sits at 0")
 
     def __str__(self) -> str:
         return f"{self.circuit}:{self.u},{self.v}"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from headmovies.errors import UserError
 from headmovies.render.core.encode import add_movie_arguments, movie_arguments
+from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 
 NAME = "induction"
 HELP = "induction heads (seed 003): copying scores, attention, completions, K-composition, attention movie"
@@ -15,7 +16,8 @@ OV copying scores of every head, each layer's sum of heads and the direct path W
 Σλ/Σ|λ| and the seed's mean Re(λ/|λ|)); each head's mean attention on fresh sequences; greedy
 completions of the seed's prompts; accuracy for block lengths 4-8; for two layers the
 K-/Q-composition scores and the model with K-composition removed. Over training: copying scores
-per snapshot and a movie of every head's mean attention.
+per snapshot and a movie of every head's mean attention over a timeline (held-out accuracy; the
+frame is held --event-hold seconds where the accuracy comes to stay above 50 % and 90 %).
 
 Writes into DIR/<run name>/: analysis.md, analysis.json, attention, copying, block_length,
 training (and composition, attention_no_k_composition) as .png and .svg, and the movie
@@ -32,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
     p.add_argument("--no-movie", action="store_true", help="skip the attention movie")
     add_movie_arguments(p)
+    add_timeline_arguments(p)
     p.add_argument("--sequences", type=int, default=1024, metavar="N",
                    help="fresh sequences for attention and accuracy (default 1024)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -51,8 +54,9 @@ def report(args: argparse.Namespace) -> int:
     if args.sequences < 1:
         raise UserError(f"--sequences must be >= 1, got {args.sequences}")
     formats, fps, hold = movie_arguments(args)
+    event_hold = timeline_arguments(args)
     results = write_report(args.runs, args.out, not args.no_movie, formats, fps, hold, args.sequences,
-                           progress=not args.no_progress)
+                           progress=not args.no_progress, event_hold_s=event_hold)
     print(f"{args.out}/summary.md: {len(results)} run(s)")
     return 0
 

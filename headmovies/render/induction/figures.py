@@ -25,14 +25,18 @@ def _copy_by_head(result: dict) -> dict[str, dict]:
 
 
 def _heatmap_grid(att: np.ndarray, titles: list[list[str]], suptitle: str, width: float = 10.0,
-                  dpi: int = 100):
-    """Figure of n_layers x H attention heatmaps [n_layers, H, T, T] with one colour bar.
+                  dpi: int = 100, below_px: int = 0):
+    """Figure of n_layers x H attention heatmaps [n_layers, H, T, T] with one colour bar, and
+    `below_px` free pixels under them (the movie's timeline strip).
     Returns (figure, images in row order, suptitle artist)."""
     nl, H, T, _ = att.shape
     ticks = [t for t in (0, 6, 12, 18, 23) if t < T]
-    fig, axes = plt.subplots(nl, H, figsize=(width, 0.6 + 2.6 * nl), squeeze=False, dpi=dpi,
-                             gridspec_kw=dict(left=0.05, right=0.9, top=1 - 0.55 / (0.6 + 2.6 * nl),
-                                              bottom=0.12 / nl, wspace=0.25, hspace=0.35))
+    grid_h = 0.6 + 2.6 * nl                                                  # inches, without the strip
+    height = grid_h + below_px / dpi
+    fig, axes = plt.subplots(nl, H, figsize=(width, height), squeeze=False, dpi=dpi,
+                             gridspec_kw=dict(left=0.05, right=0.9, top=1 - 0.55 / height,
+                                              bottom=(0.12 / nl * grid_h + below_px / dpi) / height,
+                                              wspace=0.25, hspace=0.35))
     images = []
     for l in range(nl):
         for h in range(H):
@@ -46,7 +50,8 @@ def _heatmap_grid(att: np.ndarray, titles: list[list[str]], suptitle: str, width
                 ax.set_ylabel("query position", fontsize=7)
             if l == nl - 1:
                 ax.set_xlabel("key position", fontsize=7)
-    cax = fig.add_axes([0.92, 0.15, 0.015, 0.7])
+    lift = below_px / dpi / height
+    cax = fig.add_axes([0.92, lift + 0.15 * (1 - lift), 0.015, 0.7 * (1 - lift)])
     fig.colorbar(images[0], cax=cax).set_label("mean attention (sqrt scale)", fontsize=7)
     cax.tick_params(labelsize=6)
     title = fig.suptitle(suptitle, fontsize=10)

@@ -11,6 +11,7 @@ import numpy as np
 from headmovies.render.core.encode import FORMATS
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.reader import Run
+from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
 from headmovies.tasks.induction import correct_completion, decode, encode_prompt
 
@@ -168,7 +169,7 @@ def _figures(r: dict, history: dict, metrics: dict, folder: Path) -> None:
 
 def write_report(paths: list[Path], out: Path, movie: bool = True, formats=FORMATS, fps: float = 24.0,
                  hold_s: float = 2.0, sequences: int = 1024, progress: bool = True,
-                 log: Callable[[str], None] = print) -> list[dict]:
+                 log: Callable[[str], None] = print, event_hold_s: float = EVENT_HOLD_S) -> list[dict]:
     """Analyse the last snapshot of each run and write the report (every run is checked before
     anything is written): <name>/analysis.{md,json}, figures as .png and .svg, the attention
     movie (unless `movie` is false), and summary.{md,json} across runs. Returns the results."""
@@ -187,11 +188,13 @@ def write_report(paths: list[Path], out: Path, movie: bool = True, formats=FORMA
             r["name"] = name
             history = ind.over_training(run, progress=progress)
             metrics = run.metrics()
+            config = run.config
         write_text(folder / "analysis.json", json.dumps(_jsonable(r), indent=1) + "\n")
         write_text(folder / "analysis.md", run_markdown(r))
         _figures(r, history, metrics, folder)
         if movie:
-            res = make_movie(history, r, metrics, folder, name, formats, fps, hold_s, progress)
+            res = make_movie(history, r, metrics, folder, name, formats, fps, hold_s, progress, config=config,
+                             event_hold_s=event_hold_s)
             log(f"  movie: {res.frames} frames {res.size[0]}x{res.size[1]} -> "
                 + ", ".join(p.name for p in res.paths.values()))
         log(f"  {folder}: accuracy {r['accuracy']:.2%}, block lengths "

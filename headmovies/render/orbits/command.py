@@ -11,6 +11,7 @@ from headmovies.render.core.encode import FORMATS, Quality, add_movie_arguments,
 from headmovies.render.core.outputs import FIGURE_FORMATS
 from headmovies.render.core.panels import TRAIL_EPOCHS
 from headmovies.render.core.projections import parse_panel
+from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 from headmovies.render.orbits.check import DEAD_TOL, GAUGES, TOL
 
 NAME = "orbits"
@@ -38,8 +39,11 @@ Prints a short text, or JSON with --json. Definition: docs/math.md, "Orbit check
 MOVIE = f"""\
 One frame per snapshot, one dot per head at its irrep coordinate X^(u,v) in each panel,
 trailing its last 250 epochs; axes rescale smoothly to the largest radius in view; the last
-frame is held ~2 s. Heads of one verified orbit share a colour (orbit check on the final
-snapshot, run once and also used to choose the panels).
+frame is held --hold seconds. The orbit check runs on every snapshot: a head is drawn in its
+orbit's colour (and the orbit's polygon outlined) only from the snapshot at which the orbit
+is verified, in a pale tint before; dead heads are small light-grey dots. A timeline strip
+under the panels shows epochs, the schedule switch, phase changes and each verification;
+the frame is held --event-hold seconds at phase changes and verifications.
 
 Panels are CIRCUIT:U,V with CIRCUIT qk (rotation frequency r = u+v) or ov (r = m*u+v, u the
 output frequency); an orbit draws a regular polygon with n/gcd(r, n) vertices. --panels
@@ -49,8 +53,9 @@ then fills up to four panels with the strongest QK planes of all live heads, eac
 plane of the same polygon order. auto always picks; seed always draws the seed's four.
 
 Writes DIR/NAME.{{{','.join(FORMATS)}}} (those in --formats): H.264 MP4 (+faststart), VP9
-WebM, looping GIF, poster PNG (last frame) and an HTML <video> snippet. Files appear only when
-complete."""
+WebM, looping GIF, poster PNG (last frame) and an HTML snippet (<figure>: <video> with
+controls, MP4 first, no autoplay under prefers-reduced-motion, and a <figcaption> text
+alternative). Files appear only when complete."""
 
 FIGURES = """\
 Writes into DIR:
@@ -106,6 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
     p.add_argument("--panels", nargs="+", metavar="PANEL", default=None, help=PANELS_HELP + " (default: default)")
     add_movie_arguments(p)
+    add_timeline_arguments(p)
+    p.add_argument("--no-timeline", action="store_true", help="no timeline strip under the panels")
     p.add_argument("--name", default="orbits", help="file name stem of the outputs (default orbits)")
     p.add_argument("--panel-px", type=int, default=480, metavar="PX",
                    help="side of each square panel in pixels (default 480)")
@@ -168,6 +175,7 @@ def movie(args: argparse.Namespace) -> int:
     panels = args.panels
     _check_panel_words(panels)
     formats, fps, hold = movie_arguments(args)
+    event_hold = timeline_arguments(args)
     if not 64 <= args.panel_px <= 2000:
         raise UserError(f"--panel-px must be in 64..2000, got {args.panel_px}")
     if not math.isfinite(args.trail) or args.trail < 0:
@@ -180,7 +188,8 @@ def movie(args: argparse.Namespace) -> int:
     result = make_movie(args.run, args.out, panels=panels, formats=formats, fps=fps, hold_s=hold,
                         basename=args.name, panel_px=args.panel_px, quality=Quality(mp4_crf=args.crf),
                         trail_epochs=args.trail, progress=not args.no_progress,
-                        colour_orbits=not args.no_orbit_colours)
+                        colour_orbits=not args.no_orbit_colours, event_hold_s=event_hold,
+                        timeline=not args.no_timeline)
     w, h = result.size
     print(f"{result.frames} frames, {w}x{h} px, {result.fps:g} fps, in {time.perf_counter() - t0:.1f} s:")
     for path in result.paths.values():

@@ -31,7 +31,7 @@ from headmovies.render.core.projections import Panel
 from headmovies.render.core.reader import Run
 from headmovies.render.orbits.check import (DEAD_TOL, TOL, Orbit, OrbitReport, format_error,
                                            group_of, heads)
-from headmovies.render.orbits.history import orbit_history
+from headmovies.render.orbits.history import OrbitHistory, orbit_history
 from headmovies.render.orbits.colours import DEAD_COLOUR, OTHER_COLOUR, orbit_colour
 from headmovies.render.orbits.panel_choice import orbit_power, resolve_panels, signed
 
@@ -223,16 +223,20 @@ def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels
 
 # ---- orbits over time ----
 
-def orbits_over_time(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
-                     progress: bool = False) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray]:
-    """(epochs [T], {orbit size: heads in verified orbits of that size [T]}, dead [T]) from the
-    orbit check of every snapshot (`history.orbit_history`)."""
+def _history(run: Run, tol: float, dead_tol: float, progress: bool) -> OrbitHistory:
     bar = None
     if progress:
         from tqdm import tqdm
         bar = lambda it: tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot",  # noqa: E731
                               dynamic_ncols=True)
-    h = orbit_history(run, tol, dead_tol, bar)
+    return orbit_history(run, tol, dead_tol, bar)
+
+
+def orbits_over_time(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
+                     progress: bool = False) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray]:
+    """(epochs [T], {orbit size: heads in verified orbits of that size [T]}, dead [T]) from the
+    orbit check of every snapshot (`history.orbit_history`)."""
+    h = _history(run, tol, dead_tol, progress)
     return h.epochs, h.counts_by_size(), h.dead.sum(1)
 
 
@@ -265,19 +269,28 @@ def orbits_over_time_figure(epochs: np.ndarray, counts: dict[int, np.ndarray], d
 # ---- panels at the final epoch ----
 
 def panels_still(run: Run, panels: Sequence[Panel], report: OrbitReport, n: int, m: int,
-                 trail_epochs: float = 250.0) -> Figure:
-    """The movie's last frame as a figure (same artists and colours as the movie), built from
-    the snapshots in the final trail window only."""
+                 trail_epochs: float = 250.0, history: OrbitHistory | None = None) -> Figure:
+    """The movie's last frame as a figure (same artists, colours and legend as the movie, no
+    timeline), built from the snapshots in the final trail window only. With `history` (the
+    orbit check of every snapshot) the legend dates each orbit ("verified since epoch E");
+    without it, the final snapshot alone is checked ("verified at epoch E")."""
     from headmovies.render.core.panels import PanelFigure, frame_states
-    from headmovies.render.orbits.movie import caption, orbit_colouring, panel_coordinates
+    from headmovies.render.orbits.looks import OrbitLooks
+    from headmovies.render.orbits.movie import AXIS_LABELS, caption, header_text, panel_coordinates
     start = run.epochs[-1] - trail_epochs
     first = max(0, int(np.searchsorted(run.epochs, start, side="right")) - 1)
     states = list(frame_states(panel_coordinates(run, panels, indices=np.arange(first, len(run))),
                                trail_epochs=trail_epochs, caption=caption(run)))
-    colouring = orbit_colouring(report, panels, states[-1].points, n, m)
-    header = f"{run.experiment}  ·  {run.path.name}  ·  C_{n} shifts tokens by s, outputs by {m}s"
-    figure = PanelFigure([p.title(n, m) for p in panels], colouring.colours, colouring.legend, header=header,
-                         blit=False, draw_order=colouring.draw_order, trail_epochs=trail_epochs)
+    complete = history is not None
+    if history is None:
+        history = orbit_history(run, report.tol, report.dead_tol, indices=np.array([len(run) - 1]))
+    looks = OrbitLooks(history, list(panels), states[-1].points, n, m, complete=complete)
+    figure = PanelFigure([p.title(n, m) for p in panels], looks.colours, looks.legend,
+                         header=header_text(run, n, m, report.n_heads, trail_epochs), blit=False,
+                         draw_order=looks.draw_order, trail_epochs=trail_epochs,
+                         notes=[p.note(n, m) for p in panels], axis_labels=AXIS_LABELS, outlines=looks.outlines,
+                         legend_cols=1)
+    states[-1].look = looks.look(len(history) - 1)
     figure.update(states[-1])
     return figure.fig
 
@@ -306,13 +319,14 @@ def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels
             paths += save_figure(curves_figure(metrics, name), out_dir, "curves", formats)
         else:
             log(f"{run.path}: no metrics logged, no curves")
+        history = _history(run, tol, dead_tol, progress) if over_time else None
         if chosen:
-            paths += save_figure(panels_still(run, chosen, report, n, m), out_dir, "panels", formats, dpi=100)
+            paths += save_figure(panels_still(run, chosen, report, n, m, history=history), out_dir, "panels",
+                                 formats, dpi=100)
         paths += save_figure(orbit_check_figure(report), out_dir, "orbit_check", formats)
         if report.orbits or report.unassigned:
             paths += save_figure(orbit_power_figure(report, M, R, chosen), out_dir, "orbit_power", formats)
-        if over_time:
-            epochs, counts, dead = orbits_over_time(run, tol, dead_tol, progress)
-            paths += save_figure(orbits_over_time_figure(epochs, counts, dead, report.n_heads, tol), out_dir,
-                                 "orbits_over_time", formats)
+        if history is not None:
+            paths += save_figure(orbits_over_time_figure(history.epochs, history.counts_by_size(), history.dead.sum(1),
+                                                         report.n_heads, tol), out_dir, "orbits_over_time", formats)
     return paths

@@ -25,7 +25,7 @@ class OrbitHistory:
     epochs [T] int64. orbits: per snapshot, its verified orbits as (size, heads tuple, worst
     error), largest first. head_error [T, H]: each live head's worst-shift match error (NaN
     for dead heads). dead [T, H] bool. in_orbit [T, H] bool: the head is in a verified orbit
-    at that snapshot.
+    at that snapshot. tol, dead_tol: the check's tolerances.
     """
     epochs: np.ndarray
     orbits: list[list[tuple[int, tuple[int, ...], float]]]
@@ -35,6 +35,7 @@ class OrbitHistory:
     n: int
     m: int
     tol: float
+    dead_tol: float = DEAD_TOL
 
     def __len__(self) -> int:
         return len(self.epochs)
@@ -65,12 +66,12 @@ class OrbitHistory:
 
 
 def orbit_history(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
-                  progress: Callable | None = None, start: int = 0) -> OrbitHistory:
-    """Run the orbit check (`check.check_orbits`) on every snapshot of an open run from index
-    `start` on (a live view checks only new snapshots), reading the weights chunk by chunk.
+                  progress: Callable | None = None, indices: np.ndarray | None = None) -> OrbitHistory:
+    """Run the orbit check (`check.check_orbits`) on every snapshot of an open run (or on the
+    snapshot indices given, in increasing order), reading the weights chunk by chunk.
     `progress`, if given, wraps the snapshot iterator (e.g. tqdm)."""
     n, m = group_of(run)
-    it = run.iter_weights(list(CIRCUIT_NAMES), indices=np.arange(start, len(run)))
+    it = run.iter_weights(list(CIRCUIT_NAMES), indices=indices)
     if progress is not None:
         it = progress(it)
     epochs, orbits, errors, dead, member = [], [], [], [], []
@@ -89,4 +90,4 @@ def orbit_history(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
             inside[o.heads] = True
         member.append(inside)
     return OrbitHistory(np.asarray(epochs, np.int64), orbits, np.array(errors), np.array(dead), np.array(member),
-                        n, m, tol)
+                        n, m, tol, dead_tol)

@@ -1,16 +1,16 @@
 """The orbit movie (seed 000; docs/movie.md): run file -> circuits -> irrep coordinates ->
-trailing-dot panels -> encoder.
+trailing-dot panels (+ timeline strip) -> encoder.
 
 Each frame is one snapshot; each dot one head at (Re X^(u,v), Im X^(u,v)) of its centred QK
 circuit M_h or OV circuit R_h (`render.core.projections`; docs/math.md, "Irrep coordinates").
-Heads of one verified orbit share a colour (`orbits.check` on the final snapshot, on the
-full matrices). Snapshots are read in chunks as they are drawn, so memory does not grow
-with the run.
+The orbit check runs on every snapshot (`history`); a head is drawn as part of an orbit only
+from the snapshot at which that orbit is verified (`looks`), and the timeline marks the
+moment (`timeline`), where the movie holds its frame for `event_hold_s` seconds.
+Snapshots are read in chunks as they are drawn, so memory does not grow with the run.
 """
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -21,13 +21,15 @@ from headmovies.render.core.circuits import CIRCUIT_WEIGHTS, centre_ov, centre_q
 from headmovies.render.core.encode import FORMATS, EncodeResult, Quality, encode, parse_formats
 from headmovies.render.core.outputs import prepare_out_dir
 from headmovies.render.core.panels import TRAIL_EPOCHS, PanelFigure, frame_states
-from headmovies.render.core.projections import Panel, irrep_coordinate, polygon_order
+from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.core.reader import Run
-from headmovies.render.orbits.check import (CIRCUIT_NAMES, DEAD_TOL, TOL, OrbitReport, run_report,
-                                           snapshot_circuits)
-from headmovies.render.orbits.colours import (DEAD_COLOUR, ONE_COLOUR, OTHER_COLOUR, orbit_colour,
-                                             shape_name)
+from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, run_report, snapshot_circuits
+from headmovies.render.core.timeline import EVENT_HOLD_S, Curve, Timeline, hold_frames, schedule_events
+from headmovies.render.orbits.colours import ONE_COLOUR
+from headmovies.render.orbits.history import OrbitHistory, orbit_history
+from headmovies.render.orbits.looks import OrbitLooks
 from headmovies.render.orbits.panel_choice import resolve_panels
+from headmovies.render.orbits.timeline import EQ_COLOUR, figcaption, orbit_timeline, refine_event
 
 
 def require_group(run: Run) -> tuple[int, int]:
@@ -73,66 +75,9 @@ def panel_coordinates(run: Run, panels: Sequence[Panel], indices: np.ndarray | N
         yield epoch, np.stack([irrep_coordinate(circ[p.circuit], p.u, p.v) for p in panels])
 
 
-@dataclass
-class Colouring:
-    colours: list            # per head
-    legend: list             # [(label, colour)]
-    draw_order: list[int]    # other heads first, the largest orbit on top
-    note: str                # how heads were coloured, in words
-
-
 def n_heads_of(run: Run) -> int:
     name = next(w for w in ("W_Q", "W_K", "W_V", "W_O") if w in run.weight_names)
     return int(run.f["snapshots"][name].shape[1])
-
-
-def plain_colouring(n_heads: int, note: str) -> Colouring:
-    return Colouring([ONE_COLOUR] * n_heads, [], list(range(n_heads)), note)
-
-
-def orbit_colouring(report: OrbitReport, panels: Sequence[Panel], final: np.ndarray, n: int, m: int) -> Colouring:
-    """Colours from the orbit report of the final snapshot (`colours`): one per orbit, grey for
-    live heads in no orbit, light grey for dead heads.
-
-    final: complex [P, H], the heads' coordinates in the panels at the final snapshot. Legend:
-    per orbit, for each rotation frequency r of the panels, the polygon it draws there
-    (n / gcd(r, n) vertices) or "at 0" when it sits at the origin in every panel of that r
-    (within 1 % of the panel's largest radius); its stabiliser forces that whenever
-    r * size is not a multiple of n."""
-    H = report.n_heads
-    orbits = sorted(report.orbits, key=lambda o: (-int(o.size), min(o.heads)))
-    colours = [OTHER_COLOUR] * H
-    legend, on_top = [], []
-    rs = list(dict.fromkeys(p.r(n, m) for p in panels))
-    scale = np.abs(final).max(axis=1, keepdims=True)                                        # [P, 1]
-    shown = np.abs(final) > 0.01 * np.maximum(scale, 1e-300)                                # [P, H]
-    for i, orbit in enumerate(orbits):
-        col = orbit_colour(i)
-        heads = [int(h) for h in orbit.heads]
-        for h in heads:
-            colours[h] = col
-        size = int(orbit.size)
-        at_r = {r: (r * size) % n == 0 and any(shown[p, heads].any() for p, pan in enumerate(panels)
-                                                if pan.r(n, m) == r) for r in rs}
-        shapes = ", ".join(f"{shape_name(polygon_order(r, n))} for r={r}" if at_r[r] else f"at 0 for r={r}"
-                           for r in rs)
-        count = f"{size} heads" if len(heads) == size else f"size {size}, {len(heads)} heads"
-        legend.append((f"orbit of {count}: {shapes}", col))
-        on_top = heads + on_top
-    dead = set(report.dead)
-    for h in dead:
-        colours[h] = DEAD_COLOUR
-    others = [h for h in range(H) if colours[h] == OTHER_COLOUR]
-    if others:
-        legend.append((f"{len(others)} heads in no orbit", OTHER_COLOUR))
-    if dead:
-        legend.append((f"{len(dead)} dead heads", DEAD_COLOUR))
-    sizes = ", ".join(str(int(o.size)) for o in orbits)
-    found = (f"{len(orbits)} verified orbit{'s' if len(orbits) > 1 else ''} (size {sizes})"
-             if orbits else "no verified orbit")
-    back = sorted(dead) + others
-    return Colouring(colours, legend, back + [h for h in on_top if h not in back],
-                     f"final snapshot: {found}, {len(others)} heads in none, {len(dead)} dead")
 
 
 def final_report(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL):
@@ -160,53 +105,152 @@ def caption(run: Run) -> Callable[[int], str]:
     return caption
 
 
+AXIS_LABELS = ("real part of the coefficient", "imaginary part")
+
+
+def header_text(run: Run, n: int, m: int, n_heads: int, trail_epochs: float) -> str:
+    """Two lines: the run, and how to read a dot."""
+    task = f"addition mod {n}" if run.experiment == "orbits" else f"the {run.experiment} task"
+    return (f"{run.path.name} ({run.experiment}, seed {run.seed}): {n_heads} heads of one attention layer learning "
+            f"{task}; the group C_{n} shifts tokens by s and outputs by {m}s\n"
+            f"Each dot is one head: X^(u,v), the Fourier coefficient of its QK circuit (query u, key v) or "
+            f"OV circuit (output u, input v); trails: last {trail_epochs:g} epochs")
+
+
+class OrbitMovie:
+    """The orbit movie of an open run, prepared once: panels, per-snapshot looks, timeline,
+    figure. `frames()` streams the frames (each snapshot once, plus its held copies);
+    `frame_epochs()` gives the epoch each frame shows, without rendering.
+
+    panels: `--panels` words (`panel_choice.resolve_panels`). The orbit check of the final
+    snapshot serves the panel choice; with `colour_orbits`, the check of every snapshot
+    serves the looks and the timeline's orbit events. `event_hold_s`: seconds held at each
+    held event (phase change, orbit verified) at `fps`. `timeline`: draw the strip. `blit`:
+    as `PanelFigure`'s.
+    Raises RunFileError / UserError (one line) for a run that cannot be drawn.
+    """
+
+    def __init__(self, run: Run, panels: Sequence[str] | None = None, panel_px: int = 480,
+                 trail_epochs: float = TRAIL_EPOCHS, colour_orbits: bool = True, fps: float = 24.0,
+                 event_hold_s: float = EVENT_HOLD_S, timeline: bool = True, progress: bool = False,
+                 blit: bool = True):
+        self.run = run
+        n, m = require_group(run)
+        report, M, R = final_report(run)
+        self.panels, self.panel_note = resolve_panels(panels, report, M, R, n, m)
+        self.n, self.m = check_panels(run, self.panels)
+        self.trail_epochs = trail_epochs
+        self.history: OrbitHistory | None = None
+        self.looks: OrbitLooks | None = None
+        H = n_heads_of(run)
+        if colour_orbits and report is not None:
+            bar = None
+            if progress:
+                from tqdm import tqdm
+                bar = lambda it: tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot",  # noqa: E731
+                                      dynamic_ncols=True, leave=False)
+            self.history = orbit_history(run, progress=bar)
+            final = next(panel_coordinates(run, self.panels, indices=np.array([len(run) - 1])))[1]
+            self.looks = OrbitLooks(self.history, self.panels, final, n, m)
+            self.note = self.looks.note
+        else:
+            self.note = ("one colour (orbit colours off)" if not colour_orbits
+                         else "one colour (the run lacks weights of the orbit check)")
+        tracks = self.looks.tracks if self.looks else []
+        if self.history is not None:
+            self.timeline = orbit_timeline(run, self.history, tracks)
+        else:
+            met = run.metrics()
+            curves = ([Curve(met["epoch"], met["eq_error"], "equivariance error", EQ_COLOUR, axis="right")]
+                      if "eq_error" in met and len(met["eq_error"]) else [])
+            self.timeline = Timeline(int(run.epochs[0]), int(run.epochs[-1]),
+                                     schedule_events(run.config, run.epochs) + refine_event(run), curves,
+                                     right_label="eq. error", right_log=True)
+        self.extra = hold_frames(run.epochs, self.timeline.events, fps, event_hold_s)          # [T]
+        self.caption = figcaption(run, H, self.history, tracks, self.panels, n)
+        self.n_heads, self.panel_px, self.with_timeline = H, panel_px, timeline
+        self.figure = self.make_figure(blit)
+
+    def make_figure(self, blit: bool = True) -> PanelFigure:
+        """A new `PanelFigure` of this movie (`blit=False`: drawn the ordinary way)."""
+        n, m, H = self.n, self.m, self.n_heads
+        if self.looks:
+            colours, legend, order, outlines = (self.looks.colours, self.looks.legend, self.looks.draw_order,
+                                                self.looks.outlines)
+        else:
+            colours, legend, order, outlines = [ONE_COLOUR] * H, [], None, []
+        return PanelFigure([p.title(n, m) for p in self.panels], colours, legend,
+                           header=header_text(self.run, n, m, H, self.trail_epochs), panel_px=self.panel_px,
+                           draw_order=order, trail_epochs=self.trail_epochs, blit=blit,
+                           notes=[p.note(n, m) for p in self.panels], axis_labels=AXIS_LABELS,
+                           outlines=outlines, timeline=self.timeline if self.with_timeline else None,
+                           snapshot_epochs=self.run.epochs, legend_cols=1)
+
+    def __len__(self) -> int:
+        """Frames, held copies included (not the encoder's final hold)."""
+        return int(len(self.run) + self.extra.sum())
+
+    def frame_epochs(self) -> np.ndarray:
+        """int [len(self)]: the epoch each frame shows."""
+        return np.repeat(self.run.epochs, 1 + self.extra)
+
+    def states(self) -> Iterator:
+        """The `FrameState` of every snapshot (with its look), in order."""
+        states = frame_states(panel_coordinates(self.run, self.panels), trail_epochs=self.trail_epochs,
+                              caption=caption(self.run))
+        for t, state in enumerate(states):
+            if self.looks is not None:
+                state.look = self.looks.look(t)
+            yield state
+
+    def frames(self) -> Iterator[np.ndarray]:
+        """RGBA uint8 frames [height, width, 4]: each snapshot's frame 1 + extra[t] times."""
+        for t, state in enumerate(self.states()):
+            frame = self.figure.render(state, rgba=True)
+            for _ in range(1 + int(self.extra[t])):
+                yield frame
+
+    def close(self) -> None:
+        self.figure.close()
+
+
 def make_movie(run_path: str | Path, out_dir: str | Path, panels: Sequence[str] | None = None,
                formats: Sequence[str] | str = FORMATS, fps: float = 24.0, hold_s: float = 2.0,
                basename: str = "orbits", panel_px: int = 480, quality: Quality = Quality(),
                trail_epochs: float = TRAIL_EPOCHS, progress: bool = True, colour_orbits: bool = True,
+               event_hold_s: float = EVENT_HOLD_S, timeline: bool = True,
                log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> EncodeResult:
     """Render the orbit movie of `run_path` into `out_dir/basename.{mp4,webm,gif,png,html}`.
 
     panels: `--panels` words (`panel_choice.resolve_panels`): None or ['default'] (the seed's
     four when the run's orbits show in them, else automatic), ['auto'], ['seed'], or
-    CIRCUIT:U,V planes. The orbit check of the final snapshot runs once and serves both the
-    panel choice and the colours. One frame per snapshot, then the last frame held `hold_s`
-    seconds. Every check that can fail on user input (formats, run file, weights, output
-    folder) runs before any frame is drawn; errors are UserError (one line).
+    CIRCUIT:U,V planes. One frame per snapshot; the frame of each held event (phase change,
+    orbit verified) shown `event_hold_s` seconds; the last frame held `hold_s` seconds. The
+    HTML snippet's figcaption is generated from the run (`timeline.figcaption`). Every check
+    that can fail on user input (formats, run file, weights, output folder) runs before any
+    frame is drawn; errors are UserError (one line).
     """
     formats = parse_formats(formats)
     out_dir = Path(out_dir)
     with Run(run_path) as run:
-        n, m = require_group(run)
-        report, M, R = final_report(run)
-        chosen, note = resolve_panels(panels, report, M, R, n, m)
-        n, m = check_panels(run, chosen)
-        prepare_out_dir(out_dir)
-        if colour_orbits and report is not None:
-            final = next(panel_coordinates(run, chosen, indices=np.array([len(run) - 1])))[1]
-            colouring = orbit_colouring(report, chosen, final, n, m)
-        else:
-            colouring = plain_colouring(n_heads_of(run), "one colour (orbit colours off)" if not colour_orbits
-                                        else "one colour (the run lacks weights of the orbit check)")
-        titles = [p.title(n, m) for p in chosen]
-        header = (f"{run.experiment}  ·  {run.path.name}  ·  C_{n} shifts tokens by s, outputs by {m}s  ·  "
-                  f"{len(colouring.colours)} heads")
-        figure = PanelFigure(titles, colouring.colours, colouring.legend, header=header, panel_px=panel_px,
-                             draw_order=colouring.draw_order, trail_epochs=trail_epochs)
-        states = frame_states(panel_coordinates(run, chosen), trail_epochs=trail_epochs, caption=caption(run))
-        frames = (figure.render(s, rgba=True) for s in states)
-        total = len(run) + int(round(hold_s * fps))
-        log(f"{run.path}: {len(run)} snapshots (epochs {run.epochs[0]}..{run.epochs[-1]}), "
-            f"{note}: {' '.join(map(str, chosen))}; {colouring.note}")
-        bar = _progress(total, progress)
+        movie = OrbitMovie(run, panels, panel_px, trail_epochs, colour_orbits, fps, event_hold_s, timeline, progress)
         try:
-            result = encode(frames, out_dir, basename, fps=fps, hold_s=hold_s, formats=formats, quality=quality,
-                            on_frame=bar.update if bar else None,
-                            on_stage=(lambda s: bar.set_postfix_str(s)) if bar else None)
+            prepare_out_dir(out_dir)
+            total = len(movie) + int(round(hold_s * fps))
+            held = ", ".join(f"{e.label} at {e.epoch:,}" for e in movie.timeline.events if e.hold)
+            log(f"{run.path}: {len(run)} snapshots (epochs {run.epochs[0]}..{run.epochs[-1]}), "
+                f"{movie.panel_note}: {' '.join(map(str, movie.panels))}; {movie.note}; "
+                f"held {event_hold_s:g} s: {held or 'nothing'}")
+            bar = _progress(total, progress)
+            try:
+                result = encode(movie.frames(), out_dir, basename, fps=fps, hold_s=hold_s, formats=formats,
+                                quality=quality, on_frame=bar.update if bar else None,
+                                on_stage=(lambda s: bar.set_postfix_str(s)) if bar else None, caption=movie.caption)
+            finally:
+                if bar:
+                    bar.close()
         finally:
-            if bar:
-                bar.close()
-            figure.close()
+            movie.close()
     return result
 
 

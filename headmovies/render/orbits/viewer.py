@@ -249,7 +249,7 @@ class ViewerData:
         if stop <= start:
             return None
         idx = np.arange(start, stop)
-        part = orbit_history(run, self.tol, self.dead_tol, start=start)
+        part = orbit_history(run, self.tol, self.dead_tol, indices=np.arange(start, len(run)))
         self.history = _concat(self.history, part)
         coords = np.array([c for _, c in panel_coordinates(run, self.panels, indices=idx)])      # [t, P, H]
         F = np.array([circuit_factors(w) for _, w in run.iter_weights(list(CIRCUIT_NAMES), indices=idx)])

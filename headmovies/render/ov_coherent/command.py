@@ -6,6 +6,7 @@ from pathlib import Path
 
 from headmovies.errors import UserError
 from headmovies.render.core.encode import add_movie_arguments, movie_arguments
+from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 
 NAME = "ov-coherent"
 HELP = "ov-coherent superposition (seed 004): accuracy, QK orderings, ablations, figures, QK-plane movie"
@@ -17,7 +18,9 @@ often hard (all-or-nothing) attention explains the model's predictions.
 
 Writes into DIR: summary.md and summary.json (the table across runs), training.png,
 orderings.png, and per run <name>/analysis.png and <name>/analysis.json; the QK-plane movie
-<name>/qk_plane.{mp4,webm,gif,png,html} (needs 2 or more heads). docs/results/ov-coherent.md."""
+<name>/qk_plane.{mp4,webm,gif,png,html} (needs 2 or more heads) over a timeline (accuracy; the frame
+is held --event-hold seconds where the orderings come to stay opposite and where the accuracy
+comes to stay at or above 99 %). docs/results/ov-coherent.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--movie", choices=("first", "all", "none"), default="first",
                    help="QK-plane movie for the first run with >= 2 heads, every such run, or none (default first)")
     add_movie_arguments(p)
+    add_timeline_arguments(p)
     p.add_argument("--trail", type=int, default=1000, metavar="STEPS",
                    help="movie trails span this many optimizer steps (default 1000)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -37,10 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from headmovies.render.ov_coherent.report import summary_text, write_report
     formats, fps, hold = movie_arguments(args)
+    event_hold = timeline_arguments(args)
     if args.trail < 0:
         raise UserError(f"--trail must be >= 0, got {args.trail}")
     rows = write_report(args.runs, args.out, args.movie, formats, fps, hold, args.trail,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, event_hold_s=event_hold)
     print(summary_text(rows), end="")
     print(f"wrote {args.out}/summary.md, summary.json, training.png and per-run analysis.{{png,json}}")
     return 0

@@ -1,5 +1,8 @@
 """The QK-plane movie of an ov-coherent run (seed 004): each signal token's read-off QK score in
-head 1 against head 2, over training (docs/math.md, "OV-coherent analyses")."""
+head 1 against head 2, over training (docs/math.md, "OV-coherent analyses"), over a timeline
+strip (docs/movie.md, "Timeline"): epochs, the logged accuracy, the schedule switch, the epoch
+from which the two heads' preference orderings stay opposite and the epoch from which the
+accuracy stays at or above 99 % (held `event_hold_s` seconds each)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,6 +17,8 @@ import numpy as np  # noqa: E402
 from headmovies.errors import UserError  # noqa: E402
 from headmovies.render.core.encode import EncodeResult, encode  # noqa: E402
 from headmovies.render.core.reader import Run  # noqa: E402
+from headmovies.render.core.timeline import (EVENT_HOLD_S, STRIP_PX, Curve, Event, Timeline,  # noqa: E402
+                                             TimelineStrip, first_lasting, hold_frames, schedule_events)
 from headmovies.render.ov_coherent import analysis as S  # noqa: E402
 from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords  # noqa: E402
 from headmovies.tasks import ov_coherent as T  # noqa: E402
@@ -32,14 +37,17 @@ class QKPlaneMovie:
     """
 
     def __init__(self, epochs: np.ndarray, qk: np.ndarray, acc: np.ndarray | None = None, *,
-                 trail: int = 1000, title: str = "", size_px: int = 720, dpi: int = 120):
+                 trail: int = 1000, title: str = "", size_px: int = 720, dpi: int = 120,
+                 timeline: Timeline | None = None):
         if qk.shape[1] < 2:
             raise UserError("the QK-plane movie needs at least 2 heads")
         self.epochs, self.xy = epochs, np.swapaxes(plane_coords(qk)[:, :2], 1, 2)   # (T, 12, 2)
         self.qk, self.acc, self.trail = qk, acc, trail
-        inch = size_px / dpi
-        self.fig = plt.figure(figsize=(inch, inch), dpi=dpi)
-        ax = self.ax = self.fig.add_axes([0.13, 0.1, 0.82, 0.76])
+        strip_px = STRIP_PX if timeline is not None else 0
+        height = size_px + strip_px
+        self.fig = plt.figure(figsize=(size_px / dpi, height / dpi), dpi=dpi)
+        y = lambda frac: (strip_px + frac * size_px) / height       # noqa: E731  (fractions of the square part)
+        ax = self.ax = self.fig.add_axes([0.13, y(0.1), 0.82, 0.76 * size_px / height])
         ax.set_aspect("equal")
         ax.plot([-1e9, 1e9], [0, 0], color="0.65", lw=0.6)        # thin cross at the origin
         ax.plot([0, 0], [-1e9, 1e9], color="0.65", lw=0.6)
@@ -55,9 +63,14 @@ class QKPlaneMovie:
         self.labels = [ax.text(0, 0, str(t), fontsize=10, fontweight="bold", color=TOKEN_COLOURS[t],
                                zorder=5) for t in T.SIGNAL]
         ax.legend(loc="lower left", fontsize=7, framealpha=0.7)
-        self.fig.text(0.5, 0.965, title or "read-off QK scores per signal token, head 1 vs head 2",
+        self.fig.text(0.5, y(0.965), title or "read-off QK scores per signal token, head 1 vs head 2",
                       ha="center", va="top", fontsize=10)
-        self.info = self.fig.text(0.5, 0.915, "", ha="center", va="top", fontsize=9, family="monospace")
+        self.info = self.fig.text(0.5, y(0.915), "", ha="center", va="top", fontsize=9, family="monospace")
+        self.strip = None
+        if timeline is not None:
+            W = self.fig.bbox.width
+            self.strip = TimelineStrip(self.fig, (70, 4, W - 70 - 30, strip_px - 8), timeline, epochs,
+                                       animated=False, fontsize=8.0)
         self.lim = None
         w, h = self.fig.canvas.get_width_height()
         self.size = (w - w % 2, h - h % 2)
@@ -91,34 +104,92 @@ class QKPlaneMovie:
         opp = "opposite" if S.are_opposite(S.preference_ordering(self.qk[t, 0]),
                                            S.preference_ordering(self.qk[t, 1])) else "not opposite"
         acc = f"   acc {self.acc[t]:6.2%}" if self.acc is not None else ""
-        self.info.set_text(f"step {int(self.epochs[t]):>6d}{acc}\nhead 1: {orders[0]}   head 2: {orders[1]}   ({opp})")
+        self.info.set_text(f"epoch {int(self.epochs[t]):>6d}{acc}\nhead 1: {orders[0]}   head 2: {orders[1]}   ({opp})")
+        if self.strip is not None:
+            self.strip.update(int(self.epochs[t]))
         self.fig.canvas.draw()
         rgb = np.asarray(self.fig.canvas.buffer_rgba())[..., :3]
         return np.ascontiguousarray(rgb[: self.size[1], : self.size[0]])
 
-    def frames(self) -> Iterator[np.ndarray]:
-        """Every frame in order (the axis limit state carries from frame to frame)."""
+    def frames(self, extra: np.ndarray | None = None) -> Iterator[np.ndarray]:
+        """Every frame in order (the axis limit state carries from frame to frame); snapshot t's
+        frame 1 + extra[t] times."""
         self.lim = None
         for t in range(len(self)):
-            yield self.draw(t)
+            frame = self.draw(t)
+            for _ in range(1 + (int(extra[t]) if extra is not None else 0)):
+                yield frame
 
     def close(self) -> None:
         plt.close(self.fig)
 
 
+ACC_MARK = 0.99
+ACC_COLOUR = "C0"
+OPPOSITE_COLOUR = "C3"
+
+
+def opposite_over_time(qk: np.ndarray) -> np.ndarray:
+    """bool [T]: heads 1 and 2 order the signal tokens oppositely at each snapshot (qk [T, heads, 12])."""
+    return np.array([S.are_opposite(S.preference_ordering(q[0]), S.preference_ordering(q[1])) for q in qk])
+
+
+def ov_coherent_timeline(epochs: np.ndarray, qk: np.ndarray, metrics: dict, config: dict) -> Timeline:
+    """The strip: the logged accuracy (%), the schedule switch, the epoch from which heads 1
+    and 2 stay opposite (`opposite_over_time`) and the epoch from which the accuracy stays at or
+    above ACC_MARK."""
+    events = schedule_events(config, epochs)
+    e = first_lasting(epochs, opposite_over_time(qk))
+    if e is not None:
+        events.append(Event(e, "orderings opposite", f"epoch {e:,}: heads 1 and 2 order the signal tokens oppositely "
+                            "from here on", colour=OPPOSITE_COLOUR, phase=False))
+    curves = []
+    if "acc" in metrics and len(metrics["acc"]):
+        me, acc = np.asarray(metrics["epoch"]), np.asarray(metrics["acc"], float)
+        curves.append(Curve(me, 100 * acc, "accuracy", ACC_COLOUR))
+        e = first_lasting(me, acc >= ACC_MARK)
+        if e is not None:
+            events.append(Event(e, f"accuracy ≥ {ACC_MARK:.0%}", f"epoch {e:,}: accuracy reaches {ACC_MARK:.0%} "
+                                "and stays there", colour=ACC_COLOUR, phase=False))
+    return Timeline(int(epochs[0]), int(epochs[-1]), events, curves, left_label="accuracy %", left_lim=(0, 100))
+
+
+def figcaption(run: Run, label: str, qk: np.ndarray, timeline: Timeline, acc_final: float | None) -> str:
+    """The movie's text alternative: what trained, what the dots are, what happened when."""
+    cfg = run.config
+    H = qk.shape[1]
+    parts = [f"{H} attention heads (d_head {cfg.get('d_head', '?')}) of one layer trained {int(run.epochs[-1]):,} "
+             f"epochs to name the unordered pair of signal tokens (1-4) among noise tokens at a read-off token "
+             f"(ov-coherent, {label}, seed {run.seed})."]
+    parts.append("Each coloured dot is one signal token at its read-off QK score in head 1 (across) and head 2 (up), "
+                 "each minus that head's mean noise score; grey dots are the noise tokens.")
+    for e in timeline.events:
+        if e.label == "orderings opposite":
+            parts.append(f"Heads 1 and 2 order the signal tokens oppositely from epoch {e.epoch:,} on.")
+        elif not e.phase:
+            parts.append(f"The accuracy reaches {ACC_MARK:.0%} at epoch {e.epoch:,} and stays there.")
+    if acc_final is not None:
+        parts.append(f"Final logged accuracy {acc_final:.2%}.")
+    return " ".join(parts)
+
+
 def make_movie(run: Run, out_dir: Path, label: str, formats, fps: float = 24.0, hold_s: float = 2.0,
-               trail: int = 1000, progress: bool = True) -> EncodeResult:
+               trail: int = 1000, progress: bool = True, event_hold_s: float = EVENT_HOLD_S) -> EncodeResult:
     """Render the QK-plane movie of an open run into out_dir/qk_plane.{mp4,webm,gif,png,html}."""
     from tqdm import tqdm
     epochs, qk = S.qk_trajectory(run)
     m = run.metrics()
     acc = np.interp(epochs, m["epoch"], m["acc"]) if "acc" in m else None
-    movie = QKPlaneMovie(epochs, qk, acc, trail=trail, title=f"{label}: read-off QK, head 1 vs head 2")
-    bar = tqdm(total=len(movie) + int(round(hold_s * fps)), desc=f"movie {label}", unit="frame",
+    timeline = ov_coherent_timeline(epochs, qk, m, run.config)
+    extra = hold_frames(epochs, timeline.events, fps, event_hold_s)
+    movie = QKPlaneMovie(epochs, qk, acc, trail=trail, title=f"{label}: read-off QK, head 1 vs head 2",
+                         timeline=timeline)
+    caption = figcaption(run, label, qk, timeline, float(m["acc"][-1]) if "acc" in m and len(m["acc"]) else None)
+    bar = tqdm(total=len(movie) + int(extra.sum()) + int(round(hold_s * fps)), desc=f"movie {label}", unit="frame",
                dynamic_ncols=True, disable=not progress)
     try:
-        return encode(movie.frames(), out_dir, "qk_plane", fps=fps, hold_s=hold_s, formats=formats,
-                      on_frame=bar.update, on_stage=bar.set_postfix_str)
+        return encode(movie.frames(extra), out_dir, "qk_plane", fps=fps, hold_s=hold_s, formats=formats,
+                      on_frame=bar.update, on_stage=bar.set_postfix_str, caption=caption)
     finally:
         bar.close()
         movie.close()

@@ -10,6 +10,7 @@ import numpy as np
 
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.reader import Run
+from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.ov_coherent import analysis as S
 from headmovies.tasks import ov_coherent as T
 
@@ -48,7 +49,7 @@ def summary_text(rows: list[dict]) -> str:
 
 def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("mp4", "webm", "gif", "png", "html"),
                  fps: float = 24.0, hold_s: float = 2.0, trail: int = 1000, progress: bool = True,
-                 log: Callable[[str], None] = print) -> list[dict]:
+                 log: Callable[[str], None] = print, event_hold_s: float = EVENT_HOLD_S) -> list[dict]:
     """Analyse the final snapshot of each run and write the report into `out` (docs/movie.md):
     summary.md, summary.json, training.png, orderings.png, <name>/analysis.{png,json} and, for
     the first run with >= 2 heads (movie="first"), every such run ("all") or none ("none"),
@@ -94,7 +95,7 @@ def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("m
             if not multi:
                 log("no movie: no run has 2 or more heads")
             for r, name in multi[: 1 if movie == "first" else None]:
-                res = make_movie(r, out / name, name, formats, fps, hold_s, trail, progress)
+                res = make_movie(r, out / name, name, formats, fps, hold_s, trail, progress, event_hold_s)
                 w, h = res.size
                 log(f"movie for {name}: {res.frames} frames, {w}x{h} px, {res.fps:g} fps: "
                     + ", ".join(str(p) for p in res.paths.values()))

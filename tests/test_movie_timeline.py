@@ -1,0 +1,202 @@
+"""The orbit movie over time: each orbit drawn only from the snapshot at which it is verified
+(pale before), dead heads apart, the timeline strip (cursor on a linear epoch axis, event
+marks), the frames held at key events, the HTML snippet and its figcaption; the same timeline
+for the induction and OV-coherent movies. Hand-built runs with known answers (tests/equivariant.py)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+
+from equivariant import equivariant_run
+from headmovies.cli import main
+from headmovies.render.core.reader import Run
+from headmovies.render.core.snippet import html_snippet, mp4_codec
+from headmovies.render.core.timeline import Event, Timeline, TimelineStrip, first_lasting, hold_frames
+from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour
+from headmovies.render.orbits.looks import DEAD, OTHER, head_ranges
+from headmovies.render.orbits.movie import OrbitMovie
+from test_encode import probe
+
+# every 25 epochs to 100, then every 100; exactly equivariant from snapshot 8 (epoch 500) on
+EPOCHS = np.array([0, 25, 50, 75, 100, 200, 300, 400, 500, 600])
+CONFIG = {"epochs": 600, "early_every": 25, "switch_epoch": 100, "late_every": 100, "refine_start": 200,
+          "refine_prune": 0.25, "refine_eq_weight": 100.0}
+VERIFIED_AT = 8
+
+
+@pytest.fixture(scope="module")
+def run_path(tmp_path_factory):
+    # heads 0-11: a 12-orbit, 12-15: a 4-orbit, 16-18: in no orbit; head 16 dead from snapshot 5 on
+    return equivariant_run(tmp_path_factory.mktemp("run") / "timeline.h5", EPOCHS, extra_heads=3, config=CONFIG,
+                           dead_heads=(16,))
+
+
+@pytest.fixture(scope="module")
+def movie(run_path):
+    with Run(run_path) as run:
+        mv = OrbitMovie(run, panels=["seed"], panel_px=240, fps=8, event_hold_s=1.0)
+        states = list(mv.states())
+        yield mv, states
+        mv.close()
+
+
+def pixel(img: np.ndarray, ax, x: float, y: float) -> np.ndarray:
+    """Mean RGB of the 3x3 pixels at data point (x, y) of `ax` in a rendered frame."""
+    px, py = ax.transData.transform((x, y))
+    row, col = int(round(img.shape[0] - py)), int(round(px))
+    return img[row - 1:row + 2, col - 1:col + 2, :3].reshape(-1, 3).mean(0)
+
+
+def test_orbit_dated_by_the_check_of_every_snapshot(movie):
+    mv, _ = movie
+    assert mv.history.epochs.tolist() == EPOCHS.tolist()
+    assert [(t.size, t.heads, t.since) for t in mv.looks.tracks] == [(12, tuple(range(12)), 500),
+                                                                      (4, (12, 13, 14, 15), 500)]
+    assert mv.looks.tracks[0].verified.tolist() == [False] * VERIFIED_AT + [True] * 2
+
+
+def test_head_is_filled_in_its_orbit_colour_exactly_from_verification_and_pale_before(movie):
+    mv, states = movie
+    fig = mv.figure
+    for t in range(len(states)):
+        look = mv.looks.look(t)
+        want = to_rgba("C0") if t >= VERIFIED_AT else hint_colour("C0")
+        assert all(tuple(look.face[h]) == want for h in range(12)), t
+        assert all(tuple(look.face[h]) == (to_rgba("C1") if t >= VERIFIED_AT else hint_colour("C1"))
+                   for h in range(12, 16))
+        assert look.outlines.tolist() == [t >= VERIFIED_AT] * len(mv.looks.outlines)
+        label = look.legend[0][0]
+        assert label.endswith("· verified since epoch 500" if t >= VERIFIED_AT
+                              else "· pale: not yet verified (from epoch 500)")
+    # in the pixels: head 0's dot in the r = 10 QK panel (a 12-gon vertex) turns from pale to full blue
+    before = fig.render(states[VERIFIED_AT - 1])
+    p0 = states[VERIFIED_AT - 1].points[0, 0]
+    pale = pixel(before, fig.axes[0], p0.real, p0.imag)
+    after = fig.render(states[VERIFIED_AT])
+    p1 = states[VERIFIED_AT].points[0, 0]
+    full = pixel(after, fig.axes[0], p1.real, p1.imag)
+    assert np.abs(full - 255 * np.array(to_rgba("C0")[:3])).max() < 25, full
+    assert np.abs(pale - 255 * np.array(hint_colour("C0")[:3])).max() < 25, pale
+    # the polygon outline is drawn from that snapshot on, through the 12 vertices
+    line = fig.outline_lines[0]
+    assert line.get_visible() and len(line.get_xdata()) == 13
+
+
+def test_dead_heads_look_unlike_live_heads_in_no_orbit(movie):
+    mv, _ = movie
+    for t in (4, 5, 9):
+        look = mv.looks.look(t)
+        dead = t >= 5                                            # head 16's W_O is zero from snapshot 5
+        assert (tuple(look.face[16]) == to_rgba(DEAD_COLOUR)) == dead
+        assert tuple(look.face[17]) == to_rgba(OTHER_COLOUR) and look.size[17] == OTHER["size"]
+        if dead:
+            assert look.size[16] == DEAD["size"] < OTHER["size"] and tuple(look.edge[16]) == to_rgba(DEAD_EDGE)
+        labels = [label for label, *_ in look.legend]
+        assert labels[-2:] == ([f"{2 if dead else 3} other live heads (in no orbit at the end)",
+                                f"{1 if dead else 0} dead head{'' if dead else 's'} (OV circuit < 1 % of the "
+                                "largest head's)"])
+
+
+def test_events_and_held_frames_are_where_said(movie):
+    mv, _ = movie
+    ev = [(e.epoch, e.label, e.hold) for e in mv.timeline.events]
+    assert ev == [(100, "1 frame = 100 epochs", False), (200, "phase 2, pruning", True),
+                  (500, "12-orbit verified", True), (500, "4-orbit verified", True)]
+    assert mv.timeline.events[1].text == ("epoch 200: phase 2 starts: heads with OV below 25% of the largest are "
+                                          "pruned (1 head dead after it); the equivariance weight ramps to 100")
+    # 1 s at 8 fps: 8 extra copies of the frames of epochs 200 and 500 (once, for two events)
+    assert mv.extra.tolist() == [0, 0, 0, 0, 0, 8, 0, 0, 8, 0]
+    shown = mv.frame_epochs()
+    assert len(mv) == 26 and shown.tolist() == [0, 25, 50, 75, 100] + [200] * 9 + [300, 400] + [500] * 9 + [600]
+    frames = list(mv.frames())
+    assert len(frames) == 26
+    assert all(np.array_equal(frames[5], frames[i]) for i in range(6, 14))
+    assert not np.array_equal(frames[13], frames[14])            # epoch 200 -> 300
+
+
+def dark_columns(img: np.ndarray, ax) -> np.ndarray:
+    """Columns of `ax`'s box where at least 80 % of the rows are near-black (the cursor)."""
+    bb = ax.get_window_extent()
+    rows = slice(int(img.shape[0] - bb.y1) + 2, int(img.shape[0] - bb.y0) - 2)
+    cols = slice(int(bb.x0), int(bb.x1) + 2)
+    dark = img[rows, cols, :3].max(-1) < 80
+    return np.flatnonzero(dark.mean(0) > 0.8) + cols.start
+
+
+def test_timeline_cursor_sits_at_the_epoch_on_a_linear_axis(movie):
+    mv, states = movie
+    fig = mv.figure
+    ax = fig.strip.ax
+    assert ax.get_xlim() == (0, 600) and ax.get_xscale() == "linear"
+    bb = ax.get_window_extent()
+    for t in (1, 4, 5, 8, 9):
+        img = fig.render(states[t])
+        cols = dark_columns(img, ax)
+        assert len(cols) and fig.strip.cursor_x() == EPOCHS[t]
+        expected = bb.x0 + EPOCHS[t] / 600 * bb.width
+        assert abs(cols.mean() - expected) <= 1.5, (t, cols, expected)
+        # the banner tells the event for a few snapshots from its own
+        text = fig.strip.banner.get_text()
+        if t in (8, 9):
+            assert text.startswith("epoch 500: heads 12–15 form a verified 4-orbit")
+        if t == 1:
+            assert text == ""
+
+
+def test_event_labels_do_not_overlap():
+    fig = Figure(figsize=(10, 2), dpi=100)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    FigureCanvasAgg(fig)
+    tl = Timeline(0, 16000, [Event(4000, "1 frame = 100 epochs", hold=False), Event(10000, "phase 2, pruning"),
+                             Event(10200, "2-orbit verified", phase=False), Event(10800, "4-orbit verified", phase=False)])
+    strip = TimelineStrip(fig, (40, 0, 900, 150), tl)
+    boxes = [t.get_window_extent() for t in strip.labels]
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            assert not boxes[i].overlaps(boxes[j]), (strip.labels[i].get_text(), strip.labels[j].get_text())
+
+
+def test_hold_frames_and_first_lasting():
+    epochs = np.array([0, 10, 20, 30, 40])
+    events = [Event(15, "a"), Event(20, "b"), Event(40, "c", hold=False), Event(99, "late")]
+    assert hold_frames(epochs, events, fps=10, hold_s=0.5).tolist() == [0, 0, 5, 0, 0]
+    assert first_lasting(epochs, np.array([1, 0, 1, 1, 1], bool)) == 20
+    assert first_lasting(epochs, np.array([1, 1, 1, 1, 0], bool)) is None
+    assert first_lasting(epochs, np.ones(5, bool)) == 0
+    assert head_ranges([7, 0, 1, 2, 3, 9, 10]) == "0–3, 7, 9, 10"
+
+
+def test_movie_command_snippet_and_frame_count(run_path, tmp_path):
+    out = tmp_path / "movie"
+    assert main(["orbits", "movie", str(run_path), "--out", str(out), "--panels", "seed", "--fps", "8",
+                 "--hold", "0.5", "--event-hold", "1", "--panel-px", "120", "--no-progress"]) == 0
+    assert probe(out / "orbits.mp4")[1] == 10 + 16 + 4                     # snapshots + event holds + end hold
+    html = (out / "orbits.html").read_text()
+    video = re.search(r"<video[^>]*>", html).group(0)
+    assert "controls" in video and "autoplay" not in video and 'poster="orbits.png"' in video
+    assert html.index('src="orbits.mp4"') < html.index('src="orbits.webm"')
+    codec = mp4_codec(out / "orbits.mp4")
+    assert re.fullmatch(r"avc1\.64[0-9A-F]{4}", codec) and f'codecs="{codec}"' in html   # H.264 High profile
+    assert 'matchMedia("(prefers-reduced-motion: reduce)")' in html and "video.play()" in html
+    cap = re.search(r"<figcaption[^>]*>(.*)</figcaption>", html, re.S).group(1)
+    assert cap.startswith("19 heads of one attention layer")
+    assert ("A 12-orbit (heads 0–11) is verified from epoch 500 and a 4-orbit (heads 12–15) is verified from "
+            "epoch 500") in cap
+    assert "At epoch 200 phase 2 starts: heads with OV below 25% of the largest are pruned" in cap
+
+
+def test_snippet_without_poster_or_mp4():
+    html = html_snippet("m<1>", (100, 60), ["webm"], poster=False, caption="a < b & c")
+    assert "poster" not in html and "mp4" not in html and 'src="m&lt;1&gt;.webm"' in html
+    assert "<figcaption" in html and "a &lt; b &amp; c" in html
+    assert "<figcaption" not in html_snippet("m", (100, 60), ["mp4"], poster=True)
+
+
+def test_bad_event_hold_is_one_line(run_path, tmp_path, capsys):
+    assert main(["orbits", "movie", str(run_path), "--out", str(tmp_path / "o"), "--event-hold", "nan"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "--event-hold" in err and "\n" not in err
