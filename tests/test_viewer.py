@@ -13,7 +13,6 @@ import pytest
 from equivariant import NAMES, equivariant_run, equivariant_weights, write_run
 from headmovies.cli import main
 from headmovies.render.core.circuits import centre_ov, centre_qk, ov_circuit, qk_circuit
-from headmovies.render.core.projections import irrep_coordinate
 from headmovies.render.core.reader import Run
 from headmovies.render.orbits.movie import panel_coordinates
 from headmovies.render.orbits.viewer import (circuit_factors, dequantise_rows, fourier_rows, make_viewer, pack,
