@@ -55,7 +55,7 @@ def is_full(exc: BaseException) -> bool:
 def full_message(path: str | os.PathLike, detail: str = "", then: str = "") -> str:
     """'disk full on the file system of PATH (DETAIL); THEN' as one line."""
     folder = Path(path) if Path(path).is_dir() else Path(path).parent
-    text = f"disk full: no space left on the file system of {folder}"
+    text = f"disk full: not enough free space on the file system of {folder}"
     if detail:
         text += f" ({detail})"
     return text + (f"; {then}" if then else "")

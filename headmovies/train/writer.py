@@ -100,12 +100,13 @@ def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike) -> int:
     try:
         disk.require_free(out.parent, src_path.stat().st_size, f"a copy of {src_path}")
         tmp.unlink(missing_ok=True)
-        f = _new_file(tmp, swmr_ready=False)
+        f = None
         try:
+            f = _new_file(tmp, swmr_ready=False)
             count = copy_records(src, f)
             f.flush()
         except BaseException as exc:
-            _fail(f, tmp, exc, f"writing {out}")
+            _fail(f, tmp, exc, out, f"writing {out}", f"{src_path} is unchanged")
         f.close()
     finally:
         src.close()
@@ -113,17 +114,19 @@ def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike) -> int:
     return count
 
 
-def _fail(f: h5py.File, tmp: Path | None, exc: BaseException, what: str):
-    """Give up on `f` after `exc`: detach it if the disk is full, close it, remove `tmp`, and
-    raise DiskFullError for a full disk or `exc` itself otherwise."""
+def _fail(f: h5py.File | None, tmp: Path | None, exc: BaseException, where: Path, what: str, then: str = ""):
+    """Give up on `f` (None: not opened) after `exc`: detach it if the disk is full, close it,
+    remove `tmp`, and raise DiskFullError (about the file system of `where`: `what`; `then`) for
+    a full disk, or `exc` itself otherwise."""
     full = disk.is_full(exc)
-    if full:
-        _detach(f)
-    _close_quietly(f)
+    if f is not None:
+        if full:
+            _detach(f)
+        _close_quietly(f)
     if tmp is not None:
         tmp.unlink(missing_ok=True)
     if full:
-        raise DiskFullError(disk.full_message(tmp or f.filename, f"while {what}")) from None
+        raise DiskFullError(disk.full_message(where, f"while {what}", then)) from None
     raise exc
 
 
@@ -151,8 +154,9 @@ class RunWriter:
         tmp.unlink(missing_ok=True)
         first = _nbytes(weights, metrics) + sum(np.asarray(i).size * 8 for i in split.values())
         disk.require_free(path.parent, first, "the first snapshot", f"nothing was written to {path}")
-        f = _new_file(tmp)
+        f = None
         try:
+            f = _new_file(tmp)
             for key, value in attrs.items():
                 f.attrs[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
             f.create_dataset(COMPLETE, shape=(1,), maxshape=(1,), chunks=(1,), dtype=np.int8)
@@ -172,7 +176,7 @@ class RunWriter:
             writer = cls(f, path, tmp)
             writer._append(epoch, weights, metrics)
         except BaseException as exc:
-            _fail(f, tmp, exc, f"writing the first snapshot; nothing was written to {path}")
+            _fail(f, tmp, exc, path, "writing the first snapshot", f"nothing was written to {path}")
         return writer
 
     def publish(self) -> None:
@@ -205,15 +209,16 @@ class RunWriter:
         try:
             disk.require_free(path.parent, path.stat().st_size, f"resuming {path} (a fresh copy of it)",
                               f"{path} is unchanged")
-            f = _new_file(tmp)
+            f = None
             try:
+                f = _new_file(tmp)
                 copy_records(src, f, keep_through_epoch)
                 for key, value in (attrs or {}).items():
                     f.attrs[key] = value
                 f.swmr_mode = True
                 f.flush()
             except BaseException as exc:
-                _fail(f, tmp, exc, f"copying {path} to resume it; {path} is unchanged")
+                _fail(f, tmp, exc, path, f"copying {path} to resume it", f"{path} is unchanged")
         finally:
             src.close()
         os.replace(tmp, path)
@@ -226,11 +231,10 @@ class RunWriter:
         """Append one snapshot and its metrics, then flush. Raises DiskFullError before writing
         when the disk lacks room for it, or when a write fails for lack of room; the file then
         holds every earlier snapshot, whole, and this writer is closed."""
-        where = self.tmp or self.path
-        done = f"{self.path} holds {self.count()} complete snapshots, through epoch {self.last_epoch()}"
+        then = (f"{self.path} holds {self.count()} complete snapshots, through epoch {self.last_epoch()}"
+                + (f"; {self.hint}" if self.hint else ""))
         try:
-            disk.require_free(where.parent, _nbytes(weights, metrics), f"the snapshot at epoch {epoch}",
-                              done + (f"; {self.hint}" if self.hint else ""))
+            disk.require_free(self.path.parent, _nbytes(weights, metrics), f"the snapshot at epoch {epoch}", then)
         except DiskFullError:
             self.close()
             raise
@@ -239,7 +243,7 @@ class RunWriter:
         except BaseException as exc:
             if not disk.is_full(exc):
                 raise
-            _fail(self.f, None, exc, f"writing the snapshot at epoch {epoch}")
+            _fail(self.f, None, exc, self.path, f"writing the snapshot at epoch {epoch}", then)
 
     def _append(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
         # Weights first, epoch last, with a flush between (one flush may reach the file in any
@@ -275,7 +279,8 @@ class RunWriter:
         except BaseException as exc:
             if not disk.is_full(exc):
                 raise
-            _fail(self.f, None, exc, "marking the run complete")
+            _fail(self.f, None, exc, self.path, "marking the run complete",
+                  f"{self.path} holds every snapshot; it reads as incomplete")
 
     def close(self) -> None:
         """Flush and close; after a failed flush (full disk) the handle is detached first, so the

@@ -63,10 +63,10 @@ class Run:
         if finite < count and (finite, count) != getattr(self, "_warned", None):
             self._warned = (finite, count)
             bad = ep[finite:count]
-            which = f"epoch {bad[0]}" if len(bad) == 1 else f"epochs {bad[0]}..{bad[-1]}"
-            warn(f"{self.path}: the last {len(bad)} snapshot{'s' if len(bad) > 1 else ''} ({which}) hold "
-                 f"non-finite weights (training diverged); using the {finite} snapshots through epoch "
-                 f"{self.epochs[-1]}")
+            which = f"the snapshot at epoch {bad[0]} holds" if len(bad) == 1 else \
+                f"the {len(bad)} snapshots at epochs {bad[0]}..{bad[-1]} hold"
+            warn(f"{self.path}: {which} non-finite weights (training diverged); using the "
+                 f"{finite} snapshot{'s' if finite > 1 else ''} through epoch {self.epochs[-1]}")
 
     def _finite_count(self, count: int) -> int:
         """Snapshots before the first of the trailing run of non-finite ones (only the end is
