@@ -20,7 +20,7 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from headmovies import commands, disk, tasks  # noqa: E402
-from headmovies.errors import UserError  # noqa: E402
+from headmovies.errors import UserError, forget_warnings  # noqa: E402
 
 
 def command_modules() -> list:
@@ -61,6 +61,7 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
+    forget_warnings()
     try:
         return int(args._run(args) or 0)
     except UserError as exc:
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:             # a full disk met where no writer expected it: still one line
         if not disk.is_full(exc):
             raise
-        print(f"error: {disk.full_message(os.getcwd(), str(exc).splitlines()[0][:200])}", file=sys.stderr)
+        print(f"error: disk full: {str(exc).splitlines()[0][:300]}; free space and run it again", file=sys.stderr)
         return 2
 
 

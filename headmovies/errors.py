@@ -28,6 +28,16 @@ class EncodeError(UserError):
     """ffmpeg is missing, lacks an encoder, or failed on the frames."""
 
 
+_SEEN: set[str] = set()
+
+
 def warn(message: str) -> None:
-    """One line on stderr, `warning: ...`: something the user should know, that stops nothing."""
-    print(f"warning: {message}", file=sys.stderr)
+    """One line on stderr, `warning: ...`: something the user should know, that stops nothing.
+    Each message once per command (the CLI calls `forget_warnings` as a command starts)."""
+    if message not in _SEEN:
+        _SEEN.add(message)
+        print(f"warning: {message}", file=sys.stderr)
+
+
+def forget_warnings() -> None:
+    _SEEN.clear()

@@ -637,3 +637,13 @@ def test_bad_input_in_a_fresh_process_has_no_traceback(tmp_path):
         assert proc.returncode == 2
         one_line_error(err)
     assert listing(tmp_path) == []
+
+
+def test_the_snapshot_count_bound_holds_for_every_schedule():
+    """The bound `validate` checks before any schedule is built is never below the real count."""
+    import itertools
+    from headmovies.train.config import snapshot_count
+    from headmovies.train.schedule import snapshot_epochs
+    for args in itertools.product([0, 1, 7, 100, 4000, 4030, 10000], [1, 3, 25], [0, 5, 4000], [1, 7, 100],
+                                  [False, True]):
+        assert len(snapshot_epochs(*args)) <= snapshot_count(*args) <= len(snapshot_epochs(*args)) + 65, args

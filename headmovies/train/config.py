@@ -15,7 +15,7 @@ from pathlib import Path
 
 from headmovies.errors import ConfigError
 
-MAX_EPOCHS = 100_000_000        # ~3 years of the default orbit run's speed; beyond is a typo
+MAX_EPOCHS = 100_000_000        # ~3 weeks of the default orbit run (51 epochs/s); more is a typo
 MAX_SNAPSHOTS = 1_000_000       # rows per weight in the run file
 MEMORY_LIMIT = 16 << 30         # bytes a config may need for its largest tensors (estimated)
 
@@ -29,7 +29,7 @@ def require_memory(nbytes: int, keys: str) -> None:
 
 
 def snapshot_count(epochs: int, early_every: int, switch_epoch: int, late_every: int, log_early: bool) -> int:
-    """Length of `schedule.snapshot_epochs(...)`, at most 2 too large, without building it."""
+    """An upper bound on the length of `schedule.snapshot_epochs(...)`, without building it."""
     early = min(epochs, switch_epoch) // early_every + 1
     late = (epochs - switch_epoch) // late_every if epochs > switch_epoch else 0
     return early + late + 1 + (64 if log_early else 0)

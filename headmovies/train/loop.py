@@ -4,6 +4,8 @@ Checkpoints (model, optimizer and RNG state) live beside the run file as `<run>.
 replaced atomically every `checkpoint_seconds` and at the end. `--resume` loads the
 checkpoint, drops any snapshots the file holds beyond it, and continues; because every
 random draw comes from saved generators, the result equals an uninterrupted run bit for bit.
+One trainer per run file (`train.lock`); a full disk stops training with one line, keeping
+every whole snapshot (docs/run-file.md, "Faults").
 """
 from __future__ import annotations
 
@@ -122,7 +124,7 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
           force: bool = False, progress: bool = True, checkpoint_seconds: float = 30.0) -> TrainResult:
     """Train `experiment` with `cfg`, streaming snapshots into `out`.
 
-    Holds `out`'s lock (`train.lock`) throughout: a second writer stops at once with
+    Holds `out`'s lock (`<out>.lock`, train/lock.py) throughout: a second writer stops at once with
     RunLockedError. Raises UserError (before touching any file) if `out` exists without
     `resume`/`force`, or if `resume` is asked for a run whose checkpoint is missing, damaged
     or from another run, or with a different config; DiskFullError when the disk fills (the
@@ -162,7 +164,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
            progress: bool, checkpoint_seconds: float) -> TrainResult:
     ckpt_path = checkpoint_path(out)
     if resume:
-        state, stored = _resume_state(out, ckpt_path, experiment, cfg)
+        state, row = _resume_state(out, ckpt_path, experiment, cfg)
     elif out.exists() and not force:
         raise UserError(_exists_message(out, ckpt_path, experiment))
 
@@ -175,7 +177,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
         task.load_state_dict(state["task"])
         torch.set_rng_state(state["torch_rng"])
         start = int(state["epoch"])
-        _check_same_weights(out, ckpt_path, task.snapshot(), stored, start)
+        _check_same_weights(out, ckpt_path, task.snapshot(), row, start)
         writer = RunWriter.reopen(out, start, {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)})
     else:
         start = 0

@@ -60,8 +60,7 @@ class Run:
                                "diverged at once); retrain with a lower lr or init_scale")
         self.epochs = ep[:finite]
         self.complete = runfile.is_complete(self.f)
-        if finite < count and (finite, count) != getattr(self, "_warned", None):
-            self._warned = (finite, count)
+        if finite < count:                  # `warn` says it once per command, however often opened
             bad = ep[finite:count]
             which = f"the snapshot at epoch {bad[0]} holds" if len(bad) == 1 else \
                 f"the {len(bad)} snapshots at epochs {bad[0]}..{bad[-1]} hold"
