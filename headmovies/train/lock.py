@@ -71,7 +71,7 @@ class RunLock:
             except BlockingIOError:
                 who = _read(fd) or "another process"
                 os.close(fd)
-                raise RunLockedError(f"{self.run_path} is being written by {who} (lock {self.path.name}); "
+                raise RunLockedError(f"{self.run_path} is being written by {who}, which holds {self.path.name}: "
                                      f"one writer per run file{'; ' + self.hint if self.hint else ''}") from None
             # A holder that released meanwhile unlinked the file we opened: lock the new one instead.
             try:
