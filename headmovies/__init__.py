@@ -6,6 +6,7 @@ Data flows one way, and the package is laid out in that order:
     train/        config, schedule, one model module per experiment, the training loop,
                   the run-file writer                                      (torch)
     runfile.py    the run-file schema, the one contract between both sides (numpy + h5py)
+    disk.py       free disk space, checked before writing (both sides; standard library)
     render/core/  reader -> circuits -> irrep projections -> trailing-dot panels -> encoder
     render/<experiment>/  analysis, figures, movie and report of one experiment
     commands/, cli.py     the `headmovies` command line

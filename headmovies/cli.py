@@ -19,8 +19,8 @@ import sys
 # models ~30x (measured); sleeping threads cost little. Set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from headmovies import commands, tasks  # noqa: E402
-from headmovies.errors import UserError  # noqa: E402
+from headmovies import commands, disk, tasks  # noqa: E402
+from headmovies.errors import UserError, forget_warnings  # noqa: E402
 
 
 def command_modules() -> list:
@@ -30,8 +30,16 @@ def command_modules() -> list:
     return [importlib.import_module(name) for name in sorted(shared) + per_experiment]
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line too (`error: headmovies orbits movie: argument --fps: ...`), exit 2;
+    subcommand parsers inherit this class."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="headmovies",
         description="Train tiny attention-only transformers into HDF5 run files, and render movies, figures "
                     "and reports of their heads' QK and OV circuits from those files alone.",
@@ -53,6 +61,7 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
+    forget_warnings()
     try:
         return int(args._run(args) or 0)
     except UserError as exc:
@@ -64,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:              # e.g. `headmovies orbits check RUN | head`: the reader left
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:             # a full disk met where no writer expected it: still one line
+        if not disk.is_full(exc):
+            raise
+        print(f"error: disk full: {str(exc).splitlines()[0][:300]}; free space and run it again", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

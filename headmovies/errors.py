@@ -1,6 +1,8 @@
 """Errors a user can cause. Commands print the message on one line and exit with code 2."""
 from __future__ import annotations
 
+import sys
+
 
 class UserError(Exception):
     """An error the user can fix: bad input, a missing or foreign file, a full disk."""
@@ -14,5 +16,28 @@ class RunFileError(UserError):
     """A run file is missing, truncated, corrupt, or lacks what was asked of it."""
 
 
+class RunLockedError(UserError):
+    """Another trainer holds the run file's lock (one writer per run file)."""
+
+
+class DiskFullError(UserError):
+    """The disk (or quota) is full; what was written so far is whole (docs/run-file.md, "Faults")."""
+
+
 class EncodeError(UserError):
     """ffmpeg is missing, lacks an encoder, or failed on the frames."""
+
+
+_SEEN: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One line on stderr, `warning: ...`: something the user should know, that stops nothing.
+    Each message once per command (the CLI calls `forget_warnings` as a command starts)."""
+    if message not in _SEEN:
+        _SEEN.add(message)
+        print(f"warning: {message}", file=sys.stderr)
+
+
+def forget_warnings() -> None:
+    _SEEN.clear()

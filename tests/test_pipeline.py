@@ -65,7 +65,7 @@ def test_config_layers_defaults_toml_and_sets(tmp_path):
     (["bogus=1"], "unknown config key 'bogus'"),
     (["n_heads=two"], "n_heads must be int"),
     (["n_heads=0"], "n_heads must be >= 1"),
-    (["epochs=-1"], "epochs must be >= 0"),
+    (["epochs=-1"], "epochs must be in 0..100,000,000, got -1"),
     (["train_frac=0"], "train_frac must be in (0, 1]"),
     (["train_frac=1.5"], "train_frac must be in (0, 1]"),
     (["residual=maybe"], "residual must be true or false"),
@@ -96,7 +96,7 @@ def test_bad_toml_unknown_experiment_and_existing_output(tmp_path, capsys):
     existing.write_bytes(b"precious")
     assert pipeline_main(["train", "orbits", "--out", str(existing), "--no-progress"] +
                          sum((["--set", s] for s in TINY), [])) == 2
-    assert "exists; pass --resume" in capsys.readouterr().err
+    assert "exists and is not a readable run file; pass --force" in capsys.readouterr().err
     assert existing.read_bytes() == b"precious"
 
 

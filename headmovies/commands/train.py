@@ -46,9 +46,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.format_help = format_help
 
 
+MAX_THREADS = 256
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.threads < 1:
-        raise UserError(f"--threads must be >= 1, got {args.threads}")
+    if not 1 <= args.threads <= MAX_THREADS:
+        raise UserError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
     import torch
     from headmovies.train import config, experiments, loop
     torch.set_num_threads(args.threads)
@@ -67,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
         result = loop.train(args.experiment, cfg, out, resume=resume, force=force,
                             progress=not args.no_progress, checkpoint_seconds=args.checkpoint_every)
     except KeyboardInterrupt:
-        print("interrupted: the run file holds every snapshot so far; continue with --resume", file=sys.stderr)
+        if out.exists():
+            print(f"interrupted: {out} holds every snapshot so far; continue with --resume "
+                  f"(`headmovies recover {out}` writes a closed copy for other HDF5 tools)", file=sys.stderr)
+        else:
+            print(f"interrupted before the first snapshot: nothing was written to {out}", file=sys.stderr)
         return 130
     print(f"{result.path}: {result.summary}, {result.epochs} epochs in {result.seconds:.1f} s")
     return 0

@@ -15,6 +15,25 @@ from pathlib import Path
 
 from headmovies.errors import ConfigError
 
+MAX_EPOCHS = 100_000_000        # ~3 weeks of the default orbit run (51 epochs/s); more is a typo
+MAX_SNAPSHOTS = 1_000_000       # rows per weight in the run file
+MEMORY_LIMIT = 16 << 30         # bytes a config may need for its largest tensors (estimated)
+
+
+def require_memory(nbytes: int, keys: str) -> None:
+    """ConfigError unless a config's estimated memory `nbytes` is within MEMORY_LIMIT; `keys`
+    names the config keys that set it (for the message)."""
+    if nbytes > MEMORY_LIMIT:
+        raise ConfigError(f"this config needs about {nbytes / 2**30:.0f} GiB for its largest tensors (limit "
+                          f"{MEMORY_LIMIT / 2**30:.0f} GiB): lower {keys}")
+
+
+def snapshot_count(epochs: int, early_every: int, switch_epoch: int, late_every: int, log_early: bool) -> int:
+    """An upper bound on the length of `schedule.snapshot_epochs(...)`, without building it."""
+    early = min(epochs, switch_epoch) // early_every + 1
+    late = (epochs - switch_epoch) // late_every if epochs > switch_epoch else 0
+    return early + late + 1 + (64 if log_early else 0)
+
 
 @dataclass
 class TrainConfig:
@@ -26,14 +45,21 @@ class TrainConfig:
     log_early: bool = False     # also snapshot at epochs 1, 2, 4, ... below early_every
 
     def validate(self) -> None:
-        """Raise ConfigError if a value is out of range; experiments extend this."""
-        if self.epochs < 0:
-            raise ConfigError(f"epochs must be >= 0, got {self.epochs}")
+        """Raise ConfigError if a value is out of range; experiments extend this (and bound their
+        sizes with `require_memory`)."""
+        if not 0 <= self.epochs <= MAX_EPOCHS:
+            raise ConfigError(f"epochs must be in 0..{MAX_EPOCHS:,}, got {self.epochs:,}")
         for key in ("early_every", "late_every"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
-        if self.switch_epoch < 0:
-            raise ConfigError(f"switch_epoch must be >= 0, got {self.switch_epoch}")
+            if not 1 <= getattr(self, key) <= MAX_EPOCHS:
+                raise ConfigError(f"{key} must be in 1..{MAX_EPOCHS:,}, got {getattr(self, key):,}")
+        if not 0 <= self.seed < 2 ** 62:
+            raise ConfigError(f"seed must be in 0..2**62-1, got {self.seed}")
+        if not 0 <= self.switch_epoch <= MAX_EPOCHS:
+            raise ConfigError(f"switch_epoch must be in 0..{MAX_EPOCHS:,}, got {self.switch_epoch:,}")
+        count = snapshot_count(self.epochs, self.early_every, self.switch_epoch, self.late_every, self.log_early)
+        if count > MAX_SNAPSHOTS:
+            raise ConfigError(f"this schedule writes about {count:,} snapshots (limit {MAX_SNAPSHOTS:,}): raise "
+                              "early_every / late_every, or lower epochs")
         for key, typ in field_types(type(self)).items():
             if typ is float and not math.isfinite(getattr(self, key)):
                 raise ConfigError(f"{key} must be a finite number, got {getattr(self, key)}")
@@ -73,6 +99,9 @@ def load_toml(path: str | Path) -> dict:
             data = tomllib.load(fh)
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                          f"{exc.start}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     nested = [k for k, v in data.items() if isinstance(v, dict)]

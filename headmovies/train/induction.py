@@ -36,7 +36,7 @@ from torch import nn
 
 from headmovies.errors import ConfigError
 from headmovies.tasks.induction import POSITIONS, repeat_blocks, sinusoidal_table
-from headmovies.train.config import TrainConfig
+from headmovies.train.config import TrainConfig, require_memory
 from headmovies.train.experiments import Task, register
 
 
@@ -86,6 +86,17 @@ class InductionConfig(TrainConfig):
                               "(d_model, or n_heads * d_head with positions=qk_vector)")
         if self.lr <= 0 or self.weight_decay < 0 or self.pos_base <= 1:
             raise ConfigError("lr must be > 0, weight_decay >= 0 and pos_base > 1")
+        require_memory(self.memory_bytes(), "batch_size, eval_size, seq_len, n_layers, n_heads, d_head or d_model")
+
+    def memory_bytes(self) -> int:
+        """Estimated bytes of the largest tensors of a step: weights with gradients and AdamW
+        moments, and per layer the attention scores [B, H, T, T], Q/K/V and the residual stream of
+        the larger of the training and evaluation batches, with their gradients."""
+        H, T, d = self.n_heads, self.seq_len, self.d_model
+        params = 2 * self.n_vocab * d + self.n_layers * 4 * H * d * self.d_head + T * self.pos_width
+        B = max(self.batch_size, self.eval_size)
+        acts = self.n_layers * (3 * H * T * T + 10 * T * H * self.d_head + 6 * T * d) + 12 * T * self.n_vocab
+        return 16 * params + 4 * B * acts
 
 
 def repeated_blocks(n: int, cfg: InductionConfig, generator: torch.Generator,

@@ -4,11 +4,15 @@ Checkpoints (model, optimizer and RNG state) live beside the run file as `<run>.
 replaced atomically every `checkpoint_seconds` and at the end. `--resume` loads the
 checkpoint, drops any snapshots the file holds beyond it, and continues; because every
 random draw comes from saved generators, the result equals an uninterrupted run bit for bit.
+One trainer per run file (`train.lock`); a full disk stops training with one line, keeping
+every whole snapshot (docs/run-file.md, "Faults").
 """
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import math
 import os
 import platform
 import subprocess
@@ -21,12 +25,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from headmovies import runfile
+from headmovies import disk, runfile
+from headmovies.errors import ConfigError, DiskFullError, RunFileError, UserError
 from headmovies.train import experiments
 from headmovies.train.config import TrainConfig
+from headmovies.train.lock import RunLock
 from headmovies.train.schedule import snapshot_epochs
 from headmovies.train.writer import RunWriter
-from headmovies.errors import ConfigError, RunFileError, UserError
 
 
 def checkpoint_path(run_path: str | os.PathLike) -> Path:
@@ -58,11 +63,28 @@ def _git_commit() -> str:
         return ""
 
 
-def _save_checkpoint(path: Path, task: experiments.Task, epoch: int) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+def _save_checkpoint(path: Path, task: experiments.Task, epoch: int, then: str = "") -> None:
+    """Replace the checkpoint atomically: serialised in memory, room checked, written to
+    `<ckpt>.tmp`, fsync'ed, renamed. On failure the old checkpoint stays and no .tmp is left;
+    a full disk raises DiskFullError (its message ends with `then`)."""
+    buf = io.BytesIO()
     torch.save({"epoch": epoch, "task": task.state_dict(), "torch_rng": torch.get_rng_state(),
-                "config": dataclasses.asdict(task.cfg)}, tmp)
-    os.replace(tmp, path)
+                "config": dataclasses.asdict(task.cfg)}, buf)
+    data = buf.getbuffer()
+    disk.require_free(path.parent, len(data), f"the checkpoint at epoch {epoch}", then)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if disk.is_full(exc):
+            raise DiskFullError(disk.full_message(path, f"while writing the checkpoint at epoch {epoch}",
+                                                  then)) from None
+        raise
 
 
 def run_status(path: str | os.PathLike) -> str:
@@ -102,55 +124,78 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
           force: bool = False, progress: bool = True, checkpoint_seconds: float = 30.0) -> TrainResult:
     """Train `experiment` with `cfg`, streaming snapshots into `out`.
 
-    Raises UserError (before touching any file) if `out` exists without `resume`/`force`,
-    or if `resume` is asked for a run with no checkpoint or a different config.
+    Holds `out`'s lock (`<out>.lock`, train/lock.py) throughout: a second writer stops at once with
+    RunLockedError. Raises UserError (before touching any file) if `out` exists without
+    `resume`/`force`, or if `resume` is asked for a run whose checkpoint is missing, damaged
+    or from another run, or with a different config; DiskFullError when the disk fills (the
+    file keeps every complete snapshot; a new run leaves nothing). docs/run-file.md, "Faults".
     """
     out = Path(out)
     task_cls = experiments.get(experiment)
-    ckpt_path = checkpoint_path(out)
     if resume and force:
         raise UserError("--resume and --force exclude each other")
+    if not math.isfinite(checkpoint_seconds) or checkpoint_seconds < 0:
+        raise UserError(f"--checkpoint-every must be a number of seconds >= 0, got {checkpoint_seconds}")
+    check_out_path(out)
+    lock = RunLock(out, hint="wait for it to finish, or stop it and continue with --resume").acquire()
+    try:
+        return _train(experiment, task_cls, cfg, out, resume, force, progress, checkpoint_seconds)
+    finally:
+        lock.release()
+
+
+def check_out_path(out: Path) -> None:
+    """UserError unless `out` can be a run file: its folder exists and is writable, and neither
+    it nor its checkpoint path is a folder."""
     if not out.parent.is_dir():
         raise UserError(f"output folder {out.parent} does not exist")
     if not os.access(out.parent, os.W_OK):
         raise UserError(f"output folder {out.parent} is not writable")
+    for path in (out, checkpoint_path(out)):
+        if path.is_dir():
+            raise UserError(f"{path} is a folder; --out names the run file, e.g. {path / 'run.h5'}")
+
+
+def _hint(experiment: str, out: Path) -> str:
+    return f"free space, then continue with `headmovies train {experiment} --out {out} --resume`"
+
+
+def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume: bool, force: bool,
+           progress: bool, checkpoint_seconds: float) -> TrainResult:
+    ckpt_path = checkpoint_path(out)
     if resume:
-        if not out.exists() or not ckpt_path.exists():
-            raise UserError(f"cannot resume: {out} or its checkpoint {ckpt_path.name} is missing; "
-                            "start a new run without --resume")
-        _check_resumable(out, experiment, cfg)
+        state, row = _resume_state(out, ckpt_path, experiment, cfg)
     elif out.exists() and not force:
-        raise UserError(f"{out} exists; pass --resume to continue it or --force to replace it")
+        raise UserError(_exists_message(out, ckpt_path, experiment))
 
     torch.manual_seed(cfg.seed)
     task = task_cls(cfg)
     schedule = snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
     t0 = time.perf_counter()
+    hint = _hint(experiment, out)
     if resume:
-        state = torch.load(ckpt_path, weights_only=False)
         task.load_state_dict(state["task"])
         torch.set_rng_state(state["torch_rng"])
         start = int(state["epoch"])
-        if cfg.epochs < start:
-            raise UserError(f"cannot resume {out} to epochs={cfg.epochs}: its checkpoint is already at epoch "
-                            f"{start}; pass epochs >= {start}")
+        _check_same_weights(out, ckpt_path, task.snapshot(), row, start)
         writer = RunWriter.reopen(out, start, {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)})
-        if writer.last_epoch() != start:
-            writer.close()
-            raise UserError(f"cannot resume: {out} holds no snapshot at checkpoint epoch {start}; "
-                            "retrain with --force")
     else:
-        if force:
-            out.unlink(missing_ok=True)
-            ckpt_path.unlink(missing_ok=True)
         start = 0
         attrs = {"schema_version": runfile.SCHEMA_VERSION, "experiment": experiment,
                  "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True), "seed": cfg.seed,
                  "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "versions": json.dumps(_versions(), sort_keys=True), "git_commit": _git_commit(),
                  **task.attrs()}
+        # Built aside, checkpointed, then renamed over any old run (--force): a failure on the way
+        # leaves the old run (or nothing) in place, and `out` never exists without a checkpoint.
         writer = RunWriter.create(out, attrs, 0, task.snapshot(), task.evaluate(), task.split())
-        _save_checkpoint(ckpt_path, task, 0)
+        try:
+            _save_checkpoint(ckpt_path, task, 0, f"nothing was written to {out}")
+            writer.publish()
+        except BaseException:
+            writer.discard()
+            raise
+    writer.hint = hint
 
     metrics = {}
     last_ckpt = time.monotonic()
@@ -170,7 +215,8 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
                                     "retrain with --force")
                 bar.set_postfix(task.progress(metrics), refresh=False)
                 if epoch == cfg.epochs or time.monotonic() - last_ckpt > checkpoint_seconds:
-                    _save_checkpoint(ckpt_path, task, epoch)
+                    _save_checkpoint(ckpt_path, task, epoch,
+                                     f"{out} holds every snapshot through epoch {epoch}; {hint}")
                     last_ckpt = time.monotonic()
         bar.close()
         if not metrics:  # epochs == start: nothing trained now
@@ -182,15 +228,81 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
     return TrainResult(out, cfg.epochs, metrics, task.summary(metrics), seconds)
 
 
-def _check_resumable(out: Path, experiment: str, cfg: TrainConfig) -> None:
-    """A run may only be resumed with its own config (epochs may grow, which stretches any
-    schedule tied to the final epoch, such as a cosine learning rate, from there on)."""
+def _exists_message(out: Path, ckpt_path: Path, experiment: str) -> str:
+    try:
+        runfile.open_for_reading(out).close()
+    except RunFileError:
+        return f"{out} exists and is not a readable run file; pass --force to replace it, or choose another --out"
+    if ckpt_path.exists():
+        return f"{out} exists; pass --resume to continue it or --force to replace it"
+    return (f"{out} exists but has no checkpoint ({ckpt_path.name}), so it cannot be resumed: pass --force to "
+            f"replace it, after keeping its snapshots with `headmovies recover {out} --out COPY.h5` if you want them")
+
+
+def _snapshot_count(f) -> int:
+    """Complete snapshots: the epochs, and no more than any weight holds."""
+    return min(ds.shape[0] for ds in f[runfile.SNAPSHOTS].values())
+
+
+def _load_checkpoint(ckpt_path: Path, out: Path, count: int) -> dict:
+    recover = (f"keep the {count} snapshots of {out} as a closed file with `headmovies recover {out}`, "
+               "or retrain with --force")
+    try:
+        state = torch.load(ckpt_path, weights_only=False)
+    except Exception as exc:  # torch raises RuntimeError, EOFError, UnpicklingError, ... on damage
+        raise RunFileError(f"checkpoint {ckpt_path} is damaged (truncated?): {str(exc).splitlines()[0][:120]}; "
+                           f"it cannot resume {out}: {recover}") from None
+    if not isinstance(state, dict) or not {"epoch", "task", "torch_rng", "config"} <= set(state):
+        raise RunFileError(f"{ckpt_path} is not a headmovies checkpoint; it cannot resume {out}: {recover}")
+    return state
+
+
+def _resume_state(out: Path, ckpt_path: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, dict]:
+    """The checkpoint of `out` after checking that it may resume `out` with `cfg`; also the
+    file's row at the checkpoint epoch. A run may only be resumed with its own config (epochs
+    may grow, which stretches any schedule tied to the final epoch, such as a cosine learning
+    rate, from there on), from its own checkpoint."""
+    if not out.exists():
+        raise UserError(f"cannot resume: {out} does not exist; start a new run without --resume")
     with runfile.open_for_reading(out) as f:
         if f.attrs["experiment"] != experiment:
             raise UserError(f"cannot resume: {out} is a run of {f.attrs['experiment']!r}, not {experiment!r}")
         stored = runfile.read_config(f)
-    asked = dataclasses.asdict(cfg)
-    diff = sorted(k for k in asked if k != "epochs" and stored.get(k) != asked[k])
-    if diff:
-        raise ConfigError(f"cannot resume {out} with a different config ({', '.join(diff)}); "
-                          "use the stored config or --force a new run")
+        count = _snapshot_count(f)
+        epochs = f[runfile.SNAPSHOTS][runfile.EPOCH][:count]
+        if not ckpt_path.exists():
+            raise UserError(f"cannot resume {out}: its checkpoint {ckpt_path.name} is missing, so training cannot "
+                            f"continue; `headmovies recover {out}` keeps its {count} snapshots as a closed file, "
+                            f"`headmovies train {experiment} --out {out} --force` starts over")
+        state = _load_checkpoint(ckpt_path, out, count)
+        asked = config_dict(cfg)
+        diff = sorted(k for k in asked if k != "epochs" and stored.get(k) != asked[k])
+        if diff:
+            raise ConfigError(f"cannot resume {out} with a different config ({', '.join(diff)}); "
+                              "use the stored config or --force a new run")
+        saved = json.loads(json.dumps(state["config"], sort_keys=True))
+        foreign = sorted(k for k in set(saved) | set(stored) if k != "epochs" and saved.get(k) != stored.get(k))
+        start = int(state["epoch"])
+        if foreign:
+            shown = ", ".join(f"{k} {saved.get(k)!r} vs {stored.get(k)!r}" for k in foreign[:3])
+            raise RunFileError(f"cannot resume {out}: its checkpoint {ckpt_path.name} belongs to another run "
+                               f"(checkpoint vs file: {shown}); `headmovies recover {out}` keeps the file's "
+                               f"{count} snapshots as a closed file, --force retrains")
+        if cfg.epochs < start:
+            raise UserError(f"cannot resume {out} to epochs={cfg.epochs}: its checkpoint is already at epoch "
+                            f"{start}; pass epochs >= {start}")
+        where = np.flatnonzero(epochs == start)
+        if not len(where):
+            raise RunFileError(f"cannot resume: {out} holds no snapshot at its checkpoint's epoch {start} "
+                               f"(it ends at epoch {int(epochs[-1])}); retrain with --force")
+        row = {k: f[runfile.SNAPSHOTS][k][int(where[0])] for k in runfile.weight_names(f)}
+    return state, row
+
+
+def _check_same_weights(out: Path, ckpt_path: Path, weights: dict, row: dict, epoch: int) -> None:
+    """The checkpoint's model must be the file's snapshot at its epoch, bit for bit."""
+    if set(weights) != set(row) or any(not np.array_equal(np.asarray(weights[k], np.float32), row[k], equal_nan=True)
+                                       for k in row):
+        raise RunFileError(f"cannot resume {out}: its checkpoint {ckpt_path.name} does not hold the weights of the "
+                           f"file's snapshot at epoch {epoch} (they come from different runs); "
+                           f"`headmovies recover {out}` keeps the file's snapshots as a closed file, --force retrains")

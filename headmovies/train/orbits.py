@@ -25,7 +25,7 @@ from torch import nn
 
 from headmovies.errors import ConfigError
 from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
-from headmovies.train.config import TrainConfig
+from headmovies.train.config import TrainConfig, require_memory
 from headmovies.train.experiments import Task, register
 
 
@@ -96,6 +96,17 @@ class OrbitConfig(TrainConfig):
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ConfigError(f"{key} must be one of {allowed}, got {getattr(self, key)!r}")
+        require_memory(self.memory_bytes(), "p, n_heads, d_model, d_head, eq_seq_batch or the sequence lengths")
+
+    def memory_bytes(self) -> int:
+        """Estimated bytes of the largest tensors of a step: weights with gradients and AdamW
+        moments, the n^4 grid (gather index, its meshgrid, logits and their gradients), the grid
+        attention [H, n, n, n] and its backward, and the sequence term [H, n B, L, L]."""
+        n, H = self.p, self.n_heads
+        params = 2 * n * self.d_model + 4 * H * self.d_model * self.d_head
+        L = max(seq_lengths(self.eq_seq_lens) + seq_lengths(self.refine_seq_lens) + [0])
+        seq = 24 * H * n * self.eq_seq_batch * L * L + 8 * n * n * self.eq_seq_batch * L * H
+        return 16 * params + 96 * n ** 4 + 40 * H * n ** 3 + seq
 
     def refines(self) -> bool:
         """True if the run has a second phase: 0 < refine_start < epochs (a shorter run, e.g.

@@ -30,7 +30,7 @@ from torch import nn
 
 from headmovies.errors import ConfigError
 from headmovies.tasks.ov_coherent import D_VOCAB, N_CLASSES, NOISE, READOFF, SIGNAL, class_table, task_cases
-from headmovies.train.config import TrainConfig
+from headmovies.train.config import TrainConfig, require_memory
 from headmovies.train.experiments import Task, register
 
 
@@ -55,6 +55,14 @@ class OVCoherentConfig(TrainConfig):
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
         if self.lr <= 0 or self.init_scale <= 0:
             raise ConfigError("lr and init_scale must be > 0")
+        require_memory(self.memory_bytes(), "batch, seq_len, n_heads or d_head")
+
+    def memory_bytes(self) -> int:
+        """Estimated bytes of the largest tensors of a step: the batch's one-hot tokens, keys,
+        values and attention [B, H, L, ...] with gradients, and the sampled evaluation cases."""
+        B, L, H = self.batch, self.seq_len, self.n_heads
+        params = 4 * H * 12 * self.d_head + 12 * 12 + 12 * 10
+        return 16 * params + 14 * B * L * (H * (self.d_head + 1) + 12) + 8 * 65_536 * L
 
 
 def sample_batch(n: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

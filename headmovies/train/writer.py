@@ -3,7 +3,14 @@
 h5py's SWMR recipe: create every dataset, switch SWMR on, then per snapshot `resize`, write,
 `flush`. The epoch is appended last, so a reader that sizes itself by `/snapshots/epoch`
 never sees a half-written snapshot. A new file is built under `<path>.partial` and renamed
-into place once it holds its first snapshot, so the final path never holds a file without one.
+into place (`publish`) once it holds its first snapshot, so the final path never holds a file
+without one.
+
+A full disk: room for each snapshot is checked before it is written (`disk.require_free`),
+and HDF5's chunk cache is off (`rdcc_nbytes=0`), so a write that fails anyway fails at once,
+before the epoch that would announce it. The handle is then detached from the file (its
+descriptor pointed at an in-memory file) before closing, so HDF5 writes nothing more: the
+file stays as a killed writer would leave it, with every complete snapshot.
 """
 from __future__ import annotations
 
@@ -14,34 +21,142 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from headmovies import runfile
+from headmovies import disk, runfile
+from headmovies.errors import DiskFullError
 from headmovies.runfile import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
 
 
-def _partial(path: Path) -> Path:
+def partial_path(path: str | os.PathLike) -> Path:
+    path = Path(path)
     return path.with_name(path.name + ".partial")
+
+
+def _new_file(path: Path, swmr_ready: bool = True) -> h5py.File:
+    # rdcc_nbytes=0: no chunk cache, so a failed write raises in the call that made it
+    return h5py.File(path, "x", libver="latest" if swmr_ready else "earliest", rdcc_nbytes=0)
+
+
+def _detach(f: h5py.File) -> None:
+    """Point `f`'s file descriptor at an empty in-memory file, so that closing `f` after a failed
+    write changes nothing on disk (and HDF5, whose state a failed flush leaves inconsistent,
+    cannot crash on the real file)."""
+    try:
+        fd = f.id.get_vfd_handle()
+        mem = os.memfd_create("detached-run-file") if hasattr(os, "memfd_create") else os.open(os.devnull, os.O_RDWR)
+        os.dup2(mem, fd)
+        os.close(mem)
+    except Exception:  # noqa: BLE001 - best effort; the close below is guarded too
+        pass
+
+
+def _close_quietly(f: h5py.File) -> None:
+    try:
+        if f.id.valid:
+            f.close()
+    except Exception:  # noqa: BLE001 - the file on disk is already what it will be
+        pass
+
+
+def _nbytes(weights: dict[str, np.ndarray], metrics: dict[str, float]) -> int:
+    return sum(np.asarray(w).size * 4 for w in weights.values()) + 8 * (len(metrics) + 2)
+
+
+def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None = None) -> int:
+    """Copy root attributes, /split and every complete snapshot and metric record of `src` (up to
+    and including `keep_through_epoch`, or all) into the empty file `dst`, datasets growable as
+    the writer makes them; /complete is copied (all records) or cleared. Returns the snapshot count."""
+    epochs = src[SNAPSHOTS][EPOCH][()]
+    limit = np.inf if keep_through_epoch is None else keep_through_epoch
+    keep = int(np.searchsorted(epochs, limit, side="right"))
+    keep = min([keep] + [ds.shape[0] for ds in src[SNAPSHOTS].values()])
+    last = epochs[keep - 1] if keep else -1          # metrics only of the snapshots kept
+    keep_m = int(np.searchsorted(src[METRICS][EPOCH][()], last, side="right")) if METRICS in src else 0
+    for key, value in src.attrs.items():
+        dst.attrs[key] = value
+    done = keep_through_epoch is None and runfile.is_complete(src)
+    dst.create_dataset(COMPLETE, data=np.array([int(done)], np.int8), maxshape=(1,), chunks=(1,))
+    for group, n in ((SNAPSHOTS, keep), (METRICS, keep_m)):
+        g = dst.create_group(group)
+        for name, ds in (src[group].items() if group in src else ()):
+            new = g.create_dataset(name, shape=(n, *ds.shape[1:]), maxshape=(None, *ds.shape[1:]),
+                                   chunks=ds.chunks, dtype=ds.dtype)
+            for lo in range(0, n, 256):           # bounded memory for long runs
+                new[lo:min(n, lo + 256)] = ds[lo:min(n, lo + 256)]
+    if SPLIT in src:
+        src.copy(src[SPLIT], dst, name=SPLIT)
+    else:
+        dst.create_group(SPLIT)
+    return keep
+
+
+def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike) -> int:
+    """Write every complete snapshot of the run file `src_path` (live, killed or finished) into a
+    new, closed run file `out` that any HDF5 tool opens (`h5ls`, a plain `h5py.File`), built under
+    `<out>.partial` and renamed into place; `out` may be `src_path` itself. Returns the number of
+    snapshots. Raises RunFileError for an unreadable source, DiskFullError when there is no room."""
+    src_path, out = Path(src_path), Path(out)
+    tmp = partial_path(out)
+    src = runfile.open_for_reading(src_path)
+    try:
+        disk.require_free(out.parent, src_path.stat().st_size, f"a copy of {src_path}")
+        tmp.unlink(missing_ok=True)
+        f = None
+        try:
+            f = _new_file(tmp, swmr_ready=False)
+            count = copy_records(src, f)
+            f.flush()
+        except BaseException as exc:
+            _fail(f, tmp, exc, out, f"writing {out}", f"{src_path} is unchanged")
+        f.close()
+    finally:
+        src.close()
+    os.replace(tmp, out)
+    return count
+
+
+def _fail(f: h5py.File | None, tmp: Path | None, exc: BaseException, where: Path, what: str, then: str = ""):
+    """Give up on `f` (None: not opened) after `exc`: detach it if the disk is full, close it,
+    remove `tmp`, and raise DiskFullError (about the file system of `where`: `what`; `then`) for
+    a full disk, or `exc` itself otherwise."""
+    full = disk.is_full(exc)
+    if f is not None:
+        if full:
+            _detach(f)
+        _close_quietly(f)
+    if tmp is not None:
+        tmp.unlink(missing_ok=True)
+    if full:
+        raise DiskFullError(disk.full_message(where, f"while {what}", then)) from None
+    raise exc
 
 
 class RunWriter:
     """Appends (epoch, weights, metrics) records to an open SWMR run file.
 
-    Use `RunWriter.create` for a new run and `RunWriter.reopen` to continue a (possibly
-    killed) one. Weights are stored float32, metrics float64; both chunked along time.
+    Use `RunWriter.create` (then `publish`) for a new run and `RunWriter.reopen` to continue a
+    (possibly killed) one. Weights are stored float32, metrics float64; both chunked along time.
+    `hint` is appended to a DiskFullError from `append` (how to continue).
     """
 
-    def __init__(self, f: h5py.File, path: Path):
-        self.f, self.path = f, path
+    def __init__(self, f: h5py.File, path: Path, tmp: Path | None = None):
+        self.f, self.path, self.tmp = f, path, tmp
+        self.hint = ""
 
     @classmethod
     def create(cls, path: str | os.PathLike, attrs: dict, epoch: int, weights: dict[str, np.ndarray],
                metrics: dict[str, float], split: dict[str, np.ndarray]) -> "RunWriter":
-        """Create `path` holding the first snapshot. `path` must not exist (the caller removes it
-        for --force). `attrs` values that are dicts are stored as JSON strings."""
+        """Build `<path>.partial` holding the first snapshot; `publish()` renames it to `path`
+        (`discard()` removes it). `path` must not exist (the caller removes it for --force).
+        `attrs` values that are dicts are stored as JSON strings. Raises DiskFullError, leaving
+        nothing behind, when the disk cannot hold the first snapshot."""
         path = Path(path)
-        tmp = _partial(path)
+        tmp = partial_path(path)
         tmp.unlink(missing_ok=True)
-        f = h5py.File(tmp, "x", libver="latest")
+        first = _nbytes(weights, metrics) + sum(np.asarray(i).size * 8 for i in split.values())
+        disk.require_free(path.parent, first, "the first snapshot", f"nothing was written to {path}")
+        f = None
         try:
+            f = _new_file(tmp)
             for key, value in attrs.items():
                 f.attrs[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
             f.create_dataset(COMPLETE, shape=(1,), maxshape=(1,), chunks=(1,), dtype=np.int8)
@@ -58,60 +173,81 @@ class RunWriter:
             for name, idx in split.items():
                 grp.create_dataset(name, data=np.asarray(idx, dtype=np.int64))
             f.swmr_mode = True
-            writer = cls(f, path)
-            writer.append(epoch, weights, metrics)
-        except BaseException:
-            f.close()
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, path)  # the open handle follows the inode
+            writer = cls(f, path, tmp)
+            writer._append(epoch, weights, metrics)
+        except BaseException as exc:
+            _fail(f, tmp, exc, path, "writing the first snapshot", f"nothing was written to {path}")
         return writer
+
+    def publish(self) -> None:
+        """Rename `<path>.partial` to `path` (the open handle follows the inode)."""
+        if self.tmp is not None:
+            os.replace(self.tmp, self.path)
+            self.tmp = None
+
+    def discard(self) -> None:
+        """Close and remove a file that was never published."""
+        _close_quietly(self.f)
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
 
     @classmethod
     def reopen(cls, path: str | os.PathLike, keep_through_epoch: int, attrs: dict | None = None) -> "RunWriter":
         """Continue a run whose checkpoint is at `keep_through_epoch`.
 
         A killed SWMR writer leaves HDF5's "open for write" flag set, so the file cannot be
-        reopened for writing; instead every record up to `keep_through_epoch` is copied into a
-        fresh `<path>.partial` which then atomically replaces `path`. Records after the
-        checkpoint are dropped: the resumed run recomputes them bit for bit. `attrs` updates
-        root attributes (e.g. the config when training is extended).
+        reopened for writing; instead every record up to `keep_through_epoch` is copied
+        (`copy_records`) into a fresh `<path>.partial` which then atomically replaces `path`.
+        Records after the checkpoint are dropped: the resumed run recomputes them bit for bit.
+        `attrs` updates root attributes (e.g. the config when training is extended). Raises
+        DiskFullError, leaving `path` as it was, when the disk cannot hold the copy.
         """
         path = Path(path)
-        tmp = _partial(path)
+        tmp = partial_path(path)
         tmp.unlink(missing_ok=True)
         src = runfile.open_for_reading(path)
         try:
-            keep = int(np.searchsorted(src[SNAPSHOTS][EPOCH][()], keep_through_epoch, side="right"))
-            keep_m = int(np.searchsorted(src[METRICS][EPOCH][()], keep_through_epoch, side="right"))
-            f = h5py.File(tmp, "x", libver="latest")
+            disk.require_free(path.parent, path.stat().st_size, f"resuming {path} (a fresh copy of it)",
+                              f"{path} is unchanged")
+            f = None
             try:
-                for key, value in src.attrs.items():
-                    f.attrs[key] = value
+                f = _new_file(tmp)
+                copy_records(src, f, keep_through_epoch)
                 for key, value in (attrs or {}).items():
                     f.attrs[key] = value
-                f.create_dataset(COMPLETE, shape=(1,), maxshape=(1,), chunks=(1,), dtype=np.int8)
-                for group, n in ((SNAPSHOTS, keep), (METRICS, keep_m)):
-                    g = f.create_group(group)
-                    for name, ds in src[group].items():
-                        new = g.create_dataset(name, shape=(n, *ds.shape[1:]), maxshape=(None, *ds.shape[1:]),
-                                               chunks=ds.chunks, dtype=ds.dtype)
-                        new[...] = ds[:n]
-                src.copy(src[SPLIT], f, name=SPLIT)
                 f.swmr_mode = True
                 f.flush()
-            except BaseException:
-                f.close()
-                tmp.unlink(missing_ok=True)
-                raise
+            except BaseException as exc:
+                _fail(f, tmp, exc, path, f"copying {path} to resume it", f"{path} is unchanged")
         finally:
             src.close()
         os.replace(tmp, path)
         return cls(f, path)
 
+    def count(self) -> int:
+        return int(self.f[SNAPSHOTS][EPOCH].shape[0])
+
     def append(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
-        """Append one snapshot and its metrics, then flush. Weights first, epoch last, with a
-        flush between (one flush may reach the file in any object order)."""
+        """Append one snapshot and its metrics, then flush. Raises DiskFullError before writing
+        when the disk lacks room for it, or when a write fails for lack of room; the file then
+        holds every earlier snapshot, whole, and this writer is closed."""
+        then = (f"{self.path} holds {self.count()} complete snapshots, through epoch {self.last_epoch()}"
+                + (f"; {self.hint}" if self.hint else ""))
+        try:
+            disk.require_free(self.path.parent, _nbytes(weights, metrics), f"the snapshot at epoch {epoch}", then)
+        except DiskFullError:
+            self.close()
+            raise
+        try:
+            self._append(epoch, weights, metrics)
+        except BaseException as exc:
+            if not disk.is_full(exc):
+                raise
+            _fail(self.f, None, exc, self.path, f"writing the snapshot at epoch {epoch}", then)
+
+    def _append(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
+        # Weights first, epoch last, with a flush between (one flush may reach the file in any
+        # object order).
         snaps, mets = self.f[SNAPSHOTS], self.f[METRICS]
         t = snaps[EPOCH].shape[0]
         for name, w in weights.items():
@@ -137,9 +273,22 @@ class RunWriter:
     def mark_complete(self) -> None:
         """Flag the run as finished (/complete = 1). A dataset, not an attribute: attributes
         cannot change under SWMR, and reopening the file would clash with live readers."""
-        self.f[COMPLETE][0] = 1
-        self.f.flush()
+        try:
+            self.f[COMPLETE][0] = 1
+            self.f.flush()
+        except BaseException as exc:
+            if not disk.is_full(exc):
+                raise
+            _fail(self.f, None, exc, self.path, "marking the run complete",
+                  f"{self.path} holds every snapshot; it reads as incomplete")
 
     def close(self) -> None:
-        if self.f.id.valid:
-            self.f.close()
+        """Flush and close; after a failed flush (full disk) the handle is detached first, so the
+        file keeps what the last successful flush wrote."""
+        if not self.f.id.valid:
+            return
+        try:
+            self.f.flush()
+        except Exception:  # noqa: BLE001 - a full disk: keep the file as the last flush left it
+            _detach(self.f)
+        _close_quietly(self.f)

@@ -15,7 +15,10 @@ The last frame is repeated for `hold_s` seconds in every movie so a looping play
 
 Every file is written under a hidden temporary name in `out_dir` and renamed into place only
 after ALL requested outputs succeeded, so a failed or interrupted encode leaves nothing at a
-final path. Memory is flat in movie length (one frame in flight; ffmpeg buffers a few).
+final path. The work folder `.NAME.encoding-PID-*` is removed at the end; one left by a killed
+render (its lock no longer held) is removed by the next encode into the same folder, and the
+ffmpeg children die with the render (Linux: parent-death signal). A full disk is one line.
+Memory is flat in movie length (one frame in flight; ffmpeg buffers a few).
 
 ffmpeg: the first `ffmpeg` on PATH that has the needed encoders, else imageio-ffmpeg's bundled
 binary (`imageio_ffmpeg.get_ffmpeg_exe()`). The command line is built with ffmpeg-python.
@@ -25,19 +28,25 @@ same way: any iterator of [H, W, 3] (or [H, W, 4], alpha dropped) uint8 frames w
 """
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import functools
 import math
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 
-from headmovies.errors import EncodeError, UserError
+from headmovies import disk
+from headmovies.errors import DiskFullError, EncodeError, UserError
 from headmovies.render.core.outputs import prepare_out_dir
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 
@@ -134,9 +143,82 @@ def _tail(path: Path, default: str) -> str:
 
 def _run_ffmpeg(args: list[str], log: Path, what: str) -> None:
     with open(log, "ab") as err:
-        rc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err).returncode
+        rc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                            preexec_fn=_die_with_parent()).returncode
     if rc != 0:
-        raise EncodeError(f"ffmpeg failed while {what}: {_tail(log, f'exit code {rc}')}")
+        raise _ffmpeg_error(f"ffmpeg failed while {what}", rc, log)
+
+
+def _ffmpeg_error(what: str, rc: int | None, log: Path) -> UserError:
+    """One line for a failed ffmpeg: a full disk (its own writes, and its log, fail then), a
+    signal that killed it, or the last line it logged."""
+    if disk.free_bytes(log.parent) < disk.MARGIN or "No space left" in _tail(log, ""):
+        return DiskFullError(disk.full_message(log.parent.parent, what, "nothing was written"))
+    if rc is not None and rc < 0:
+        return EncodeError(f"{what}: ffmpeg was killed by signal {-rc}")
+    return EncodeError(f"{what}: {_tail(log, f'exit code {rc}')}")
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """preexec_fn that makes the child (ffmpeg) receive SIGKILL when this process dies, so a killed
+    render leaves no encoder running (Linux: prctl PR_SET_PDEATHSIG); None elsewhere."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def setup() -> None:                       # runs in the child between fork and exec
+        prctl(1, signal.SIGKILL, 0, 0, 0)      # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:             # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+    return setup
+
+
+@functools.lru_cache(maxsize=None)
+def _prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def remove_stale_work(out_dir: Path) -> list[Path]:
+    """Remove the `.NAME.encoding-PID-*` folders that killed renders left in `out_dir`. A live
+    encode holds an flock on its folder's `lock` file (dropped by the kernel when it dies); a
+    folder without that file (older versions) counts as stale once a minute old."""
+    removed = []
+    for work in out_dir.glob(".*.encoding-*"):
+        try:
+            fd = os.open(work / "lock", os.O_RDONLY)
+        except FileNotFoundError:
+            try:
+                stale = work.is_dir() and time.time() - work.stat().st_mtime > 60
+            except OSError:
+                stale = False
+        except OSError:
+            continue
+        else:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                stale = True
+            except BlockingIOError:
+                stale = False                   # a live render, maybe another process's
+            finally:
+                os.close(fd)
+        if stale:
+            shutil.rmtree(work, ignore_errors=True)
+            removed.append(work)
+    return removed
+
+
+def _work_folder(out_dir: Path, basename: str) -> tuple[Path, int]:
+    """A fresh hidden work folder in `out_dir` and the fd of its held `lock` (see remove_stale_work)."""
+    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{basename}.encoding-{os.getpid()}-"))
+    fd = os.open(work / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return work, fd
 
 
 def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: str, *,
@@ -168,7 +250,13 @@ def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: s
     movies = [f for f in ("mp4", "webm", "gif") if f in formats]
     exe = find_ffmpeg([_ENCODERS[f] for f in movies if f in _ENCODERS]) if movies else ""
 
-    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{basename}.encoding-"))
+    remove_stale_work(out_dir)
+    try:
+        work, held = _work_folder(out_dir, basename)
+    except OSError as exc:
+        if disk.is_full(exc):
+            raise DiskFullError(disk.full_message(out_dir, "", "nothing was written")) from None
+        raise EncodeError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     tmp = {f: work / f"{basename}.{f}" for f in formats}
     log = work / "ffmpeg.log"
     proc = None
@@ -192,8 +280,7 @@ def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: s
                 try:
                     proc.stdin.write(np.ascontiguousarray(frame).data)
                 except (BrokenPipeError, OSError):
-                    proc.wait()
-                    raise EncodeError(f"ffmpeg stopped while encoding: {_tail(log, 'no message')}") from None
+                    raise _ffmpeg_error("ffmpeg stopped while encoding", proc.wait(), log) from None
             count += 1
             if on_frame:
                 on_frame()
@@ -213,7 +300,7 @@ def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: s
             rc = proc.wait()
             proc = None
             if rc != 0:
-                raise EncodeError(f"ffmpeg failed (exit {rc}): {_tail(log, 'no message')}")
+                raise _ffmpeg_error("ffmpeg failed", rc, log)
         if "gif" in formats:
             if on_stage:
                 on_stage("gif palette pass")
@@ -229,12 +316,15 @@ def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: s
             os.replace(tmp[f], final[f])
         return EncodeResult(final, count, (w, h), fps, exe)
     except OSError as exc:
+        if disk.is_full(exc):
+            raise DiskFullError(disk.full_message(out_dir, "while encoding", "nothing was written")) from None
         raise EncodeError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     finally:
         if proc is not None:  # failed or interrupted mid-stream
             proc.kill()
             proc.wait()
         shutil.rmtree(work, ignore_errors=True)
+        os.close(held)
 
 
 def _check(frame: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray:
@@ -276,7 +366,8 @@ def _start(exe: str, size: tuple[int, int], channels: int, fps: float, movies: l
     args = (ffmpeg.merge_outputs(*outs).global_args("-hide_banner", "-loglevel", "error", "-nostdin")
             .overwrite_output().compile(cmd=exe))
     with open(log, "wb") as err:
-        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err)
+        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
+                                preexec_fn=_die_with_parent())
 
 
 def _gif_args(exe: str, work: Path, out: Path, q: Quality) -> list[str]:

@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from headmovies.errors import UserError
+from headmovies import disk
+from headmovies.errors import DiskFullError, UserError
 
 FIGURE_FORMATS = ("png", "svg")
 
@@ -23,6 +24,8 @@ def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if disk.is_full(exc):
+            raise DiskFullError(disk.full_message(out_dir.parent, f"cannot create {out_dir}")) from None
         raise UserError(f"cannot create output folder {out_dir}: {exc.strerror or exc}") from None
     if not out_dir.is_dir():
         raise UserError(f"output {out_dir} exists and is not a folder")
@@ -53,10 +56,21 @@ def _umask() -> int:
 
 def _temporary(final: Path) -> Path:
     """A fresh hidden temporary file beside `final`, with the mode a new file would get."""
-    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _write_error(final, exc) from None
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600
     return Path(tmp)
+
+
+def _write_error(final: Path, exc: OSError) -> UserError:
+    """One line for a failed write of `final`: the disk is full, or the folder refuses it."""
+    if disk.is_full(exc):
+        return DiskFullError(disk.full_message(final.parent, f"while writing {final.name}",
+                                               f"{final.name} was not written"))
+    return UserError(f"cannot write {final}: {exc.strerror or exc}")
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
@@ -66,8 +80,10 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from None
         raise
     return path
 
@@ -86,8 +102,10 @@ def save_figure(fig, out_dir: str | os.PathLike, name: str, formats: Sequence[st
         try:
             fig.savefig(tmp, format=fmt, dpi=dpi, facecolor="white", metadata={"Date": None} if fmt == "svg" else None)
             os.replace(tmp, final)
-        except BaseException:
+        except BaseException as exc:
             tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise _write_error(final, exc) from None
             raise
         paths.append(final)
     if close:

@@ -86,10 +86,16 @@ class Panel:
 _PANEL = re.compile(r"^\s*(qk|ov)\s*:\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*$", re.IGNORECASE)
 
 
-def parse_panel(text: str) -> Panel:
-    """'qk:0,10' -> Panel('qk', 0, 10). Raises UserError with the expected form."""
+def parse_panel(text: str, n: int | None = None) -> Panel:
+    """'qk:0,10' -> Panel('qk', 0, 10). Raises UserError with the expected form, or, given the
+    group order n, for a frequency outside -(n-1)..n-1 (u and u - n name the same frequency, so
+    anything further out is a typo, not a plane)."""
     match = _PANEL.match(text)
     if not match:
         raise UserError(f"bad panel {text!r}: expected CIRCUIT:U,V with CIRCUIT qk or ov and integer "
                         "frequencies, e.g. qk:0,10 ov:10,-10")
-    return Panel(match.group(1).lower(), int(match.group(2)), int(match.group(3)))
+    panel = Panel(match.group(1).lower(), int(match.group(2)), int(match.group(3)))
+    if n is not None and not (abs(panel.u) < n and abs(panel.v) < n):
+        raise UserError(f"bad panel {text!r}: frequencies of C_{n} are 0..{n - 1} (or -{n - 1}..-1, the same "
+                        f"planes counted down), got u={panel.u}, v={panel.v}")
+    return panel

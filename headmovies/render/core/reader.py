@@ -12,7 +12,7 @@ from typing import Iterator
 import numpy as np
 
 from headmovies import runfile
-from headmovies.errors import RunFileError
+from headmovies.errors import RunFileError, warn
 from headmovies.runfile import EPOCH, METRICS, SNAPSHOTS
 
 
@@ -42,7 +42,9 @@ class Run:
             raise RunFileError(f"{self.path} is damaged: {str(exc).splitlines()[0]}") from None
 
     def refresh(self) -> None:
-        """Pick up snapshots appended by a live writer (SWMR): epochs first, then weights."""
+        """Pick up snapshots appended by a live writer (SWMR): epochs first, then weights.
+        Trailing snapshots with non-finite weights (a diverged run) are left out, with one
+        warning line; RunFileError if no snapshot is left."""
         ep = self.f[SNAPSHOTS][EPOCH]
         ep.refresh()
         count = ep.shape[0]
@@ -50,10 +52,34 @@ class Run:
             ds = self.f[SNAPSHOTS][name]
             ds.refresh()
             count = min(count, ds.shape[0])  # defensive: a snapshot is complete only when all agree
-        self.epochs = ep[:count]
-        self.complete = runfile.is_complete(self.f)
-        if len(self.epochs) == 0:
+        if count == 0:
             raise RunFileError(f"{self.path} holds no snapshot yet")
+        finite = self._finite_count(count)
+        if finite == 0:
+            raise RunFileError(f"{self.path}: every snapshot holds non-finite weights (NaN or inf: training "
+                               "diverged at once); retrain with a lower lr or init_scale")
+        self.epochs = ep[:finite]
+        self.complete = runfile.is_complete(self.f)
+        if finite < count:                  # `warn` says it once per command, however often opened
+            bad = ep[finite:count]
+            which = f"the snapshot at epoch {bad[0]} holds" if len(bad) == 1 else \
+                f"the {len(bad)} snapshots at epochs {bad[0]}..{bad[-1]} hold"
+            warn(f"{self.path}: {which} non-finite weights (training diverged); using the "
+                 f"{finite} snapshot{'s' if finite > 1 else ''} through epoch {self.epochs[-1]}")
+
+    def _finite_count(self, count: int) -> int:
+        """Snapshots before the first of the trailing run of non-finite ones (only the end is
+        read: a diverged run stays non-finite, and the trainer stops at its first such snapshot)."""
+        t = count
+        while t > 0:
+            try:
+                rows = [self.f[SNAPSHOTS][n][t - 1] for n in self.weight_names]
+            except Exception as exc:
+                raise RunFileError(f"{self.path}: cannot read snapshot {t - 1}: {str(exc).splitlines()[0]}") from None
+            if all(np.isfinite(r).all() for r in rows):
+                break
+            t -= 1
+        return t
 
     @property
     def weight_names(self) -> list[str]:

@@ -22,6 +22,7 @@ frame is held --event-hold seconds where the accuracy comes to stay above 50 % a
 Writes into DIR/<run name>/: analysis.md, analysis.json, attention, copying, block_length,
 training (and composition, attention_no_k_composition) as .png and .svg, and the movie
 attention.{mp4,webm,gif,png,html}; and DIR/summary.md, DIR/summary.json across the runs."""
+MAX_SEQUENCES = 1_000_000     # fresh sequences held at once with their attention patterns (~2 GB)
 COMPLETE = "Print each run's greedy completion of LETTERS to the context length (24); writes nothing."
 
 
@@ -51,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     from headmovies.render.induction.report import write_report
-    if args.sequences < 1:
-        raise UserError(f"--sequences must be >= 1, got {args.sequences}")
+    if not 1 <= args.sequences <= MAX_SEQUENCES:
+        raise UserError(f"--sequences must be in 1..{MAX_SEQUENCES}, got {args.sequences}")
     formats, fps, hold = movie_arguments(args)
     event_hold = timeline_arguments(args)
     results = write_report(args.runs, args.out, not args.no_movie, formats, fps, hold, args.sequences,

@@ -153,7 +153,7 @@ def resolve_panels(words: Sequence[str] | None, report: OrbitReport | None, M: n
     if keyword is None:
         if any(w in ("default", "auto", "seed") for w in words):
             raise UserError("--panels takes one of default, auto, seed, or a list of CIRCUIT:U,V planes, not both")
-        return [parse_panel(w) for w in words], "panels as given"
+        return [parse_panel(w, n) for w in words], "panels as given"
     if keyword == "seed":
         return list(SEED_PANELS), "seed panels (--panels seed)"
     if report is None:

@@ -1,0 +1,61 @@
+"""`headmovies recover RUN [--out CLEAN.h5]`: a clean, closed copy of a killed or live run file."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from headmovies.errors import UserError
+
+NAME = "recover"
+HELP = "write a clean, closed copy of a killed or live run file (for h5ls, h5dump, a plain h5py.File)"
+DESCRIPTION = """\
+A run file stays open for write while training streams into it (HDF5's SWMR mode), and a run
+killed or stopped by a full disk leaves that flag set: headmovies reads it, but h5ls, h5dump and
+a plain h5py.File(path) refuse it ("file is already open for write"). This writes every complete
+snapshot, metric and the split into a closed file that any HDF5 tool opens.
+
+Without --out, RUN itself is replaced (atomically) by its clean copy; its checkpoint still
+resumes it. With --out, RUN is left as it is, and may even be a live run (the copy then holds
+the snapshots flushed so far). docs/run-file.md, "Faults"."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=Path, metavar="RUN", help="run file (.h5)")
+    p.add_argument("--out", type=Path, metavar="CLEAN.h5", help="write the copy here instead of replacing RUN")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+
+
+def run(args: argparse.Namespace) -> int:
+    import h5py
+
+    from headmovies import runfile
+    from headmovies.train.lock import RunLock, holder
+    from headmovies.train.writer import clean_copy
+    src, out = args.run, args.out
+    with runfile.open_for_reading(src) as f:               # one line if missing or not a run file
+        complete, experiment = runfile.is_complete(f), str(f.attrs["experiment"])
+    if out is None or out.resolve() == src.resolve():
+        try:
+            h5py.File(src, "r").close()
+            print(f"{src} is already closed cleanly: any HDF5 tool opens it")
+            return 0
+        except OSError:
+            pass
+        with RunLock(src, hint="wait for it to finish, or write a copy with --out CLEAN.h5"):
+            count = clean_copy(src, src)
+        where = f"{src} (replaced in place)"
+        then = f"`headmovies train {experiment} --out {src} --resume` continues it"
+    else:
+        if out.is_dir():
+            raise UserError(f"--out {out} is a folder; name the copy, e.g. {out / src.name}")
+        if not out.parent.is_dir():
+            raise UserError(f"output folder {out.parent} does not exist")
+        if out.exists() and not args.force:
+            raise UserError(f"{out} exists; pass --force to replace it")
+        live = holder(src)
+        count = clean_copy(src, out)
+        where = str(out) + (f" (of a live run: {live} is still writing {src})" if live else "")
+        then = f"training continues from {src} and its checkpoint, not from the copy"
+    print(f"{where}: {count} snapshots, closed cleanly; the run is "
+          + ("complete" if complete else f"incomplete ({then})"))
+    return 0

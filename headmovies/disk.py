@@ -1,0 +1,61 @@
+"""Free disk space, told before writing rather than discovered half-way (docs/run-file.md, "Faults").
+
+Both sides use it: the run-file writer checks room for each snapshot and checkpoint before
+writing it, and every writer of outputs turns a full disk into one line (`DiskFullError`).
+Standard library only.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from headmovies.errors import DiskFullError
+
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+MARGIN = 1 << 20       # bytes kept free beyond an estimate: HDF5 metadata, the close's own flush
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Bytes an unprivileged writer may still use on the file system of `path` (a file or a
+    folder; the nearest existing parent is asked)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    st = os.statvfs(p)
+    return st.f_bavail * st.f_frsize
+
+
+def human(nbytes: float) -> str:
+    """1536 -> '1.5 KB' (decimal units, as df -H prints them)."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(nbytes) < 1000 or unit == "TB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1000
+    return f"{nbytes:.1f} TB"
+
+
+def require_free(path: str | os.PathLike, nbytes: int, what: str, then: str = "") -> None:
+    """Raise DiskFullError (one line: what needs how much, what is free, `then`) unless the file
+    system of `path` has `nbytes` + MARGIN free."""
+    free = free_bytes(path)
+    if free < nbytes + MARGIN:
+        raise DiskFullError(full_message(path, f"{what} needs {human(nbytes + MARGIN)}, {human(free)} free",
+                                         then))
+
+
+def is_full(exc: BaseException) -> bool:
+    """True if `exc` (OSError, or an h5py/torch error quoting errno 28) reports a full disk or quota."""
+    if isinstance(exc, OSError) and exc.errno in FULL_ERRNOS:
+        return True
+    text = str(exc)
+    return "errno = 28" in text or "No space left on device" in text or "Disk quota exceeded" in text
+
+
+def full_message(path: str | os.PathLike, detail: str = "", then: str = "") -> str:
+    """'disk full on the file system of PATH (DETAIL); THEN' as one line."""
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    text = f"disk full: not enough free space on the file system of {folder}"
+    if detail:
+        text += f" ({detail})"
+    return text + (f"; {then}" if then else "")
