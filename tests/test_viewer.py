@@ -155,6 +155,7 @@ def growing(tmp_path):
     attrs = {"schema_version": 1, "experiment": "orbits", "config": {"epochs": 110}, "seed": 0,
              "created": "2026-01-01T00:00:00", "versions": {}, "n": 24, "m": 2}
     writer = RunWriter.create(path, attrs, 0, weights(0), {"eq_error": 0.1}, {"train": np.arange(3)})
+    writer.publish()                                   # the run appears at its path
     yield path, writer, weights
     writer.close()
 
@@ -202,7 +203,9 @@ def test_follower_reads_new_snapshots_and_follows_a_resumed_writer(growing):
         path.unlink()
         attrs = {"schema_version": 1, "experiment": "orbits", "config": {"epochs": 10}, "seed": 1,
                  "created": "2026-02-02T00:00:00", "versions": {}, "n": 24, "m": 2}
-        RunWriter.create(path, attrs, 0, weights(0), {}, {"train": np.arange(3)}).close()
+        new = RunWriter.create(path, attrs, 0, weights(0), {}, {"train": np.arange(3)})
+        new.publish()
+        new.close()
         f.poll()
         assert f.update(1, 12, identity="2026-01-01T00:00:00|(20, 32, 4)") == {"reload": True}
         assert f.data.count == 1
