@@ -58,9 +58,10 @@ def _git_commit() -> str:
         return ""
 
 
-def _save_checkpoint(path: Path, task: experiments.Task, epoch: int) -> None:
+def _save_checkpoint(path: Path, task: experiments.Task, epoch: int, torch_rng: torch.Tensor | None = None) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    torch.save({"epoch": epoch, "task": task.state_dict(), "torch_rng": torch.get_rng_state(),
+    rng = torch.get_rng_state() if torch_rng is None else torch_rng
+    torch.save({"epoch": epoch, "task": task.state_dict(), "torch_rng": rng,
                 "config": dataclasses.asdict(task.cfg)}, tmp)
     os.replace(tmp, path)
 
@@ -96,6 +97,15 @@ def reuse_plan(path: str | os.PathLike, cfg: TrainConfig) -> str:
     if same and status == "complete":
         return "reuse"
     return "resume" if same and checkpoint_path(path).exists() else "new"
+
+
+def run_attrs(experiment: str, cfg: TrainConfig, task: experiments.Task) -> dict:
+    """Root attributes of a new run file (docs/run-file.md)."""
+    return {"schema_version": runfile.SCHEMA_VERSION, "experiment": experiment,
+            "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True), "seed": cfg.seed,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "versions": json.dumps(_versions(), sort_keys=True), "git_commit": _git_commit(),
+            **task.attrs()}
 
 
 def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False,
@@ -144,12 +154,8 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
             out.unlink(missing_ok=True)
             ckpt_path.unlink(missing_ok=True)
         start = 0
-        attrs = {"schema_version": runfile.SCHEMA_VERSION, "experiment": experiment,
-                 "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True), "seed": cfg.seed,
-                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 "versions": json.dumps(_versions(), sort_keys=True), "git_commit": _git_commit(),
-                 **task.attrs()}
-        writer = RunWriter.create(out, attrs, 0, task.snapshot(), task.evaluate(), task.split())
+        writer = RunWriter.create(out, run_attrs(experiment, cfg, task), 0, task.snapshot(), task.evaluate(),
+                                  task.split())
         _save_checkpoint(ckpt_path, task, 0)
 
     metrics = {}
