@@ -26,7 +26,7 @@ import math
 import torch
 
 from headmovies.tasks.orbits import M_SHIFT
-from headmovies.train.orbits import OrbitConfig, OrbitTask, seq_eq_loss
+from headmovies.train.orbits import OrbitConfig, OrbitTask, ov_bias_penalty, seq_eq_loss
 
 # Config keys every instance of a batch shares; the rest may differ per instance.
 SHARED_KEYS = ("p", "n_heads", "d_model", "d_head", "residual",                       # shapes
@@ -110,16 +110,6 @@ def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.
     return total / (n_inputs * (n - 1))
 
 
-def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
-    """`orbits.ov_bias_penalty` per instance: R [B, H, n_out, n] -> [B]."""
-    OV = R.mT
-    centred = OV - OV.mean(-1, keepdim=True)
-    beta = centred.mean(2)                                                # (B, H, n_out)
-    n_out = beta.shape[-1]
-    invariant = torch.stack([torch.roll(beta, m * s, -1) for s in range(n_out)]).mean(0)
-    return OV.shape[2] * (beta - invariant).pow(2).sum((1, 2))
-
-
 class OrbitBatch:
     """B orbit runs as one computation. `views[i]` is instance i as an `OrbitTask`; call
     `sync(i)` before reading its weights (evaluate, snapshot) or its state (checkpoint).
@@ -142,6 +132,7 @@ class OrbitBatch:
                        for k in PARAMS]
         self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U = self.params
         self.optimizer = torch.optim.AdamW(self.params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        self._leaves: list[list[torch.Tensor]] | None = None
         v0 = views[0]
         self.gather = v0.gather.to(dev)                                       # depends on n only
         self.target = v0.target.to(dev)
@@ -159,23 +150,35 @@ class OrbitBatch:
         checkpoints hold (orbit training draws nothing from the global RNG after init)."""
         return self._rng[i]
 
+    def _weights(self) -> list[list[torch.Tensor]]:
+        """Per instance, its weights (W_E, W_Q, W_K, W_V, W_O, W_U): during a step, leaves of
+        their own that share the stacked parameters' memory, so that each instance's gradients
+        accumulate exactly as in its single run (a leaf sums the gradients of its uses in the
+        order they arrive; one shared leaf would sum them in another order)."""
+        return self._leaves if self._leaves is not None else [list(w) for w in zip(*self.params)]
+
     def circuits(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """`AttentionLayer.circuits` per instance: M [B, H, n, n], R [B, H, n_out, n]."""
-        q = torch.einsum("ind,ihde->ihne", self.W_E, self.W_Q)
-        k = torch.einsum("ind,ihde->ihne", self.W_E, self.W_K)
-        M = q @ k.transpose(2, 3) / math.sqrt(self.cfg.d_head)
-        v = torch.einsum("ind,ihde->ihne", self.W_E, self.W_V)
-        B, H, dh, d = self.W_O.shape
-        OU = (self.W_O.reshape(B, H * dh, d) @ self.W_U).view(B, H, dh, -1)
-        R = (v @ OU).transpose(2, 3)
-        return M, R
+        """`AttentionLayer.circuits` per instance: M [B, H, n, n], R [B, H, n_out, n] (a transposed
+        view of the key-major product, as in the single run).
+
+        Each instance's circuits come from the single run's own operations, stacked: on a CPU a
+        batch of small matrix products (below ~400 multiply-adds per product) takes another
+        kernel than one product and rounds differently. They cost little beside the n^3 grid."""
+        Ms, OVs = [], []
+        for W_E, W_Q, W_K, W_V, W_O, W_U in self._weights():
+            q = torch.einsum("nd,hde->hne", W_E, W_Q)
+            k = torch.einsum("nd,hde->hne", W_E, W_K)
+            Ms.append(q @ k.transpose(1, 2) / math.sqrt(self.cfg.d_head))
+            v = torch.einsum("nd,hde->hne", W_E, W_V)
+            OVs.append(v @ (W_O @ W_U))
+        return torch.stack(Ms), torch.stack(OVs).transpose(2, 3)
 
     def grid_logits(self) -> torch.Tensor:
         """Logits G [B, a, b, c, class] of every instance."""
         M, R = self.circuits()
         out = BatchedGridAttention.apply(M, R)
         if self.cfg.residual:
-            out = out + (self.W_E @ self.W_U)[:, :, None, None, :]
+            out = out + torch.stack([w[0] @ w[5] for w in self._weights()])[:, :, None, None, :]
         return out
 
     def _losses(self, logits: torch.Tensor, with_eq: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -199,6 +202,7 @@ class OrbitBatch:
             self._prune()
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = lr, weight_decay
+        self._leaves = [[P[i].detach().requires_grad_() for P in self.params] for i in range(len(self))]
         lam_t = torch.tensor(lam, device=self.device)
         ce, eq = self._losses(self.grid_logits(), with_eq=max(lam) > 0)
         loss = ce + lam_t * eq
@@ -207,9 +211,13 @@ class OrbitBatch:
             for L in lengths:
                 loss = loss + lam_t * self._seq_eq_loss(L, active)
         if max(mu) > 0:
-            loss = loss + torch.tensor(mu, device=self.device) * ov_bias_penalty(self.circuits()[1], M_SHIFT)
-        self.optimizer.zero_grad(set_to_none=True)
+            OV = self.circuits()[1].mT      # per instance (small; batched reductions of tiny tables round differently)
+            loss = loss + torch.tensor(mu, device=self.device) * torch.stack(
+                [ov_bias_penalty(OV[i].mT, M_SHIFT) for i in range(len(self))])
         loss.sum().backward()
+        for j, P in enumerate(self.params):
+            P.grad = torch.stack([w[j].grad for w in self._leaves])
+        self._leaves = None
         self.optimizer.step()
 
     def _seq_eq_loss(self, L: int, active: list[int]) -> torch.Tensor:
@@ -223,7 +231,7 @@ class OrbitBatch:
                 out.append(M.new_zeros(()))
                 continue
             x = torch.randint(0, self.cfg.p, (self.cfg.eq_seq_batch, L), generator=view.generator)
-            direct = (self.W_E[i], self.W_U[i]) if self.cfg.residual else None
+            direct = (self._weights()[i][0], self._weights()[i][5]) if self.cfg.residual else None
             out.append(seq_eq_loss(M[i], OV[i].mT, x, direct))
         return torch.stack(out)
 
