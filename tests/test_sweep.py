@@ -106,7 +106,8 @@ def test_batch_key_and_size():
     with pytest.raises(ValueError):
         OrbitBatch([cfg_of(lr=1e-3), cfg_of(lr=3e-4)])
     assert max_batch(OrbitConfig()) == 1
-    assert max_batch(cfg_of(p=12, n_heads=8)) == 2 ** 17 // (8 * 12 ** 3) == 9
+    assert max_batch(cfg_of(p=12, n_heads=8)) == 2 ** 18 // (8 * 12 ** 3) == 18
+    assert max_batch(cfg_of(p=8, n_heads=4)) == 32
 
 
 def test_batch_loop_writes_the_run_files_and_checkpoints_of_single_runs(tmp_path):

@@ -38,11 +38,11 @@ SHARED_KEYS = ("p", "n_heads", "d_model", "d_head", "residual",                 
 PARAMS = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")    # AttentionLayer's parameters, in its order
 
 
-# Batching pays while the per-step tensors stay small: one process runs ~BATCH_ELEMENTS grid
-# cells (instances x heads x n^3) at the per-element speed of a large batch. Above it, batching
-# only adds memory traffic on a CPU (docs/benchmarks.md, "Many models per process").
-BATCH_ELEMENTS = 2 ** 17
-MAX_BATCH = 64
+# On a CPU batching pays for small models (it shares the per-operation overhead) while a batch's
+# grid tensors (instances x heads x n^3 cells, 1 MB at 2^18) stay near the cache; beyond that each
+# element costs more than alone (docs/benchmarks.md, "Many models per process").
+BATCH_ELEMENTS = 2 ** 18
+MAX_BATCH = 32
 
 
 def batch_key(cfg: OrbitConfig) -> tuple:
