@@ -4,15 +4,18 @@
 Each instance is a real `OrbitTask` (its *view*), built exactly as the training loop builds a
 single run (under `torch.manual_seed(cfg.seed)`), so its initial weights, data split and
 generator are that run's. The batch stacks the views' parameters along a leading instance axis
-([B, H, n, n] circuit tables, [B, n, n, n, n] grid logits) and takes each step for all of them
-at once. The per-instance losses are summed, so each instance's gradient is its own, and AdamW
-is elementwise, so one optimizer over the stacked parameters is B independent optimizers. Every
-operation mirrors the single-run step term by term (the same tensor operations with one more
-axis), and the instances' trajectories equal their single runs bit for bit (tests/test_sweep.py).
+and takes each step for all of them at once: the n^3 grid attention (`BatchedGridAttention`,
+[B, H, n, n] tables -> [B, n, n, n, n] logits), the losses over it and one AdamW over the stacked
+parameters (elementwise: B independent optimizers). The per-instance losses are summed, so each
+instance's gradient is its own. The small parts (each instance's circuits, OV-bias penalty and
+sequence term) run the single run's own operations per instance, and each instance's weights
+are leaves of their own during a step: then every instance equals its single run bit for bit
+(tests/test_sweep.py, `bench/batch_speed.py --check`; the price on tiny models:
+docs/benchmarks.md).
 
 Evaluation, snapshots, pruning and checkpoints copy an instance's slice into its view and run the
 single-run code, so each instance's run file and checkpoint are ordinary ones (a batched run
-resumes as a single run and the reverse).
+resumes as a single run).
 
 What instances of one batch must share (`batch_key`): the shapes, the optimizer schedule (one
 AdamW learning rate and weight decay per step), the sequence term's lengths and batch, and the
@@ -216,7 +219,8 @@ class OrbitBatch:
                 [ov_bias_penalty(OV[i].mT, M_SHIFT) for i in range(len(self))])
         loss.sum().backward()
         for j, P in enumerate(self.params):
-            P.grad = torch.stack([w[j].grad for w in self._leaves])
+            P.grad = torch.stack([w[j].grad if w[j].grad is not None else torch.zeros_like(w[j])
+                                  for w in self._leaves])
         self._leaves = None
         self.optimizer.step()
 

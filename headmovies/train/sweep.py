@@ -26,7 +26,9 @@ import math
 import multiprocessing
 import os
 import re
+import signal
 import socket
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -269,7 +271,11 @@ def run_job(job: Job) -> list[dict]:
     """Train the job's runs (one torch thread) and return their rows. Never raises for a
     failing run: its row carries the error."""
     import torch
+    from tqdm import tqdm
     torch.set_num_threads(1)
+    # tqdm's default lock is a multiprocessing lock; one in a spawned worker that Ctrl-C stops
+    # is reported as leaked at exit. Workers show no bars, so a thread lock does.
+    tqdm.set_lock(threading.RLock())
     if job.batched:
         from headmovies.train.batch_loop import train_batch
         t0 = time.perf_counter()
@@ -323,10 +329,16 @@ def run_local(jobs: list[Job], workers: int, on_rows: Callable[[list[dict]], Non
             except Exception as exc:     # BrokenProcessPool: a worker was killed (e.g. out of memory)
                 rows = failed_rows(futures[future], UserError(f"its worker process died ({one_line(exc)})"))
             on_rows(rows)
-    except BaseException:
+    except BaseException:            # Ctrl-C, SIGTERM: stop the workers as Ctrl-C stops `train`
         pool.shutdown(wait=False, cancel_futures=True)
-        for child in multiprocessing.active_children():
-            child.terminate()            # the pool's workers; their run files stay resumable
+        children = multiprocessing.active_children()          # the pool's workers
+        for child in children:
+            os.kill(child.pid, signal.SIGINT)                   # their run files close, resumable
+        for child in children:
+            child.join(timeout=10)
+            if child.is_alive():
+                child.terminate()
+        pool.shutdown(wait=True)
         raise
     pool.shutdown()
 
@@ -358,11 +370,15 @@ def connect_ray(address: str | None, workers: int | None) -> None:
     import logging
 
     import ray
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         ray.init(address=address, num_cpus=workers if address is None else None, include_dashboard=False,
                  logging_level=logging.ERROR, log_to_driver=False)
     except Exception as exc:
         raise UserError(f"cannot start or reach Ray{f' at {address}' if address else ''}: {one_line(exc)}") from None
+    finally:
+        for sig, handler in handlers.items():      # Ray's own SIGTERM handler aborts the driver
+            signal.signal(sig, handler)
 
 
 def run_ray(jobs: list[Job], workers: int | None, on_rows: Callable[[list[dict]], None]) -> None:
@@ -412,10 +428,7 @@ def sweep(experiment: str, out: str | os.PathLike, *, seeds: list[int] | None = 
 
     Everything is checked before anything is created: UserError for bad input (see
     `make_plan`), workers or batch < 1, --address without Ray, Ray missing or unreachable."""
-    from tqdm import tqdm
-
-    from headmovies.render.core import sweep_report
-    from headmovies.render.core.outputs import prepare_out_dir, write_text
+    from headmovies.render.core.outputs import prepare_out_dir
     if backend not in ("local", "ray"):
         raise UserError(f"--backend must be local or ray, got {backend!r}")
     for flag, value in (("--workers", workers), ("--batch", batch)):
@@ -428,52 +441,61 @@ def sweep(experiment: str, out: str | os.PathLike, *, seeds: list[int] | None = 
         connect_ray(address, workers)
     try:
         out = prepare_out_dir(plan.out)
-        lock = open(out / LOCK_FILE, "w")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise UserError(f"another sweep is running in {out}; wait for it or choose a new --out") from None
-        if not (out / SETTINGS_FILE).exists():
-            write_text(out / SETTINGS_FILE, json.dumps({"experiment": experiment, "settings": plan.settings},
-                                                       indent=1, sort_keys=True) + "\n")
-        result = SweepResult(out, skipped=len(plan.runs) - len(plan.todo))
-        n_workers = workers or default_workers()
-        if backend == "ray" and workers is None:
-            import ray
-            n_workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        jobs = make_jobs(plan, n_workers, batch)
-        t0 = time.perf_counter()
-        bar = tqdm(total=len(plan.todo), desc=f"sweep {experiment}", unit="run", disable=not progress,
-                   dynamic_ncols=True, smoothing=0)
-
-        def on_rows(rows: list[dict]) -> None:
-            with open(out / ROWS_FILE, "a", encoding="utf-8") as fh:
-                for row in rows:
-                    fh.write(json.dumps(row, sort_keys=False) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            for row in rows:
-                if row["status"] == "done":
-                    result.done += 1
-                else:
-                    result.failed += 1
-                    bar.write(f"failed: {row['run']}: {row['error']}")
-            bar.set_postfix(done=result.done, failed=result.failed, refresh=False)
-            bar.update(len(rows))
-
-        try:
-            if jobs:
-                (run_ray(jobs, workers, on_rows) if backend == "ray"
-                 else run_local(jobs, min(n_workers, len(jobs)), on_rows))
-        finally:
-            bar.close()
-            result.seconds = time.perf_counter() - t0
-            family = importlib.import_module(f"headmovies.render.{tasks.experiments()[experiment]}.report")
-            result.reports = sweep_report.write_report(out, read_rows(out / ROWS_FILE), experiment,
-                                                       family.SWEEP_OUTCOME, plan.settings)
-            lock.close()
-        return result
+        with open(out / LOCK_FILE, "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise UserError(f"another sweep is running in {out}; wait for it or choose a new --out") from None
+            return _run(plan, backend, workers, batch, progress)
     finally:
         if backend == "ray":
             import ray
             ray.shutdown()
+
+
+def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progress: bool) -> SweepResult:
+    """The sweep in its (created, locked) folder: jobs, backend, rows, then the report."""
+    from tqdm import tqdm
+
+    from headmovies.render.core import sweep_report
+    from headmovies.render.core.outputs import write_text
+    out, experiment = plan.out, plan.experiment
+    if not (out / SETTINGS_FILE).exists():
+        write_text(out / SETTINGS_FILE, json.dumps({"experiment": experiment, "settings": plan.settings},
+                                                   indent=1, sort_keys=True) + "\n")
+    result = SweepResult(out, skipped=len(plan.runs) - len(plan.todo))
+    n_workers = workers or default_workers()
+    if backend == "ray" and workers is None:
+        import ray
+        n_workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    jobs = make_jobs(plan, n_workers, batch)
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(plan.todo), desc=f"sweep {experiment}", unit="run", disable=not progress,
+               dynamic_ncols=True, smoothing=0)
+
+    def on_rows(rows: list[dict]) -> None:
+        with open(out / ROWS_FILE, "a", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        for row in rows:
+            if row["status"] == "done":
+                result.done += 1
+            else:
+                result.failed += 1
+                bar.write(f"failed: {row['run']}: {row['error']}")
+        bar.set_postfix(done=result.done, failed=result.failed, refresh=False)
+        bar.update(len(rows))
+
+    try:
+        if jobs:
+            (run_ray(jobs, workers, on_rows) if backend == "ray"
+             else run_local(jobs, min(n_workers, len(jobs)), on_rows))
+    finally:                # also after Ctrl-C: the table and census of the runs finished so far
+        bar.close()
+        result.seconds = time.perf_counter() - t0
+        family = importlib.import_module(f"headmovies.render.{tasks.experiments()[experiment]}.report")
+        result.reports = sweep_report.write_report(out, read_rows(out / ROWS_FILE), experiment,
+                                                   family.SWEEP_OUTCOME, plan.settings)
+    return result
