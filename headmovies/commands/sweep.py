@@ -17,7 +17,8 @@ config across seeds and DIR/census.png shows the outcomes (e.g. orbit structures
 Rerunning the same command skips complete runs, resumes incomplete ones and trains the rest; a
 changed grid adds only its new runs. A failed run is recorded with its error and the sweep goes
 on. Runs of small models that share their shapes train several to a process as one batched
-computation. Docs: docs/sweeps.md.
+computation. Exit code 0 when every run finished, 1 when some failed, 2 for bad input.
+Docs: docs/sweeps.md.
 
 examples:
   headmovies sweep orbits --out data/sweeps/s0-7 --seeds 0-7 --set epochs=2000
