@@ -13,11 +13,13 @@ from headmovies import tasks
 
 RENDER_PARTS = ("command", "figures", "movie", "report")       # docs/extending.md
 COMMAND_API = ("NAME", "HELP", "add_arguments", "run")
+REPORT_API = ("sweep_summary", "SWEEP_OUTCOME")                # what `headmovies sweep` calls per run
 
 
 def test_every_registered_experiment_has_every_part():
     """A family in tasks/ names its experiments; each is registered by train/<family>.py with a
-    Config, and render/<family>/ has a command (with the command API), figures, movie and report."""
+    Config, and render/<family>/ has a command (with the command API), figures, movie and report
+    (with the sweep's summary of a run)."""
     from headmovies.train import experiments
     registered = experiments.all_experiments()
     families = tasks.experiments()
@@ -31,6 +33,9 @@ def test_every_registered_experiment_has_every_part():
             importlib.import_module(f"headmovies.render.{family}.{part}")
         command = importlib.import_module(f"headmovies.render.{family}.command")
         assert all(hasattr(command, attr) for attr in COMMAND_API), family
+        report = importlib.import_module(f"headmovies.render.{family}.report")
+        assert all(hasattr(report, attr) for attr in REPORT_API), family
+        assert callable(report.sweep_summary) and isinstance(report.SWEEP_OUTCOME, str), family
 
 
 def test_a_family_missing_a_part_is_caught(monkeypatch):
@@ -64,6 +69,6 @@ def test_rendering_never_imports_torch():
 def test_cli_lists_every_command():
     done = subprocess.run([sys.executable, "-m", "headmovies", "--help"], capture_output=True, text=True)
     assert done.returncode == 0
-    for name in ("train", "orbits", "induction", "ov-coherent"):
+    for name in ("train", "sweep", "orbits", "induction", "ov-coherent"):
         assert name in done.stdout
     assert headmovies.__doc__ and "tasks/" in headmovies.__doc__

@@ -69,6 +69,14 @@ class Task:
         """One line for the end of training."""
         return ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
 
+    @classmethod
+    def batching(cls):
+        """The experiment's batched trainer, which trains several runs as one computation in one
+        process (`headmovies.train.batch_loop`; e.g. `orbits_batch.OrbitBatch`), or None: one run
+        per process. Such a class has `key(cfg)` (runs with equal keys can share a batch),
+        `max_size(cfg)` (the most runs per batch worth batching) and a `(cfgs, device)` constructor."""
+        return None
+
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "generator": self.generator.get_state()}

@@ -63,12 +63,15 @@ def _git_commit() -> str:
         return ""
 
 
-def _save_checkpoint(path: Path, task: experiments.Task, epoch: int, then: str = "") -> None:
+def _save_checkpoint(path: Path, task: experiments.Task, epoch: int, then: str = "",
+                     torch_rng: torch.Tensor | None = None) -> None:
     """Replace the checkpoint atomically: serialised in memory, room checked, written to
     `<ckpt>.tmp`, fsync'ed, renamed. On failure the old checkpoint stays and no .tmp is left;
-    a full disk raises DiskFullError (its message ends with `then`)."""
+    a full disk raises DiskFullError (its message ends with `then`). `torch_rng`: the global
+    torch RNG state to store (default: the current one; batched runs keep one per instance)."""
     buf = io.BytesIO()
-    torch.save({"epoch": epoch, "task": task.state_dict(), "torch_rng": torch.get_rng_state(),
+    rng = torch.get_rng_state() if torch_rng is None else torch_rng
+    torch.save({"epoch": epoch, "task": task.state_dict(), "torch_rng": rng,
                 "config": dataclasses.asdict(task.cfg)}, buf)
     data = buf.getbuffer()
     disk.require_free(path.parent, len(data), f"the checkpoint at epoch {epoch}", then)
@@ -120,6 +123,15 @@ def reuse_plan(path: str | os.PathLike, cfg: TrainConfig) -> str:
     return "resume" if same and checkpoint_path(path).exists() else "new"
 
 
+def run_attrs(experiment: str, cfg: TrainConfig, task: experiments.Task) -> dict:
+    """Root attributes of a new run file (docs/run-file.md)."""
+    return {"schema_version": runfile.SCHEMA_VERSION, "experiment": experiment,
+            "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True), "seed": cfg.seed,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "versions": json.dumps(_versions(), sort_keys=True), "git_commit": _git_commit(),
+            **task.attrs()}
+
+
 def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False,
           force: bool = False, progress: bool = True, checkpoint_seconds: float = 30.0) -> TrainResult:
     """Train `experiment` with `cfg`, streaming snapshots into `out`.
@@ -142,6 +154,23 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
         return _train(experiment, task_cls, cfg, out, resume, force, progress, checkpoint_seconds)
     finally:
         lock.release()
+
+
+def new_run(experiment: str, cfg: TrainConfig, task: experiments.Task, out: Path,
+            torch_rng: torch.Tensor | None = None) -> RunWriter:
+    """A writer for a new run file at `out` holding the first snapshot, with its checkpoint.
+    Built aside, checkpointed, then renamed over any old run (--force): a failure on the way
+    leaves the old run (or nothing) in place, and `out` never exists without a checkpoint."""
+    writer = RunWriter.create(out, run_attrs(experiment, cfg, task), 0, task.snapshot(), task.evaluate(),
+                              task.split())
+    try:
+        _save_checkpoint(checkpoint_path(out), task, 0, f"nothing was written to {out}", torch_rng)
+        writer.publish()
+    except BaseException:
+        writer.discard()
+        raise
+    writer.hint = _hint(experiment, out)
+    return writer
 
 
 def check_out_path(out: Path) -> None:
@@ -181,20 +210,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
         writer = RunWriter.reopen(out, start, {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)})
     else:
         start = 0
-        attrs = {"schema_version": runfile.SCHEMA_VERSION, "experiment": experiment,
-                 "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True), "seed": cfg.seed,
-                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 "versions": json.dumps(_versions(), sort_keys=True), "git_commit": _git_commit(),
-                 **task.attrs()}
-        # Built aside, checkpointed, then renamed over any old run (--force): a failure on the way
-        # leaves the old run (or nothing) in place, and `out` never exists without a checkpoint.
-        writer = RunWriter.create(out, attrs, 0, task.snapshot(), task.evaluate(), task.split())
-        try:
-            _save_checkpoint(ckpt_path, task, 0, f"nothing was written to {out}")
-            writer.publish()
-        except BaseException:
-            writer.discard()
-            raise
+        writer = new_run(experiment, cfg, task, out)
     writer.hint = hint
 
     metrics = {}

@@ -279,6 +279,37 @@ def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
     return OV.shape[1] * (beta - invariant).pow(2).sum()
 
 
+def seq_eq_loss(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor,
+                direct: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """Equivariance loss on token sequences x [B, L] (not task inputs; the layer has no
+    positions, so any length is valid), each at all n shifts: mean over x and s != 0 of
+    ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it matches `eq_loss`. Inputs of
+    length 3 leave heads free to be equivariant together without forming orbits; other lengths
+    pin each head down (docs/results/orbits.md, "Why orbits are rare here").
+
+    M [H, n, n], R [H, n_out, n]: the circuits; direct: (W_E, W_U) when the layer has a residual
+    stream. Returns a scalar."""
+    n, B, L = M.shape[-1], x.shape[0], x.shape[1]
+    x = x.to(M.device)
+    t = ((x[None] + torch.arange(n, device=M.device)[:, None, None]) % n).reshape(n * B, L)   # row s*B+i: x_i + s
+    OV = R.mT                                                               # (H, n, n_out) key-major
+    score = M[:, t[:, :, None], t[:, None, :]]                                # (H, pB, L, L)
+    e = (score - score.amax(-1, keepdim=True).detach()).exp()               # softmax (faster
+    att = e / e.sum(-1, keepdim=True)                                       # than .softmax for small L)
+    onehot = F.one_hot(t, n).to(att.dtype)                                   # (pB, L, n)
+    on_token = torch.einsum("hnij,njb->nihb", att, onehot)                   # attention per key token
+    logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])   # sum over heads, tokens
+    logits = logits.view(n * B, L, -1)                                       # (pB, L, n)
+    if direct is not None:
+        logits = logits + (direct[0] @ direct[1])[t]
+    logp = logits.log_softmax(-1).view(n, B, L, n)
+    # d_s[k] = l(x+s)[k + m s] equals l(x)[k] for an equivariant layer; loss = spread over s
+    k = (torch.arange(n, device=M.device)[None, :] + M_SHIFT * torch.arange(n, device=M.device)[:, None]) % n   # (s, k)
+    d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
+    spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))                           # (B,)
+    return 2 / (n - 1) * spread.mean() * 3 / L
+
+
 @register
 class OrbitTask(Task):
     name = "orbits"
@@ -301,6 +332,11 @@ class OrbitTask(Task):
         b, c = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
         self.target = torch.from_numpy((b + c) % n).expand(n, n, n)           # target of cell (a,b,c)
         self.seq_lens = (seq_lengths(cfg.eq_seq_lens), seq_lengths(cfg.refine_seq_lens))  # per phase
+
+    @classmethod
+    def batching(cls):
+        from headmovies.train.orbits_batch import OrbitBatch   # it imports this module
+        return OrbitBatch
 
     def _losses(self, logits: torch.Tensor, with_eq: bool = True):
         logp = logits.log_softmax(-1)
@@ -334,31 +370,11 @@ class OrbitTask(Task):
         return lr
 
     def _seq_eq_loss(self, L: int) -> torch.Tensor:
-        """Equivariance loss on eq_seq_batch random token sequences x of length L (not
-        task inputs; the layer has no positions, so any length is valid), each at all n shifts:
-        mean over x and s != 0 of ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it
-        matches `eq_loss`. Inputs of length 3 leave heads free to be equivariant together without
-        forming orbits; other lengths pin each head down (docs/results/orbits.md, "Why orbits are rare here")."""
-        n, B = self.cfg.p, self.cfg.eq_seq_batch
-        x = torch.randint(0, n, (B, L), generator=self.generator)
-        t = ((x[None] + torch.arange(n)[:, None, None]) % n).reshape(n * B, L)   # row s*B+i: x_i + s
+        """`seq_eq_loss` on eq_seq_batch fresh random sequences of length L (from the task's generator)."""
+        x = torch.randint(0, self.cfg.p, (self.cfg.eq_seq_batch, L), generator=self.generator)
         M, R = self.model.circuits()
-        OV = R.mT                                                               # (H, n, n_out) key-major
-        score = M[:, t[:, :, None], t[:, None, :]]                                # (H, pB, L, L)
-        e = (score - score.amax(-1, keepdim=True).detach()).exp()               # softmax (faster
-        att = e / e.sum(-1, keepdim=True)                                       # than .softmax for small L)
-        onehot = F.one_hot(t, n).to(att.dtype)                                   # (pB, L, n)
-        on_token = torch.einsum("hnij,njb->nihb", att, onehot)                   # attention per key token
-        logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])   # sum over heads, tokens
-        logits = logits.view(n * B, L, -1)                                       # (pB, L, n)
-        if self.model.residual:
-            logits = logits + (self.model.W_E @ self.model.W_U)[t]
-        logp = logits.log_softmax(-1).view(n, B, L, n)
-        # d_s[k] = l(x+s)[k + m s] equals l(x)[k] for an equivariant layer; loss = spread over s
-        k = (torch.arange(n)[None, :] + M_SHIFT * torch.arange(n)[:, None]) % n   # (s, k)
-        d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
-        spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))                           # (B,)
-        return 2 / (n - 1) * spread.mean() * 3 / L
+        direct = (self.model.W_E, self.model.W_U) if self.model.residual else None
+        return seq_eq_loss(M, R, x, direct)
 
     @torch.no_grad()
     def prune_heads(self, fraction: float) -> list[int]:

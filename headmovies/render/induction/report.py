@@ -13,7 +13,7 @@ from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_
 from headmovies.render.core.reader import Run
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
-from headmovies.tasks.induction import correct_completion, decode, encode_prompt
+from headmovies.tasks.induction import BLOCK_LENGTHS, correct_completion, decode, encode_prompt
 
 
 def _fmt(v, spec=".3f") -> str:
@@ -204,3 +204,34 @@ def write_report(paths: list[Path], out: Path, movie: bool = True, formats=FORMA
     write_text(out / "summary.md", "# Induction runs\n\n" + summary_markdown(results)
                + "\n## Over seeds\n\n" + grouped_markdown(results))
     return results
+
+
+LEARNED = 0.9   # accuracy from which a block length counts as solved, for the sweep outcome
+SWEEP_OUTCOME = (f"'induction': accuracy >= {LEARNED:.0%} at the trained block length and on average at the others "
+                 f"({', '.join(map(str, BLOCK_LENGTHS))}); 'trained length only': at the trained length only; "
+                 "'not learned': neither")
+
+
+def outcome(accuracy: float, block_length_accuracy: dict, block_len: int) -> str:
+    """'induction', 'trained length only' or 'not learned' (SWEEP_OUTCOME): a head that looks
+    a fixed number of positions back solves only the trained block length."""
+    others = [v for k, v in block_length_accuracy.items() if int(k) != block_len]
+    if accuracy < LEARNED:
+        return "not learned"
+    return "induction" if others and np.mean(others) >= LEARNED else "trained length only"
+
+
+def sweep_summary(run: Run) -> dict:
+    """A sweep row's summary of an induction run (`analysis.analyse` of its final snapshot):
+    accuracy on predictable positions, accuracy by block length, each circuit's copying score
+    Σλ/Σ|λ|, seed prompts completed right, accuracies without K/Q-composition (2 layers), and
+    "outcome" (`outcome`)."""
+    r = ind.analyse(run)
+    graded = [c for c in r["completions"] if c["is_correct"] is not None]
+    out = {"epoch": r["epoch"], "outcome": outcome(r["accuracy"], r["block_length_accuracy"], r["config"]["block_len"]),
+           "accuracy": r["accuracy"], "block_length_accuracy": r["block_length_accuracy"],
+           "copying": {row["circuit"]: row["copying"] for row in r["copying"]},
+           "prompts_right": f"{sum(c['is_correct'] for c in graded)}/{len(graded)}"}
+    if "ablations" in r:
+        out["ablated_accuracy"] = {k: v["accuracy"] for k, v in r["ablations"].items()}
+    return out

@@ -1,4 +1,5 @@
-"""A run's orbit outcome in a few numbers, for tables across runs (search and sweep rows).
+"""A run's orbit outcome in a few numbers, for tables across runs (search and sweep rows;
+`sweep_summary` is what `headmovies sweep` records per run, docs/sweeps.md).
 
 `orbit_summary` runs the orbit check (`orbits.check`) and adds the frequency groups: each live
 head settles at one frequency w early in training, and an orbit at w has n / gcd(w, n) heads,
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from headmovies.render.core.circuits import centre_qk
-from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
+from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits, group_of, snapshot_circuits
 
 
 def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
@@ -41,3 +42,24 @@ def orbit_summary(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL
             "closest": sorted(float(e) for e in report.head_error[live])[:6],
             "max_score": float(np.abs(centre_qk(M)).max()),
             "groups": frequency_groups(M, report)}
+
+
+SWEEP_OUTCOME = "orbit structure: sizes of the verified orbits of 2 or more heads ('none': no such orbit)"
+
+
+def outcome(summary: dict) -> str:
+    """The orbit structure of an `orbit_summary`: its non-trivial orbit sizes joined by '+',
+    largest first (e.g. '4+2'), or 'none'."""
+    return "+".join(map(str, summary["nontrivial"])) or "none"
+
+
+def sweep_summary(run) -> dict:
+    """A sweep row's summary of an orbits run (a `render.core.reader.Run`): `orbit_summary` of
+    its final snapshot at the default tolerances, the frequency groups with string keys (JSON),
+    the epoch, and "outcome" (`outcome`). Raises RunFileError for a run without group data."""
+    n, m = group_of(run)
+    t = len(run) - 1
+    M, R = snapshot_circuits(run, t)
+    summary = orbit_summary(M, R, n, m)
+    summary["groups"] = {str(w): count for w, count in summary["groups"].items()}
+    return {"epoch": int(run.epochs[t]), "outcome": outcome(summary), **summary}

@@ -103,3 +103,32 @@ def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("m
         for r in runs:
             r.close()
     return rows
+
+
+SWEEP_OUTCOME = ("'opposite': 100 % accurate with exactly opposite QK preference orderings in heads 1 and 2; "
+                 "'opposed (τ < 0)': 100 %, Kendall τ between them < 0; 'not opposed': 100 %, τ >= 0; "
+                 "'solved': 100 % with one head; 'not solved': below 100 %")
+
+
+def outcome(result: dict) -> str:
+    """The SWEEP_OUTCOME label of an `analysis.analyse` result."""
+    if result["acc"] < 1 - 1e-12:
+        return "not solved"
+    if result["opposite"] is None:
+        return "solved"
+    if result["opposite"]:
+        return "opposite"
+    return "opposed (τ < 0)" if result["kendall_tau"] < 0 else "not opposed"
+
+
+def sweep_summary(run: Run) -> dict:
+    """A sweep row's summary of an ov-coherent run (`analysis.analyse` of its final snapshot,
+    exact over the task distribution): accuracy, worst class, each head's ordering and accuracy
+    with it ablated, opposite orderings, Kendall τ, hard-attention agreement, and "outcome"."""
+    S.require_run(run)
+    cases = T.task_cases(int(run.config.get("seq_len", 10)))
+    r = S.analyse(run.weights(-1, T.WEIGHT_NAMES), cases)
+    return {"epoch": int(run.epochs[-1]), "outcome": outcome(r), "acc": r["acc"], "worst_class_acc": r["worst_class_acc"],
+            "orderings": [h["ordering_text"] for h in r["heads"]], "ablated_acc": [h["ablated_acc"] for h in r["heads"]],
+            "opposite": r["opposite"], "kendall_tau": r["kendall_tau"],
+            "hard_attention_agreement": r["hard_attention_agreement"]}

@@ -1,0 +1,167 @@
+"""The table and the census figure of a sweep (`headmovies sweep`, docs/sweeps.md), made from
+the rows of DIR/sweep.jsonl alone.
+
+summary.md groups runs by config (their grid point) across seeds: runs done and failed, the
+outcomes and their counts, and each final metric's median and range. census.{png,svg} draws, per
+config, how many seeds reached each outcome (for orbits: the orbit structure, e.g. '4+2').
+"""
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from headmovies.render.core.outputs import save_figure, write_text
+
+FAILED = "failed"
+
+
+def latest(rows: list[dict]) -> list[dict]:
+    """The last row of each run (a rerun appends a new row for a run that failed before), in
+    the order the runs first appear."""
+    last: dict[str, dict] = {}
+    for row in rows:
+        last[row["run"]] = row          # a dict keeps a key where it was first inserted
+    return list(last.values())
+
+
+def value_text(value) -> str:
+    """10.0 -> '10', True -> 'true', others as str."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+def config_text(row: dict) -> str:
+    """'eq_weight=10 split=orbit' (the run's grid point), or 'all runs' without a grid."""
+    return " ".join(f"{k}={value_text(v)}" for k, v in row["grid"].items()) or "all runs"
+
+
+def outcome_of(row: dict) -> str:
+    return row["summary"]["outcome"] if row["status"] == "done" else FAILED
+
+
+def by_config(rows: list[dict]) -> dict[str, list[dict]]:
+    """{config text: its rows, by seed}, configs in the order of their grid values."""
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(config_text(row), []).append(row)
+    order = list(groups)
+    try:
+        order.sort(key=lambda k: tuple(groups[k][0]["grid"].items()))
+    except TypeError:                    # grids of different keys and types: keep first-seen order
+        pass
+    return {k: sorted(groups[k], key=lambda r: r["seed"]) for k in order}
+
+
+def seeds_text(seeds: list[int]) -> str:
+    """[0, 1, 2, 3, 7] -> '0–3, 7'."""
+    seeds, parts, i = sorted(seeds), [], 0
+    while i < len(seeds):
+        j = i
+        while j + 1 < len(seeds) and seeds[j + 1] == seeds[j] + 1:
+            j += 1
+        parts.append(str(seeds[i]) if i == j else f"{seeds[i]}–{seeds[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def outcome_order(rows: list[dict]) -> list[str]:
+    """Outcomes by how often they occur over all rows (ties by name), 'failed' last."""
+    counts = Counter(outcome_of(r) for r in rows)
+    order = sorted((o for o in counts if o != FAILED), key=lambda o: (-counts[o], o))
+    return order + ([FAILED] if FAILED in counts else [])
+
+
+def _number(name: str, value: float) -> str:
+    if value is None or not np.isfinite(value):
+        return "—"
+    return f"{value:.1%}" if "acc" in name else f"{value:.3g}"
+
+
+def _spread(name: str, values: list[float]) -> str:
+    """Median, and [min, max] when they differ."""
+    if not values:
+        return "—"
+    lo, mid, hi = min(values), float(np.median(values)), max(values)
+    return _number(name, mid) if lo == hi else f"{_number(name, mid)} [{_number(name, lo)}, {_number(name, hi)}]"
+
+
+def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> str:
+    """The sweep's Markdown table (by config across seeds), then one line per run."""
+    rows = latest(rows)
+    done = [r for r in rows if r["status"] == "done"]
+    metrics = sorted(dict.fromkeys(k for r in done for k in r["metrics"]), key=lambda k: ("acc" not in k, k))
+    fixed = ", ".join(f"{k}={value_text(v)}" for k, v in settings.items()) or "none"
+    out = [f"# Sweep: {experiment}", "",
+           f"{len(rows)} runs: {len(done)} done, {len(rows) - len(done)} failed. Fixed settings: {fixed} "
+           f"(other keys: the experiment's defaults). Every row is in `sweep.jsonl`; the census figure is "
+           f"`census.png`.", "", f"Outcome: {outcome_text}.", "", "## By config", "",
+           "| config | seeds | done | failed | outcomes | " + " | ".join(metrics) + " | seconds per run |",
+           "|" + "---|" * (6 + len(metrics))]
+    for name, group in by_config(rows).items():
+        ok = [r for r in group if r["status"] == "done"]
+        counts = Counter(outcome_of(r) for r in ok)
+        outcomes = ", ".join(f"{o} ×{c}" for o, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "—"
+        cells = [_spread(m, [r["metrics"][m] for r in ok if m in r["metrics"]]) for m in metrics]
+        seconds = _spread("seconds", [r["seconds"] / max(1, r.get("batch", 1)) for r in ok])
+        out.append(f"| {name} | {seeds_text([r['seed'] for r in group])} | {len(ok)} | {len(group) - len(ok)} | "
+                   f"{outcomes} | " + " | ".join(cells) + f" | {seconds} |")
+    out += ["", "Metrics: median [min, max] over the config's seeds that finished. Seconds per run: wall "
+            "time of its training (a batch's time divided by its runs) and summary.", "", "## Runs", "",
+            "| run | seed | status | outcome | " + " | ".join(metrics) + " | seconds | batch | error |",
+            "|" + "---|" * (7 + len(metrics))]
+    for r in sorted(rows, key=lambda r: (config_text(r), r["seed"])):
+        cells = [_number(m, r["metrics"].get(m)) if r["metrics"] else "—" for m in metrics]
+        out.append(f"| {r['run']} | {r['seed']} | {r['status']} | {outcome_of(r)} | " + " | ".join(cells)
+                   + f" | {r['seconds']:.1f} | {r.get('batch', 1)} | {r['error'] or ''} |")
+    return "\n".join(out) + "\n"
+
+
+def census_figure(rows: list[dict], experiment: str, outcome_text: str):
+    """Horizontal bars, one per config, split by outcome: how many seeds reached each."""
+    from matplotlib.figure import Figure
+    rows = latest(rows)
+    groups = by_config(rows)
+    order = outcome_order(rows)
+    cmap = __import__("matplotlib").colormaps["tab20" if len(order) > 10 else "tab10"]
+    colours = {o: ("0.6" if o == FAILED else cmap(i % cmap.N)) for i, o in enumerate(order)}
+    names = list(groups)
+    fig = Figure(figsize=(8, 1.9 + 0.45 * len(names)), layout="constrained")
+    ax = fig.add_subplot()
+    y = np.arange(len(names))[::-1]
+    left = np.zeros(len(names))
+    for o in order:
+        counts = np.array([sum(outcome_of(r) == o for r in groups[n]) for n in names], float)
+        bars = ax.barh(y, counts, left=left, color=colours[o], label=o, edgecolor="white",
+                       hatch="//" if o == FAILED else None)
+        for b, c in zip(bars, counts):
+            if c:
+                ax.text(b.get_x() + b.get_width() / 2, b.get_y() + b.get_height() / 2, str(int(c)),
+                        ha="center", va="center", fontsize=9)
+        left += counts
+    ax.set_yticks(y, names)
+    ax.set_xlabel("runs (seeds)")
+    ax.set_xlim(0, max(1, left.max()))
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_title(f"{experiment} sweep: outcome census across seeds, per config")
+    ax.legend(title="outcome", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.text(0.01, 0.0, "\n".join(textwrap.wrap(f"outcome: {outcome_text}", 110)), fontsize=7, va="bottom",
+             color="0.3")
+    fig.get_layout_engine().set(rect=(0, 0.06 + 0.012 * len(textwrap.wrap(outcome_text, 110)), 1, 0.94))
+    return fig
+
+
+def write_report(out: str | Path, rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> list[Path]:
+    """Write out/summary.md and out/census.{png,svg} (each atomically); returns their paths
+    ([] without rows)."""
+    if not rows:
+        return []
+    out = Path(out)
+    paths = [write_text(out / "summary.md", summary_markdown(rows, experiment, outcome_text, settings))]
+    paths += save_figure(census_figure(rows, experiment, outcome_text), out, "census", dpi=120)
+    return paths

@@ -1,0 +1,89 @@
+"""The training loop for several new runs trained as one batched computation in one process
+(an experiment's `Task.batching()`, e.g. `orbits_batch.OrbitBatch`; docs/sweeps.md).
+
+Each run still gets its own ordinary run file and checkpoint, written as `loop.train` writes
+them (same attributes, snapshot schedule, metrics and checkpoint format), so any run of a batch
+can be read by every render command and resumed on its own with `headmovies train --resume`.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from headmovies.errors import UserError
+from headmovies.train import experiments, loop
+from headmovies.train.config import TrainConfig
+from headmovies.train.schedule import snapshot_epochs
+from headmovies.train.lock import RunLock
+from headmovies.train.writer import RunWriter
+
+
+def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.PathLike], *,
+                device: str = "cpu", checkpoint_seconds: float = 30.0) -> list[loop.TrainResult | UserError]:
+    """Train one new run per config into the run file of the same index (replacing any file
+    and checkpoint there, as `loop.train(force=True)` does, under each file's lock), all as one
+    batched computation.
+
+    Returns, per run, its TrainResult (seconds: the batch's wall time) or the UserError that
+    stopped it (a diverged run stops alone; the others go on). Raises ValueError if the
+    experiment has no batched trainer or the configs cannot share a batch (`batching().key`)."""
+    batching = experiments.get(experiment).batching()
+    if batching is None:
+        raise ValueError(f"{experiment} has no batched trainer")
+    outs = [Path(o) for o in outs]
+    t0 = time.perf_counter()
+    batch = batching(cfgs, device)
+    cfg = batch.cfg                                # the snapshot schedule and epochs are shared
+    schedule = snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
+    writers: list[RunWriter | None] = []
+    errors: list[UserError | None] = [None] * len(cfgs)
+    metrics: list[dict] = [{} for _ in cfgs]
+    locks = []
+    try:
+        for i, out in enumerate(outs):              # as loop.train: one writer per run file
+            loop.check_out_path(out)
+            locks.append(RunLock(out, hint="wait for it to finish").acquire())
+            view = batch.views[i]
+            writers.append(loop.new_run(experiment, view.cfg, view, out, batch.torch_rng(i)))
+        last_ckpt = time.monotonic()
+        todo = set(int(e) for e in schedule if e > 0)
+        for epoch in range(1, cfg.epochs + 1):
+            batch.step(epoch)
+            if epoch not in todo:
+                continue
+            save = epoch == cfg.epochs or time.monotonic() - last_ckpt > checkpoint_seconds
+            for i, writer in enumerate(writers):
+                if writer is None:
+                    continue
+                view = batch.sync(i, optimizer=save)
+                metrics[i] = view.evaluate()
+                writer.append(epoch, view.snapshot(), metrics[i])
+                diverged = sorted(k for k, v in metrics[i].items() if "loss" in k and not np.isfinite(v))
+                if diverged:
+                    errors[i] = UserError(f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
+                                          f"{outs[i]} keeps the snapshots so far; lower lr or the loss weights")
+                    writer.close()
+                    writers[i] = None
+                elif save:
+                    loop._save_checkpoint(loop.checkpoint_path(outs[i]), view, epoch,
+                                          f"{outs[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
+                                          batch.torch_rng(i))
+            if save:
+                last_ckpt = time.monotonic()
+        for i, writer in enumerate(writers):
+            if writer is not None:
+                if not metrics[i]:              # epochs == 0
+                    metrics[i] = batch.sync(i, optimizer=False).evaluate()
+                writer.mark_complete()
+    finally:
+        for writer in writers:
+            if writer is not None:
+                writer.close()
+        for lock in locks:
+            lock.release()
+    seconds = time.perf_counter() - t0
+    return [errors[i] or loop.TrainResult(outs[i], cfg.epochs, metrics[i], batch.views[i].summary(metrics[i]), seconds)
+            for i in range(len(cfgs))]

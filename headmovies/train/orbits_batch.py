@@ -1,0 +1,268 @@
+"""Many orbit runs in one process: B instances of `OrbitTask` trained as one batched computation
+(docs/sweeps.md, "Many models per process").
+
+Each instance is a real `OrbitTask` (its *view*), built exactly as the training loop builds a
+single run (under `torch.manual_seed(cfg.seed)`), so its initial weights, data split and
+generator are that run's. The batch stacks the views' parameters along a leading instance axis
+and takes each step for all of them at once: the n^3 grid attention (`BatchedGridAttention`,
+[B, H, n, n] tables -> [B, n, n, n, n] logits), the losses over it and one AdamW over the stacked
+parameters (elementwise: B independent optimizers). The per-instance losses are summed, so each
+instance's gradient is its own. The small parts (each instance's circuits, OV-bias penalty and
+sequence term) run the single run's own operations per instance, and each instance's weights
+are leaves of their own during a step: then every instance equals its single run bit for bit
+(tests/test_sweep.py, `bench/batch_speed.py --check`; the price on tiny models:
+docs/benchmarks.md).
+
+Evaluation, snapshots, pruning and checkpoints copy an instance's slice into its view and run the
+single-run code, so each instance's run file and checkpoint are ordinary ones (a batched run
+resumes as a single run).
+
+What instances of one batch must share (`batch_key`): the shapes, the optimizer schedule (one
+AdamW learning rate and weight decay per step), the sequence term's lengths and batch, and the
+snapshot schedule. Everything else may differ per instance: seed, init_scale, split, train_frac,
+the loss weights and their ramps (eq_*, ov_bias_weight, refine_eq_weight, ...), refine_prune.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from headmovies.tasks.orbits import M_SHIFT
+from headmovies.train.orbits import OrbitConfig, OrbitTask, ov_bias_penalty, seq_eq_loss
+
+# Config keys every instance of a batch shares; the rest may differ per instance.
+SHARED_KEYS = ("p", "n_heads", "d_model", "d_head", "residual",                       # shapes
+               "epochs", "lr", "lr_schedule", "weight_decay",                          # the optimizer's
+               "refine_start", "refine_lr", "refine_weight_decay",                     # schedule
+               "eq_seq_lens", "refine_seq_lens", "eq_seq_batch",                       # sequence term
+               "early_every", "switch_epoch", "late_every", "log_early")               # snapshots
+
+PARAMS = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")    # AttentionLayer's parameters, in its order
+
+
+# On a CPU batching pays for small models (it shares the per-operation overhead) while a batch's
+# grid tensors (instances x heads x n^3 cells, 1 MB at 2^18) stay near the cache; beyond that each
+# element costs more than alone (docs/benchmarks.md, "Many models per process").
+BATCH_ELEMENTS = 2 ** 18
+MAX_BATCH = 32
+
+
+def batch_key(cfg: OrbitConfig) -> tuple:
+    """Runs with equal keys can share a batch."""
+    return tuple(getattr(cfg, k) for k in SHARED_KEYS)
+
+
+def max_batch(cfg: OrbitConfig) -> int:
+    """Most instances of this config worth training as one batch on a CPU (1 for the default
+    32 heads of C_24: there batching does not pay)."""
+    return max(1, min(MAX_BATCH, BATCH_ELEMENTS // (cfg.n_heads * cfg.p ** 3)))
+
+
+class BatchedGridAttention(torch.autograd.Function):
+    """`orbits.GridAttention` with a leading instance axis: M [B, H, n, n], R [B, H, n_out, n] ->
+    G [B, n, n, n, n_out]. The same operations, each with one more (batch) axis."""
+
+    @staticmethod
+    def forward(ctx, M: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+        s0 = torch.diagonal(M, dim1=2, dim2=3)[:, :, :, None, None]   # (B, H, a, 1, 1) self
+        s1 = M[:, :, :, :, None]                                      # (B, H, a, b, 1)
+        s2 = M[:, :, :, None, :]                                      # (B, H, a, 1, c)
+        mx = torch.maximum(torch.maximum(s0, s1), s2)                 # (B, H, a, b, c)
+        a0 = (s0 - mx).exp_()
+        a1 = (s1 - mx).exp_()
+        z = (s2 - mx).exp_()
+        z += a0
+        z += a1
+        r = z.reciprocal_()
+        a0 *= r
+        a1 *= r
+        t1 = torch.einsum("ihabc,ihxb->iabcx", a1, R)
+        out = torch.einsum("ihabc,ihxa->iabcx", a0, R)
+        out += t1
+        out += t1.transpose(2, 3)
+        ctx.save_for_backward(a0, a1, R)
+        return out
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        a0, a1, R = ctx.saved_tensors
+        g = 0.5 * (g + g.transpose(2, 3))
+        d0 = torch.einsum("iabcx,ihxa->ihabc", g, R)
+        d1 = torch.einsum("iabcx,ihxb->ihabc", g, R)
+        p1 = a1 * d1
+        S = a0 * d0
+        S += p1
+        S += p1.transpose(3, 4)
+        ds0 = a0 * (d0 - S)
+        ds1 = a1 * (d1 - S)
+        dM = 2 * ds1.sum(4) + torch.diag_embed(ds0.sum((3, 4)))
+        dR = torch.einsum("ihabc,iabcx->ihax", a0, g) + 2 * torch.einsum("ihabc,iabcx->ihbx", a1, g)
+        return dM, dR.transpose(2, 3)
+
+
+def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """`orbits.eq_loss` per instance: logp [B, n, n, n, n], w [B, n, n*n] -> [B]."""
+    B, n = logp.shape[:2]
+    lr = logp.reshape(B, -1)[:, gather].view(B, n, n * n, n)             # (i, a, orbit, k')
+    W = w.sum(1)                                                          # (i, orbit)
+    mu = (w[:, :, :, None] * lr).sum(1) / W.clamp_min(1e-12)[:, :, None]  # (i, orbit, k')
+    d2 = (lr - mu[:, None]).pow(2).sum(-1)                                # (i, a, orbit)
+    total = n * (w * d2).sum((1, 2)) + (W[:, None] * d2).sum((1, 2))
+    n_inputs = w.sum((1, 2)) / 3
+    return total / (n_inputs * (n - 1))
+
+
+class OrbitBatch:
+    """B orbit runs as one computation. `views[i]` is instance i as an `OrbitTask`; call
+    `sync(i)` before reading its weights (evaluate, snapshot) or its state (checkpoint).
+
+    cfgs: configs with equal `batch_key`s (ValueError otherwise). device: where the batched
+    tensors live ("cpu" or e.g. "cuda"); views stay on the CPU."""
+
+    def __init__(self, cfgs: list[OrbitConfig], device: str | torch.device = "cpu"):
+        if not cfgs or len({batch_key(c) for c in cfgs}) != 1:
+            raise ValueError("a batch needs one or more configs that agree on " + ", ".join(SHARED_KEYS))
+        self.cfg = cfgs[0]          # for the shared keys
+        self.device = torch.device(device)
+        self.views, self._rng = [], []
+        for cfg in cfgs:            # as loop.train builds a single run
+            torch.manual_seed(cfg.seed)
+            self.views.append(OrbitTask(cfg))
+            self._rng.append(torch.get_rng_state())
+        views, dev = self.views, self.device
+        self.params = [torch.nn.Parameter(torch.stack([getattr(v.model, k).detach() for v in views]).to(dev))
+                       for k in PARAMS]
+        self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U = self.params
+        self.optimizer = torch.optim.AdamW(self.params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        self._leaves: list[list[torch.Tensor]] | None = None
+        v0 = views[0]
+        self.gather = v0.gather.to(dev)                                       # depends on n only
+        self.target = v0.target.to(dev)
+        self.w_train = torch.stack([v.w_train for v in views]).to(dev)        # (B, a, b, c)
+        self.w_eq = torch.stack([v.w_eq for v in views]).to(dev)              # (B, a, orbit)
+
+    key = staticmethod(batch_key)
+    max_size = staticmethod(max_batch)
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def torch_rng(self, i: int) -> torch.Tensor:
+        """The global torch RNG state right after instance i was built: what its single run's
+        checkpoints hold (orbit training draws nothing from the global RNG after init)."""
+        return self._rng[i]
+
+    def _weights(self) -> list[list[torch.Tensor]]:
+        """Per instance, its weights (W_E, W_Q, W_K, W_V, W_O, W_U): during a step, leaves of
+        their own that share the stacked parameters' memory, so that each instance's gradients
+        accumulate exactly as in its single run (a leaf sums the gradients of its uses in the
+        order they arrive; one shared leaf would sum them in another order)."""
+        return self._leaves if self._leaves is not None else [list(w) for w in zip(*self.params)]
+
+    def circuits(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """`AttentionLayer.circuits` per instance: M [B, H, n, n], R [B, H, n_out, n] (a transposed
+        view of the key-major product, as in the single run).
+
+        Each instance's circuits come from the single run's own operations, stacked: on a CPU a
+        batch of small matrix products (below ~400 multiply-adds per product) takes another
+        kernel than one product and rounds differently. They cost little beside the n^3 grid."""
+        Ms, OVs = [], []
+        for W_E, W_Q, W_K, W_V, W_O, W_U in self._weights():
+            q = torch.einsum("nd,hde->hne", W_E, W_Q)
+            k = torch.einsum("nd,hde->hne", W_E, W_K)
+            Ms.append(q @ k.transpose(1, 2) / math.sqrt(self.cfg.d_head))
+            v = torch.einsum("nd,hde->hne", W_E, W_V)
+            OVs.append(v @ (W_O @ W_U))
+        return torch.stack(Ms), torch.stack(OVs).transpose(2, 3)
+
+    def grid_logits(self) -> torch.Tensor:
+        """Logits G [B, a, b, c, class] of every instance."""
+        M, R = self.circuits()
+        out = BatchedGridAttention.apply(M, R)
+        if self.cfg.residual:
+            out = out + torch.stack([w[0] @ w[5] for w in self._weights()])[:, :, None, None, :]
+        return out
+
+    def _losses(self, logits: torch.Tensor, with_eq: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-instance (ce, eq) [B] of `OrbitTask._losses`."""
+        logp = logits.log_softmax(-1)
+        target = self.target.expand(len(self), *self.target.shape)
+        nll = -logp.gather(-1, target[..., None]).squeeze(-1)                 # (B, a, b, c)
+        ce = (self.w_train * nll).sum((1, 2, 3)) / self.w_train.sum((1, 2, 3))
+        eq = eq_loss(logp, self.gather, self.w_eq) if with_eq else logp.new_zeros(len(self))
+        return ce, eq
+
+    def step(self, epoch: int) -> None:
+        """`OrbitTask.step` for every instance at once."""
+        cfg = self.cfg
+        sched = [v.schedule(epoch - 1) for v in self.views]     # (lr, wd, lambda, lengths, mu) each
+        lr, weight_decay, _, lengths, _ = sched[0]               # shared (batch_key)
+        lam = [s[2] for s in sched]
+        mu = [s[4] for s in sched]
+        if cfg.refines() and epoch - 1 == cfg.refine_start:
+            self.optimizer.state.clear()
+            self._prune()
+        for group in self.optimizer.param_groups:
+            group["lr"], group["weight_decay"] = lr, weight_decay
+        self._leaves = [[P[i].detach().requires_grad_() for P in self.params] for i in range(len(self))]
+        lam_t = torch.tensor(lam, device=self.device)
+        ce, eq = self._losses(self.grid_logits(), with_eq=max(lam) > 0)
+        loss = ce + lam_t * eq
+        if max(lam) > 0:
+            active = [i for i in range(len(self)) if lam[i] > 0]
+            for L in lengths:
+                loss = loss + lam_t * self._seq_eq_loss(L, active)
+        if max(mu) > 0:
+            OV = self.circuits()[1].mT      # per instance (small; batched reductions of tiny tables round differently)
+            loss = loss + torch.tensor(mu, device=self.device) * torch.stack(
+                [ov_bias_penalty(OV[i].mT, M_SHIFT) for i in range(len(self))])
+        loss.sum().backward()
+        for j, P in enumerate(self.params):
+            P.grad = torch.stack([w[j].grad if w[j].grad is not None else torch.zeros_like(w[j])
+                                  for w in self._leaves])
+        self._leaves = None
+        self.optimizer.step()
+
+    def _seq_eq_loss(self, L: int, active: list[int]) -> torch.Tensor:
+        """[B]: `orbits.seq_eq_loss` of each active instance on sequences drawn from its own
+        generator (as its single run draws them), 0 for the others (which draw nothing)."""
+        M, R = self.circuits()
+        OV = R.mT          # slice the key-major product, so gradients reach it in the single run's layout
+        out = []
+        for i, view in enumerate(self.views):
+            if i not in active:
+                out.append(M.new_zeros(()))
+                continue
+            x = torch.randint(0, self.cfg.p, (self.cfg.eq_seq_batch, L), generator=view.generator)
+            direct = (self._weights()[i][0], self._weights()[i][5]) if self.cfg.residual else None
+            out.append(seq_eq_loss(M[i], OV[i].mT, x, direct))
+        return torch.stack(out)
+
+    @torch.no_grad()
+    def _prune(self) -> None:
+        """`OrbitTask.prune_heads` of each instance, run on its view."""
+        for i, view in enumerate(self.views):
+            self.sync(i, optimizer=False)
+            view.prune_heads(view.cfg.refine_prune)
+            self.W_V[i] = view.model.W_V.to(self.device)
+            self.W_O[i] = view.model.W_O.to(self.device)
+
+    @torch.no_grad()
+    def sync(self, i: int, optimizer: bool = True) -> OrbitTask:
+        """Copy instance i's weights (and AdamW state and hyperparameters) into `views[i]`;
+        returns that view."""
+        view = self.views[i]
+        for name, P in zip(PARAMS, self.params):
+            getattr(view.model, name).copy_(P[i])
+        if optimizer:
+            group = self.optimizer.param_groups[0]
+            for g in view.optimizer.param_groups:
+                g["lr"], g["weight_decay"] = group["lr"], group["weight_decay"]
+            view.optimizer.state.clear()
+            for p, P in zip(view.model.parameters(), self.params):
+                state = self.optimizer.state.get(P)
+                if state:
+                    view.optimizer.state[p] = {k: (v.clone() if k == "step" else v[i].cpu().clone())
+                                               for k, v in state.items()}
+        return view

@@ -1,0 +1,501 @@
+"""Sweeps: one experiment over a grid of seeds and configs, trained on local cores or a Ray
+cluster, one ordinary run file per run (docs/sweeps.md).
+
+    plan (names, what each run needs) -> jobs (batches where configs allow) -> backend (a
+    process pool, or Ray tasks) -> one row per run, appended to DIR/sweep.jsonl by the driver
+    -> the table and the census figure (`render.core.sweep_report`)
+
+Each run file is named from its seed and grid point (`seed3-eq_weight10.h5`). Rerunning the
+same command skips runs that are complete and recorded, records complete ones that are not,
+resumes incomplete ones from their checkpoints and trains the rest anew (`loop.reuse_plan`, as
+`train --reuse` does); a changed grid adds only its new runs. A row's summary comes from the
+rendering side reading the finished run file: `render/<family>/report.py::sweep_summary`.
+
+Workers write run files straight into DIR, so DIR must be one folder that every worker sees (a
+local disk, or a shared filesystem on a cluster); rows travel back to the driver, which alone
+writes sweep.jsonl.
+"""
+from __future__ import annotations
+
+import fcntl
+import importlib
+import importlib.util
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit
+
+from headmovies import tasks
+from headmovies.errors import ConfigError, UserError
+from headmovies.train import config, experiments, loop
+from headmovies.train.config import TrainConfig
+
+SETTINGS_FILE = "sweep.json"      # the experiment and its fixed settings, checked on every rerun
+ROWS_FILE = "sweep.jsonl"         # one row per finished (or failed) run, appended
+LOCK_FILE = ".sweep.lock"         # one sweep at a time per folder
+RAY_INSTALL = "pip install -e .[ray]"
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def parse_seeds(text: str) -> list[int]:
+    """'0-199', '0,3,5' or '0-3,10' -> sorted distinct seeds. UserError otherwise."""
+    seeds = set()
+    for part in text.replace(" ", "").split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m or (m[2] is not None and int(m[2]) < int(m[1])):
+            raise UserError(f"--seeds takes non-negative integers and ranges, e.g. 0-199 or 0,3,5; got {text!r}")
+        seeds.update(range(int(m[1]), int(m[2] or m[1]) + 1))
+    return sorted(seeds)
+
+
+def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
+    """['eq_weight=1,10', 'split=orbit,random'] -> [(key, [values...]), ...] in the given order.
+    Values are split on ',' or, when the text holds a ';', on ';' (for values with commas, e.g.
+    eq_seq_lens=3;2,4). UserError for a pair without '=', no values, a repeated key or value."""
+    grid, seen = [], set()
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UserError(f"--grid expects KEY=V1,V2,..., got {item!r}")
+        if key == "seed":
+            raise UserError("seeds are not a grid key: use --seeds (e.g. --seeds 0-7)")
+        if key in seen:
+            raise UserError(f"--grid {key} is given twice; list all its values in one --grid {key}=V1,V2")
+        values = [v.strip() for v in text.split(";" if ";" in text else ",")]
+        if not text.strip() or any(v == "" for v in values) and ";" not in text:
+            raise UserError(f"--grid {key} has an empty value list or an empty value ({item!r}); "
+                            f"give values, e.g. --grid {key}=V1,V2")
+        if len(set(values)) != len(values):
+            raise UserError(f"--grid {key} lists a value twice ({item!r})")
+        seen.add(key)
+        grid.append((key, values))
+    return grid
+
+
+def value_text(value) -> str:
+    """A config value as it appears in run names: 10.0 -> '10', 0.001 -> '0.001', True -> 'true';
+    characters other than letters, digits and . _ + - become '_'."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", repr(value) if isinstance(value, float) else str(value))
+
+
+def run_name(seed: int, grid: dict) -> str:
+    """'seed3' or 'seed3-eq_weight10-split_orbit'... : the seed, then each grid key and value."""
+    return "-".join([f"seed{seed}"] + [f"{k}{value_text(v)}" for k, v in grid.items()])
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An error on one line: a UserError's message, else 'Type: message' (whitespace collapsed)."""
+    text = " ".join(str(exc).split())
+    if not isinstance(exc, UserError):
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# ----------------------------------------------------------------------------- plan
+
+@dataclass
+class PlannedRun:
+    """One run of the sweep. action: 'skip' (complete and recorded), 'record' (complete, no row
+    yet), 'resume' (incomplete, from its checkpoint) or 'new'."""
+    name: str
+    seed: int
+    grid: dict
+    cfg: TrainConfig
+    path: Path
+    action: str
+
+
+@dataclass
+class Plan:
+    experiment: str
+    out: Path
+    settings: dict                   # fixed config values (--config, --set), typed
+    runs: list[PlannedRun]
+
+    @property
+    def todo(self) -> list[PlannedRun]:
+        return [r for r in self.runs if r.action != "skip"]
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a sweep.jsonl (a line cut short by a killed sweep is skipped)."""
+    rows = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
+
+
+def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, grid: list[tuple[str, list[str]]],
+              sets: dict[str, str], toml: dict | None = None) -> Plan:
+    """Every run of the sweep with its config, file and action. Reads DIR if it exists, creates
+    nothing. UserError (ConfigError) for an unknown experiment or key, a bad value (naming the
+    grid point), two grid points with one name, or a DIR holding another sweep."""
+    task_cls = experiments.get(experiment)
+    if "seed" in sets or (toml and "seed" in toml):
+        raise UserError("set seeds with --seeds (e.g. --seeds 0-7), not as a config value")
+    out = Path(out).absolute()
+    base = config.resolve(task_cls.Config, toml, sets)
+    settings = {k: getattr(base, k) for k in {**(toml or {}), **sets}}
+    if seeds is None:
+        seeds = [base.seed]
+    for key, _ in grid:
+        if key not in config.field_types(task_cls.Config):
+            raise ConfigError(f"unknown config key {key!r} in --grid; known keys: "
+                              f"{', '.join(config.field_types(task_cls.Config))}")
+    both = sorted(set(settings) & {k for k, _ in grid})
+    if both:
+        raise UserError(f"{', '.join(both)} is both fixed (--set/--config) and in --grid; give it in one place")
+    _check_settings(out, experiment, settings)
+    rows = {r["run"]: r for r in read_rows(out / ROWS_FILE)}
+    runs, names = [], {}
+    for combo in itertools.product(*(values for _, values in grid)):
+        point = dict(zip((k for k, _ in grid), combo))
+        for seed in seeds:
+            try:
+                cfg = config.resolve(task_cls.Config, toml, {**sets, **point, "seed": str(seed)})
+            except ConfigError as exc:
+                where = " ".join(f"{k}={v}" for k, v in point.items())
+                raise ConfigError(f"{exc} (grid point {where})" if point else str(exc)) from None
+            typed = {k: getattr(cfg, k) for k in point}
+            name = run_name(seed, typed)
+            if name in names:
+                raise UserError(f"grid points {names[name]} and {point} give the same run {name}; list each value once")
+            names[name] = point
+            path = out / f"{name}.h5"
+            runs.append(PlannedRun(name, seed, typed, cfg, path, _action(path, cfg, rows.get(name))))
+    return Plan(experiment, out, settings, runs)
+
+
+def _action(path: Path, cfg: TrainConfig, row: dict | None) -> str:
+    plan = loop.reuse_plan(path, cfg)
+    if plan == "reuse":
+        recorded = row is not None and row.get("status") == "done" and row.get("config") == loop.config_dict(cfg)
+        return "skip" if recorded else "record"
+    return plan
+
+
+def _check_settings(out: Path, experiment: str, settings: dict) -> None:
+    path = out / SETTINGS_FILE
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} exists and is not a folder")
+    if not path.exists():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path} is unreadable ({one_line(exc)}); remove it or choose a new --out") from None
+    if old.get("experiment") != experiment or old.get("settings") != json.loads(json.dumps(settings)):
+        raise UserError(f"{out} holds a sweep of {old.get('experiment')} with settings {old.get('settings')}; this one "
+                        f"is {experiment} with {settings}: rerun with the same --set/--config values, or choose a new --out")
+
+
+# ----------------------------------------------------------------------------- jobs (run in workers)
+
+@dataclass
+class Job:
+    """Runs trained by one worker process: one run, or several new ones as one batch."""
+    experiment: str
+    runs: list[PlannedRun]
+    batched: bool = False
+
+
+def make_jobs(plan: Plan, workers: int, batch: int | None = None) -> list[Job]:
+    """New runs whose configs can share a batch (`Task.batching().key`) go in batches of at most
+    `batch` runs (default: `max_size`, what pays for the config), cut so that every worker gets
+    work; every other run is a job of its own."""
+    batching = experiments.get(plan.experiment).batching()
+    groups: dict = {}
+    jobs = []
+    for r in plan.todo:
+        if r.action == "new" and batching is not None:
+            groups.setdefault(batching.key(r.cfg), []).append(r)
+        else:
+            jobs.append(Job(plan.experiment, [r]))
+    for runs in groups.values():
+        cap = batch or batching.max_size(runs[0].cfg)
+        cap = max(1, min(cap, math.ceil(len(runs) / workers)))
+        for i in range(0, len(runs), cap):
+            chunk = runs[i:i + cap]
+            jobs.append(Job(plan.experiment, chunk, batched=len(chunk) > 1))
+    order = {r.name: i for i, r in enumerate(plan.runs)}
+    return sorted(jobs, key=lambda j: order[j.runs[0].name])
+
+
+def summarise(experiment: str, path: Path) -> tuple[dict, dict]:
+    """(final metrics, the family's `sweep_summary`) of a finished run file, read by the
+    rendering side."""
+    from headmovies.render.core.reader import Run
+    report = importlib.import_module(f"headmovies.render.{tasks.experiments()[experiment]}.report")
+    with Run(path) as run:
+        metrics = {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch" and len(v)}
+        return metrics, report.sweep_summary(run)
+
+
+def make_row(experiment: str, r: PlannedRun, seconds: float, batch: int, error: BaseException | None = None) -> dict:
+    """The sweep.jsonl row of one run; reads the run file when it finished."""
+    row = {"run": r.name, "file": r.path.name, "experiment": experiment, "seed": r.seed, "grid": r.grid,
+           "status": "done", "error": None, "action": r.action, "metrics": None, "summary": None}
+    if error is None:
+        try:
+            row["metrics"], row["summary"] = summarise(experiment, r.path)
+        except Exception as exc:        # the run trained but its summary failed: record that, go on
+            error = exc
+    if error is not None:
+        row["status"], row["error"] = "failed", one_line(error)
+    row.update(seconds=round(seconds, 2), batch=batch, host=socket.gethostname(), config=loop.config_dict(r.cfg))
+    return row
+
+
+def run_job(job: Job) -> list[dict]:
+    """Train the job's runs (one torch thread) and return their rows. Never raises for a
+    failing run: its row carries the error."""
+    import torch
+    from tqdm import tqdm
+    torch.set_num_threads(1)
+    # tqdm's default lock is a multiprocessing lock; one in a spawned worker that Ctrl-C stops
+    # is reported as leaked at exit. Workers show no bars, so a thread lock does.
+    tqdm.set_lock(threading.RLock())
+    if job.batched:
+        from headmovies.train.batch_loop import train_batch
+        t0 = time.perf_counter()
+        try:
+            results = train_batch(job.experiment, [r.cfg for r in job.runs], [r.path for r in job.runs])
+        except Exception as exc:
+            results = [exc] * len(job.runs)
+        seconds = time.perf_counter() - t0
+        return [make_row(job.experiment, r, seconds, len(job.runs), res if isinstance(res, BaseException) else None)
+                for r, res in zip(job.runs, results)]
+    rows = []
+    for r in job.runs:
+        t0, error = time.perf_counter(), None
+        try:
+            if r.action in ("new", "resume"):
+                loop.train(job.experiment, r.cfg, r.path, resume=r.action == "resume", force=r.action == "new",
+                           progress=False)
+        except Exception as exc:
+            error = exc
+        rows.append(make_row(job.experiment, r, time.perf_counter() - t0, 1, error))
+    return rows
+
+
+def failed_rows(job: Job, exc: BaseException) -> list[dict]:
+    """Rows for a job whose worker died or could not run it."""
+    return [make_row(job.experiment, r, 0.0, len(job.runs), exc) for r in job.runs]
+
+
+# ----------------------------------------------------------------------------- backends
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def run_local(jobs: list[Job], workers: int, on_rows: Callable[[list[dict]], None]) -> None:
+    """Run the jobs in a pool of `workers` spawned processes, one torch thread each (with one
+    worker, in this process). A script calling this needs the `if __name__ == "__main__":`
+    guard that spawned processes need."""
+    if workers == 1:
+        for job in jobs:
+            on_rows(run_job(job))
+        return
+    os.environ["OMP_NUM_THREADS"] = "1"            # inherited by the spawned workers
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(run_job, job): job for job in jobs}
+        for future in as_completed(futures):
+            try:
+                rows = future.result()
+            except Exception as exc:     # BrokenProcessPool: a worker was killed (e.g. out of memory)
+                rows = failed_rows(futures[future], UserError(f"its worker process died ({one_line(exc)})"))
+            on_rows(rows)
+    except BaseException:            # Ctrl-C, SIGTERM: stop the workers as Ctrl-C stops `train`
+        pool.shutdown(wait=False, cancel_futures=True)
+        children = multiprocessing.active_children()          # the pool's workers
+        for child in children:
+            os.kill(child.pid, signal.SIGINT)                   # their run files close, resumable
+        for child in children:
+            child.join(timeout=10)
+            if child.is_alive():
+                child.terminate()
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """UserError unless a TCP connection to the host:port of `address` ('HOST:PORT' or
+    'ray://HOST:PORT') opens within `timeout` seconds: Ray itself may wait for minutes."""
+    parts = urlsplit(address if "://" in address else f"//{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise UserError(f"--address {address!r} is not HOST:PORT (e.g. 10.0.0.5:6379 or ray://10.0.0.5:10001) or auto")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise UserError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}); start one with "
+                        "`ray start --head` there, or fix --address") from None
+
+
+def connect_ray(address: str | None, workers: int | None) -> None:
+    """Start a local Ray instance (address None) or connect to a cluster. UserError if Ray is
+    not installed or the cluster cannot be reached."""
+    if importlib.util.find_spec("ray") is None:
+        raise UserError(f"--backend ray needs Ray, an optional extra: {RAY_INSTALL}")
+    if address is not None and address != "auto":
+        _check_reachable(address)
+    import logging
+
+    import ray
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        ray.init(address=address, num_cpus=workers if address is None else None, include_dashboard=False,
+                 logging_level=logging.ERROR, log_to_driver=False)
+    except Exception as exc:
+        raise UserError(f"cannot start or reach Ray{f' at {address}' if address else ''}: {one_line(exc)}") from None
+    finally:
+        for sig, handler in handlers.items():      # Ray's own SIGTERM handler aborts the driver
+            signal.signal(sig, handler)
+
+
+def run_ray(jobs: list[Job], workers: int | None, on_rows: Callable[[list[dict]], None]) -> None:
+    """Run the jobs as Ray tasks (1 CPU each), at most `workers` at a time (default: the
+    cluster's CPUs). Needs `connect_ray` first."""
+    import ray
+    task = ray.remote(num_cpus=1, max_retries=0)(run_job)
+    limit = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+    queue, running = list(jobs), {}
+    try:
+        while queue or running:
+            while queue and len(running) < limit:
+                job = queue.pop(0)
+                running[task.remote(job)] = job
+            done, _ = ray.wait(list(running), num_returns=1)
+            for ref in done:
+                job = running.pop(ref)
+                try:
+                    rows = ray.get(ref)
+                except Exception as exc:       # the task's worker died, or the node was lost
+                    rows = failed_rows(job, UserError(f"its Ray task failed ({one_line(exc)})"))
+                on_rows(rows)
+    except BaseException:
+        for ref in running:
+            ray.cancel(ref, force=True)
+        raise
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+@dataclass
+class SweepResult:
+    out: Path
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    reports: list[Path] = field(default_factory=list)
+
+
+def sweep(experiment: str, out: str | os.PathLike, *, seeds: list[int] | None = None,
+          grid: list[tuple[str, list[str]]] = (), sets: dict[str, str] | None = None, toml: dict | None = None,
+          backend: str = "local", workers: int | None = None, address: str | None = None,
+          batch: int | None = None, progress: bool = True) -> SweepResult:
+    """Train every run of the sweep that is not complete, append a row per run to
+    DIR/sweep.jsonl, then write DIR/summary.md and DIR/census.{png,svg}.
+
+    Everything is checked before anything is created: UserError for bad input (see
+    `make_plan`), workers or batch < 1, --address without Ray, Ray missing or unreachable."""
+    from headmovies.render.core.outputs import prepare_out_dir
+    if backend not in ("local", "ray"):
+        raise UserError(f"--backend must be local or ray, got {backend!r}")
+    for flag, value in (("--workers", workers), ("--batch", batch)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be >= 1, got {value}")
+    if address is not None and backend != "ray":
+        raise UserError("--address is for --backend ray")
+    plan = make_plan(experiment, out, seeds, list(grid), dict(sets or {}), toml)
+    if backend == "ray":
+        connect_ray(address, workers)
+    try:
+        out = prepare_out_dir(plan.out)
+        with open(out / LOCK_FILE, "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise UserError(f"another sweep is running in {out}; wait for it or choose a new --out") from None
+            return _run(plan, backend, workers, batch, progress)
+    finally:
+        if backend == "ray":
+            import ray
+            ray.shutdown()
+
+
+def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progress: bool) -> SweepResult:
+    """The sweep in its (created, locked) folder: jobs, backend, rows, then the report."""
+    from tqdm import tqdm
+
+    from headmovies.render.core import sweep_report
+    from headmovies.render.core.outputs import write_text
+    out, experiment = plan.out, plan.experiment
+    if not (out / SETTINGS_FILE).exists():
+        write_text(out / SETTINGS_FILE, json.dumps({"experiment": experiment, "settings": plan.settings},
+                                                   indent=1, sort_keys=True) + "\n")
+    result = SweepResult(out, skipped=len(plan.runs) - len(plan.todo))
+    n_workers = workers or default_workers()
+    if backend == "ray" and workers is None:
+        import ray
+        n_workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    jobs = make_jobs(plan, n_workers, batch)
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(plan.todo), desc=f"sweep {experiment}", unit="run", disable=not progress,
+               dynamic_ncols=True, smoothing=0)
+
+    def on_rows(rows: list[dict]) -> None:
+        with open(out / ROWS_FILE, "a", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        for row in rows:
+            if row["status"] == "done":
+                result.done += 1
+            else:
+                result.failed += 1
+                bar.write(f"failed: {row['run']}: {row['error']}")
+        bar.set_postfix(done=result.done, failed=result.failed, refresh=False)
+        bar.update(len(rows))
+
+    try:
+        if jobs:
+            (run_ray(jobs, workers, on_rows) if backend == "ray"
+             else run_local(jobs, min(n_workers, len(jobs)), on_rows))
+    finally:                # also after Ctrl-C: the table and census of the runs finished so far
+        bar.close()
+        result.seconds = time.perf_counter() - t0
+        family = importlib.import_module(f"headmovies.render.{tasks.experiments()[experiment]}.report")
+        result.reports = sweep_report.write_report(out, read_rows(out / ROWS_FILE), experiment,
+                                                   family.SWEEP_OUTCOME, plan.settings)
+    return result

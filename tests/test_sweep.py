@@ -1,0 +1,399 @@
+"""Sweeps (docs/sweeps.md): the batched orbit trainer against single runs, the batch loop's run
+files, the sweep on local processes and on a real local Ray instance, resuming, the table and
+census, and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from headmovies import runfile
+from headmovies.cli import main as cli_main
+from headmovies.errors import RunFileError, UserError
+from headmovies.render.core import sweep_report
+from headmovies.render.core.reader import Run
+from headmovies.render.orbits import report as orbit_report
+from headmovies.render.orbits.check import run_report
+from headmovies.train import config, loop
+from headmovies.train import sweep as S
+from headmovies.train.batch_loop import train_batch
+from headmovies.train.orbits import OrbitConfig, OrbitTask
+from headmovies.train.orbits_batch import OrbitBatch, batch_key, max_batch
+from equivariant import equivariant_run
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"p": "5", "n_heads": "3", "d_model": "8", "d_head": "2", "early_every": "10", "switch_epoch": "40",
+        "late_every": "40", "split": "random"}
+SWEEP_SETS = {**TINY, "epochs": "200", "eq_start": "20", "eq_ramp": "50"}
+SWEEP_GRID = [("eq_weight", ["1", "10"])]
+VOLATILE = ("seconds", "host")          # the only row fields that may differ between backends
+
+
+def cfg_of(**kw) -> OrbitConfig:
+    return config.resolve(OrbitConfig, sets={**TINY, **{k: str(v) for k, v in kw.items()}})
+
+
+def single_run(cfg: OrbitConfig) -> OrbitTask:
+    torch.manual_seed(cfg.seed)
+    task = OrbitTask(cfg)
+    for epoch in range(1, cfg.epochs + 1):
+        task.step(epoch)
+    return task
+
+
+def assert_same_run_files(a: Path, b: Path) -> None:
+    """Every snapshot, metric and split dataset equal bit for bit."""
+    with runfile.open_for_reading(a) as fa, runfile.open_for_reading(b) as fb:
+        for group in (runfile.SNAPSHOTS, runfile.METRICS, runfile.SPLIT):
+            assert sorted(fa[group]) == sorted(fb[group])
+            for name in fa[group]:
+                np.testing.assert_array_equal(fa[group][name][()], fb[group][name][()], err_msg=f"{group}/{name}")
+        assert runfile.is_complete(fa) and runfile.is_complete(fb)
+
+
+def rows_by_run(out: Path) -> dict[str, dict]:
+    rows = S.read_rows(out / S.ROWS_FILE)
+    return {r["run"]: {k: v for k, v in r.items() if k not in VOLATILE} for r in rows}
+
+
+# --- the batched orbit trainer ----------------------------------------------------------------------
+
+TWO_PHASE = dict(epochs=40, refine_start=20, eq_start=5, eq_ramp=10, refine_ramp=10, eq_seq_lens="3,4",
+                 refine_seq_lens="5", eq_seq_batch=4)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_batched_instances_equal_their_single_runs_bit_for_bit(residual):
+    """Three instances differing in seed, init, split, every loss weight and ramp, and pruning,
+    over a two-phase run with the sequence term: each equals its own single run bit for bit
+    (weights, AdamW state, generator). B = 1 too."""
+    per_instance = [dict(seed=0, eq_weight=1, eq_start=0, refine_prune=0, ov_bias_weight=0, init_scale=1, split="random"),
+                    dict(seed=1, eq_weight=10, eq_start=5, refine_prune=0.25, ov_bias_weight=0.01, init_scale=0.5,
+                         split="orbit"),
+                    dict(seed=7, eq_weight=3, eq_start=15, refine_prune=0.5, ov_bias_weight=0.1, init_scale=2,
+                         train_frac=0.5)]
+    cfgs = [cfg_of(**{**TWO_PHASE, **kw, "residual": residual}) for kw in per_instance]
+    singles = [single_run(cfg) for cfg in cfgs]
+    for group in ([0, 1, 2], [1]):
+        batch = OrbitBatch([cfgs[i] for i in group])
+        for epoch in range(1, cfgs[0].epochs + 1):
+            batch.step(epoch)
+        for i, k in enumerate(group):
+            single, view = singles[k], batch.sync(i)
+            for name, w in single.model.state_dict().items():
+                assert torch.equal(w, view.model.state_dict()[name]), (cfgs[k].seed, name)
+            assert str(single.optimizer.state_dict()) == str(view.optimizer.state_dict())
+            assert torch.equal(single.generator.get_state(), view.generator.get_state())
+            assert single.evaluate() == view.evaluate(), cfgs[k]
+
+
+def test_batch_key_and_size():
+    """Instances may differ in loss weights and seeds, not in shapes or the optimizer's schedule;
+    the default 32 heads of C_24 are too large for batching to pay on a CPU."""
+    assert batch_key(cfg_of(seed=1, eq_weight=3)) == batch_key(cfg_of(seed=2, eq_weight=30))
+    assert batch_key(cfg_of(lr=1e-3)) != batch_key(cfg_of(lr=3e-4))
+    assert batch_key(cfg_of(n_heads=3)) != batch_key(cfg_of(n_heads=4))
+    with pytest.raises(ValueError):
+        OrbitBatch([cfg_of(lr=1e-3), cfg_of(lr=3e-4)])
+    assert max_batch(OrbitConfig()) == 1
+    assert max_batch(cfg_of(p=12, n_heads=8)) == 2 ** 18 // (8 * 12 ** 3) == 18
+    assert max_batch(cfg_of(p=8, n_heads=4)) == 32
+
+
+def test_batch_loop_writes_the_run_files_and_checkpoints_of_single_runs(tmp_path):
+    """train_batch's run files equal loop.train's bit for bit (snapshots, metrics, split) and so do
+    their checkpoints (model, AdamW state, generator, global RNG): each resumes as a single run."""
+    cfgs = [cfg_of(seed=s, epochs=40, eq_start=0, eq_seq_lens="3") for s in (0, 1)]
+    results = train_batch("orbits", cfgs, [tmp_path / f"b{s}.h5" for s in (0, 1)])
+    assert [r.epochs for r in results] == [40, 40]
+    for s, cfg in zip((0, 1), cfgs):
+        loop.train("orbits", cfg, tmp_path / f"s{s}.h5", progress=False)
+        assert_same_run_files(tmp_path / f"b{s}.h5", tmp_path / f"s{s}.h5")
+        a, b = (torch.load(loop.checkpoint_path(tmp_path / f"{k}{s}.h5"), weights_only=False) for k in "bs")
+        assert a["epoch"] == b["epoch"] == 40 and a["config"] == b["config"]
+        assert torch.equal(a["torch_rng"], b["torch_rng"])
+        assert torch.equal(a["task"]["generator"], b["task"]["generator"])
+        assert all(torch.equal(a["task"]["model"][k], b["task"]["model"][k]) for k in b["task"]["model"])
+        assert str(a["task"]["optimizer"]) == str(b["task"]["optimizer"])
+    with h5py.File(tmp_path / "b0.h5", "r") as f:
+        assert f.attrs["experiment"] == "orbits" and json.loads(f.attrs["config"])["seed"] == 0
+
+
+def test_a_diverging_instance_stops_alone(tmp_path):
+    cfgs = [cfg_of(seed=0, epochs=30), cfg_of(seed=0, epochs=30, ov_bias_weight=1e308)]
+    ok, bad = train_batch("orbits", cfgs, [tmp_path / "ok.h5", tmp_path / "bad.h5"])
+    assert isinstance(bad, UserError) and str(bad).startswith("training diverged by epoch 10 (")
+    assert ok.metrics["train_acc"] > 0
+    loop.train("orbits", cfgs[0], tmp_path / "single.h5", progress=False)
+    assert_same_run_files(tmp_path / "ok.h5", tmp_path / "single.h5")
+    with runfile.open_for_reading(tmp_path / "bad.h5") as f:
+        assert list(f["snapshots/epoch"][()]) == [0, 10] and not runfile.is_complete(f)
+
+
+# --- plan, names, parsing --------------------------------------------------------------------------
+
+def test_seeds_grid_and_run_names():
+    assert S.parse_seeds("0-3,10") == [0, 1, 2, 3, 10]
+    assert S.parse_seeds("5") == [5] and S.parse_seeds("3,1,3") == [1, 3]
+    assert S.parse_grid(["eq_weight=1,10", "eq_seq_lens=3;2,4"]) == [("eq_weight", ["1", "10"]),
+                                                                     ("eq_seq_lens", ["3", "2,4"])]
+    assert S.run_name(3, {"eq_weight": 10.0}) == "seed3-eq_weight10"
+    assert S.run_name(0, {"lr": 0.0003, "split": "orbit", "residual": True, "eq_seq_lens": "2,4"}) == \
+        "seed0-lr0.0003-splitorbit-residualtrue-eq_seq_lens2_4"
+    assert S.run_name(1, {}) == "seed1"
+
+
+def test_plan_and_jobs(tmp_path):
+    plan = S.make_plan("orbits", tmp_path / "sw", [0, 1, 2], [("eq_weight", ["1", "10"])], {"p": "5", "n_heads": "3",
+                       "d_model": "8"})
+    assert [r.name for r in plan.runs] == [f"seed{s}-eq_weight{w}" for w in (1, 10) for s in (0, 1, 2)]
+    assert {r.action for r in plan.runs} == {"new"} and plan.settings == {"p": 5, "n_heads": 3, "d_model": 8}
+    assert plan.runs[4].cfg.eq_weight == 10.0 and plan.runs[4].cfg.seed == 1
+    assert not (tmp_path / "sw").exists()                       # planning creates nothing
+    jobs = S.make_jobs(plan, workers=2)                         # 6 batchable runs over 2 workers: 2 x 3
+    assert [len(j.runs) for j in jobs] == [3, 3] and all(j.batched for j in jobs)
+    assert [len(j.runs) for j in S.make_jobs(plan, workers=2, batch=2)] == [2, 2, 2]
+    assert [len(j.runs) for j in S.make_jobs(plan, workers=8, batch=1)] == [1] * 6
+    big = S.make_plan("orbits", tmp_path / "sw", [0, 1], [], {})   # the default model: one run per job
+    assert [j.batched for j in S.make_jobs(big, workers=1)] == [False, False]
+
+
+# --- the sweep -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory):
+    """2 seeds x eq_weight 1, 10 on 2 local worker processes (batches of 2)."""
+    out = tmp_path_factory.mktemp("sweep") / "local"
+    res = S.sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=2, progress=False)
+    return out, res
+
+
+def test_local_sweep_rows_files_and_report(local_sweep):
+    out, res = local_sweep
+    assert (res.done, res.failed, res.skipped) == (4, 0, 0)
+    rows = S.read_rows(out / S.ROWS_FILE)
+    assert sorted(r["run"] for r in rows) == ["seed0-eq_weight1", "seed0-eq_weight10", "seed1-eq_weight1",
+                                               "seed1-eq_weight10"]
+    for row in rows:
+        assert row["status"] == "done" and row["error"] is None and row["batch"] == 2 and row["action"] == "new"
+        assert row["config"]["eq_weight"] == row["grid"]["eq_weight"] and row["config"]["seed"] == row["seed"]
+        with Run(out / row["file"]) as run:      # an ordinary run file: the orbit check reads it
+            assert run.complete and int(run.epochs[-1]) == 200
+            assert row["metrics"] == {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch"}
+            report = run_report(run)
+            assert row["summary"]["nontrivial"] == [o.size for o in report.orbits if o.size > 1]
+            assert row["summary"] == json.loads(json.dumps(orbit_report.sweep_summary(run)))
+    assert json.loads((out / S.SETTINGS_FILE).read_text()) == {
+        "experiment": "orbits", "settings": {k: config.resolve(OrbitConfig, sets=SWEEP_SETS).__dict__[k]
+                                             for k in SWEEP_SETS}}
+    md = (out / "summary.md").read_text()
+    assert "| eq_weight=1 | 0–1 | 2 | 0 |" in md and "| eq_weight=10 | 0–1 | 2 | 0 |" in md
+    assert (out / "census.png").stat().st_size > 5000 and (out / "census.svg").exists()
+
+
+def test_rerun_skips_complete_runs_and_a_bigger_grid_adds_only_new_runs(local_sweep, tmp_path):
+    out, _ = local_sweep
+    again = S.sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=2, progress=False)
+    assert (again.done, again.failed, again.skipped) == (0, 0, 4)
+    assert len(S.read_rows(out / S.ROWS_FILE)) == 4
+    # A complete run without a row (killed between training and recording) is recorded, not retrained.
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("seed0-eq_weight1.h5", S.SETTINGS_FILE):
+        (copy / name).write_bytes((out / name).read_bytes())
+    mtime = (copy / "seed0-eq_weight1.h5").stat().st_mtime_ns
+    plan = S.make_plan("orbits", copy, [0], [("eq_weight", ["1"])], SWEEP_SETS)
+    assert [r.action for r in plan.runs] == ["record"]
+    # A bigger grid: the 2 new runs only, one of them diverging (recorded, the sweep goes on).
+    grown = S.sweep("orbits", out, seeds=[0], grid=[("eq_weight", ["1", "10", "1e308"])], sets=SWEEP_SETS, workers=1,
+                    progress=False)
+    assert (grown.done, grown.failed, grown.skipped) == (0, 1, 2)
+    rows = S.read_rows(out / S.ROWS_FILE)
+    assert len(rows) == 5 and rows[-1]["run"] == "seed0-eq_weight1e+308"
+    assert rows[-1]["status"] == "failed" and rows[-1]["error"].startswith("training diverged by epoch 30 (")
+    assert "\n" not in rows[-1]["error"] and rows[-1]["metrics"] is None
+    S.sweep("orbits", copy, seeds=[0], grid=[("eq_weight", ["1"])], sets=SWEEP_SETS, workers=1, progress=False)
+    assert (copy / "seed0-eq_weight1.h5").stat().st_mtime_ns == mtime
+    assert [r["action"] for r in S.read_rows(copy / S.ROWS_FILE)] == ["record"]
+    assert "| eq_weight=1e+308 | 0 | 0 | 1 | — |" in (out / "summary.md").read_text()
+
+
+def _wait_for_snapshots(path: Path, count: int, proc, timeout: float = 60) -> None:
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        try:
+            with runfile.open_for_reading(path) as f:
+                if f[runfile.SNAPSHOTS][runfile.EPOCH].shape[0] >= count:
+                    return
+        except RunFileError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError("no snapshots appeared")
+
+
+def test_a_killed_run_is_resumed_and_ends_equal_to_an_uninterrupted_one(tmp_path):
+    """A run killed mid-way (SIGKILL) in the sweep's folder: the rerun resumes it from its
+    checkpoint, and it ends equal, bit for bit, to the same run trained in one go."""
+    out = tmp_path / "sw"
+    out.mkdir()
+    sets = {**SWEEP_SETS, "epochs": "300"}
+    run = out / "seed1-eq_weight10.h5"
+    argv = [sys.executable, "-m", "headmovies", "train", "orbits", "--out", str(run), "--checkpoint-every", "0",
+            "--no-progress"] + [a for k, v in {**sets, "seed": "1", "eq_weight": "10"}.items() for a in ("--set", f"{k}={v}")]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_snapshots(run, 3, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    plan = S.make_plan("orbits", out, [1], [("eq_weight", ["10"])], sets)
+    assert plan.runs[0].action == "resume"
+    res = S.sweep("orbits", out, seeds=[1], grid=[("eq_weight", ["10"])], sets=sets, workers=1, progress=False)
+    assert res.done == 1 and S.read_rows(out / S.ROWS_FILE)[0]["action"] == "resume"
+    loop.train("orbits", plan.runs[0].cfg, tmp_path / "whole.h5", progress=False)
+    assert_same_run_files(run, tmp_path / "whole.h5")
+
+
+def test_ray_sweep_equals_the_local_one(local_sweep, tmp_path):
+    """The same sweep as Ray tasks on a real local Ray instance: the same rows (but wall time and
+    host) and the same weights, bit for bit."""
+    import ray
+    out = tmp_path / "ray"
+    res = S.sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, backend="ray", workers=2,
+                  progress=False)
+    assert (res.done, res.failed) == (4, 0) and not ray.is_initialized()
+    local = rows_by_run(local_sweep[0])
+    assert rows_by_run(out) == {k: v for k, v in local.items() if k in rows_by_run(out)} and len(local) >= 4
+    for name in rows_by_run(out):
+        assert_same_run_files(out / f"{name}.h5", local_sweep[0] / f"{name}.h5")
+
+
+# --- table and census ------------------------------------------------------------------------------
+
+def _row(run, seed, grid, outcome=None, acc=None, error=None):
+    return {"run": run, "seed": seed, "grid": grid, "status": "failed" if error else "done", "error": error,
+            "metrics": None if error else {"train_acc": acc}, "summary": None if error else {"outcome": outcome},
+            "seconds": 4.0, "batch": 2}
+
+
+def test_summary_and_census_count_outcomes_per_config():
+    rows = [_row("a0", 0, {"eq_weight": 1.0}, "none", 0.5), _row("a1", 1, {"eq_weight": 1.0}, "4+2", 1.0),
+            _row("a2", 2, {"eq_weight": 1.0}, error="boom"), _row("b0", 0, {"eq_weight": 10.0}, "none", 0.25),
+            _row("b1", 1, {"eq_weight": 10.0}, "none", 0.75), _row("a2", 2, {"eq_weight": 1.0}, "none", 0.0)]
+    latest = sweep_report.latest(rows)
+    assert [r["run"] for r in latest] == ["a0", "a1", "a2", "b0", "b1"] and latest[2]["status"] == "done"
+    md = sweep_report.summary_markdown(rows, "orbits", "orbit structure", {"epochs": 2000})
+    assert "| eq_weight=1 | 0–2 | 3 | 0 | none ×2, 4+2 ×1 | 50.0% [0.0%, 100.0%] | 2 |" in md
+    assert "| eq_weight=10 | 0–1 | 2 | 0 | none ×2 | 50.0% [25.0%, 75.0%] | 2 |" in md
+    assert "Fixed settings: epochs=2000" in md
+    fig = sweep_report.census_figure(rows[:5], "orbits", "orbit structure")
+    ax = fig.axes[0]
+    widths = {(c.get_label(), round(p.get_y() + p.get_height() / 2)): p.get_width()
+              for c in ax.containers for p in c}
+    # bars from the top: eq_weight=1 at y = 1, eq_weight=10 at y = 0
+    assert widths == {("none", 1): 1, ("none", 0): 2, ("4+2", 1): 1, ("4+2", 0): 0, ("failed", 1): 1, ("failed", 0): 0}
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["eq_weight=1", "eq_weight=10"]
+    assert sweep_report.seeds_text([0, 1, 2, 3, 7, 9, 10]) == "0–3, 7, 9–10"
+
+
+def test_orbit_sweep_summary_of_a_known_layer(tmp_path):
+    """An exactly equivariant layer with orbits of 12 and 4 heads and 2 heads in none."""
+    path = equivariant_run(tmp_path / "eq.h5", [0, 100, 200], orbit_sizes=(12, 4), extra_heads=2)
+    with Run(path) as run:
+        s = orbit_report.sweep_summary(run)
+    assert s["outcome"] == "12+4" and s["nontrivial"] == [12, 4] and s["epoch"] == 200
+    assert s["n_dead"] == 0 and sum(s["groups"].values()) == 18 and all(isinstance(k, str) for k in s["groups"])
+
+
+# --- bad input -------------------------------------------------------------------------------------
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--grid", "eq_weight="], "error: --grid eq_weight has an empty value list"),
+    (["--grid", "bogus=1,2"], "error: unknown config key 'bogus' in --grid"),
+    (["--set", "bogus=1"], "error: unknown config key 'bogus'"),
+    (["--seeds", "a-b"], "error: --seeds takes non-negative integers and ranges"),
+    (["--grid", "split=orbit,diagonal"], "error: split must be one of ('random', 'orbit'), got 'diagonal' "
+                                         "(grid point split=diagonal)"),
+    (["--workers", "0"], "error: --workers must be >= 1, got 0"),
+    (["--backend", "ray", "--address", "127.0.0.1:{port}"], "error: cannot reach a Ray cluster at 127.0.0.1:{port} ("),
+])
+def test_bad_input_is_one_line_exit_2_and_creates_nothing(tmp_path, capsys, args, message):
+    port = _closed_port()
+    args = [a.format(port=port) for a in args]
+    out = tmp_path / "sweep"
+    assert cli_main(["sweep", "orbits", "--out", str(out), "--no-progress"] + args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message.format(port=port)) and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_ray_backend_without_ray_says_how_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)       # how Python marks a module as absent
+    out = tmp_path / "sweep"
+    assert cli_main(["sweep", "orbits", "--out", str(out), "--backend", "ray"]) == 2
+    assert capsys.readouterr().err == "error: --backend ray needs Ray, an optional extra: pip install -e .[ray]\n"
+    assert not out.exists()
+
+
+def test_a_folder_of_another_sweep_is_refused(local_sweep, capsys):
+    out, _ = local_sweep
+    before = sorted(os.listdir(out))
+    assert cli_main(["sweep", "orbits", "--out", str(out), "--seeds", "0", "--set", "epochs=500"]) == 2
+    assert "holds a sweep of orbits with settings" in capsys.readouterr().err
+    assert sorted(os.listdir(out)) == before
+
+
+@pytest.mark.parametrize("experiment, sets", [
+    ("induction-1l", {"epochs": "20", "early_every": "10", "batch_size": "16", "eval_size": "32"}),
+    ("ov-coherent", {"epochs": "20", "seq_len": "6", "batch": "16", "early_every": "10"}),
+])
+def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, sets):
+    """Experiments without a batched trainer sweep one run per job; their rows carry the summary
+    their render package computes from the run file (`report.sweep_summary`)."""
+    from headmovies.render.induction import analysis as ind
+    from headmovies.render.induction import report as ind_report
+    from headmovies.render.ov_coherent import analysis as ovc
+    from headmovies.render.ov_coherent import report as ovc_report
+    from headmovies.tasks.ov_coherent import WEIGHT_NAMES, task_cases
+    res = S.sweep(experiment, tmp_path / "sw", seeds=[0], sets=sets, workers=1, progress=False)
+    assert (res.done, res.failed) == (1, 0)
+    for row in S.read_rows(tmp_path / "sw" / S.ROWS_FILE):
+        with Run(tmp_path / "sw" / row["file"]) as run:
+            if experiment == "ov-coherent":
+                full = ovc.analyse(run.weights(-1, WEIGHT_NAMES), task_cases(6))
+                assert row["summary"]["acc"] == full["acc"] and row["summary"]["opposite"] == full["opposite"]
+                assert row["summary"]["outcome"] == ovc_report.outcome(full)
+            else:
+                full = ind.analyse(run)
+                assert row["summary"]["accuracy"] == full["accuracy"]
+                assert row["summary"]["block_length_accuracy"] == full["block_length_accuracy"]
+                assert row["summary"]["copying"] == {r["circuit"]: r["copying"] for r in full["copying"]}
+                assert row["summary"]["outcome"] == ind_report.outcome(full["accuracy"], full["block_length_accuracy"], 6)
+    assert (tmp_path / "sw" / "census.png").exists()
+
+
+def test_induction_and_ov_coherent_outcomes():
+    from headmovies.render.induction.report import outcome as ind_outcome
+    from headmovies.render.ov_coherent.report import outcome as ovc_outcome
+    assert ind_outcome(1.0, {"4": 0.95, "5": 0.97, "6": 1.0, "7": 0.93, "8": 0.9}, 6) == "induction"
+    assert ind_outcome(1.0, {"4": 0.09, "5": 0.1, "6": 1.0, "7": 0.09, "8": 0.1}, 6) == "trained length only"
+    assert ind_outcome(0.2, {"4": 0.2, "5": 0.2, "6": 0.2, "7": 0.2, "8": 0.2}, 6) == "not learned"
+    assert ovc_outcome({"acc": 1.0, "opposite": True, "kendall_tau": -1.0}) == "opposite"
+    assert ovc_outcome({"acc": 1.0, "opposite": False, "kendall_tau": -0.4}) == "opposed (τ < 0)"
+    assert ovc_outcome({"acc": 1.0, "opposite": False, "kendall_tau": 0.0}) == "not opposed"
+    assert ovc_outcome({"acc": 1.0, "opposite": None, "kendall_tau": None}) == "solved"
+    assert ovc_outcome({"acc": 0.875, "opposite": True, "kendall_tau": -1.0}) == "not solved"
