@@ -1,6 +1,7 @@
 """Still figures of an orbit run for posts, from the run file alone (no retraining).
 
-    curves        loss, accuracy and equivariance error over epochs (log scales where they fit)
+    curves        loss, accuracy and both equivariance errors (pooled, worst input) over epochs
+                  (log scales where they fit)
     panels        the movie's panels at the final epoch (trails, orbit colours, legend)
     orbit_check   the orbit check as a picture: relative match error of every head under every
                   shift (log colour; the tolerance marked), heads grouped by orbit
@@ -54,7 +55,8 @@ def orbit_colours(report: OrbitReport) -> list:
 
 PRETTY = {"train_loss": "train cross-entropy", "heldout_loss": "held-out cross-entropy",
           "eq_loss": "equivariance loss", "train_acc": "train", "heldout_acc": "held-out",
-          "eq_error": "equivariance error"}
+          "eq_error_pooled": "pooled", "eq_error_worst_input": "worst input"}
+EQ_ERRORS = ("eq_error_pooled", "eq_error_worst_input")   # docs/math.md, "Equivariance loss and equivariance errors"
 
 
 def _label(key: str) -> str:
@@ -75,7 +77,7 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
     epoch = metrics["epoch"]
     groups = [("loss", [k for k in sorted(metrics) if k.endswith("loss")], True),
               ("accuracy", [k for k in sorted(metrics) if k.endswith("_acc")], False),
-              ("equivariance error", [k for k in ("eq_error",) if k in metrics], True)]
+              ("equivariance error", [k for k in EQ_ERRORS if k in metrics], True)]
     groups = [g for g in groups if g[1]]
     if not groups:
         raise UserError("the run logged no loss, accuracy or equivariance-error metrics to plot")
@@ -85,7 +87,8 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
             y = np.asarray(metrics[k], float)
             if log:
                 ok = y > 0   # log axes cannot show 0
-                ax.plot(epoch[ok], y[ok], lw=1.5, color=_colour(k), label=f"{_label(k)} (final {y[-1]:.2g})")
+                ax.plot(epoch[ok], y[ok], lw=1.5, color=_colour(k), ls="--" if k == "eq_error_worst_input" else "-",
+                        label=f"{_label(k)} (final {y[-1]:.2g})")
             else:
                 ax.plot(epoch, 100 * y, lw=1.5, color=_colour(k), label=f"{_label(k)} (final {100 * y[-1]:.1f}%)")
         if log:
