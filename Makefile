@@ -75,11 +75,13 @@ ov-coherent: setup
 # make induction - seed 003: train the 1-layer, smeared-key and 2-layer models (seed 0; complete
 # runs are reused), then figures, tables and attention movies under outputs/induction/.
 # make induction-seeds - the seed comparison: INDUCTION_SEEDS x both position placements, one run at
-# a time on one thread (seed 0 with positions at the Q/K inputs is `make induction`'s run), plus
-# INDUCTION_REPEAT_SEEDS with letters drawn independently (repeats allowed, as in the seed); no movies.
+# a time on one thread (seed 0 with the default placement, INDUCTION_DEFAULT_POSITIONS, is `make
+# induction`'s run), plus INDUCTION_REPEAT_SEEDS with letters drawn independently (repeats allowed,
+# as in the seed); no movies.
 INDUCTION_VARIANTS := 1l smeared 2l
 INDUCTION_SEEDS ?= 0 1 2
-INDUCTION_POSITIONS ?= qk_input qk_vector
+INDUCTION_POSITIONS ?= qk_vector qk_input
+INDUCTION_DEFAULT_POSITIONS := qk_vector
 INDUCTION_REPEAT_SEEDS ?= 0
 
 induction: setup
@@ -90,7 +92,7 @@ induction: setup
 induction-seeds: setup
 	mkdir -p data/induction-seeds
 	for s in $(INDUCTION_SEEDS); do for pos in $(INDUCTION_POSITIONS); do for v in $(INDUCTION_VARIANTS); do \
-		if [ $$pos = qk_input ] && [ $$s = 0 ]; then out=data/induction-$$v.h5; \
+		if [ $$pos = $(INDUCTION_DEFAULT_POSITIONS) ] && [ $$s = 0 ]; then out=data/induction-$$v.h5; \
 		else out=data/induction-seeds/$$v-$$pos-s$$s.h5; fi; \
 		OMP_NUM_THREADS=1 $(HM) train induction-$$v --out $$out --set seed=$$s \
 			--set positions=$$pos --reuse --no-progress || exit 1; done; done; done
@@ -98,7 +100,7 @@ induction-seeds: setup
 		OMP_NUM_THREADS=1 $(HM) train induction-$$v --out data/induction-seeds/$$v-qk_vector-repeats-s$$s.h5 \
 			--set seed=$$s --set positions=qk_vector --set distinct=false --reuse --no-progress || exit 1; done; done
 	$(HM) induction report $(foreach pos,$(INDUCTION_POSITIONS),$(foreach s,$(INDUCTION_SEEDS),\
-		$(foreach v,$(INDUCTION_VARIANTS),$(if $(filter qk_input0,$(pos)$(s)),data/induction-$(v).h5,\
+		$(foreach v,$(INDUCTION_VARIANTS),$(if $(filter $(INDUCTION_DEFAULT_POSITIONS)0,$(pos)$(s)),data/induction-$(v).h5,\
 		data/induction-seeds/$(v)-$(pos)-s$(s).h5)))) \
 		$(foreach s,$(INDUCTION_REPEAT_SEEDS),$(foreach v,$(INDUCTION_VARIANTS),data/induction-seeds/$(v)-qk_vector-repeats-s$(s).h5)) \
 		--out outputs/induction/seeds --no-movie --no-progress

@@ -9,7 +9,7 @@ Layout (schema version 1; docs/run-file.md):
     /snapshots/epoch      [T] int64, the scheduled epochs written so far
     /snapshots/<weight>   [T, ...] float32, TransformerLens names (W_E, W_Q, W_K, W_V, W_O, W_U, ...)
     /metrics/epoch        [T] int64, same epochs as the snapshots
-    /metrics/<name>       [T] float64 (train_loss, train_acc, heldout_acc, eq_error, ...)
+    /metrics/<name>       [T] float64 (train_loss, train_acc, heldout_acc, eq_error_pooled, ...)
     /split/<name>         int64 index arrays (e.g. train, heldout), written once
 
 Every dataset is created before SWMR mode is switched on; each snapshot is appended by
@@ -35,6 +35,8 @@ SPLIT = "split"
 COMPLETE = "complete"
 EPOCH = "epoch"
 REQUIRED_ATTRS = ("schema_version", "experiment", "config", "seed", "created", "versions")
+# Metrics renamed since files were first written: {old name: name now}. Readers map old files.
+RENAMED_METRICS = {"eq_error": "eq_error_pooled"}   # before the worst-input error was stored too
 
 
 def open_for_reading(path: str | os.PathLike) -> h5py.File:

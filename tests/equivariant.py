@@ -131,5 +131,5 @@ def equivariant_run(path, epochs, n: int = 24, m: int = 2, orbit_sizes=(12, 4), 
         if dead_heads and t >= T // 2:
             snaps[-1]["W_O"][list(dead_heads)] = 0.0
     metrics = {"train_acc": np.linspace(0.1, 1.0, T), "heldout_acc": np.linspace(0.05, 0.76, T),
-               "eq_error": np.geomspace(1e-1, 1e-4, T)}
+               "eq_error_pooled": np.geomspace(1e-1, 1e-4, T), "eq_error_worst_input": np.geomspace(3e-1, 3e-4, T)}
     return write_run(path, epochs, snaps, n, m, metrics, config=config)

@@ -25,7 +25,7 @@ def eq_run(tmp_path_factory):
 def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
     out = tmp_path / "figs"
     assert main(["orbits", "figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
-    names = ["curves", "panels", "orbit_check", "orbit_power", "orbits_over_time"]
+    names = ["curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress"]
     for name in names:
         png = imread(out / f"{name}.png")
         assert png.ndim == 3 and min(png.shape[:2]) > 200
@@ -139,3 +139,54 @@ def test_orbit_history_dates_each_orbit_from_its_verification(eq_run):
     # the distance to an orbit shrinks to rounding level once verified; extra heads stay far
     assert np.nanmax(h.head_error[-1, :16]) < 1e-6 and np.nanmin(h.head_error[-1, 16:]) > 0.02
     assert not h.in_orbit[:4].any() and h.in_orbit[4:, :16].all() and not h.in_orbit[:, 16:].any()
+
+
+def test_both_equivariance_errors_in_curves_and_caption(eq_run, tmp_path):
+    """New files store eq_error_pooled and eq_error_worst_input; files made before hold the
+    pooled error as `eq_error`, which the reader renames, so figures and captions read both."""
+    from headmovies.render.orbits.figures import curves_figure
+    from headmovies.render.orbits.movie import caption
+    with Run(eq_run) as run:
+        met = run.metrics()
+        text = caption(run)(int(EPOCHS[-1]))
+    assert "eq. error pooled 1.0e-04" in text and "worst input 3.0e-04" in text
+    eq_ax = curves_figure(met).axes[-1]
+    assert eq_ax.get_title() == "equivariance error"
+    assert [t.get_text() for t in eq_ax.get_legend().get_texts()] == ["pooled (final 0.0001)",
+                                                                      "worst input (final 0.0003)"]
+    old = write_run(tmp_path / "old.h5", [0, 50], [{"W_E": np.zeros((24, 4))}] * 2,
+                    metrics={"train_acc": [0.5, 1.0], "eq_error": [0.1, 0.002]})
+    with Run(old) as run:
+        met = run.metrics()
+        assert set(met) == {"epoch", "train_acc", "eq_error_pooled"}
+        assert met["eq_error_pooled"].tolist() == [0.1, 0.002]
+        assert caption(run)(50) == "train 100.0%   eq. error pooled 2.0e-03"
+    labels = [t.get_text() for t in curves_figure(met).axes[-1].get_legend().get_texts()]
+    assert labels == ["pooled (final 0.002)"]
+
+
+def test_orbit_progress_figure(eq_run):
+    """Per head one error curve coloured by its final orbit, the tolerance line, the
+    heads-in-orbits count, and each orbit's lock-in epoch (the fifth snapshot, 200) marked."""
+    from matplotlib.colors import to_hex
+    from headmovies.render.orbits.figures import history_of, orbit_progress_figure
+    with Run(eq_run) as run:
+        h = history_of(run)
+    fig = orbit_progress_figure(h)
+    top, bottom = fig.axes[:2]
+    curves = [l for l in top.get_lines() if len(l.get_xdata()) == len(EPOCHS)]
+    assert len(curves) == 20                                    # 16 orbit heads + 4 in none
+    by_colour = {}
+    for line in curves:
+        by_colour.setdefault(to_hex(line.get_color()), []).append(line)
+    assert sorted(len(v) for v in by_colour.values()) == [4, 4, 12]
+    tol = [l for l in top.get_lines() if l.get_linestyle() == "--"]
+    assert len(tol) == 1 and tol[0].get_ydata()[0] == pytest.approx(0.02)
+    assert top.get_yscale() == "log"
+    locks = sorted({float(l.get_xdata()[0]) for l in top.get_lines() if l.get_linestyle() == ":"})
+    assert locks == [200.0]
+    step = [l for l in bottom.get_lines() if l.get_linestyle() == "-"][0]
+    assert step.get_ydata().tolist() == [0, 0, 0, 0, 16, 16]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[0] == "orbit 1 (size 12, heads 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11): locked in at epoch 200"
+    assert "4 heads in no orbit at the end" in legend and "tolerance 2%" in legend

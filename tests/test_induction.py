@@ -37,9 +37,9 @@ def torch_model(task_cls, seed=0, **kw) -> InductionTransformer:
     return InductionTransformer(cfg_of(task_cls, **kw)).double()
 
 
-def numpy_model(model: InductionTransformer, positions="qk_input") -> ind.Model:
+def numpy_model(model: InductionTransformer) -> ind.Model:
     weights = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-    return ind.Model(weights, model.W_pos.numpy(), positions)
+    return ind.Model(weights, model.W_pos.numpy(), model.blocks[0].attn.positions)
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -120,9 +120,18 @@ def test_positions_reach_only_q_and_k(positions):
     assert [r["copying"] for r in ov_before] == [r["copying"] for r in ov_after]  # OV circuit unchanged
 
 
-def test_smeared_keys_weight_one_equals_plain_keys():
-    smeared = torch_model(InductionSmeared, seed=3)
-    plain = torch_model(Induction1L, seed=3)
+def test_default_positions_are_the_seeds_wording():
+    """Seed 003: positions "added to Q and K": the query/key vectors, one d_head slice per head."""
+    for cls in (Induction1L, InductionSmeared, Induction2L):
+        assert cfg_of(cls).positions == "qk_vector" == task.DEFAULT_POSITIONS
+    assert task.positions_of({}) == "qk_input"                  # files made before the option
+    assert task.positions_of({"positions": "qk_vector"}) == "qk_vector"
+
+
+@pytest.mark.parametrize("positions", ["qk_vector", "qk_input"])
+def test_smeared_keys_weight_one_equals_plain_keys(positions):
+    smeared = torch_model(InductionSmeared, seed=3, positions=positions)
+    plain = torch_model(Induction1L, seed=3, positions=positions)
     with torch.no_grad():
         for name, p in plain.named_parameters():
             p.copy_(dict(smeared.named_parameters())[name])
@@ -133,24 +142,29 @@ def test_smeared_keys_weight_one_equals_plain_keys():
         _, pat = smeared.blocks[0].attn(smeared.W_E[tokens], smeared.W_pos, return_pattern=True)
     # then key j holds token j-1's key: scores of query i on key j equal plain scores on key j-1
     attn = plain.blocks[0].attn
-    x = plain.W_E[tokens] + plain.W_pos
-    q = torch.einsum("btd,hde->bhte", x, attn.W_Q)
-    k = torch.einsum("btd,hde->bhte", x, attn.W_K)
+    x, pos = plain.W_E[tokens], plain.W_pos
+    if positions == "qk_input":
+        q = torch.einsum("btd,hde->bhte", x + pos, attn.W_Q)
+        k = torch.einsum("btd,hde->bhte", x + pos, attn.W_K)
+    else:                                                    # head h adds columns h*8 .. h*8+7
+        P = pos.view(24, 4, 8).transpose(0, 1)[None]         # (1, H, T, dh)
+        q = torch.einsum("btd,hde->bhte", x, attn.W_Q) + P
+        k = torch.einsum("btd,hde->bhte", x, attn.W_K) + P
     k = torch.cat([k[:, :, :1], k[:, :, :-1]], 2)
     scores = (q @ k.transpose(-1, -2) / math.sqrt(8)).masked_fill(torch.ones(24, 24).triu(1).bool(), -math.inf)
     torch.testing.assert_close(pat, scores.softmax(-1).detach())
 
 
 @pytest.mark.parametrize("task_cls,positions", [(Induction1L, "qk_input"), (InductionSmeared, "qk_input"),
-                                                (Induction2L, "qk_input"), (Induction2L, "qk_vector"),
-                                                (InductionSmeared, "qk_vector")])
+                                                (Induction2L, "qk_input"), (Induction1L, "qk_vector"),
+                                                (Induction2L, "qk_vector"), (InductionSmeared, "qk_vector")])
 def test_numpy_forward_matches_trainer(task_cls, positions):
     model = torch_model(task_cls, positions=positions)
     if task_cls is InductionSmeared:
         with torch.no_grad():
             model.blocks[0].attn.alpha.copy_(torch.tensor([-2.0, -0.5, 0.5, 2.0], dtype=torch.float64))
     tokens = repeated_blocks(16, cfg_of(task_cls), torch.Generator().manual_seed(5))
-    nm = numpy_model(model, positions)
+    nm = numpy_model(model)
     for kcomp in (True, False):
         with torch.no_grad():
             ref = model(tokens, k_composition=kcomp).numpy()

@@ -20,7 +20,8 @@ from headmovies.errors import RunFileError
 from headmovies.train import config
 from headmovies.cli import main as pipeline_main
 from headmovies.tasks.orbits import all_inputs
-from headmovies.train.orbits import AttentionLayer, OrbitConfig, OrbitTask, eq_error, eq_loss, orbit_gather_index
+from headmovies.train.orbits import (AttentionLayer, OrbitConfig, OrbitTask, eq_error_pooled, eq_error_worst_input,
+                                     eq_loss, orbit_gather_index)
 from headmovies.train.schedule import snapshot_epochs
 from headmovies.train.loop import checkpoint_path, train
 
@@ -174,7 +175,7 @@ def test_eq_loss_and_error_match_direct_definition(eq_inputs):
     inputs = np.arange(6 ** 3) if eq_inputs == "all" else task.train_idx
     loss, err = _brute_eq(logp, inputs, 6)
     assert float(eq_loss(logp, task.gather, task.w_eq)) == pytest.approx(loss, rel=1e-5)
-    assert eq_error(logp, task.gather) == pytest.approx(err, rel=1e-6)
+    assert eq_error_pooled(logp, task.gather) == pytest.approx(err, rel=1e-6)
     assert err > 0.05  # a random layer is far from equivariant
 
 
@@ -196,18 +197,56 @@ def exactly_equivariant_layer(p: int, m: int = 2, d_head: int = 2, seed: int = 0
     return model
 
 
+def _brute_worst_input(model: AttentionLayer, p: int, m: int = 2) -> np.ndarray:
+    """||l(x+s) - roll_{ms} l(x)||_F / ||l(x)||_F [N, p] (s = 0..p-1) for every input, one by one
+    through the per-sample path `AttentionLayer.forward` (no grid, no gather), in float64."""
+    x = torch.from_numpy(all_inputs(p))
+    with torch.no_grad():
+        ell = model(x).log_softmax(-1).double()                              # (N, 3, p)
+    flat = lambda xx: xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+    ratio = np.zeros((len(x), p))
+    for s in range(p):
+        for i in range(len(x)):
+            d = ell[int(flat((x[i:i + 1] + s) % p))] - torch.roll(ell[i], m * s, dims=-1)
+            ratio[i, s] = float(d.norm() / ell[i].norm())
+    return ratio
+
+
+@pytest.mark.parametrize("p,bump", [(6, 0.0), (6, 0.05), (7, 0.05), (5, 1.0)])
+def test_worst_input_error_matches_per_input_brute_force(p, bump):
+    """An exactly equivariant layer gives ~0; perturbed (one head's W_Q moved by `bump`), the grid
+    computation gives the brute force's max over inputs and shifts, at a pair where the brute
+    force reaches it, and never less than the pooled error."""
+    model = exactly_equivariant_layer(p)
+    with torch.no_grad():
+        model.W_Q[0] += bump
+        logp = model.grid_logits().log_softmax(-1)
+    gather = orbit_gather_index(p, 2)
+    err, x, s = eq_error_worst_input(logp, gather)
+    brute = _brute_worst_input(model, p)
+    if bump == 0:
+        assert err < 1e-6 and brute.max() < 1e-6
+        return
+    assert brute.max() > 1e-3                                       # the perturbation is visible
+    assert err == pytest.approx(brute.max(), rel=1e-4)
+    assert brute[(x[0] * p + x[1]) * p + x[2], s] == pytest.approx(brute.max(), rel=1e-4)
+    assert 1 <= s < p and all(0 <= v < p for v in x)
+    assert err > eq_error_pooled(logp, gather)
+
+
 @pytest.mark.parametrize("p", [6, 7, 24])
 def test_equivariance_error_of_exact_layer_is_tiny(p):
     model = exactly_equivariant_layer(p)
     gather = orbit_gather_index(p, 2)
     with torch.no_grad():
         logp = model.grid_logits().log_softmax(-1)
-        assert eq_error(logp, gather) < 1e-6
+        assert eq_error_pooled(logp, gather) < 1e-6 and eq_error_worst_input(logp, gather)[0] < 1e-6
         w = torch.full((p, p * p), 3.0)
         assert float(eq_loss(logp, gather, w)) < 1e-10
         # breaking the orbit (perturb one head) makes the error large
         model.W_Q[0] += 1.0
-        assert eq_error(model.grid_logits().log_softmax(-1), gather) > 1e-3
+        logp = model.grid_logits().log_softmax(-1)
+        assert eq_error_worst_input(logp, gather)[0] > eq_error_pooled(logp, gather) > 1e-3
 
 
 def test_sequence_equivariance_loss_vanishes_only_for_an_equivariant_layer():
@@ -235,7 +274,7 @@ def test_run_file_round_trip(tmp_path):
         assert all(f["snapshots"][k].dtype == np.float32 for k in shapes)
         assert f["snapshots/W_Q"].chunks[0] == 1
         assert set(f["metrics"]) == {"epoch", "train_loss", "train_acc", "heldout_loss", "heldout_acc",
-                                     "eq_loss", "eq_error"}
+                                     "eq_loss", "eq_error_pooled", "eq_error_worst_input"}
         a = f.attrs
         assert a["schema_version"] == 1 and a["experiment"] == "orbits" and a["seed"] == 0
         assert (a["n"], a["m"]) == (5, 2) and runfile.is_complete(f)

@@ -3,7 +3,8 @@
 26 letters; each sequence (24 tokens) is one block of 6 letters repeated 4 times, a fresh
 block per sequence (letters distinct within a block by default). Next-token loss. From the
 second repeat on every letter is predictable by looking back one block length: that is what
-an induction head does. Sinusoidal positions (Vaswani et al. 2017) reach Q and K only.
+an induction head does. Sinusoidal positions (Vaswani et al. 2017) reach Q and K only: by
+default added to the query and key vectors, optionally to the inputs of W_Q and W_K.
 """
 from __future__ import annotations
 
@@ -13,7 +14,17 @@ from headmovies.errors import UserError
 
 EXPERIMENTS = ("induction-1l", "induction-smeared", "induction-2l")
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-POSITIONS = ("qk_input", "qk_vector")   # where W_pos enters: the inputs of W_Q/W_K, or the query/key vectors
+# Where W_pos enters: the query/key vectors (the default: seed 003's wording, "added to Q and K",
+# read literally) or the inputs of W_Q/W_K (docs/experiments.md, "Induction (seed 003)").
+POSITIONS = ("qk_vector", "qk_input")
+DEFAULT_POSITIONS = POSITIONS[0]
+LEGACY_POSITIONS = "qk_input"   # run files whose config has no `positions` key were trained so
+
+
+def positions_of(config: dict) -> str:
+    """Where W_pos entered in a run, from its stored config (`LEGACY_POSITIONS` for files made
+    before the option existed)."""
+    return config.get("positions", LEGACY_POSITIONS)
 SEED_PROMPTS = ("ABCDEF", "ABCDEFABCDEF", "XYZRSTXYZRST", "ABCDEFXYZRST", "QWERTYXYZRST",
                 "ABCXYZABCDEF", "AAABBBAAABBB")
 BLOCK_LENGTHS = (4, 5, 6, 7, 8)        # out-of-distribution lengths tell induction from "look 5 back"

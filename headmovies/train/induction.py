@@ -11,12 +11,14 @@ Three registered variants share one model class and one config:
 - `induction-2l`      two layers (the seed: nearly succeeds, via K-composition).
 
 Model (row vectors, TransformerLens names): x = W_E[tokens]; per layer
-x += sum_h softmax(causal((x + W_pos) W_Q[h] ((x + W_pos) W_K[h])^T / sqrt(d_head))) x W_V[h] W_O[h];
-logits = x W_U. The sinusoidal table W_pos (Vaswani et al. 2017) reaches only the inputs of
-Q and K, never V or the residual stream. No MLP, LayerNorm or biases.
-`positions=qk_vector` instead adds W_pos to the query and key vectors after W_Q, W_K (one
-slice of d_head columns per head), the seed's literal wording; then q.k holds the fixed term
-W_pos[i].W_pos[j], which no weight can turn into "attend 5 back".
+x += sum_h softmax(causal((x W_Q[h] + P_h) (x W_K[h] + P_h)^T / sqrt(d_head))) x W_V[h] W_O[h];
+logits = x W_U. P_h is head h's slice of d_head columns of the sinusoidal table W_pos
+(Vaswani et al. 2017): the positions are added to the query and key vectors (`positions=qk_vector`,
+the default: seed 003's "added to Q and K", read literally), so q.k holds the fixed term
+W_pos[i].W_pos[j], which no weight can turn into "attend 5 back". `positions=qk_input` adds
+W_pos to the inputs of W_Q and W_K instead: q = (x + W_pos) W_Q[h], a placement under which
+heads can attend by position (docs/results/induction.md). Either way W_pos never reaches V or
+the residual stream. No MLP, LayerNorm or biases.
 
 Data: 26 letters; each sequence is a fresh block of `block_len` letters (distinct within the
 block by default; `distinct=false` draws them independently, so repeats occur) repeated to
@@ -35,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from headmovies.errors import ConfigError
-from headmovies.tasks.induction import POSITIONS, repeat_blocks, sinusoidal_table
+from headmovies.tasks.induction import DEFAULT_POSITIONS, POSITIONS, repeat_blocks, sinusoidal_table
 from headmovies.train.config import TrainConfig, require_memory
 from headmovies.train.experiments import Task, register
 
@@ -55,8 +57,8 @@ class InductionConfig(TrainConfig):
     n_heads: int = 4
     d_head: int = 8             # seed: 4 x 32^2 parameters per W_Q/W_K/W_V/W_O stack -> 4 heads x 8
     pos_base: float = 10000.0   # sinusoidal table W_pos[t, 2i] = sin(t / base^(2i/width)), cos for 2i+1
-    positions: str = "qk_input" # "qk_input": q = (x + W_pos) W_Q; "qk_vector": q = x W_Q + W_pos
-                                # per head slice (seed 003's "added to Q and K", read literally)
+    positions: str = DEFAULT_POSITIONS  # "qk_vector": q = x W_Q + W_pos per head slice (seed 003's
+                                # "added to Q and K", read literally); "qk_input": q = (x + W_pos) W_Q
     batch_size: int = 256
     lr: float = 1e-3
     weight_decay: float = 1.0   # AdamW, decoupled; weight matrices only
@@ -115,7 +117,7 @@ class Attention(nn.Module):
     """One causal attention layer; W_pos enters Q and K only. Optional smeared keys."""
 
     def __init__(self, d_model: int, n_heads: int, d_head: int, smeared: bool, alpha_init: float,
-                 positions: str = "qk_input"):
+                 positions: str = DEFAULT_POSITIONS):
         super().__init__()
         self.d_head, self.positions = d_head, positions
         self.W_Q = nn.Parameter(torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))

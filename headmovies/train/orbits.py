@@ -246,9 +246,13 @@ def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.
     return total / (n_inputs * (n - 1))
 
 
-def eq_error(logp: torch.Tensor, gather: torch.Tensor) -> float:
-    """The pooled equivariance error (docs/math.md, "Equivariance loss and equivariance errors"): max_s ||l(x+s) - roll_{ms} l(x)||_F / ||l(x)||_F over all inputs x, with the
-    autocorrelation along the shift axis computed by FFT in float64."""
+def eq_error_pooled(logp: torch.Tensor, gather: torch.Tensor) -> float:
+    """The pooled equivariance error (docs/math.md, "Equivariance loss and equivariance errors"):
+    max_s ||Delta(., s)||_F / ||l(.)||_F, all n^3 inputs pooled into one norm before the ratio,
+    with the autocorrelation along the shift axis computed by FFT in float64.
+
+    logp: grid log-probs [n, n, n, n]; gather: `orbit_gather_index(n, m)`. Stored as
+    `eq_error_pooled` (`eq_error` in run files made before both errors were stored)."""
     n = logp.shape[0]
     lr = logp.reshape(-1)[gather].view(n, -1).double()                    # (a, rest)
     power = torch.fft.rfft(lr, dim=0).abs().pow(2).sum(1)
@@ -256,6 +260,47 @@ def eq_error(logp: torch.Tensor, gather: torch.Tensor) -> float:
     total = lr.pow(2).sum()
     diff = (2 * total - 2 * corr[1:]).clamp_min(0)
     return float((diff.max() / total).sqrt()) if n > 1 else 0.0
+
+
+def input_cells(n: int) -> torch.Tensor:
+    """[n^3, 3] int64: for input x = (x1, x2, x3) in C order (x1 * n^2 + x2 * n + x3), the cells
+    (a, o) of its three positions in `orbit_gather_index` coordinates, flattened to a * n^2 + o:
+    position i reads query x_i with keys {x_j, x_k} (j < k, the other two), i.e. cell
+    (x_i, x_j - x_i, x_k - x_i). A shift x -> x+s moves each cell along a only."""
+    x = np.stack(np.meshgrid(*(np.arange(n),) * 3, indexing="ij"), -1).reshape(-1, 3)
+    cells = []
+    for i, (j, k) in ((0, (1, 2)), (1, (0, 2)), (2, (0, 1))):
+        a, b, c = x[:, i], (x[:, j] - x[:, i]) % n, (x[:, k] - x[:, i]) % n
+        cells.append((a * n + b) * n + c)
+    return torch.from_numpy(np.stack(cells, 1))
+
+
+def eq_error_worst_input(logp: torch.Tensor, gather: torch.Tensor,
+                         cells: torch.Tensor | None = None) -> tuple[float, tuple[int, int, int], int]:
+    """The worst single input's equivariance error (docs/math.md, "Equivariance loss and
+    equivariance errors"): max over inputs x and shifts s != 0 of ||Delta(x, s)||_F / ||l(x)||_F,
+    Delta(x, s) = l(x+s) - roll_{ms} l(x), l(x) [3, n] the log-probs of all three positions.
+
+    logp: grid log-probs [n, n, n, n]; gather: `orbit_gather_index(n, m)`; cells: `input_cells(n)`
+    (built when None). Every input's three rows are grid cells, and in gathered coordinates a
+    shift moves a cell along its first axis only, so all n^3 inputs at all shifts cost one
+    n x n Gram matrix per orbit of cells (float64): ||l_{a+s} - l_a||^2 = |l_{a+s}|^2 + |l_a|^2 -
+    2 <l_{a+s}, l_a>. Returns (error, x, s) of the worst pair; the first of equal maxima (inputs
+    in C order, then s) when there are ties."""
+    n = logp.shape[0]
+    if n < 2:
+        return 0.0, (0, 0, 0), 0
+    cells = input_cells(n) if cells is None else cells
+    X = logp.reshape(-1)[gather].view(n, n * n, n).double().transpose(0, 1)   # (orbit, a, k')
+    gram = X @ X.mT                                                       # (orbit, a, a')
+    sq = torch.diagonal(gram, dim1=1, dim2=2)                             # (orbit, a)
+    a_s = ((torch.arange(n)[:, None] + torch.arange(1, n)[None, :]) % n).expand(n * n, n, n - 1)
+    d2 = sq[:, :, None] + sq.gather(1, a_s.reshape(n * n, -1)).view_as(a_s) - 2 * gram.gather(2, a_s)
+    d2 = d2.transpose(0, 1).reshape(n ** 3, n - 1)                        # cell a * n^2 + orbit, s - 1
+    ratio = d2[cells].sum(1).clamp_min(0) / sq.T.reshape(-1)[cells].sum(1)[:, None]   # (x, s - 1)
+    i = int(ratio.argmax())
+    x, s = divmod(i, n - 1)
+    return float(ratio.view(-1)[i].sqrt()), (x // (n * n), x // n % n, x % n), s + 1
 
 
 def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
@@ -420,7 +465,8 @@ class OrbitTask(Task):
             "heldout_loss": float((self.w_held * nll).sum() / held),
             "heldout_acc": float((self.w_held * correct).sum() / held),
             "eq_loss": float(eq),
-            "eq_error": eq_error(logp, self.gather),
+            "eq_error_pooled": eq_error_pooled(logp, self.gather),
+            "eq_error_worst_input": eq_error_worst_input(logp, self.gather)[0],
         }
 
     def split(self) -> dict[str, np.ndarray]:
@@ -431,8 +477,10 @@ class OrbitTask(Task):
 
     def progress(self, metrics: dict[str, float]) -> dict[str, float]:
         return {"loss": f"{metrics['train_loss']:.3g}", "train": f"{metrics['train_acc']:.3f}",
-                "held": f"{metrics['heldout_acc']:.3f}", "eq_err": f"{metrics['eq_error']:.1e}"}
+                "held": f"{metrics['heldout_acc']:.3f}", "eq_pooled": f"{metrics['eq_error_pooled']:.1e}",
+                "eq_worst": f"{metrics['eq_error_worst_input']:.1e}"}
 
     def summary(self, metrics: dict[str, float]) -> str:
         return (f"train acc {metrics['train_acc']:.2%}, held-out acc {metrics['heldout_acc']:.2%}, "
-                f"equivariance error {metrics['eq_error']:.2e}")
+                f"equivariance error {metrics['eq_error_pooled']:.2e} pooled, "
+                f"{metrics['eq_error_worst_input']:.2e} worst input")

@@ -81,7 +81,8 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
             row = {"setting": {k: v for k, v in overrides.items() if k != "seed"}, "seed": cfg.seed,
                    **({"load": load} if load else {}), **({"prune": prune} if prune else {}),
                    "epoch": epoch, "train_acc": met["train_acc"], "heldout_acc": met["heldout_acc"],
-                   "eq_error": met["eq_error"], "train_loss": met["train_loss"],
+                   "eq_error_pooled": met["eq_error_pooled"],
+                   "eq_error_worst_input": met["eq_error_worst_input"], "train_loss": met["train_loss"],
                    "eq_error_len4": seq_eq_error(task.model, M_SHIFT),
                    "orbits": orb, "seconds": round(time.time() - t0, 1)}
             rows.append(row)
@@ -112,7 +113,8 @@ def format_row(r: dict) -> str:
     setting = _setting_text(r, " ", "=")
     closest = ",".join(f"{c:.3f}" for c in o.get("closest", [])[:3])
     return (f"{setting:<48} s{r['seed']} ep{r['epoch']:>6} train {r['train_acc']:.4f} held {r['heldout_acc']:.4f} "
-            f"eq {r['eq_error']:.1e} (len4 {r.get('eq_error_len4', float('nan')):.0e}) |M|max {o['max_score']:5.1f} dead {o['n_dead']:>2} "
+            f"eq {r['eq_error_pooled']:.1e} worst {r['eq_error_worst_input']:.1e} "
+            f"(len4 {r.get('eq_error_len4', float('nan')):.0e}) |M|max {o['max_score']:5.1f} dead {o['n_dead']:>2} "
             f"orbits {o['orbit_sizes']} closest {closest} groups {_groups_text(o)} ({r['seconds']:.0f}s)")
 
 
@@ -177,13 +179,14 @@ def parse_seeds(text: str) -> list[str]:
 
 
 def print_table(rows: list[dict]) -> None:
-    print("\n| setting | seed | epochs | train acc | held-out acc | eq error | orbits (sizes) | closest errors |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| setting | seed | epochs | train acc | held-out acc | eq error pooled | worst input | orbits (sizes) | closest errors |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         o = r["orbits"]
         setting = _setting_text(r, ", ", " ")
         print(f"| {setting} | {r['seed']} | {r['epoch']} | {r['train_acc']:.2%} | {r['heldout_acc']:.2%} | "
-              f"{r['eq_error']:.1e} | {o.get('orbit_sizes')} | {', '.join(f'{c:.3f}' for c in o.get('closest', [])[:3])} |")
+              f"{r.get('eq_error_pooled', r.get('eq_error', float('nan'))):.1e} | "   # 'eq_error': logs before both errors
+              f"{r.get('eq_error_worst_input', float('nan')):.1e} | {o.get('orbit_sizes')} | {', '.join(f'{c:.3f}' for c in o.get('closest', [])[:3])} |")
 
 
 if __name__ == "__main__":

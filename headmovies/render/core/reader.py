@@ -124,14 +124,15 @@ class Run:
                 yield int(self.epochs[t]), {n: block[n][t - lo] for n in names}
 
     def metrics(self) -> dict[str, np.ndarray]:
-        """{'epoch': int64 [K], name: float64 [K], ...} for every logged metric."""
+        """{'epoch': int64 [K], name: float64 [K], ...} for every logged metric, under today's
+        names (`runfile.RENAMED_METRICS` maps those of older files)."""
         if METRICS not in self.f:
             return {}
         g = self.f[METRICS]
         for ds in g.values():
             ds.refresh()
         k = g[EPOCH].shape[0]
-        return {name: ds[:k] for name, ds in g.items()}
+        return {runfile.RENAMED_METRICS.get(name, name): ds[:k] for name, ds in g.items()}
 
     def split(self) -> dict[str, np.ndarray]:
         return runfile.read_split(self.f)

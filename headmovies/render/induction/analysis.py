@@ -19,7 +19,7 @@ import numpy as np
 
 from headmovies.errors import UserError
 from headmovies.tasks.induction import (BLOCK_LENGTHS, SEED_PROMPTS, correct_completion, decode, encode_prompt,
-                                        sample_sequences)
+                                        positions_of, sample_sequences)
 
 EIG_TOL = 1e-6  # eigenvalues below this fraction of the largest are numerical zeros
 
@@ -51,11 +51,12 @@ SEED_SCORES = {
 @dataclass
 class Model:
     """One snapshot of an induction model: `weights` by TransformerLens name, the run's
-    sinusoidal table `W_pos` [T, width] and where it enters: "qk_input" (q = (x + W_pos) W_Q,
-    width d_model) or "qk_vector" (q = x W_Q + W_pos, width n_heads * d_head)."""
+    sinusoidal table `W_pos` [T, width] and where it enters: "qk_vector" (q = x W_Q + W_pos,
+    width n_heads * d_head) or "qk_input" (q = (x + W_pos) W_Q, width d_model); read it from
+    the run with `tasks.induction.positions_of(run.config)`."""
     weights: dict
     W_pos: np.ndarray
-    positions: str = "qk_input"
+    positions: str
 
 
 def n_layers(weights: dict[str, np.ndarray]) -> int:
@@ -325,7 +326,7 @@ def check_run(run) -> np.ndarray:
 def model_at(run, t: int = -1, weights: dict | None = None) -> Model:
     """The Model of snapshot index t of an induction run (or of the given weights)."""
     W_pos = check_run(run)
-    return Model(run.weights(t) if weights is None else weights, W_pos, run.config.get("positions", "qk_input"))
+    return Model(run.weights(t) if weights is None else weights, W_pos, positions_of(run.config))
 
 
 def completions_table(model: Model, cfg: dict, experiment: str, prompts=SEED_PROMPTS) -> list[dict]:
@@ -400,7 +401,7 @@ def over_training(run, n_sequences: int = 256, seed: int = 0, progress: bool = T
 
     W_pos = check_run(run)
     cfg = run.config
-    positions = cfg.get("positions", "qk_input")
+    positions = positions_of(cfg)
     tokens = sample_sequences(np.random.default_rng(seed), n_sequences, cfg["n_vocab"], cfg["seq_len"],
                               cfg["block_len"], cfg.get("distinct", True))
     epochs, cop, sms, att, names = [], [], [], [], None

@@ -13,7 +13,7 @@ from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_
 from headmovies.render.core.reader import Run
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
-from headmovies.tasks.induction import BLOCK_LENGTHS, correct_completion, decode, encode_prompt
+from headmovies.tasks.induction import BLOCK_LENGTHS, correct_completion, decode, encode_prompt, positions_of
 
 
 def _fmt(v, spec=".3f") -> str:
@@ -26,7 +26,7 @@ def run_markdown(r: dict) -> str:
     seed_heads = seed_cop.get("heads", []) if r["config"].get("n_heads") == 4 else []
     out = [f"# {r['experiment']}, seed {r['seed']} (step {r['epoch']})", "",
            f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
-           f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {r['config'].get('positions', 'qk_input')}; "
+           f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {positions_of(r['config'])}; "
            f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}.", ""]
     if "smear_sigmoid_alpha" in r:
         out += ["Smeared keys, sigmoid(alpha) per head (1 = own key only): "
@@ -90,7 +90,7 @@ def summary_markdown(results: list[dict]) -> str:
         right = sum(c["is_correct"] for c in graded)
         bl = r["block_length_accuracy"]
         lines.append(f"| {r['name']} | {r['experiment'].removeprefix('induction-')} | {r['seed']} | "
-                     f"{r['config'].get('positions', 'qk_input')} | {r['accuracy']:.1%} | "
+                     f"{positions_of(r['config'])} | {r['accuracy']:.1%} | "
                      + " | ".join(f"{bl[k]:.1%}" for k in ("4", "5", "6", "7", "8")) + f" | {heads} | {direct:+.3f} | "
                      f"{right}/{len(graded)} | {sum(c['immediate_repeats'] for c in r['completions'])} |")
     return "\n".join(lines) + "\n"
@@ -102,7 +102,7 @@ def grouped_markdown(results: list[dict]) -> str:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         c = r["config"]
-        groups.setdefault((r["experiment"], c.get("positions", "qk_input"), c.get("distinct", True)), []).append(r)
+        groups.setdefault((r["experiment"], positions_of(c), c.get("distinct", True)), []).append(r)
 
     def rng(vals, spec):
         lo, hi = min(vals), max(vals)

@@ -59,11 +59,13 @@ alternative). Files appear only when complete."""
 
 FIGURES = """\
 Writes into DIR:
-  curves.{png,svg}            loss, accuracy and equivariance error over epochs
+  curves.{png,svg}            loss, accuracy and both equivariance errors over epochs
   panels.{png,svg}            the movie's panels at the final epoch (orbit colours, trails)
   orbit_check.{png,svg}       match error of every head under every shift (final snapshot)
   orbit_power.{png,svg}       Fourier power of each orbit's QK and OV circuits per (u, v)
   orbits_over_time.{png,svg}  heads in verified orbits at each snapshot
+  orbit_progress.{png,svg}    each head's distance to an orbit over epochs, heads in orbits,
+                              and when each orbit locks in
   orbits.json, orbits.txt     the orbit report of the final snapshot"""
 
 VIEW = """\
@@ -132,7 +134,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _tolerances(p)
     p.add_argument("--formats", default=",".join(FIGURE_FORMATS), help="png,svg or one of them (default both)")
     p.add_argument("--no-over-time", action="store_true",
-                   help="skip orbits_over_time (it runs the orbit check on every snapshot)")
+                   help="skip orbits_over_time and orbit_progress (they run the orbit check on every snapshot)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(_action=figures)
 

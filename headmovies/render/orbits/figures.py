@@ -1,12 +1,17 @@
 """Still figures of an orbit run for posts, from the run file alone (no retraining).
 
-    curves        loss, accuracy and equivariance error over epochs (log scales where they fit)
+    curves        loss, accuracy and both equivariance errors (pooled, worst input) over epochs
+                  (log scales where they fit)
     panels        the movie's panels at the final epoch (trails, orbit colours, legend)
     orbit_check   the orbit check as a picture: relative match error of every head under every
                   shift (log colour; the tolerance marked), heads grouped by orbit
     orbit_power   Fourier power |X^(u, v)|^2 of each orbit's QK and OV circuits over all
                   frequency pairs (fraction of the orbit's total; the movie's planes boxed)
     orbits_over_time  heads in verified orbits, by orbit size, at every snapshot
+    orbit_progress    orbit formation as a progress measure: each live head's distance to the
+                  nearest orbit structure (worst-shift match error, log) over epochs, heads
+                  coloured by their final orbit, the tolerance marked; below, the heads in
+                  verified orbits; each final orbit's lock-in epoch marked in both
 
 Each is written as PNG and SVG, under a temporary name renamed when complete, together with
 the orbit report (orbits.json, orbits.txt). Sources: seed 000; docs/math.md; docs/movie.md.
@@ -35,7 +40,7 @@ from headmovies.render.orbits.history import OrbitHistory, orbit_history
 from headmovies.render.orbits.colours import DEAD_COLOUR, OTHER_COLOUR, orbit_colour
 from headmovies.render.orbits.panel_choice import orbit_power, resolve_panels, signed
 
-NAMES = ("curves", "panels", "orbit_check", "orbit_power", "orbits_over_time")
+NAMES = ("curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress")
 
 
 def orbit_colours(report: OrbitReport) -> list:
@@ -54,7 +59,8 @@ def orbit_colours(report: OrbitReport) -> list:
 
 PRETTY = {"train_loss": "train cross-entropy", "heldout_loss": "held-out cross-entropy",
           "eq_loss": "equivariance loss", "train_acc": "train", "heldout_acc": "held-out",
-          "eq_error": "equivariance error"}
+          "eq_error_pooled": "pooled", "eq_error_worst_input": "worst input"}
+EQ_ERRORS = ("eq_error_pooled", "eq_error_worst_input")   # docs/math.md, "Equivariance loss and equivariance errors"
 
 
 def _label(key: str) -> str:
@@ -75,7 +81,7 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
     epoch = metrics["epoch"]
     groups = [("loss", [k for k in sorted(metrics) if k.endswith("loss")], True),
               ("accuracy", [k for k in sorted(metrics) if k.endswith("_acc")], False),
-              ("equivariance error", [k for k in ("eq_error",) if k in metrics], True)]
+              ("equivariance error", [k for k in EQ_ERRORS if k in metrics], True)]
     groups = [g for g in groups if g[1]]
     if not groups:
         raise UserError("the run logged no loss, accuracy or equivariance-error metrics to plot")
@@ -85,7 +91,8 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
             y = np.asarray(metrics[k], float)
             if log:
                 ok = y > 0   # log axes cannot show 0
-                ax.plot(epoch[ok], y[ok], lw=1.5, color=_colour(k), label=f"{_label(k)} (final {y[-1]:.2g})")
+                ax.plot(epoch[ok], y[ok], lw=1.5, color=_colour(k), ls="--" if k == "eq_error_worst_input" else "-",
+                        label=f"{_label(k)} (final {y[-1]:.2g})")
             else:
                 ax.plot(epoch, 100 * y, lw=1.5, color=_colour(k), label=f"{_label(k)} (final {100 * y[-1]:.1f}%)")
         if log:
@@ -223,7 +230,8 @@ def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels
 
 # ---- orbits over time ----
 
-def _history(run: Run, tol: float, dead_tol: float, progress: bool) -> OrbitHistory:
+def history_of(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL, progress: bool = False) -> OrbitHistory:
+    """The orbit check of every snapshot (`history.orbit_history`), with a progress bar if asked."""
     bar = None
     if progress:
         from tqdm import tqdm
@@ -236,7 +244,7 @@ def orbits_over_time(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
                      progress: bool = False) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray]:
     """(epochs [T], {orbit size: heads in verified orbits of that size [T]}, dead [T]) from the
     orbit check of every snapshot (`history.orbit_history`)."""
-    h = _history(run, tol, dead_tol, progress)
+    h = history_of(run, tol, dead_tol, progress)
     return h.epochs, h.counts_by_size(), h.dead.sum(1)
 
 
@@ -263,6 +271,67 @@ def orbits_over_time_figure(epochs: np.ndarray, counts: dict[int, np.ndarray], d
         ax.text(0.5, 0.5, "no verified orbit at any snapshot", ha="center", va="center", transform=ax.transAxes,
                 color="#606060")
     ax.set_title(title or f"heads in verified orbits (tolerance {tol:.0%}) at each snapshot", fontsize=10)
+    return fig
+
+
+# ---- orbit formation as a progress measure ----
+
+def orbit_progress_figure(h: OrbitHistory, title: str = "") -> Figure:
+    """Top: each head's worst-shift match error (`OrbitHistory.head_error`, log; a gap where
+    the head is dead) over epochs, coloured by the verified orbit it ends in (largest first,
+    as in the movie), grey if it ends in none, pale if it ends dead; the tolerance dashed.
+    Bottom: heads in verified orbits at each snapshot. Dotted verticals: the epoch from which
+    each final orbit is verified at every later snapshot (`OrbitHistory.locked_in`)."""
+    from matplotlib.ticker import FuncFormatter
+    T, H = h.head_error.shape
+    final = h.orbits[-1] if h.orbits else []
+    colour = [DEAD_COLOUR if h.dead[-1, k] else OTHER_COLOUR for k in range(H)]
+    for i, (_, members, _) in enumerate(final):
+        for k in members:
+            colour[k] = orbit_colour(i)
+    fig = Figure(figsize=(7.4, 5.6), layout="constrained")
+    ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(2.2, 1))
+    err = h.head_error
+    finite = err[np.isfinite(err) & (err > 0)]
+    order = [k for k in range(H) if colour[k] == DEAD_COLOUR] + [k for k in range(H) if colour[k] == OTHER_COLOUR] \
+        + [k for _, members, _ in final for k in members]          # orbit heads drawn last, on top
+    for k in order:
+        in_orbit = colour[k] not in (DEAD_COLOUR, OTHER_COLOUR)
+        ax.plot(h.epochs, np.where(err[:, k] > 0, err[:, k], np.nan), color=colour[k],
+                lw=1.3 if in_orbit else 0.8, alpha=1.0 if in_orbit else 0.8, zorder=3 if in_orbit else 2)
+    ax.axhline(h.tol, color="black", ls="--", lw=1.0, zorder=4)
+    ax.set_yscale("log")
+    if finite.size:
+        ax.set_ylim(min(finite.min(), h.tol / 3) / 1.5, max(finite.max(), h.tol * 3) * 1.5)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{100 * v:g} %"))
+    ax.set_ylabel("worst-shift match error")
+    ax.grid(alpha=0.3, which="major", lw=0.5)
+    ax2.step(h.epochs, h.heads_in_orbits(), where="post", color="black", lw=1.3)
+    ax2.set_ylim(0, H)
+    ax2.set_ylabel("heads in orbits")
+    ax2.set_xlabel("epoch")
+    ax2.grid(alpha=0.3, lw=0.5)
+    handles = []
+    for i, (size, members, worst) in enumerate(final):
+        when = h.locked_in(members)
+        for a in (ax, ax2):
+            if when is not None:
+                a.axvline(when, color=orbit_colour(i), ls=":", lw=1.4, zorder=1)
+        locked = f"locked in at epoch {when:,}" if when is not None else "not locked in"
+        handles.append(Line2D([], [], color=orbit_colour(i), lw=1.5,
+                              label=f"orbit {i + 1} (size {size}, heads {', '.join(map(str, members))}): {locked}"))
+    n_none = sum(c == OTHER_COLOUR for c in colour)
+    n_dead = sum(c == DEAD_COLOUR for c in colour)
+    if n_none:
+        handles.append(Line2D([], [], color=OTHER_COLOUR, lw=1.0, label=f"{heads(n_none)} in no orbit at the end"))
+    if n_dead:
+        handles.append(Line2D([], [], color=DEAD_COLOUR, lw=1.0, label=f"{heads(n_dead)} dead at the end"))
+    handles.append(Line2D([], [], color="black", ls="--", lw=1.0, label=f"tolerance {h.tol:.0%}"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=2 if len(handles) > 3 else 1, frameon=False,
+               fontsize=8)
+    ax.set_xlim(h.epochs[0], h.epochs[-1] if T > 1 else h.epochs[0] + 1)
+    ax.set_title(title or "orbit formation: each head's distance to the nearest orbit structure, and heads in "
+                          "verified orbits", fontsize=10)
     return fig
 
 
@@ -319,7 +388,7 @@ def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels
             paths += save_figure(curves_figure(metrics, name), out_dir, "curves", formats)
         else:
             log(f"{run.path}: no metrics logged, no curves")
-        history = _history(run, tol, dead_tol, progress) if over_time else None
+        history = history_of(run, tol, dead_tol, progress) if over_time else None
         if chosen:
             paths += save_figure(panels_still(run, chosen, report, n, m, history=history), out_dir, "panels",
                                  formats, dpi=100)
@@ -329,4 +398,5 @@ def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels
         if history is not None:
             paths += save_figure(orbits_over_time_figure(history.epochs, history.counts_by_size(), history.dead.sum(1),
                                                          report.n_heads, tol), out_dir, "orbits_over_time", formats)
+            paths += save_figure(orbit_progress_figure(history), out_dir, "orbit_progress", formats)
     return paths

@@ -91,12 +91,14 @@ def final_report(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL):
 
 
 def caption(run: Run) -> Callable[[int], str]:
-    """Per-epoch text from the logged metrics (train / held-out accuracy, equivariance error)."""
+    """Per-epoch text from the logged metrics (train / held-out accuracy, both equivariance
+    errors: pooled and worst input, docs/math.md)."""
     met = run.metrics()
     if "epoch" not in met:
         return lambda epoch: ""
     index = {int(e): i for i, e in enumerate(met["epoch"])}
-    parts = [("train_acc", "train {:.1%}"), ("heldout_acc", "held-out {:.1%}"), ("eq_error", "eq. error {:.1e}")]
+    parts = [("train_acc", "train {:.1%}"), ("heldout_acc", "held-out {:.1%}"),
+             ("eq_error_pooled", "eq. error pooled {:.1e}"), ("eq_error_worst_input", "worst input {:.1e}")]
     parts = [(k, f) for k, f in parts if k in met]
 
     def caption(epoch: int) -> str:
@@ -161,8 +163,8 @@ class OrbitMovie:
             self.timeline = orbit_timeline(run, self.history, tracks)
         else:
             met = run.metrics()
-            curves = ([Curve(met["epoch"], met["eq_error"], "equivariance error", EQ_COLOUR, axis="right")]
-                      if "eq_error" in met and len(met["eq_error"]) else [])
+            curves = ([Curve(met["epoch"], met["eq_error_pooled"], "equivariance error (pooled)", EQ_COLOUR,
+                             axis="right")] if "eq_error_pooled" in met and len(met["eq_error_pooled"]) else [])
             self.timeline = Timeline(int(run.epochs[0]), int(run.epochs[-1]),
                                      schedule_events(run.config, run.epochs) + refine_event(run), curves,
                                      right_label="eq. error", right_log=True)

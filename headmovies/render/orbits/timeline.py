@@ -66,8 +66,9 @@ def orbit_timeline(run: Run, history: OrbitHistory, tracks: list[Track]) -> Time
     curves = [Curve(history.epochs, tr.verified * len(tr.heads), f"{tr.name()}", tr.colour, step=True, fill=True,
                     stack=True) for tr in tracks]
     met = run.metrics()
-    if "eq_error" in met and len(met["eq_error"]):
-        curves.append(Curve(met["epoch"], met["eq_error"], "equivariance error", EQ_COLOUR, axis="right"))
+    if "eq_error_pooled" in met and len(met["eq_error_pooled"]):
+        curves.append(Curve(met["epoch"], met["eq_error_pooled"], "equivariance error (pooled)", EQ_COLOUR,
+                            axis="right"))
     top = max([sum(len(tr.heads) for tr in tracks)] + [1])
     return Timeline(int(run.epochs[0]), int(run.epochs[-1]), orbit_events(run, history, tracks), curves,
                     left_label="heads in\norbits", left_lim=(0, min(H, 1.25 * top)), right_label="eq. error",
@@ -109,7 +110,8 @@ def figcaption(run: Run, n_heads: int, history: OrbitHistory | None, tracks: lis
     met = run.metrics()
     final = []
     for key, words, fmt in (("train_acc", "train accuracy", "{:.1%}"), ("heldout_acc", "held-out accuracy", "{:.1%}"),
-                            ("eq_error", "equivariance error", "{:.2g}")):
+                            ("eq_error_pooled", "equivariance error (pooled)", "{:.2g}"),
+                            ("eq_error_worst_input", "at the worst input", "{:.2g}")):
         if key in met and len(met[key]):
             final.append(f"{words} {fmt.format(float(met[key][-1]))}")
     if final:

@@ -257,8 +257,8 @@ class ViewerData:
         cap = caption(run)
         metrics = run.metrics()
         eq = {}
-        if "eq_error" in metrics:
-            eq = {int(e): v for e, v in zip(metrics["epoch"], metrics["eq_error"])}
+        if "eq_error_pooled" in metrics:        # old files' eq_error is read as eq_error_pooled
+            eq = {int(e): v for e, v in zip(metrics["epoch"], metrics["eq_error_pooled"])}
         epochs = [int(e) for e in run.epochs[start:stop]]
         data = {
             "start": start,
