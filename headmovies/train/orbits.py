@@ -264,14 +264,14 @@ def eq_error_pooled(logp: torch.Tensor, gather: torch.Tensor) -> float:
 
 def input_cells(n: int) -> torch.Tensor:
     """[n^3, 3] int64: for input x = (x1, x2, x3) in C order (x1 * n^2 + x2 * n + x3), the cells
-    (a, o) of its three positions in `orbit_gather_index` coordinates, flattened to a * n^2 + o:
-    position i reads query x_i with keys {x_j, x_k} (j < k, the other two), i.e. cell
-    (x_i, x_j - x_i, x_k - x_i). A shift x -> x+s moves each cell along a only."""
+    of its three positions as o * n + a, (a, o) the `orbit_gather_index` coordinates: position i
+    reads query x_i with keys {x_j, x_k} (j < k, the other two), i.e. a = x_i and orbit
+    o = (x_j - x_i) * n + (x_k - x_i) (mod n each). A shift x -> x+s moves each cell along a only."""
     x = np.stack(np.meshgrid(*(np.arange(n),) * 3, indexing="ij"), -1).reshape(-1, 3)
     cells = []
     for i, (j, k) in ((0, (1, 2)), (1, (0, 2)), (2, (0, 1))):
         a, b, c = x[:, i], (x[:, j] - x[:, i]) % n, (x[:, k] - x[:, i]) % n
-        cells.append((a * n + b) * n + c)
+        cells.append((b * n + c) * n + a)
     return torch.from_numpy(np.stack(cells, 1))
 
 
@@ -292,12 +292,14 @@ def eq_error_worst_input(logp: torch.Tensor, gather: torch.Tensor,
         return 0.0, (0, 0, 0), 0
     cells = input_cells(n) if cells is None else cells
     X = logp.reshape(-1)[gather].view(n, n * n, n).double().transpose(0, 1)   # (orbit, a, k')
-    gram = X @ X.mT                                                       # (orbit, a, a')
-    sq = torch.diagonal(gram, dim1=1, dim2=2)                             # (orbit, a)
-    a_s = ((torch.arange(n)[:, None] + torch.arange(1, n)[None, :]) % n).expand(n * n, n, n - 1)
-    d2 = sq[:, :, None] + sq.gather(1, a_s.reshape(n * n, -1)).view_as(a_s) - 2 * gram.gather(2, a_s)
-    d2 = d2.transpose(0, 1).reshape(n ** 3, n - 1)                        # cell a * n^2 + orbit, s - 1
-    ratio = d2[cells].sum(1).clamp_min(0) / sq.T.reshape(-1)[cells].sum(1)[:, None]   # (x, s - 1)
+    gram = (X @ X.mT).reshape(n * n, n * n)                               # (orbit, a * n + a')
+    sq = gram[:, ::n + 1]                                                 # |l|^2 (orbit, a)
+    a = torch.arange(n)[:, None]
+    shifted = (a + torch.arange(1, n)[None, :]) % n                      # (a, s - 1): a + s
+    d2 = (sq[:, :, None] + sq[:, shifted] - 2 * gram[:, a * n + shifted]).reshape(n ** 3, n - 1)
+    sq = sq.reshape(-1)                                                   # cell o * n + a
+    num = d2[cells[:, 0]] + d2[cells[:, 1]] + d2[cells[:, 2]]            # (x, s - 1)
+    ratio = num.clamp_min(0) / (sq[cells[:, 0]] + sq[cells[:, 1]] + sq[cells[:, 2]])[:, None]
     i = int(ratio.argmax())
     x, s = divmod(i, n - 1)
     return float(ratio.view(-1)[i].sqrt()), (x // (n * n), x // n % n, x % n), s + 1
