@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.reuse:
         plan = loop.reuse_plan(out, cfg)
         if plan == "reuse":
-            print(f"{out}: complete run with this config, reused (make retrain to train anew)")
+            print(f"{out}: complete run with this config, reused (pass --force instead of --reuse to train anew)")
             return 0
         resume, force = plan == "resume", plan == "new"
     try:
