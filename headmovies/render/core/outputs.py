@@ -7,6 +7,7 @@ Every command that writes figures or text uses these helpers; the movie encoder
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 import tempfile
 from pathlib import Path
 from typing import Sequence
@@ -73,18 +74,26 @@ def _write_error(final: Path, exc: OSError) -> UserError:
     return UserError(f"cannot write {final}: {exc.strerror or exc}")
 
 
-def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write a UTF-8 text file atomically; returns its path."""
-    path = Path(path)
-    tmp = _temporary(path)
+@contextmanager
+def atomic(final: Path):
+    """Yield a temporary path beside `final`; on success rename it to `final`, on any failure
+    remove it (an OSError becomes one line: a full disk or an unwritable folder)."""
+    tmp = _temporary(final)
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        yield tmp
+        os.replace(tmp, final)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise _write_error(path, exc) from None
+            raise _write_error(final, exc) from None
         raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write a UTF-8 text file atomically; returns its path."""
+    path = Path(path)
+    with atomic(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return path
 
 
@@ -98,15 +107,8 @@ def save_figure(fig, out_dir: str | os.PathLike, name: str, formats: Sequence[st
     paths = []
     for fmt in formats:
         final = Path(out_dir) / f"{name}.{fmt}"
-        tmp = _temporary(final)
-        try:
+        with atomic(final) as tmp:
             fig.savefig(tmp, format=fmt, dpi=dpi, facecolor="white", metadata={"Date": None} if fmt == "svg" else None)
-            os.replace(tmp, final)
-        except BaseException as exc:
-            tmp.unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise _write_error(final, exc) from None
-            raise
         paths.append(final)
     if close:
         import matplotlib.pyplot as plt
