@@ -11,7 +11,7 @@ HM := $(VENV)/bin/headmovies
 RUN := data/orbits.h5
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup browser test movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds
+.PHONY: setup browser test movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,20 @@ retrain: setup
 
 figures: train-orbits
 	$(HM) orbits figures $(RUN) --out outputs/orbits/figures
+
+# make census - the orbit census (docs/results/orbits.md, "Census"): the orbit experiment on
+# CENSUS_SEEDS under the seed's own objective (no pruning, no OV-bias penalty) and under the default
+# recipe with both additions, every run at the full default schedule (about 5.5 min on one idle
+# core; all cores are used), resumable: rerun to continue. Then the tables, figure and rows in
+# docs/results/census/. A sweep exits 1 when some run failed; the census still counts the others.
+CENSUS_SEEDS ?= 0-199
+CENSUS_DIRS := data/census/seed-objective data/census/with-additions
+
+census: setup
+	$(HM) sweep orbits --out data/census/seed-objective --seeds $(CENSUS_SEEDS) \
+		--set refine_prune=0 --set refine_ov_bias_weight=0 || [ $$? -eq 1 ]
+	$(HM) sweep orbits --out data/census/with-additions --seeds $(CENSUS_SEEDS) || [ $$? -eq 1 ]
+	$(HM) orbits census $(CENSUS_DIRS) --out docs/results/census --formats png
 
 # make ov-coherent - seed 004: train 2 heads x d_head 1 (OV_COHERENT_SEEDS) and 1 head x d_head 4
 # (OV_COHERENT_WIDE_SEEDS), one run at a time on one thread; table, figures and QK-plane movie

@@ -397,3 +397,46 @@ def test_induction_and_ov_coherent_outcomes():
     assert ovc_outcome({"acc": 1.0, "opposite": False, "kendall_tau": 0.0}) == "not opposed"
     assert ovc_outcome({"acc": 1.0, "opposite": None, "kendall_tau": None}) == "solved"
     assert ovc_outcome({"acc": 0.875, "opposite": True, "kendall_tau": -1.0}) == "not solved"
+
+
+# --- an early screen: --stop-at, then continue the chosen runs ------------------------------------------
+
+def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, capsys):
+    """`sweep --stop-at 120` trains each run's own schedule (epochs=200) through epoch 120 and
+    records it as stopped; a rerun with --stop-at keeps it; a rerun without it continues the
+    chosen seed, whose file then equals the uninterrupted run's bit for bit."""
+    full, _ = local_sweep
+    out = tmp_path / "screen"
+    sets = {**SWEEP_SETS, "eq_weight": "10"}
+    res = S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
+    assert (res.done, res.failed) == (2, 0)
+    rows = S.read_rows(out / S.ROWS_FILE)
+    assert [(r["run"], r["status"], r["summary"]["epoch"], r["batch"]) for r in rows] == [
+        ("seed0", "stopped", 120, 1), ("seed1", "stopped", 120, 1)]
+    with Run(out / "seed0.h5") as run:
+        assert not run.complete and int(run.epochs[-1]) == 120
+    assert "2 runs: 0 done, 2 stopped early" in (out / "summary.md").read_text()
+    again = S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
+    assert (again.done, again.skipped) == (0, 2)
+    # census: a screen alone lists its runs and draws nothing
+    assert cli_main(["orbits", "census", str(out), "--out", str(tmp_path / "census"), "--no-progress"]) == 0
+    md = (tmp_path / "census" / "census.md").read_text()
+    assert "- **screen**: 2 runs stopped at epoch 120;" in md and not (tmp_path / "census" / "census.png").exists()
+    # continue seed 0 only
+    cont = S.sweep("orbits", out, seeds=[0], sets=sets, workers=1, progress=False)
+    assert cont.done == 1
+    last = S.read_rows(out / S.ROWS_FILE)[-1]
+    assert (last["run"], last["status"], last["action"], last["summary"]["epoch"]) == ("seed0", "done", "resume", 200)
+    assert_same_run_files(out / "seed0.h5", full / "seed0-eq_weight10.h5")
+
+
+def test_stop_at_must_be_a_snapshot_epoch(tmp_path, capsys):
+    out = tmp_path / "run.h5"
+    sets = [x for k, v in SWEEP_SETS.items() for x in ("--set", f"{k}={v}")]
+    assert cli_main(["train", "orbits", "--out", str(out), *sets, "--stop-at", "105", "--no-progress"]) == 2
+    assert capsys.readouterr().err == ("error: --stop-at 105 is not a snapshot epoch of this run (1..200); "
+                                       "nearest: 80, 120\n")
+    assert not out.exists()
+    assert cli_main(["sweep", "orbits", "--out", str(tmp_path / "s"), *sets, "--stop-at", "300"]) == 2
+    assert capsys.readouterr().err.startswith("error: --stop-at 300 is not a snapshot epoch of this run (1..200)")
+    assert not (tmp_path / "s").exists()

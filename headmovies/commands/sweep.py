@@ -49,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, metavar="N",
                    help="train at most N new runs per process as one batched computation (default: as many as "
                         "pay on a CPU for the config, 1 for the default orbit model; 1 = one run per process)")
+    p.add_argument("--stop-at", type=int, metavar="EPOCH",
+                   help="train each run's schedule only through this snapshot epoch and record it as stopped "
+                        "(an early screen); rerunning without --stop-at continues the runs chosen with --seeds")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -61,12 +64,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         res = S.sweep(args.experiment, args.out, seeds=seeds, grid=grid, sets=config.parse_sets(args.sets), toml=toml,
                       backend=args.backend, workers=args.workers, address=args.address, batch=args.batch,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, stop_at=args.stop_at)
     except KeyboardInterrupt:
         print(f"interrupted: finished runs are recorded in {args.out}/sweep.jsonl; rerun the same command to "
               "resume", file=sys.stderr)
         return 130
-    print(f"{res.out}: {res.done} runs done, {res.failed} failed, {res.skipped} complete before, "
+    print(f"{res.out}: {res.done} runs {'stopped at epoch ' + str(args.stop_at) if args.stop_at else 'done'}, "
+          f"{res.failed} failed, {res.skipped} complete before, "
           f"in {res.seconds:.1f} s")
     for path in res.reports:
         print(f"  {path}")

@@ -32,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reuse", action="store_true",
                    help="keep a complete run file with the same config, resume an incomplete one, "
                         "else train anew (what `make movie` uses)")
+    p.add_argument("--stop-at", type=int, metavar="EPOCH",
+                   help="train the config's schedule only through this snapshot epoch, then stop with a "
+                        "checkpoint (continue later with --resume or --reuse): an early screen of a full run")
     p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
                    help="replace the resume checkpoint at most this often (default 30; 0 = every snapshot)")
     p.add_argument("--threads", type=int, default=1,
@@ -60,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config.resolve(task_cls.Config, toml, config.parse_sets(args.sets))
     out = args.out or Path("data") / f"{args.experiment}.h5"
     resume, force = args.resume, args.force
+    loop.check_stop_at(cfg, args.stop_at)
     if args.reuse:
         plan = loop.reuse_plan(out, cfg)
         if plan == "reuse":
@@ -68,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         resume, force = plan == "resume", plan == "new"
     try:
         result = loop.train(args.experiment, cfg, out, resume=resume, force=force,
-                            progress=not args.no_progress, checkpoint_seconds=args.checkpoint_every)
+                            progress=not args.no_progress, checkpoint_seconds=args.checkpoint_every,
+                            stop_at=args.stop_at)
     except KeyboardInterrupt:
         if out.exists():
             print(f"interrupted: {out} holds every snapshot so far; continue with --resume "
@@ -76,5 +81,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"interrupted before the first snapshot: nothing was written to {out}", file=sys.stderr)
         return 130
-    print(f"{result.path}: {result.summary}, {result.epochs} epochs in {result.seconds:.1f} s")
+    stopped = " (stopped at --stop-at; continue with --resume)" if result.epochs < cfg.epochs else ""
+    print(f"{result.path}: {result.summary}, {result.epochs} epochs in {result.seconds:.1f} s{stopped}")
     return 0

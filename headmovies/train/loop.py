@@ -133,8 +133,14 @@ def run_attrs(experiment: str, cfg: TrainConfig, task: experiments.Task) -> dict
 
 
 def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False,
-          force: bool = False, progress: bool = True, checkpoint_seconds: float = 30.0) -> TrainResult:
+          force: bool = False, progress: bool = True, checkpoint_seconds: float = 30.0,
+          stop_at: int | None = None) -> TrainResult:
     """Train `experiment` with `cfg`, streaming snapshots into `out`.
+
+    `stop_at`: train the config's schedule (its lr and loss-weight curves, which depend on
+    `epochs`) only through this snapshot epoch, checkpoint there and leave the run incomplete;
+    `resume` continues it later, bit for bit as if it had not stopped (a cheap early screen of
+    full runs, docs/sweeps.md). UserError unless it is an epoch of the snapshot schedule.
 
     Holds `out`'s lock (`<out>.lock`, train/lock.py) throughout: a second writer stops at once with
     RunLockedError. Raises UserError (before touching any file) if `out` exists without
@@ -149,11 +155,24 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
     if not math.isfinite(checkpoint_seconds) or checkpoint_seconds < 0:
         raise UserError(f"--checkpoint-every must be a number of seconds >= 0, got {checkpoint_seconds}")
     check_out_path(out)
+    check_stop_at(cfg, stop_at)
     lock = RunLock(out, hint="wait for it to finish, or stop it and continue with --resume").acquire()
     try:
-        return _train(experiment, task_cls, cfg, out, resume, force, progress, checkpoint_seconds)
+        return _train(experiment, task_cls, cfg, out, resume, force, progress, checkpoint_seconds, stop_at)
     finally:
         lock.release()
+
+
+def check_stop_at(cfg: TrainConfig, stop_at: int | None) -> None:
+    """UserError unless `stop_at` is None or an epoch of the config's snapshot schedule."""
+    if stop_at is None:
+        return
+    schedule = snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
+    if not 0 < stop_at <= cfg.epochs or stop_at not in set(int(e) for e in schedule):
+        near = [int(e) for e in schedule if e > 0]
+        near = sorted(near, key=lambda e: abs(e - stop_at))[:2]
+        raise UserError(f"--stop-at {stop_at} is not a snapshot epoch of this run (1..{cfg.epochs:,}); "
+                        f"nearest: {', '.join(map(str, sorted(near)))}")
 
 
 def new_run(experiment: str, cfg: TrainConfig, task: experiments.Task, out: Path,
@@ -190,10 +209,13 @@ def _hint(experiment: str, out: Path) -> str:
 
 
 def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume: bool, force: bool,
-           progress: bool, checkpoint_seconds: float) -> TrainResult:
+           progress: bool, checkpoint_seconds: float, stop_at: int | None = None) -> TrainResult:
     ckpt_path = checkpoint_path(out)
+    last = cfg.epochs if stop_at is None else stop_at
     if resume:
         state, row = _resume_state(out, ckpt_path, experiment, cfg)
+        if int(state["epoch"]) > last:
+            raise UserError(f"{out} is already at epoch {int(state['epoch']):,}, past --stop-at {last:,}")
     elif out.exists() and not force:
         raise UserError(_exists_message(out, ckpt_path, experiment))
 
@@ -217,8 +239,8 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
     last_ckpt = time.monotonic()
     todo = set(int(e) for e in schedule if e > start)
     try:
-        bar = tqdm(range(start + 1, cfg.epochs + 1), desc=experiment, unit="epoch", disable=not progress,
-                   initial=start, total=cfg.epochs, dynamic_ncols=True, mininterval=0.5)
+        bar = tqdm(range(start + 1, last + 1), desc=experiment, unit="epoch", disable=not progress,
+                   initial=start, total=last, dynamic_ncols=True, mininterval=0.5)
         for epoch in bar:
             task.step(epoch)
             if epoch in todo:
@@ -230,18 +252,19 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
                                     f"{out} keeps the snapshots so far; lower lr or the loss weights and "
                                     "retrain with --force")
                 bar.set_postfix(task.progress(metrics), refresh=False)
-                if epoch == cfg.epochs or time.monotonic() - last_ckpt > checkpoint_seconds:
+                if epoch == last or time.monotonic() - last_ckpt > checkpoint_seconds:
                     _save_checkpoint(ckpt_path, task, epoch,
                                      f"{out} holds every snapshot through epoch {epoch}; {hint}")
                     last_ckpt = time.monotonic()
         bar.close()
-        if not metrics:  # epochs == start: nothing trained now
+        if not metrics:  # last == start: nothing trained now
             metrics = task.evaluate()
-        writer.mark_complete()
+        if last == cfg.epochs:
+            writer.mark_complete()
     finally:
         writer.close()
     seconds = time.perf_counter() - t0
-    return TrainResult(out, cfg.epochs, metrics, task.summary(metrics), seconds)
+    return TrainResult(out, last, metrics, task.summary(metrics), seconds)
 
 
 def _exists_message(out: Path, ckpt_path: Path, experiment: str) -> str:

@@ -120,6 +120,7 @@ class PlannedRun:
     cfg: TrainConfig
     path: Path
     action: str
+    stop_at: int | None = None       # train only through this snapshot epoch (`loop.train`)
 
 
 @dataclass
@@ -147,7 +148,7 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, grid: list[tuple[str, list[str]]],
-              sets: dict[str, str], toml: dict | None = None) -> Plan:
+              sets: dict[str, str], toml: dict | None = None, stop_at: int | None = None) -> Plan:
     """Every run of the sweep with its config, file and action. Reads DIR if it exists, creates
     nothing. UserError (ConfigError) for an unknown experiment or key, a bad value (naming the
     grid point), two grid points with one name, or a DIR holding another sweep."""
@@ -183,15 +184,20 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
                 raise UserError(f"grid points {names[name]} and {point} give the same run {name}; list each value once")
             names[name] = point
             path = out / f"{name}.h5"
-            runs.append(PlannedRun(name, seed, typed, cfg, path, _action(path, cfg, rows.get(name))))
+            loop.check_stop_at(cfg, stop_at)
+            runs.append(PlannedRun(name, seed, typed, cfg, path, _action(path, cfg, rows.get(name), stop_at),
+                                   stop_at if stop_at is not None and stop_at < cfg.epochs else None))
     return Plan(experiment, out, settings, runs)
 
 
-def _action(path: Path, cfg: TrainConfig, row: dict | None) -> str:
+def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None = None) -> str:
     plan = loop.reuse_plan(path, cfg)
+    same = row is not None and row.get("config") == loop.config_dict(cfg)
     if plan == "reuse":
-        recorded = row is not None and row.get("status") == "done" and row.get("config") == loop.config_dict(cfg)
-        return "skip" if recorded else "record"
+        return "skip" if same and row.get("status") == "done" else "record"
+    if plan == "resume" and stop_at is not None and same and row.get("status") == "stopped" \
+            and (row.get("summary") or {}).get("epoch") == stop_at:
+        return "skip"                 # stopped here before: a screen rerun keeps it
     return plan
 
 
@@ -228,7 +234,7 @@ def make_jobs(plan: Plan, workers: int, batch: int | None = None) -> list[Job]:
     groups: dict = {}
     jobs = []
     for r in plan.todo:
-        if r.action == "new" and batching is not None:
+        if r.action == "new" and batching is not None and r.stop_at is None:
             groups.setdefault(batching.key(r.cfg), []).append(r)
         else:
             jobs.append(Job(plan.experiment, [r]))
@@ -261,6 +267,8 @@ def make_row(experiment: str, r: PlannedRun, seconds: float, batch: int, error: 
             row["metrics"], row["summary"] = summarise(experiment, r.path)
         except Exception as exc:        # the run trained but its summary failed: record that, go on
             error = exc
+        if r.stop_at is not None:
+            row["status"] = "stopped"   # at --stop-at: the summary is of that snapshot; a rerun without it continues
     if error is not None:
         row["status"], row["error"] = "failed", one_line(error)
     row.update(seconds=round(seconds, 2), batch=batch, host=socket.gethostname(), config=loop.config_dict(r.cfg))
@@ -292,7 +300,7 @@ def run_job(job: Job) -> list[dict]:
         try:
             if r.action in ("new", "resume"):
                 loop.train(job.experiment, r.cfg, r.path, resume=r.action == "resume", force=r.action == "new",
-                           progress=False)
+                           progress=False, stop_at=r.stop_at)
         except Exception as exc:
             error = exc
         rows.append(make_row(job.experiment, r, time.perf_counter() - t0, 1, error))
@@ -422,7 +430,7 @@ class SweepResult:
 def sweep(experiment: str, out: str | os.PathLike, *, seeds: list[int] | None = None,
           grid: list[tuple[str, list[str]]] = (), sets: dict[str, str] | None = None, toml: dict | None = None,
           backend: str = "local", workers: int | None = None, address: str | None = None,
-          batch: int | None = None, progress: bool = True) -> SweepResult:
+          batch: int | None = None, progress: bool = True, stop_at: int | None = None) -> SweepResult:
     """Train every run of the sweep that is not complete, append a row per run to
     DIR/sweep.jsonl, then write DIR/summary.md and DIR/census.{png,svg}.
 
@@ -436,7 +444,7 @@ def sweep(experiment: str, out: str | os.PathLike, *, seeds: list[int] | None = 
             raise UserError(f"{flag} must be >= 1, got {value}")
     if address is not None and backend != "ray":
         raise UserError("--address is for --backend ray")
-    plan = make_plan(experiment, out, seeds, list(grid), dict(sets or {}), toml)
+    plan = make_plan(experiment, out, seeds, list(grid), dict(sets or {}), toml, stop_at)
     if backend == "ray":
         connect_ray(address, workers)
     try:
@@ -480,7 +488,7 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
             fh.flush()
             os.fsync(fh.fileno())
         for row in rows:
-            if row["status"] == "done":
+            if row["status"] in ("done", "stopped"):
                 result.done += 1
             else:
                 result.failed += 1

@@ -16,6 +16,7 @@ import numpy as np
 from headmovies.render.core.outputs import save_figure, write_text
 
 FAILED = "failed"
+FINISHED = ("done", "stopped")      # stopped: trained through --stop-at only, summarised there
 
 
 def latest(rows: list[dict]) -> list[dict]:
@@ -42,7 +43,7 @@ def config_text(row: dict) -> str:
 
 
 def outcome_of(row: dict) -> str:
-    return row["summary"]["outcome"] if row["status"] == "done" else FAILED
+    return row["summary"]["outcome"] if row["status"] in FINISHED else FAILED
 
 
 def by_config(rows: list[dict]) -> dict[str, list[dict]]:
@@ -94,17 +95,20 @@ def _spread(name: str, values: list[float]) -> str:
 def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> str:
     """The sweep's Markdown table (by config across seeds), then one line per run."""
     rows = latest(rows)
-    done = [r for r in rows if r["status"] == "done"]
+    done = [r for r in rows if r["status"] in FINISHED]
+    stopped = sum(r["status"] == "stopped" for r in rows)
     metrics = sorted(dict.fromkeys(k for r in done for k in r["metrics"]), key=lambda k: ("acc" not in k, k))
     fixed = ", ".join(f"{k}={value_text(v)}" for k, v in settings.items()) or "none"
     out = [f"# Sweep: {experiment}", "",
-           f"{len(rows)} runs: {len(done)} done, {len(rows) - len(done)} failed. Fixed settings: {fixed} "
+           f"{len(rows)} runs: {len(done) - stopped} done, "
+           + (f"{stopped} stopped early (--stop-at: summarised at that epoch), " if stopped else "")
+           + f"{len(rows) - len(done)} failed. Fixed settings: {fixed} "
            f"(other keys: the experiment's defaults). Every row is in `sweep.jsonl`; the census figure is "
            f"`census.png`.", "", f"Outcome: {outcome_text}.", "", "## By config", "",
            "| config | seeds | done | failed | outcomes | " + " | ".join(metrics) + " | seconds per run |",
            "|" + "---|" * (6 + len(metrics))]
     for name, group in by_config(rows).items():
-        ok = [r for r in group if r["status"] == "done"]
+        ok = [r for r in group if r["status"] in FINISHED]
         counts = Counter(outcome_of(r) for r in ok)
         outcomes = ", ".join(f"{o} ×{c}" for o, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "—"
         cells = [_spread(m, [r["metrics"][m] for r in ok if m in r["metrics"]]) for m in metrics]

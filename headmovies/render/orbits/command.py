@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ run file alone:
   figures  still figures for posts (curves, final panels, orbit check, Fourier power)
   view     the interactive viewer: one self-contained HTML page to scrub through the run
   watch    the viewer served on 127.0.0.1, following a run while it trains
+  census   orbit outcomes across the seeds of one or more sweeps: tables, figure, rows
 Conventions: docs/math.md; what the movie shows: docs/movie.md; the viewer: docs/viewer.md."""
 
 PANELS_HELP = ("default (the seed's four planes if the run's orbits show in them, else chosen from the data), "
@@ -83,6 +85,20 @@ Serves the viewer of RUN at http://127.0.0.1:PORT/ and follows the run while it 
 (the SWMR reader): new snapshots appear in the page within about --interval + 1 s, and the
 page says "live: epoch N of M". A writer killed and restarted with --resume is followed
 into the new file. Waits for RUN if it does not hold a snapshot yet. Ctrl-C stops."""
+
+
+CENSUS = """\
+Reads sweep folders of the orbit experiment (`headmovies sweep orbits --out DIR`), one per
+recipe, named by the folder. For every finished run it runs the orbit check on every snapshot
+and reads each live head's frequency w at the screen epochs and at the end. Writes into --out:
+  census.jsonl    one row per run (orbits with size, w, heads, worst error, lock-in epoch;
+                  accuracy; both equivariance errors; each head's w at the screen epochs)
+  census.md       outcomes per recipe, every orbit by size and w, recipes compared seed by
+                  seed, and the early screen (do the groups at an early epoch predict the orbits?)
+  census.{png,svg}  the same as a figure
+Rows of unchanged run files are reused from an existing --out/census.jsonl, so a growing
+sweep costs only its new runs. With --rows FILE and no folders it rebuilds census.md and the
+figure from saved rows alone. Docs: docs/results/orbits.md, "Census"."""
 
 
 def _tolerances(p: argparse.ArgumentParser) -> None:
@@ -158,6 +174,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _tolerances(p)
     p.set_defaults(_action=watch)
 
+    p = sub.add_parser("census", help="orbit outcomes across the seeds of sweeps: tables, figure, rows",
+                       description=CENSUS, formatter_class=fmt)
+    p.add_argument("sweeps", type=Path, nargs="*", metavar="SWEEP_DIR", help="sweep folders, one per recipe")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument("--rows", type=Path, metavar="FILE.jsonl",
+                   help="rebuild the tables and figure from these census rows (no run files needed)")
+    p.add_argument("--screen-epochs", default="250,500,1000,1500,2000,3000", metavar="E1,E2",
+                   help="epochs at which to read the frequency groups (default 250,500,1000,1500,2000,3000)")
+    p.add_argument("--formats", default=",".join(FIGURE_FORMATS), help="png,svg or one of them (default both)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(_action=census)
+
 
 def run(args: argparse.Namespace) -> int:
     return args._action(args)
@@ -201,13 +229,57 @@ def movie(args: argparse.Namespace) -> int:
 
 def figures(args: argparse.Namespace) -> int:
     from headmovies.render.orbits.figures import make_figures
-    formats = tuple(dict.fromkeys(f.strip().lower() for f in args.formats.split(",") if f.strip()))
-    if not formats or any(f not in FIGURE_FORMATS for f in formats):
-        raise UserError(f"--formats must be png, svg or png,svg; got {args.formats!r}")
+    formats = _formats(args.formats)
     for path in make_figures(args.run, args.out, args.panels, args.tol, args.dead_tol, formats,
                              over_time=not args.no_over_time, progress=not args.no_progress):
         print(path)
     return 0
+
+
+def census(args: argparse.Namespace) -> int:
+    from headmovies.render.core.outputs import prepare_out_dir
+    from headmovies.render.orbits import census as c
+    formats = _formats(args.formats)
+    try:
+        screen = sorted({int(e) for e in args.screen_epochs.split(",") if e.strip()})
+    except ValueError:
+        raise UserError(f"--screen-epochs must be epochs separated by commas, got {args.screen_epochs!r}") from None
+    if bool(args.sweeps) == bool(args.rows):
+        raise UserError("give sweep folders, or --rows FILE.jsonl to rebuild from saved rows (not both)")
+    for folder in args.sweeps:
+        if not folder.is_dir():
+            raise UserError(f"sweep folder {folder} does not exist")
+    if args.rows:
+        rows = c.read_rows(args.rows)
+        if not rows:
+            raise UserError(f"{args.rows} holds no census rows")
+        settings = {r["recipe"]: {} for r in rows}
+        settings.update(json.loads(args.rows.with_suffix(".settings.json").read_text())
+                        if args.rows.with_suffix(".settings.json").is_file() else {})
+    else:
+        old_path = args.out / "census.jsonl"
+        old = c.read_rows(old_path) if old_path.is_file() else []
+        progress = None
+        if not args.no_progress:
+            from tqdm import tqdm
+            progress = lambda it: tqdm(it, desc="census", unit="run")   # noqa: E731
+        rows, settings = c.collect(args.sweeps, old, screen, progress)
+        if not rows:
+            raise UserError("no finished run in " + ", ".join(map(str, args.sweeps)))
+    out = prepare_out_dir(args.out)
+    paths = c.write_census(out, rows, settings, formats, write_jsonl=not args.rows)
+    if not args.rows:
+        paths.append(c.write_settings(out / "census.settings.json", settings))
+    for path in paths:
+        print(path)
+    return 0
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
+    if not formats or any(f not in FIGURE_FORMATS for f in formats):
+        raise UserError(f"--formats must be png, svg or png,svg; got {text!r}")
+    return formats
 
 
 def _check_panel_words(panels) -> None:

@@ -14,13 +14,18 @@ from headmovies.render.core.circuits import centre_qk
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits, group_of, snapshot_circuits
 
 
-def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
-    """{w: number of live heads} with w in 1..n/2 the key frequency holding most of a head's
+def head_frequencies(M: np.ndarray) -> np.ndarray:
+    """int [H]: each head's frequency w in 1..n/2, the key frequency holding most of its
     centred QK power in the planes (0, w). M: QK circuits [H, n, n]."""
     n = M.shape[-1]
     a = np.arange(n)
     key_power = np.abs(centre_qk(M).sum(1) @ np.exp(2j * np.pi * np.outer(a, a) / n)) ** 2   # (H, w)
-    freq = key_power[:, 1:n // 2 + 1].argmax(1) + 1
+    return key_power[:, 1:n // 2 + 1].argmax(1) + 1
+
+
+def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
+    """{w: number of live heads} with w = `head_frequencies`. M: QK circuits [H, n, n]."""
+    freq = head_frequencies(M)
     groups: dict[int, int] = {}
     for h in np.flatnonzero(np.isfinite(report.head_error)):
         groups[int(freq[h])] = groups.get(int(freq[h]), 0) + 1

@@ -1,0 +1,467 @@
+"""Census of orbit outcomes across seeds and recipes (docs/results/orbits.md, "Census").
+
+Input: sweep folders of the orbit experiment (`headmovies sweep orbits --out DIR`), one per
+recipe (the folder's name). For every finished run the run file is read once: the orbit
+check runs on every snapshot (`history.orbit_history`), and each live head's frequency ω (the
+key frequency holding most of its centred QK power, `report.head_frequencies`) is read at a
+few early "screen" epochs and at the end. One JSON row per run keeps what the tables and the
+figure need, so they can be rebuilt from the rows alone (`--rows`) once the run files are gone.
+
+The screen asks whether the frequency groups of the fit phase predict the orbits: an orbit at
+frequency ω has N_ω = n / gcd(ω, n) heads (docs/results/orbits.md, "Why orbits are rare here"),
+so a group of c heads at ω "fits" when c is a positive multiple of N_ω, and "has room" when
+c >= N_ω.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from headmovies.errors import UserError
+from headmovies.render.core.outputs import FIGURE_FORMATS, atomic, save_figure, write_text
+from headmovies.render.core.reader import Run
+from headmovies.render.core.sweep_report import latest
+from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, group_of
+from headmovies.render.orbits.history import orbit_history
+from headmovies.render.orbits.report import head_frequencies
+from headmovies.render.core.circuits import circuits
+
+SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
+ROW_VERSION = 1
+
+
+def orbit_order(omega: int, n: int) -> int:
+    """N_omega = n / gcd(omega, n): the heads of an orbit at frequency omega (its polygon's corners)."""
+    return n // math.gcd(omega, n)
+
+
+def groups_of(omegas: Sequence[int]) -> dict[int, int]:
+    """{omega: live heads} from per-head frequencies (0 marks a dead head)."""
+    return dict(sorted(Counter(int(w) for w in omegas if w).items()))
+
+
+def fitting(groups: dict[int, int], n: int, rule: str = "fits") -> set[int]:
+    """Frequencies whose group can be a union of orbits: rule "fits" (a positive multiple of
+    N_omega heads) or "room" (at least N_omega heads)."""
+    if rule == "fits":
+        return {w for w, c in groups.items() if c >= orbit_order(w, n) and c % orbit_order(w, n) == 0}
+    return {w for w, c in groups.items() if c >= orbit_order(w, n)}
+
+
+# ---- one run -> one row ----
+
+def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
+               screen_epochs: Sequence[int] = SCREEN_EPOCHS, tol: float = TOL, dead_tol: float = DEAD_TOL) -> dict:
+    """The census row of one finished run: final metrics (from its sweep row), every verified
+    orbit of the last snapshot with its size, frequency omega (the most common omega of its
+    heads), heads, worst error and lock-in epoch (from which it stays verified), and each live
+    head's omega (0: dead) at the screen epochs the run has and at its last snapshot.
+    Raises RunFileError for an unreadable run file."""
+    path = Path(path)
+    with Run(path) as run:
+        n, m = group_of(run)
+        hist = orbit_history(run, tol, dead_tol)
+        epochs = [int(e) for e in run.epochs]
+        wanted = sorted({e for e in screen_epochs if e in epochs} | {epochs[-1]})
+        omega = {}
+        for e in wanted:
+            t = epochs.index(e)
+            c = circuits(run.weights(t, list(CIRCUIT_NAMES)))
+            w = head_frequencies(c["qk"])
+            w[hist.dead[t]] = 0
+            omega[str(e)] = [int(v) for v in w]
+        cfg = run.config
+    final = omega[str(epochs[-1])]
+    orbits = []
+    for size, heads, worst in hist.orbits[-1]:
+        if size < 2:
+            continue
+        ws = Counter(final[h] for h in heads).most_common(1)[0][0]
+        orbits.append({"size": size, "omega": ws, "heads": list(heads), "worst": round(worst, 5),
+                       "locked_in": hist.locked_in(heads)})
+    metrics = sweep_row.get("metrics") or {}
+    refine = int(cfg.get("refine_start", 0) or 0)
+    return {
+        "version": ROW_VERSION, "recipe": recipe, "seed": int(sweep_row["seed"]), "run": sweep_row["run"],
+        "stopped": sweep_row["status"] == "stopped",
+        "file_bytes": path.stat().st_size, "n": n, "m": m, "tol": tol, "dead_tol": dead_tol,
+        "epochs": epochs[-1], "phase2_start": refine if 0 < refine < int(cfg.get("epochs", epochs[-1])) else None,
+        "outcome": "+".join(str(o["size"]) for o in orbits) or "none",
+        "orbits": orbits, "n_dead": int(hist.dead[-1].sum()),
+        **{k: metrics.get(k) for k in ("train_acc", "heldout_acc", "eq_error_pooled", "eq_error_worst_input")},
+        "seconds": sweep_row.get("seconds"),
+        "omega": omega,
+    }
+
+
+def read_sweep(folder: Path) -> tuple[list[dict], dict]:
+    """(latest rows of folder/sweep.jsonl that finished or stopped at --stop-at, settings of
+    folder/sweep.json).
+    UserError when the folder is not a sweep of the orbit experiment."""
+    jsonl, meta = folder / "sweep.jsonl", folder / "sweep.json"
+    if not meta.is_file():
+        raise UserError(f"{folder} is not a sweep folder (no sweep.json): make one with "
+                        f"`headmovies sweep orbits --out {folder}`")
+    info = json.loads(meta.read_text())
+    if info.get("experiment") != "orbits":
+        raise UserError(f"{folder} is a sweep of {info.get('experiment')!r}; the census needs the orbits experiment")
+    rows = []
+    if jsonl.is_file():
+        rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    return [r for r in latest(rows) if r["status"] in ("done", "stopped")], info.get("settings", {})
+
+
+def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Sequence[int] = SCREEN_EPOCHS,
+            progress: Callable | None = None) -> tuple[list[dict], dict[str, dict]]:
+    """Census rows of every finished run in the sweep folders, reusing a row of `old` when
+    its run file is unchanged (same recipe, seed, run and size). Returns (rows, {recipe: settings})."""
+    cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
+    todo, settings = [], {}
+    for folder in folders:
+        recipe = folder.name
+        if recipe in settings:
+            raise UserError(f"two sweep folders are named {recipe!r}; the census names recipes by folder name")
+        sweep_rows, settings[recipe] = read_sweep(folder)
+        todo += [(folder, recipe, r) for r in sweep_rows]
+    rows = []
+    it = progress(todo) if progress else todo
+    for folder, recipe, sweep_row in it:
+        path = folder / sweep_row["file"]
+        hit = cache.get((recipe, sweep_row["run"]))
+        if hit and path.exists() and hit["file_bytes"] == path.stat().st_size \
+                and hit["stopped"] == (sweep_row["status"] == "stopped"):
+            rows.append(hit)
+        elif path.exists():
+            rows.append(census_row(path, sweep_row, recipe, screen_epochs))
+    rows.sort(key=lambda r: (list(settings).index(r["recipe"]), r["seed"]))
+    return rows, settings
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Census rows of a census.jsonl. UserError if unreadable."""
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read census rows {path}: {exc}") from None
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    with atomic(path) as tmp:
+        tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+    return path
+
+
+def write_settings(path: Path, settings: dict[str, dict]) -> Path:
+    """The recipes' fixed settings beside the rows, so `--rows` can name them too."""
+    return write_text(path, json.dumps(settings, indent=1) + "\n")
+
+
+# ---- tables ----
+
+def by_recipe(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r["recipe"], []).append(r)
+    return out
+
+
+def _pct(k: int, total: int) -> str:
+    return f"{k} ({100 * k / total:.0f} %)" if total else "0"
+
+
+def _spread(values: list, fmt: str) -> str:
+    v = [x for x in values if x is not None]
+    if not v:
+        return "–"
+    return f"{format(float(np.median(v)), fmt)} [{format(min(v), fmt)}, {format(max(v), fmt)}]"
+
+
+def outcome_table(rows: list[dict]) -> str:
+    """One line per recipe: seeds, outcome counts, accuracy and errors (median [min, max])."""
+    out = ["| recipe | seeds | outcomes (seeds) | any orbit | any orbit at 100 % train | train acc | held-out acc "
+           "| eq error pooled | eq error worst input | dead heads |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for recipe, rs in by_recipe(rows).items():
+        counts = Counter(r["outcome"] for r in rs).most_common()
+        any_orbit = [r for r in rs if r["orbits"]]
+        full = [r for r in any_orbit if (r["train_acc"] or 0) >= 1.0]
+        out.append(f"| {recipe} | {len(rs)} | " + ", ".join(f"{o} ×{k}" for o, k in counts)
+                   + f" | {_pct(len(any_orbit), len(rs))} | {_pct(len(full), len(rs))}"
+                   f" | {_spread([100 * r['train_acc'] for r in rs if r['train_acc'] is not None], '.1f')} %"
+                   f" | {_spread([100 * r['heldout_acc'] for r in rs if r['heldout_acc'] is not None], '.1f')} %"
+                   f" | {_spread([r['eq_error_pooled'] for r in rs], '.1e')}"
+                   f" | {_spread([r['eq_error_worst_input'] for r in rs], '.1e')}"
+                   f" | {_spread([r['n_dead'] for r in rs], '.0f')} |")
+    return "\n".join(out)
+
+
+def structure_table(rows: list[dict]) -> str:
+    """Every verified orbit by recipe, size and frequency: how many, on which seeds, their
+    worst errors and lock-in epochs."""
+    out = ["| recipe | orbit size | ω (r) | orbits | seeds | worst error | locked in at epoch | train acc of those seeds |",
+           "|---|---|---|---|---|---|---|---|"]
+    for recipe, rs in by_recipe(rows).items():
+        kinds: dict[tuple[int, int], list[tuple[dict, dict]]] = {}
+        for r in rs:
+            for o in r["orbits"]:
+                kinds.setdefault((o["size"], o["omega"]), []).append((r, o))
+        if not kinds:
+            out.append(f"| {recipe} | none | | 0 | | | | |")
+        for (size, w), items in sorted(kinds.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
+            seeds = sorted({r["seed"] for r, _ in items})
+            out.append(f"| {recipe} | {size} | {w} | {len(items)} | {', '.join(map(str, seeds))} "
+                       f"| {_spread([100 * o['worst'] for _, o in items], '.2f')} % "
+                       f"| {_spread([o['locked_in'] for _, o in items], '.0f')} "
+                       f"| {_spread([100 * r['train_acc'] for r, _ in items], '.1f')} % |")
+    return "\n".join(out)
+
+
+def agreement_table(rows: list[dict]) -> str:
+    """For every pair of recipes sharing seeds: how many seeds end with the same orbit
+    structure (sizes), and the seeds that differ."""
+    groups = by_recipe(rows)
+    names = list(groups)
+    out = ["| recipe A | recipe B | seeds in both | same outcome | differ (seed: A vs B) |", "|---|---|---|---|---|"]
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            A = {r["seed"]: r["outcome"] for r in groups[a]}
+            B = {r["seed"]: r["outcome"] for r in groups[b]}
+            both = sorted(set(A) & set(B))
+            if not both:
+                continue
+            diff = [s for s in both if A[s] != B[s]]
+            out.append(f"| {a} | {b} | {len(both)} | {_pct(len(both) - len(diff), len(both))} | "
+                       + (", ".join(f"{s}: {A[s]} vs {B[s]}" for s in diff) or "none") + " |")
+    return "\n".join(out) if len(out) > 2 else ""
+
+
+def screen_stats(rows: list[dict], epoch: int, rule: str = "fits") -> dict:
+    """How well the frequency groups at `epoch` predict the final orbits, over runs that have
+    a snapshot there: heads live at both with an unchanged omega (fraction), final orbits whose
+    omega group qualified at `epoch` under `rule` (recall), qualifying groups that ended as an
+    orbit at that omega (precision), and seeds flagged (a qualifying group) vs seeds with an orbit."""
+    key = str(epoch)
+    same = live = 0
+    orbits = orbits_hit = flagged_groups = flagged_hit = 0
+    seeds = flagged_seeds = orbit_seeds = both = 0
+    for r in rows:
+        if key not in r["omega"] or int(key) == r["epochs"]:
+            continue
+        seeds += 1
+        early, final = r["omega"][key], r["omega"][str(r["epochs"])]
+        pairs = [(a, b) for a, b in zip(early, final) if a and b]
+        live += len(pairs)
+        same += sum(a == b for a, b in pairs)
+        fit = fitting(groups_of(early), r["n"], rule)
+        formed = {o["omega"] for o in r["orbits"]}
+        orbits += len(r["orbits"])
+        orbits_hit += sum(o["omega"] in fit for o in r["orbits"])
+        flagged_groups += len(fit)
+        flagged_hit += len(fit & formed)
+        flagged_seeds += bool(fit)
+        orbit_seeds += bool(formed)
+        both += bool(fit) and bool(formed)
+    return {"epoch": epoch, "runs": seeds, "omega_kept": same / live if live else None,
+            "orbits": orbits, "recall": orbits_hit / orbits if orbits else None,
+            "groups_flagged": flagged_groups, "precision": flagged_hit / flagged_groups if flagged_groups else None,
+            "seeds_flagged": flagged_seeds, "seeds_with_orbit": orbit_seeds, "seeds_both": both}
+
+
+def screen_epochs_of(rows: list[dict]) -> list[int]:
+    return sorted({int(e) for r in rows for e in r["omega"] if int(e) != r["epochs"]})
+
+
+def screen_table(rows: list[dict]) -> str:
+    """Per recipe and screen epoch: `screen_stats` under both rules."""
+    out = ["| recipe | epoch | runs | heads keeping their ω to the end | final orbits whose group fits (has room) "
+           "| fitting groups that became an orbit | seeds flagged / with an orbit / both |",
+           "|---|---|---|---|---|---|---|"]
+
+    def f(x):
+        return "–" if x is None else f"{100 * x:.0f} %"
+    for recipe, rs in by_recipe(rows).items():
+        for e in screen_epochs_of(rs):
+            s, room = screen_stats(rs, e, "fits"), screen_stats(rs, e, "room")
+            recall = f"{f(s['recall'])} ({f(room['recall'])}) of {s['orbits']}" if s["orbits"] else "no orbit"
+            out.append(f"| {recipe} | {e:,} | {s['runs']} | {f(s['omega_kept'])} | {recall} | {f(s['precision'])} of "
+                       f"{s['groups_flagged']} | {s['seeds_flagged']} / {s['seeds_with_orbit']} / {s['seeds_both']} |")
+    return "\n".join(out)
+
+
+def largest_groups(rows: list[dict], size: int = 12) -> str:
+    """Per recipe: the largest final frequency group among the omegas of orbit order `size`
+    (12 for the seed's 12-orbit: omega 2 or 10 when n = 24), as a count of seeds per group size."""
+    out = []
+    for recipe, rs in by_recipe(rows).items():
+        best = []
+        for r in rs:
+            g = groups_of(r["omega"][str(r["epochs"])])
+            best.append(max([c for w, c in g.items() if orbit_order(w, r["n"]) == size] or [0]))
+        hist = Counter(best)
+        out.append(f"- {recipe}: " + ", ".join(f"{k} heads: {hist[k]}" for k in sorted(hist, reverse=True)))
+    return "\n".join(out)
+
+
+def finished(rows: list[dict]) -> list[dict]:
+    """Rows of runs trained to their last epoch (not stopped at --stop-at)."""
+    return [r for r in rows if not r.get("stopped")]
+
+
+def screened_table(rows: list[dict]) -> str:
+    """Runs stopped early (`headmovies sweep --stop-at`): per recipe, the seeds whose groups at
+    the stop epoch fit an orbit, by orbit order, largest first; the rest in one count."""
+    out = []
+    for recipe, rs in by_recipe([r for r in rows if r.get("stopped")]).items():
+        by_order: dict[int, list[str]] = {}
+        for r in rs:
+            g = groups_of(r["omega"][str(r["epochs"])])
+            for w in sorted(fitting(g, r["n"])):
+                by_order.setdefault(orbit_order(w, r["n"]), []).append(f"{r['seed']} (ω {w}: {g[w]})")
+        epochs = sorted({r["epochs"] for r in rs})
+        out.append(f"- **{recipe}**: {len(rs)} runs stopped at epoch {', '.join(map(str, epochs))}; "
+                   f"{sum(not fitting(groups_of(r['omega'][str(r['epochs'])]), r['n']) for r in rs)} without a fitting group")
+        for order in sorted(by_order, reverse=True):
+            out.append(f"  - a group fits {order}-orbits: seeds {', '.join(by_order[order])}")
+    return "\n".join(out)
+
+
+def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
+    screened = screened_table(rows)
+    rows = finished(rows)
+    parts = ["# Orbit census", "",
+             "Made by `headmovies orbits census` from the sweeps below (one row per run in `census.jsonl`). "
+             "Outcome: sizes of the verified orbits (2 % tolerance, default gauge) of the last snapshot; "
+             "ω (r): the orbit's frequency. Values: median [min, max] over seeds.", "",
+             "## Recipes", ""]
+    for recipe, s in settings.items():
+        parts.append(f"- **{recipe}**: " + (" ".join(f"{k}={v}" for k, v in s.items()) or "the defaults"))
+    parts += ["", "## Outcomes", "", outcome_table(rows), "", "## Orbits", "", structure_table(rows), ""]
+    agree = agreement_table(rows)
+    if agree:
+        parts += ["## Recipes compared seed by seed", "", agree, ""]
+    parts += ["## Early screen: do the frequency groups predict the orbits?", "",
+              "A group of c live heads at ω fits when c is a multiple of N_ω = n / gcd(ω, n) (has room: c ≥ N_ω).",
+              "", screen_table(rows), "",
+              "## Largest final group at ω of orbit order 12 (ω = 2 or 10), seeds per size", "",
+              largest_groups(rows), ""]
+    if screened:
+        parts += ["## Screened runs (stopped early), candidates for the full schedule", "",
+                  "Continue a candidate with `headmovies sweep orbits --out SWEEP_DIR --seeds SEEDS` "
+                  "(the same settings, without --stop-at).", "", screened, ""]
+    return "\n".join(parts)
+
+
+# ---- figure ----
+
+def census_figure(rows: list[dict], settings: dict[str, dict]):
+    """Four panels: outcome shares per recipe; train accuracy against the pooled equivariance
+    error per run; each verified orbit's lock-in epoch; and the early screen (heads keeping
+    their omega, orbits whose group fitted) against the screen epoch."""
+    from matplotlib.figure import Figure
+    from headmovies.render.orbits.colours import orbit_colour
+    rows = finished(rows)
+    groups = by_recipe(rows)
+    names = list(groups)
+    outcomes = [o for o, _ in Counter(r["outcome"] for r in rows).most_common()]
+    outcomes = ["none"] + [o for o in outcomes if o != "none"] if "none" in outcomes else outcomes
+    colour = {o: ("0.8" if o == "none" else orbit_colour(i)) for i, o in enumerate(o for o in outcomes if o != "none")}
+    colour["none"] = "0.82"
+    markers = "os^Dvp"
+    fig = Figure(figsize=(12, 8.4), layout="constrained")
+    (a, b), (c, d) = fig.subplots(2, 2)
+
+    y = np.arange(len(names))[::-1]
+    left = np.zeros(len(names))
+    for o in outcomes:
+        share = np.array([sum(r["outcome"] == o for r in groups[k]) / len(groups[k]) for k in names])
+        bars = a.barh(y, share, left=left, color=colour[o], edgecolor="white", label=o)
+        for bar, s, k in zip(bars, share, names):
+            if s >= 0.04:
+                a.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2,
+                       str(sum(r["outcome"] == o for r in groups[k])), ha="center", va="center", fontsize=8)
+        left += share
+    a.set_yticks(y, [f"{k}\n({len(groups[k])} seeds)" for k in names], fontsize=8)
+    a.set_xlim(0, 1)
+    a.set_xlabel("fraction of seeds (numbers: seeds)")
+    a.set_title("verified orbit structure at the last snapshot")
+    a.legend(title="orbit sizes", fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=6, frameon=False)
+
+    for i, k in enumerate(names):
+        rs = groups[k]
+        for o in outcomes:
+            sel = [r for r in rs if r["outcome"] == o and r["eq_error_pooled"] and r["train_acc"] is not None]
+            if sel:
+                b.scatter([r["eq_error_pooled"] for r in sel], [100 * r["train_acc"] for r in sel],
+                          marker=markers[i % len(markers)], s=22 if o == "none" else 48, color=colour[o],
+                          edgecolor="0.3" if o != "none" else "none", linewidth=0.5, zorder=3 if o != "none" else 2)
+        b.scatter([], [], marker=markers[i % len(markers)], color="0.5", label=k)
+    b.set_xscale("log")
+    b.set_xlabel("equivariance error, pooled (last snapshot)")
+    b.set_ylabel("train accuracy (%)")
+    b.set_title("each run: accuracy against equivariance (colour: orbit sizes)")
+    b.legend(fontsize=8, title="recipe (marker)", frameon=False)
+    b.grid(alpha=0.3)
+
+    for i, k in enumerate(names):
+        rs = groups[k]
+        starts = {r["phase2_start"] for r in rs if r["phase2_start"]}
+        for s in starts:
+            c.plot([s, s], [y[i] - 0.4, y[i] + 0.4], color="0.4", lw=1, ls="--")
+        ends = {r["epochs"] for r in rs}
+        for e in ends:
+            c.plot([e, e], [y[i] - 0.4, y[i] + 0.4], color="0.2", lw=1.5)
+        pts = [(o["locked_in"], o["size"]) for r in rs for o in r["orbits"] if o["locked_in"] is not None]
+        if pts:
+            rng = np.random.default_rng(i)
+            ep = np.array([p[0] for p in pts], float)
+            sz = np.array([p[1] for p in pts])
+            jitter = rng.uniform(-0.3, 0.3, len(pts))
+            for size in sorted(set(sz)):
+                sel = sz == size
+                c.scatter(ep[sel], y[i] + jitter[sel], s=14 + 8 * size, alpha=0.8,
+                          color=colour.get(str(size), orbit_colour(int(size) % 10)), edgecolor="0.2", linewidth=0.4)
+    sizes = sorted({o["size"] for r in rows for o in r["orbits"]}, reverse=True)
+    for size in sizes:
+        c.scatter([], [], s=14 + 8 * size, color="0.6", edgecolor="0.2", linewidth=0.4, label=f"{size}-orbit")
+    c.plot([], [], color="0.4", ls="--", label="phase 2 starts")
+    c.plot([], [], color="0.2", lw=1.5, label="last epoch")
+    c.set_yticks(y, names, fontsize=8)
+    c.set_xlabel("epoch")
+    c.set_title("when each final orbit locks in (verified at every later snapshot)")
+    c.legend(fontsize=8, frameon=False, loc="upper left")
+    c.grid(axis="x", alpha=0.3)
+
+    for i, k in enumerate(names):
+        rs = groups[k]
+        eps = screen_epochs_of(rs)
+        if not eps:
+            continue
+        stats = [screen_stats(rs, e) for e in eps]
+        line, = d.plot(eps, [100 * (s["omega_kept"] or 0) for s in stats], marker=markers[i % len(markers)],
+                       label=f"{k}: heads keeping their ω")
+        if any(s["orbits"] for s in stats):
+            d.plot(eps, [100 * (s["recall"] or 0) for s in stats], marker=markers[i % len(markers)], ls="--",
+                   color=line.get_color(), label=f"{k}: final orbits whose group fits")
+    d.set_ylim(0, 102)
+    d.set_xlabel("screen epoch")
+    d.set_ylabel("%")
+    d.set_title("early screen: frequency groups at an early epoch vs the end")
+    d.legend(fontsize=7, frameon=False, loc="lower right")
+    d.grid(alpha=0.3)
+    return fig
+
+
+def write_census(out: Path, rows: list[dict], settings: dict[str, dict],
+                 formats: Sequence[str] = FIGURE_FORMATS, write_jsonl: bool = True) -> list[Path]:
+    """Write out/census.jsonl (unless rebuilding from it), census.md and census.{png,svg}."""
+    paths = [write_rows(out / "census.jsonl", rows)] if write_jsonl else []
+    paths.append(write_text(out / "census.md", census_markdown(rows, settings)))
+    if finished(rows):                  # a screen alone has no final outcomes to draw
+        paths += save_figure(census_figure(rows, settings), out, "census", formats, dpi=110)
+    return paths

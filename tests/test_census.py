@@ -1,0 +1,127 @@
+"""The orbit census (docs/results/orbits.md, "Census"): rows from sweep folders of run files
+with known orbits, the screen's arithmetic on hand-made rows, the tables, the rebuild from
+saved rows, and bad input."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from headmovies.cli import main as cli_main
+from headmovies.render.orbits import census as C
+from equivariant import equivariant_run
+
+
+def _sweep(folder: Path, runs: dict[int, dict], settings: dict | None = None) -> Path:
+    """A sweep folder as `headmovies sweep orbits` leaves it: sweep.json and one row per run
+    file, here hand-built run files (`equivariant_run` keyword arguments per seed)."""
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text(json.dumps({"experiment": "orbits", "settings": settings or {}}))
+    rows = []
+    for seed, kw in runs.items():
+        equivariant_run(folder / f"seed{seed}.h5", np.arange(0, 1100, 100), seed=seed,
+                        config={"refine_start": 600}, **kw)
+        rows.append({"run": f"seed{seed}", "file": f"seed{seed}.h5", "experiment": "orbits", "seed": seed,
+                     "grid": {}, "status": "done", "error": None, "seconds": 1.5,
+                     "metrics": {"train_acc": 1.0, "heldout_acc": 0.76, "eq_error_pooled": 1e-4,
+                                 "eq_error_worst_input": 3e-4}})
+    rows.append({"run": "seed9", "file": "seed9.h5", "seed": 9, "grid": {}, "status": "failed", "error": "boom",
+                 "seconds": 0.1, "metrics": None})
+    (folder / "sweep.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_orbit_order_and_fitting_groups():
+    assert [C.orbit_order(w, 24) for w in (1, 2, 3, 4, 6, 8, 10, 12)] == [24, 12, 8, 6, 4, 3, 12, 2]
+    groups = {2: 12, 3: 5, 6: 8, 12: 3, 8: 2}
+    assert C.fitting(groups, 24, "fits") == {2, 6}              # 12 = 1 x 12, 8 = 2 x 4
+    assert C.fitting(groups, 24, "room") == {2, 6, 12}          # 3 heads have room for a pair
+    assert C.groups_of([0, 2, 2, 6, 0, 2]) == {2: 3, 6: 1}      # 0: dead heads are not counted
+
+
+def _row(seed, early, final, orbits, epochs=1000, n=24):
+    return {"recipe": "r", "seed": seed, "n": n, "epochs": epochs, "orbits": orbits,
+            "omega": {"500": early, str(epochs): final}}
+
+
+def test_screen_counts_kept_frequencies_recall_and_precision():
+    # seed 0: 4 heads at w = 6 from epoch 500 on, and they form a 4-orbit; a dead head revives
+    # seed 1: 4 heads at w = 6 at epoch 500, one moves to w = 3 by the end: no orbit
+    # seed 2: a 2-orbit at w = 12 whose group at epoch 500 had 3 heads (room, but no fit)
+    rows = [_row(0, [6, 6, 6, 6, 0], [6, 6, 6, 6, 5], [{"size": 4, "omega": 6}]),
+            _row(1, [6, 6, 6, 6, 5], [6, 6, 6, 3, 5], []),
+            _row(2, [12, 12, 12, 1], [12, 12, 1, 1], [{"size": 2, "omega": 12}])]
+    s = C.screen_stats(rows, 500, "fits")
+    # live at both: 4 + 5 + 4 = 13 heads; unchanged: 4 + 4 + 3
+    assert s["omega_kept"] == pytest.approx(11 / 13)
+    assert (s["orbits"], s["recall"]) == (2, 0.5)                # the square fitted, the pair did not
+    assert (s["groups_flagged"], s["precision"]) == (2, 0.5)     # seeds 0 and 1 flag w = 6; only seed 0 formed it
+    assert (s["seeds_flagged"], s["seeds_with_orbit"], s["seeds_both"]) == (2, 2, 1)
+    room = C.screen_stats(rows, 500, "room")
+    assert room["recall"] == 1.0 and room["groups_flagged"] == 3 and room["precision"] == pytest.approx(2 / 3)
+    assert C.screen_stats(rows, 750)["runs"] == 0               # no snapshot there: not counted
+
+
+def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
+    a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (12, 4), "extra_heads": 2},
+                                    1: {"orbit_sizes": (4, 2), "extra_heads": 3}}, {"epochs": 1000})
+    b = _sweep(tmp_path / "other", {0: {"orbit_sizes": (12, 4), "extra_heads": 2},
+                                    1: {"orbit_sizes": (), "extra_heads": 6}})
+    out = tmp_path / "census"
+    assert cli_main(["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress",
+                     "--screen-epochs", "300,500,700"]) == 0
+    rows = C.read_rows(out / "census.jsonl")
+    assert [(r["recipe"], r["seed"], r["outcome"]) for r in rows] == [
+        ("exact", 0, "12+4"), ("exact", 1, "4+2"), ("other", 0, "12+4"), ("other", 1, "none")]
+    first = rows[0]
+    assert [o["size"] for o in first["orbits"]] == [12, 4]
+    assert sorted(first["orbits"][0]["heads"]) == list(range(12))
+    for r in rows:
+        for o in r["orbits"]:
+            # the weights reach the equivariant layer one snapshot before the end (epoch 900)
+            # and stay: the orbit is verified from there, not before
+            assert o["locked_in"] == 900
+            # an orbit of k heads lives at a frequency that k shifts turn a whole number of times
+            assert o["size"] * o["omega"] % 24 == 0
+            assert o["worst"] < 1e-4
+    assert sorted(first["omega"]) == ["1000", "300", "500", "700"]
+    assert first["phase2_start"] == 600 and first["epochs"] == 1000 and first["train_acc"] == 1.0
+    md = (out / "census.md").read_text()
+    assert "| exact | 2 | 12+4 ×1, 4+2 ×1 | 2 (100 %) | 2 (100 %) |" in md
+    assert "| exact | other | 2 | 1 (50 %) | 1: 4+2 vs none |" in md
+    assert (out / "census.png").stat().st_size > 10_000
+
+    # rebuilt from the saved rows alone, after the run files are gone: the same tables
+    for f in list(a.glob("*.h5")) + list(b.glob("*.h5")):
+        f.unlink()
+    again = tmp_path / "again"
+    assert cli_main(["orbits", "census", "--rows", str(out / "census.jsonl"), "--out", str(again)]) == 0
+    assert (again / "census.md").read_text() == md
+    assert not (again / "census.jsonl").exists()
+
+
+def test_unchanged_runs_are_reused(tmp_path, monkeypatch):
+    a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (4,), "extra_heads": 1}})
+    out = tmp_path / "census"
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
+    calls = []
+    monkeypatch.setattr(C, "census_row", lambda *args, **kw: calls.append(args))
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
+    assert calls == [] and C.read_rows(out / "census.jsonl")[0]["outcome"] == "4"
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "error: give sweep folders, or --rows FILE.jsonl"),
+    (["{tmp}/nowhere"], "error: sweep folder {tmp}/nowhere does not exist"),
+    (["{tmp}"], "error: {tmp} is not a sweep folder (no sweep.json)"),
+    (["--screen-epochs", "a,b", "{tmp}"], "error: --screen-epochs must be epochs separated by commas"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    args = [a.format(tmp=tmp_path) for a in args]
+    assert cli_main(["orbits", "census", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message.format(tmp=tmp_path)) and err.count("\n") == 1
+    assert not out.exists()
