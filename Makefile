@@ -11,7 +11,7 @@ HM := $(VENV)/bin/headmovies
 RUN := data/orbits.h5
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup browser test movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census
+.PHONY: setup browser test movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-screen
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,14 +62,25 @@ figures: train-orbits
 # recipe with both additions, every run at the full default schedule (about 5.5 min on one idle
 # core; all cores are used), resumable: rerun to continue. Then the tables, figure and rows in
 # docs/results/census/. A sweep exits 1 when some run failed; the census still counts the others.
+# make census-screen - the early screen: SCREEN_SEEDS under the seed's objective, each trained only
+# through epoch SCREEN_EPOCH of the full schedule (about 25 s per seed); `make census` then lists
+# the seeds whose frequency groups fit an orbit. Continue chosen ones with
+# `headmovies sweep orbits --out data/census/screen-seed-objective --seeds S1,S2 $(SEED_OBJECTIVE)`.
 CENSUS_SEEDS ?= 0-199
+SCREEN_SEEDS ?= 200-299
+SCREEN_EPOCH ?= 1500
+SEED_OBJECTIVE := --set refine_prune=0 --set refine_ov_bias_weight=0
 CENSUS_DIRS := data/census/seed-objective data/census/with-additions
 
 census: setup
-	$(HM) sweep orbits --out data/census/seed-objective --seeds $(CENSUS_SEEDS) \
-		--set refine_prune=0 --set refine_ov_bias_weight=0 || [ $$? -eq 1 ]
+	$(HM) sweep orbits --out data/census/seed-objective --seeds $(CENSUS_SEEDS) $(SEED_OBJECTIVE) || [ $$? -eq 1 ]
 	$(HM) sweep orbits --out data/census/with-additions --seeds $(CENSUS_SEEDS) || [ $$? -eq 1 ]
-	$(HM) orbits census $(CENSUS_DIRS) --out docs/results/census --formats png
+	$(HM) orbits census $(CENSUS_DIRS) $(wildcard data/census/screen-seed-objective) \
+		--out docs/results/census --formats png
+
+census-screen: setup
+	$(HM) sweep orbits --out data/census/screen-seed-objective --seeds $(SCREEN_SEEDS) \
+		--stop-at $(SCREEN_EPOCH) $(SEED_OBJECTIVE) || [ $$? -eq 1 ]
 
 # make ov-coherent - seed 004: train 2 heads x d_head 1 (OV_COHERENT_SEEDS) and 1 head x d_head 4
 # (OV_COHERENT_WIDE_SEEDS), one run at a time on one thread; table, figures and QK-plane movie

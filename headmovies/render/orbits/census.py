@@ -58,7 +58,7 @@ def fitting(groups: dict[int, int], n: int, rule: str = "fits") -> set[int]:
 
 def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
                screen_epochs: Sequence[int] = SCREEN_EPOCHS, tol: float = TOL, dead_tol: float = DEAD_TOL) -> dict:
-    """The census row of one finished run: final metrics (from its sweep row), every verified
+    """The census row of one finished run: final metrics (from the run file), every verified
     orbit of the last snapshot with its size, frequency omega (the most common omega of its
     heads), heads, worst error and lock-in epoch (from which it stays verified), and each live
     head's omega (0: dead) at the screen epochs the run has and at its last snapshot.
@@ -77,6 +77,8 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
             w[hist.dead[t]] = 0
             omega[str(e)] = [int(v) for v in w]
         cfg = run.config
+        complete = run.complete
+        metrics = {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch" and len(v)}
     final = omega[str(epochs[-1])]
     orbits = []
     for size, heads, worst in hist.orbits[-1]:
@@ -85,11 +87,10 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
         ws = Counter(final[h] for h in heads).most_common(1)[0][0]
         orbits.append({"size": size, "omega": ws, "heads": list(heads), "worst": round(worst, 5),
                        "locked_in": hist.locked_in(heads)})
-    metrics = sweep_row.get("metrics") or {}
     refine = int(cfg.get("refine_start", 0) or 0)
     return {
         "version": ROW_VERSION, "recipe": recipe, "seed": int(sweep_row["seed"]), "run": sweep_row["run"],
-        "stopped": sweep_row["status"] == "stopped",
+        "stopped": not complete,        # trained only through --stop-at (the file says so, not the row)
         "file_bytes": path.stat().st_size, "n": n, "m": m, "tol": tol, "dead_tol": dead_tol,
         "epochs": epochs[-1], "phase2_start": refine if 0 < refine < int(cfg.get("epochs", epochs[-1])) else None,
         "outcome": "+".join(str(o["size"]) for o in orbits) or "none",
@@ -134,8 +135,7 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
     for folder, recipe, sweep_row in it:
         path = folder / sweep_row["file"]
         hit = cache.get((recipe, sweep_row["run"]))
-        if hit and path.exists() and hit["file_bytes"] == path.stat().st_size \
-                and hit["stopped"] == (sweep_row["status"] == "stopped"):
+        if hit and path.exists() and hit["file_bytes"] == path.stat().st_size:
             rows.append(hit)
         elif path.exists():
             rows.append(census_row(path, sweep_row, recipe, screen_epochs))
