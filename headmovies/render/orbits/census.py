@@ -33,7 +33,7 @@ from headmovies.render.orbits.report import head_frequencies
 from headmovies.render.core.circuits import circuits
 
 SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
-ROW_VERSION = 1
+ROW_VERSION = 2
 
 
 def orbit_order(omega: int, n: int) -> int:
