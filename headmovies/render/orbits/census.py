@@ -408,6 +408,8 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     b.legend(fontsize=8, title="recipe (marker)", frameon=False)
     b.grid(alpha=0.3)
 
+    sizes = sorted({o["size"] for r in rows for o in r["orbits"]}, reverse=True)
+    size_colour = {k: orbit_colour(i) for i, k in enumerate(sizes)}
     for i, k in enumerate(names):
         rs = groups[k]
         starts = {r["phase2_start"] for r in rs if r["phase2_start"]}
@@ -424,17 +426,17 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
             jitter = rng.uniform(-0.3, 0.3, len(pts))
             for size in sorted(set(sz)):
                 sel = sz == size
-                c.scatter(ep[sel], y[i] + jitter[sel], s=14 + 8 * size, alpha=0.8,
-                          color=colour.get(str(size), orbit_colour(int(size) % 10)), edgecolor="0.2", linewidth=0.4)
-    sizes = sorted({o["size"] for r in rows for o in r["orbits"]}, reverse=True)
+                c.scatter(ep[sel], y[i] + jitter[sel], s=14 + 8 * size, alpha=0.8, color=size_colour[size],
+                          edgecolor="0.2", linewidth=0.4)
     for size in sizes:
-        c.scatter([], [], s=14 + 8 * size, color="0.6", edgecolor="0.2", linewidth=0.4, label=f"{size}-orbit")
+        c.scatter([], [], s=14 + 8 * size, color=size_colour[size], edgecolor="0.2", linewidth=0.4,
+                  label=f"{size}-orbit")
     c.plot([], [], color="0.4", ls="--", label="phase 2 starts")
     c.plot([], [], color="0.2", lw=1.5, label="last epoch")
     c.set_yticks(y, names, fontsize=8)
     c.set_xlabel("epoch")
     c.set_title("when each final orbit locks in (verified at every later snapshot)")
-    c.legend(fontsize=8, frameon=False, loc="upper left")
+    c.legend(fontsize=8, frameon=True, loc="center right")
     c.grid(axis="x", alpha=0.3)
 
     for i, k in enumerate(names):
