@@ -102,14 +102,24 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     assert not (again / "census.jsonl").exists()
 
 
-def test_unchanged_runs_are_reused(tmp_path, monkeypatch):
+def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (4,), "extra_heads": 1}})
     out = tmp_path / "census"
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--formats", "png,svg"]) == 0
+    first = C.read_rows(out / "census.jsonl")[0]
+    assert first["outcome"] == "4" and (out / "census.svg").exists()
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
+    assert C.read_rows(out / "census.jsonl")[0] == first      # same file: the row is reused as it was
+    assert not (out / "census.svg").exists()                  # no stale figure beside new tables
+    # retrained in place with the same shapes (so the same size): other orbits, a new row
+    equivariant_run(a / "seed0.h5", np.arange(0, 1100, 100), seed=0, config={"refine_start": 600},
+                    orbit_sizes=(2,), extra_heads=3)
+    assert (a / "seed0.h5").stat().st_size == first["file_bytes"]
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
-    calls = []
-    monkeypatch.setattr(C, "census_row", lambda *args, **kw: calls.append(args))
-    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
-    assert calls == [] and C.read_rows(out / "census.jsonl")[0]["outcome"] == "4"
+    assert C.read_rows(out / "census.jsonl")[0]["outcome"] == "2"
+    # other screen epochs: recomputed too
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 0
+    assert sorted(C.read_rows(out / "census.jsonl")[0]["omega"]) == ["1000", "400"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -117,9 +127,15 @@ def test_unchanged_runs_are_reused(tmp_path, monkeypatch):
     (["{tmp}/nowhere"], "error: sweep folder {tmp}/nowhere does not exist"),
     (["{tmp}"], "error: {tmp} is not a sweep folder (no sweep.json)"),
     (["--screen-epochs", "a,b", "{tmp}"], "error: --screen-epochs must be epochs separated by commas"),
+    (["--screen-epochs", "-5", "{tmp}"], "error: --screen-epochs must be epochs >= 1"),
+    (["{tmp}/file.txt"], "error: {tmp}/file.txt is a file; give the sweep's folder"),
+    (["--rows", "{tmp}/file.txt"], "error: cannot read census rows {tmp}/file.txt: Expecting value"),
+    (["--rows", "{tmp}/sweep.jsonl"], "error: {tmp}/sweep.jsonl line 1 is not a census row"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "out"
+    (tmp_path / "file.txt").write_text("not json\n")
+    (tmp_path / "sweep.jsonl").write_text('{"run": "seed0", "status": "done"}\n')
     args = [a.format(tmp=tmp_path) for a in args]
     assert cli_main(["orbits", "census", *args, "--out", str(out)]) == 2
     err = capsys.readouterr().err

@@ -418,6 +418,13 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     assert "2 runs: 0 done, 2 stopped early" in (out / "summary.md").read_text()
     again = S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
     assert (again.done, again.skipped) == (0, 2)
+    # an earlier --stop-at than the runs' is refused up front, nothing recorded
+    with pytest.raises(UserError, match="seed0.h5 was stopped at epoch 120, past --stop-at 80: rerun with"):
+        S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=80)
+    assert len(S.read_rows(out / S.ROWS_FILE)) == 2
+    # a rows line cut short by a kill: the next row still gets a line of its own
+    with open(out / S.ROWS_FILE, "a") as fh:
+        fh.write('{"run": "seed7", "sta')
     # census: a screen alone lists its runs and draws nothing
     assert cli_main(["orbits", "census", str(out), "--out", str(tmp_path / "census"), "--no-progress"]) == 0
     md = (tmp_path / "census" / "census.md").read_text()
@@ -425,6 +432,7 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     # continue seed 0 only
     cont = S.sweep("orbits", out, seeds=[0], sets=sets, workers=1, progress=False)
     assert cont.done == 1
+    assert len(S.read_rows(out / S.ROWS_FILE)) == 3
     last = S.read_rows(out / S.ROWS_FILE)[-1]
     assert (last["run"], last["status"], last["action"], last["summary"]["epoch"]) == ("seed0", "done", "resume", 200)
     assert_same_run_files(out / "seed0.h5", full / "seed0-eq_weight10.h5")
@@ -434,9 +442,13 @@ def test_stop_at_must_be_a_snapshot_epoch(tmp_path, capsys):
     out = tmp_path / "run.h5"
     sets = [x for k, v in SWEEP_SETS.items() for x in ("--set", f"{k}={v}")]
     assert cli_main(["train", "orbits", "--out", str(out), *sets, "--stop-at", "105", "--no-progress"]) == 2
-    assert capsys.readouterr().err == ("error: --stop-at 105 is not a snapshot epoch of this run (1..200); "
-                                       "nearest: 80, 120\n")
+    assert capsys.readouterr().err == ("error: --stop-at 105 is not a snapshot epoch of this run; the snapshots "
+                                       "around it are at epochs 80 and 120\n")
     assert not out.exists()
     assert cli_main(["sweep", "orbits", "--out", str(tmp_path / "s"), *sets, "--stop-at", "300"]) == 2
-    assert capsys.readouterr().err.startswith("error: --stop-at 300 is not a snapshot epoch of this run (1..200)")
+    assert capsys.readouterr().err == "error: --stop-at must be a snapshot epoch in 1..200 (the run's epochs), got 300\n"
     assert not (tmp_path / "s").exists()
+    no_epochs = [x for k, v in SWEEP_SETS.items() if k != "epochs" for x in ("--set", f"{k}={v}")]
+    assert cli_main(["sweep", "orbits", "--out", str(tmp_path / "s"), *no_epochs, "--grid", "epochs=200,240",
+                     "--stop-at", "240"]) == 2
+    assert capsys.readouterr().err.endswith("got 240 (grid point epochs=200)\n")

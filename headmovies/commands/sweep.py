@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
               "resume", file=sys.stderr)
         return 130
     print(f"{res.out}: {res.done} runs {'stopped at epoch ' + str(args.stop_at) if args.stop_at else 'done'}, "
-          f"{res.failed} failed, {res.skipped} complete before, "
+          f"{res.failed} failed, {res.skipped} skipped (complete, or stopped there before), "
           f"in {res.seconds:.1f} s")
     for path in res.reports:
         print(f"  {path}")

@@ -167,12 +167,15 @@ def check_stop_at(cfg: TrainConfig, stop_at: int | None) -> None:
     """UserError unless `stop_at` is None or an epoch of the config's snapshot schedule."""
     if stop_at is None:
         return
-    schedule = snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
-    if not 0 < stop_at <= cfg.epochs or stop_at not in set(int(e) for e in schedule):
-        near = [int(e) for e in schedule if e > 0]
-        near = sorted(near, key=lambda e: abs(e - stop_at))[:2]
-        raise UserError(f"--stop-at {stop_at} is not a snapshot epoch of this run (1..{cfg.epochs:,}); "
-                        f"nearest: {', '.join(map(str, sorted(near)))}")
+    if not 0 < stop_at <= cfg.epochs:
+        raise UserError(f"--stop-at must be a snapshot epoch in 1..{cfg.epochs:,} (the run's epochs), got {stop_at:,}")
+    schedule = [int(e) for e in snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every,
+                                                cfg.log_early)]
+    if stop_at not in schedule:
+        before = max(e for e in schedule if e < stop_at)
+        after = min(e for e in schedule if e > stop_at)
+        raise UserError(f"--stop-at {stop_at:,} is not a snapshot epoch of this run; the snapshots around it are "
+                        f"at epochs {before:,} and {after:,}")
 
 
 def new_run(experiment: str, cfg: TrainConfig, task: experiments.Task, out: Path,

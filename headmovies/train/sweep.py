@@ -184,7 +184,11 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
                 raise UserError(f"grid points {names[name]} and {point} give the same run {name}; list each value once")
             names[name] = point
             path = out / f"{name}.h5"
-            loop.check_stop_at(cfg, stop_at)
+            try:
+                loop.check_stop_at(cfg, stop_at)
+            except UserError as exc:
+                where = " ".join(f"{k}={v}" for k, v in point.items())
+                raise UserError(f"{exc} (grid point {where})" if point else str(exc)) from None
             runs.append(PlannedRun(name, seed, typed, cfg, path, _action(path, cfg, rows.get(name), stop_at),
                                    stop_at if stop_at is not None and stop_at < cfg.epochs else None))
     return Plan(experiment, out, settings, runs)
@@ -195,9 +199,13 @@ def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None 
     same = row is not None and row.get("config") == loop.config_dict(cfg)
     if plan == "reuse":
         return "skip" if same and row.get("status") == "done" else "record"
-    if plan == "resume" and stop_at is not None and same and row.get("status") == "stopped" \
-            and (row.get("summary") or {}).get("epoch") == stop_at:
-        return "skip"                 # stopped here before: a screen rerun keeps it
+    if plan == "resume" and stop_at is not None and same and row.get("status") == "stopped":
+        epoch = (row.get("summary") or {}).get("epoch")
+        if epoch == stop_at:
+            return "skip"             # stopped here before: a screen rerun keeps it
+        if isinstance(epoch, int) and epoch > stop_at:
+            raise UserError(f"{path.name} was stopped at epoch {epoch:,}, past --stop-at {stop_at:,}: rerun with "
+                            f"--stop-at {epoch} (or later), or without --stop-at to finish the runs")
     return plan
 
 
@@ -482,7 +490,15 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
                dynamic_ncols=True, smoothing=0)
 
     def on_rows(rows: list[dict]) -> None:
-        with open(out / ROWS_FILE, "a", encoding="utf-8") as fh:
+        rows_path = out / ROWS_FILE
+        if rows_path.exists() and rows_path.stat().st_size:
+            with open(rows_path, "rb") as fh:          # a line cut short by a kill: end it, so the
+                fh.seek(-1, os.SEEK_END)             # next row starts on a line of its own
+                cut = fh.read(1) != b"\n"
+            if cut:
+                with open(rows_path, "a", encoding="utf-8") as fh:
+                    fh.write("\n")
+        with open(rows_path, "a", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(row) + "\n")
             fh.flush()

@@ -92,6 +92,11 @@ def _spread(name: str, values: list[float]) -> str:
     return _number(name, mid) if lo == hi else f"{_number(name, mid)} [{_number(name, lo)}, {_number(name, hi)}]"
 
 
+def _row(cells: list) -> str:
+    """One Markdown table row."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
 def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> str:
     """The sweep's Markdown table (by config across seeds), then one line per run."""
     rows = latest(rows)
@@ -105,7 +110,7 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
            + f"{len(rows) - len(done)} failed. Fixed settings: {fixed} "
            f"(other keys: the experiment's defaults). Every row is in `sweep.jsonl`; the census figure is "
            f"`census.png`.", "", f"Outcome: {outcome_text}.", "", "## By config", "",
-           "| config | seeds | done | failed | outcomes | " + " | ".join(metrics) + " | seconds per run |",
+           _row(["config", "seeds", "done", "failed", "outcomes", *metrics, "seconds per run"]),
            "|" + "---|" * (6 + len(metrics))]
     for name, group in by_config(rows).items():
         ok = [r for r in group if r["status"] in FINISHED]
@@ -113,16 +118,20 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
         outcomes = ", ".join(f"{o} ×{c}" for o, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "—"
         cells = [_spread(m, [r["metrics"][m] for r in ok if m in r["metrics"]]) for m in metrics]
         seconds = _spread("seconds", [r["seconds"] / max(1, r.get("batch", 1)) for r in ok])
-        out.append(f"| {name} | {seeds_text([r['seed'] for r in group])} | {len(ok)} | {len(group) - len(ok)} | "
-                   f"{outcomes} | " + " | ".join(cells) + f" | {seconds} |")
-    out += ["", "Metrics: median [min, max] over the config's seeds that finished. Seconds per run: wall "
-            "time of its training (a batch's time divided by its runs) and summary.", "", "## Runs", "",
-            "| run | seed | status | outcome | " + " | ".join(metrics) + " | seconds | batch | error |",
+        n_done = sum(r["status"] == "done" for r in ok)
+        done_text = f"{n_done} (+{len(ok) - n_done} stopped)" if len(ok) > n_done else str(n_done)
+        out.append(_row([name, seeds_text([r['seed'] for r in group]), done_text, str(len(group) - len(ok)),
+                         outcomes, *cells, seconds]))
+    out += ["", "Metrics: median [min, max] over the config's seeds that finished"
+            + (", and those stopped early (at their --stop-at epoch)" if stopped else "")
+            + ". Seconds per run: wall time of its training (a batch's time divided by its runs) and summary.",
+            "", "## Runs", "",
+            _row(["run", "seed", "status", "outcome", *metrics, "seconds", "batch", "error"]),
             "|" + "---|" * (7 + len(metrics))]
     for r in sorted(rows, key=lambda r: (config_text(r), r["seed"])):
         cells = [_number(m, r["metrics"].get(m)) if r["metrics"] else "—" for m in metrics]
-        out.append(f"| {r['run']} | {r['seed']} | {r['status']} | {outcome_of(r)} | " + " | ".join(cells)
-                   + f" | {r['seconds']:.1f} | {r.get('batch', 1)} | {r['error'] or ''} |")
+        out.append(_row([r['run'], str(r['seed']), r['status'], outcome_of(r), *cells, f"{r['seconds']:.1f}",
+                         str(r.get('batch', 1)), r['error'] or '']))
     return "\n".join(out) + "\n"
 
 

@@ -91,7 +91,8 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
     return {
         "version": ROW_VERSION, "recipe": recipe, "seed": int(sweep_row["seed"]), "run": sweep_row["run"],
         "stopped": not complete,        # trained only through --stop-at (the file says so, not the row)
-        "file_bytes": path.stat().st_size, "n": n, "m": m, "tol": tol, "dead_tol": dead_tol,
+        "file_bytes": path.stat().st_size, "file_mtime_ns": path.stat().st_mtime_ns,
+        "screen_epochs": sorted(int(e) for e in screen_epochs), "n": n, "m": m, "tol": tol, "dead_tol": dead_tol,
         "epochs": epochs[-1], "phase2_start": refine if 0 < refine < int(cfg.get("epochs", epochs[-1])) else None,
         "outcome": "+".join(str(o["size"]) for o in orbits) or "none",
         "orbits": orbits, "n_dead": int(hist.dead[-1].sum()),
@@ -109,19 +110,31 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
     if not meta.is_file():
         raise UserError(f"{folder} is not a sweep folder (no sweep.json): make one with "
                         f"`headmovies sweep orbits --out {folder}`")
-    info = json.loads(meta.read_text())
+    try:
+        info = json.loads(meta.read_text())
+        if not isinstance(info, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{meta} is unreadable ({' '.join(str(exc).split())}); rerun its sweep to rewrite it") from None
     if info.get("experiment") != "orbits":
         raise UserError(f"{folder} is a sweep of {info.get('experiment')!r}; the census needs the orbits experiment")
     rows = []
     if jsonl.is_file():
-        rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+        for line in jsonl.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:          # a line cut short by a killed sweep, as the sweep itself skips
+                continue
+            if isinstance(row, dict) and {"run", "file", "seed", "status"} <= row.keys():
+                rows.append(row)
     return [r for r in latest(rows) if r["status"] in ("done", "stopped")], info.get("settings", {})
 
 
 def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Sequence[int] = SCREEN_EPOCHS,
             progress: Callable | None = None) -> tuple[list[dict], dict[str, dict]]:
     """Census rows of every finished run in the sweep folders, reusing a row of `old` when
-    its run file is unchanged (same recipe, seed, run and size). Returns (rows, {recipe: settings})."""
+    its run file is unchanged (same recipe and run, file size and modification time, and screen
+    epochs). Returns (rows, {recipe: settings})."""
     cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
     todo, settings = [], {}
     for folder in folders:
@@ -135,7 +148,8 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
     for folder, recipe, sweep_row in it:
         path = folder / sweep_row["file"]
         hit = cache.get((recipe, sweep_row["run"]))
-        if hit and path.exists() and hit["file_bytes"] == path.stat().st_size:
+        if hit and path.exists() and (hit["file_bytes"], hit["file_mtime_ns"]) == \
+                (path.stat().st_size, path.stat().st_mtime_ns) and hit["screen_epochs"] == sorted(screen_epochs):
             rows.append(hit)
         elif path.exists():
             rows.append(census_row(path, sweep_row, recipe, screen_epochs))
@@ -143,12 +157,24 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
     return rows, settings
 
 
+ROW_KEYS = {"version", "recipe", "seed", "run", "n", "epochs", "outcome", "orbits", "omega", "n_dead"}
+
+
 def read_rows(path: Path) -> list[dict]:
-    """Census rows of a census.jsonl. UserError if unreadable."""
+    """Census rows of a census.jsonl. UserError if unreadable or not census rows (e.g. a
+    sweep.jsonl given by mistake)."""
     try:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read census rows {path}: {exc}") from None
+        raise UserError(f"cannot read census rows {path}: {' '.join(str(exc).split())}") from None
+    for i, row in enumerate(rows, 1):
+        if not isinstance(row, dict) or not ROW_KEYS <= row.keys():
+            raise UserError(f"{path} line {i} is not a census row (written by `headmovies orbits census`, "
+                            "census.jsonl; a sweep's sweep.jsonl is read through its folder)")
+        if row["version"] != ROW_VERSION:
+            raise UserError(f"{path} holds census rows of version {row['version']}, this headmovies writes "
+                            f"{ROW_VERSION}: rerun the census on the sweep folders")
+    return rows
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
@@ -294,15 +320,15 @@ def screen_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def largest_groups(rows: list[dict], size: int = 12) -> str:
-    """Per recipe: the largest final frequency group among the omegas of orbit order `size`
-    (12 for the seed's 12-orbit: omega 2 or 10 when n = 24), as a count of seeds per group size."""
+def largest_groups(rows: list[dict]) -> str:
+    """Per recipe: the largest final frequency group among the omegas whose orbits have n/2
+    heads (the seed's 12-orbit: omega 2 or 10 when n = 24), as a count of seeds per group size."""
     out = []
     for recipe, rs in by_recipe(rows).items():
         best = []
         for r in rs:
             g = groups_of(r["omega"][str(r["epochs"])])
-            best.append(max([c for w, c in g.items() if orbit_order(w, r["n"]) == size] or [0]))
+            best.append(max([c for w, c in g.items() if orbit_order(w, r["n"]) == r["n"] // 2] or [0]))
         hist = Counter(best)
         out.append(f"- {recipe}: " + ", ".join(f"{k} heads: {hist[k]}" for k in sorted(hist, reverse=True)))
     return "\n".join(out)
@@ -341,15 +367,20 @@ def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
              "## Recipes", ""]
     for recipe, s in settings.items():
         parts.append(f"- **{recipe}**: " + (" ".join(f"{k}={v}" for k, v in s.items()) or "the defaults"))
-    parts += ["", "## Outcomes", "", outcome_table(rows), "", "## Orbits", "", structure_table(rows), ""]
-    agree = agreement_table(rows)
-    if agree:
-        parts += ["## Recipes compared seed by seed", "", agree, ""]
-    parts += ["## Early screen: do the frequency groups predict the orbits?", "",
-              "A group of c live heads at ω fits when c is a multiple of N_ω = n / gcd(ω, n) (has room: c ≥ N_ω).",
-              "", screen_table(rows), "",
-              "## Largest final group at ω of orbit order 12 (ω = 2 or 10), seeds per size", "",
-              largest_groups(rows), ""]
+    if rows:
+        parts += ["", "## Outcomes", "", outcome_table(rows), "", "## Orbits", "", structure_table(rows), ""]
+        agree = agreement_table(rows)
+        if agree:
+            parts += ["## Recipes compared seed by seed", "", agree, ""]
+        half = sorted({r["n"] for r in rows})
+        omegas = ", ".join(f"ω ∈ {{{', '.join(str(w) for w in range(1, n // 2 + 1) if orbit_order(w, n) == n // 2)}}}"
+                           f" for C_{n}" for n in half)
+        parts += ["## Early screen: do the frequency groups predict the orbits?", "",
+                  "A group of c live heads at ω fits when c is a multiple of N_ω = n / gcd(ω, n) (has room: c ≥ N_ω).",
+                  "", screen_table(rows) if screen_epochs_of(rows) else
+                  "No run has a snapshot at the screen epochs (`--screen-epochs`) before its last one.", "",
+                  f"## Largest final group at an ω whose orbits have n/2 heads (the seed's 12-orbit; {omegas}), "
+                  "seeds per size", "", largest_groups(rows), ""]
     if screened:
         parts += ["## Screened runs (stopped early), candidates for the full schedule", "",
                   "Continue a candidate with `headmovies sweep orbits --out SWEEP_DIR --seeds SEEDS` "
@@ -437,6 +468,8 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     c.set_xlabel("epoch")
     c.set_title("when each final orbit locks in (verified at every later snapshot)")
     c.legend(fontsize=8, frameon=True, loc="center right")
+    if not sizes:
+        c.text(0.5, 0.5, "no verified orbit", transform=c.transAxes, ha="center", va="center", color="0.4")
     c.grid(axis="x", alpha=0.3)
 
     for i, k in enumerate(names):
@@ -454,16 +487,25 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     d.set_xlabel("screen epoch")
     d.set_ylabel("%")
     d.set_title("early screen: frequency groups at an early epoch vs the end")
-    d.legend(fontsize=7, frameon=False, loc="lower right")
+    if d.get_legend_handles_labels()[0]:
+        d.legend(fontsize=7, frameon=False, loc="lower right")
+    else:
+        d.text(0.5, 0.5, "no snapshot at the screen epochs\n(--screen-epochs)", transform=d.transAxes,
+               ha="center", va="center", color="0.4")
     d.grid(alpha=0.3)
     return fig
 
 
 def write_census(out: Path, rows: list[dict], settings: dict[str, dict],
                  formats: Sequence[str] = FIGURE_FORMATS, write_jsonl: bool = True) -> list[Path]:
-    """Write out/census.jsonl (unless rebuilding from it), census.md and census.{png,svg}."""
+    """Write out/census.jsonl (unless rebuilding from it), census.md and census.{png,svg}; a
+    figure of an earlier census that this one does not draw (another format, or a screen alone,
+    which has no final outcomes) is removed, so the folder never pairs new tables with an old figure."""
     paths = [write_rows(out / "census.jsonl", rows)] if write_jsonl else []
     paths.append(write_text(out / "census.md", census_markdown(rows, settings)))
-    if finished(rows):                  # a screen alone has no final outcomes to draw
-        paths += save_figure(census_figure(rows, settings), out, "census", formats, dpi=110)
+    drawn = tuple(formats) if finished(rows) else ()
+    if drawn:
+        paths += save_figure(census_figure(rows, settings), out, "census", drawn, dpi=110)
+    for fmt in set(FIGURE_FORMATS) - set(drawn):
+        (out / f"census.{fmt}").unlink(missing_ok=True)
     return paths

@@ -89,8 +89,8 @@ into the new file. Waits for RUN if it does not hold a snapshot yet. Ctrl-C stop
 
 CENSUS = """\
 Reads sweep folders of the orbit experiment (`headmovies sweep orbits --out DIR`), one per
-recipe, named by the folder. For every finished run it runs the orbit check on every snapshot
-and reads each live head's frequency w at the screen epochs and at the end. Writes into --out:
+recipe, named by the folder. For every finished run (and every run stopped early with
+`sweep --stop-at`, listed apart as a screen) it runs the orbit check on every snapshot and reads each live head's frequency w at the screen epochs and at the end. Writes into --out:
   census.jsonl    one row per run (orbits with size, w, heads, worst error, lock-in epoch;
                   accuracy; both equivariance errors; each head's w at the screen epochs)
   census.md       outcomes per recipe, every orbit by size and w, recipes compared seed by
@@ -246,9 +246,13 @@ def census(args: argparse.Namespace) -> int:
         raise UserError(f"--screen-epochs must be epochs separated by commas, got {args.screen_epochs!r}") from None
     if bool(args.sweeps) == bool(args.rows):
         raise UserError("give sweep folders, or --rows FILE.jsonl to rebuild from saved rows (not both)")
+    if any(e < 1 for e in screen):
+        raise UserError(f"--screen-epochs must be epochs >= 1, got {args.screen_epochs!r}")
     for folder in args.sweeps:
-        if not folder.is_dir():
+        if not folder.exists():
             raise UserError(f"sweep folder {folder} does not exist")
+        if not folder.is_dir():
+            raise UserError(f"{folder} is a file; give the sweep's folder (the --out of `headmovies sweep`)")
     if args.rows:
         rows = c.read_rows(args.rows)
         if not rows:
