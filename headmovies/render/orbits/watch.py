@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from http import HTTPStatus
@@ -235,9 +236,15 @@ def watch(run_path: str | os.PathLike, panels: Sequence[str] | None = None, host
     if open_browser:
         import webbrowser
         webbrowser.open(url)
+    # Ctrl-C (and SIGTERM) only set a flag here: a KeyboardInterrupt raised inside h5py while it
+    # holds its global lock would leave the lock held, and closing the file would then hang.
+    stop = threading.Event()
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handlers[sig] = signal.signal(sig, lambda *_: stop.set())
     try:
-        while True:
-            time.sleep(interval)
+        while not stop.wait(interval):
             message = follower.message
             if follower.poll():
                 st = follower.status()
@@ -246,6 +253,9 @@ def watch(run_path: str | os.PathLike, panels: Sequence[str] | None = None, host
             if follower.message and follower.message != message:
                 log(follower.message)
     finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         server.shutdown()
         server.server_close()
         follower.close()
+    raise KeyboardInterrupt          # stopped by Ctrl-C or SIGTERM: the caller says so
