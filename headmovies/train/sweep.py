@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from headmovies import tasks
 from headmovies.errors import ConfigError, UserError
+from headmovies.render.core.sweep_report import read_rows  # noqa: F401 (also S.read_rows)
 from headmovies.train import config, experiments, loop
 from headmovies.train.config import TrainConfig
 
@@ -133,18 +134,6 @@ class Plan:
     @property
     def todo(self) -> list[PlannedRun]:
         return [r for r in self.runs if r.action != "skip"]
-
-
-def read_rows(path: Path) -> list[dict]:
-    """Rows of a sweep.jsonl (a line cut short by a killed sweep is skipped)."""
-    rows = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
 
 
 def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, grid: list[tuple[str, list[str]]],

@@ -7,6 +7,7 @@ config, how many seeds reached each outcome (for orbits: the orbit structure, e.
 """
 from __future__ import annotations
 
+import json
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -17,6 +18,21 @@ from headmovies.render.core.outputs import save_figure, write_text
 
 FAILED = "failed"
 FINISHED = ("done", "stopped")      # stopped: trained through --stop-at only, summarised there
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """Rows of a sweep.jsonl: each line a JSON object with at least run, seed and status; a line
+    cut short by a killed sweep (or anything else that is not such a row) is skipped."""
+    path, rows = Path(path), []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and {"run", "seed", "status"} <= row.keys():
+                rows.append(row)
+    return rows
 
 
 def latest(rows: list[dict]) -> list[dict]:

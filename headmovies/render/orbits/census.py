@@ -26,7 +26,7 @@ import numpy as np
 from headmovies.errors import UserError
 from headmovies.render.core.outputs import FIGURE_FORMATS, atomic, save_figure, write_text
 from headmovies.render.core.reader import Run
-from headmovies.render.core.sweep_report import latest
+from headmovies.render.core.sweep_report import latest, read_rows as read_sweep_rows
 from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, group_of
 from headmovies.render.orbits.history import orbit_history
 from headmovies.render.orbits.report import head_frequencies
@@ -118,16 +118,8 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
         raise UserError(f"{meta} is unreadable ({' '.join(str(exc).split())}); rerun its sweep to rewrite it") from None
     if info.get("experiment") != "orbits":
         raise UserError(f"{folder} is a sweep of {info.get('experiment')!r}; the census needs the orbits experiment")
-    rows = []
-    if jsonl.is_file():
-        for line in jsonl.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:          # a line cut short by a killed sweep, as the sweep itself skips
-                continue
-            if isinstance(row, dict) and {"run", "file", "seed", "status"} <= row.keys():
-                rows.append(row)
-    return [r for r in latest(rows) if r["status"] in ("done", "stopped")], info.get("settings", {})
+    rows = latest(read_sweep_rows(jsonl))
+    return [r for r in rows if r["status"] in ("done", "stopped") and "file" in r], info.get("settings", {})
 
 
 def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Sequence[int] = SCREEN_EPOCHS,
