@@ -23,6 +23,8 @@ Docs: docs/sweeps.md.
 examples:
   headmovies sweep orbits --out data/sweeps/s0-7 --seeds 0-7 --set epochs=2000
   headmovies sweep orbits --out data/sweeps/eq --seeds 0-3 --grid eq_weight=1,10,100 --grid split=orbit,random
+  headmovies sweep orbits --out data/sweeps/prune-only --seeds 0-7 --set refine_ov_bias_weight=0 \\
+      --fork-from data/sweeps/seed-objective
   headmovies sweep orbits --out /shared/sweep --seeds 0-199 --backend ray --address 10.0.0.5:6379"""
 
 
@@ -52,6 +54,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop-at", type=int, metavar="EPOCH",
                    help="train each run's schedule only through this snapshot epoch and record it as stopped "
                         "(an early screen); rerunning without --stop-at continues the runs chosen with --seeds")
+    p.add_argument("--fork-from", type=Path, metavar="SRC_DIR",
+                   help="the folder of another sweep: each new run starts from the run of the same name there at "
+                        "its fork epoch (the orbit experiment: refine_start) when that run got so far, else trains "
+                        "from scratch; the same runs either way, bit for bit, for a fraction of the time "
+                        "(docs/sweeps.md, \"Forks\")")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -64,14 +71,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         res = S.sweep(args.experiment, args.out, seeds=seeds, grid=grid, sets=config.parse_sets(args.sets), toml=toml,
                       backend=args.backend, workers=args.workers, address=args.address, batch=args.batch,
-                      progress=not args.no_progress, stop_at=args.stop_at)
+                      progress=not args.no_progress, stop_at=args.stop_at, fork_from=args.fork_from)
     except KeyboardInterrupt:
         print(f"interrupted: finished runs are recorded in {args.out}/sweep.jsonl; rerun the same command to "
               "resume", file=sys.stderr)
         return 130
     print(f"{res.out}: {res.done} runs {'stopped at epoch ' + str(args.stop_at) if args.stop_at else 'done'}, "
           f"{res.failed} failed, {res.skipped} skipped (complete, or stopped there before), "
-          f"in {res.seconds:.1f} s")
+          f"in {res.seconds:.1f} s" + (f"; {res.forked} forked from {args.fork_from}" if args.fork_from else ""))
     for path in res.reports:
         print(f"  {path}")
     return 1 if res.failed else 0

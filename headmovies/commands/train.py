@@ -35,6 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop-at", type=int, metavar="EPOCH",
                    help="train the config's schedule only through this snapshot epoch, then stop with a "
                         "checkpoint (continue later with --resume or --reuse): an early screen of a full run")
+    p.add_argument("--fork-from", type=Path, metavar="RUN.h5",
+                   help="start from this run's snapshot at the epoch where this config's run can fork (the orbit "
+                        "experiment: refine_start), copying its records before it: the same run as training from "
+                        "scratch, for the cost of the epochs after the fork; the configs may differ only in what "
+                        "acts after it (docs/sweeps.md, \"Forks\")")
     p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
                    help="replace the resume checkpoint at most this often (default 30; 0 = every snapshot)")
     p.add_argument("--threads", type=int, default=1,
@@ -62,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     toml = config.load_toml(args.config) if args.config else None
     cfg = config.resolve(task_cls.Config, toml, config.parse_sets(args.sets))
     out = args.out or Path("data") / f"{args.experiment}.h5"
-    resume, force = args.resume, args.force
+    resume, force, fork_from = args.resume, args.force, args.fork_from
     loop.check_stop_at(cfg, args.stop_at)
     if args.reuse:
         plan = loop.reuse_plan(out, cfg)
@@ -70,10 +75,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{out}: complete run with this config, reused (pass --force instead of --reuse to train anew)")
             return 0
         resume, force = plan == "resume", plan == "new"
+        fork_from = None if resume else fork_from     # a forked run already under way just continues
     try:
         result = loop.train(args.experiment, cfg, out, resume=resume, force=force,
                             progress=not args.no_progress, checkpoint_seconds=args.checkpoint_every,
-                            stop_at=args.stop_at)
+                            stop_at=args.stop_at, fork_from=fork_from)
     except KeyboardInterrupt:
         if out.exists():
             print(f"interrupted: {out} holds every snapshot so far; continue with --resume "

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from headmovies import tasks
-from headmovies.errors import ConfigError
+from headmovies.errors import ConfigError, UserError
 from headmovies.train.config import TrainConfig
 
 EXPERIMENTS: dict[str, type["Task"]] = {}
@@ -68,6 +68,17 @@ class Task:
     def summary(self, metrics: dict[str, float]) -> str:
         """One line for the end of training."""
         return ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
+
+    # Config keys that act only after `fork_epoch`: a run may fork from another whose config
+    # differs only in these (`loop.train(fork_from=...)`, docs/sweeps.md, "Forks").
+    FORK_KEYS: tuple[str, ...] = ()
+
+    @classmethod
+    def fork_epoch(cls, cfg: TrainConfig) -> int:
+        """The epoch from which a run of `cfg` continues from its weights alone (no optimizer state,
+        no generator draws before it), so that it can fork from the snapshot of another run there
+        and equal its own full run bit for bit. UserError, saying why, when there is none."""
+        raise UserError(f"runs of {cls.name} cannot be forked: no epoch of its schedule starts from weights alone")
 
     @classmethod
     def batching(cls):

@@ -31,7 +31,7 @@ from headmovies.train import experiments
 from headmovies.train.config import TrainConfig
 from headmovies.train.lock import RunLock
 from headmovies.train.schedule import snapshot_epochs
-from headmovies.train.writer import RunWriter
+from headmovies.train.writer import RunWriter, fork_copy
 
 
 def checkpoint_path(run_path: str | os.PathLike) -> Path:
@@ -134,8 +134,15 @@ def run_attrs(experiment: str, cfg: TrainConfig, task: experiments.Task) -> dict
 
 def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False,
           force: bool = False, progress: bool = True, checkpoint_seconds: float = 30.0,
-          stop_at: int | None = None) -> TrainResult:
+          stop_at: int | None = None, fork_from: str | os.PathLike | None = None) -> TrainResult:
     """Train `experiment` with `cfg`, streaming snapshots into `out`.
+
+    `fork_from`: a run file of the same experiment whose config differs from `cfg` only in keys
+    that act after the task's fork epoch (`Task.fork_epoch`, `FORK_KEYS`; for the orbit
+    experiment: the second phase's). The new run copies its records through that epoch, takes
+    its weights there and trains on: bit for bit the run `cfg` trains from scratch, for the cost
+    of the epochs after the fork (docs/sweeps.md, "Forks"). UserError or ConfigError (before
+    `out` is touched) when the source cannot be forked.
 
     `stop_at`: train the config's schedule (its lr and loss-weight curves, which depend on
     `epochs`) only through this snapshot epoch, checkpoint there and leave the run incomplete;
@@ -156,11 +163,79 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
         raise UserError(f"--checkpoint-every must be a number of seconds >= 0, got {checkpoint_seconds}")
     check_out_path(out)
     check_stop_at(cfg, stop_at)
+    if fork_from is not None:
+        if resume:
+            raise UserError("--fork-from starts a new run; --resume continues an existing one: give one of them")
+        epoch = fork_check(experiment, cfg, fork_from)
+        if stop_at is not None and stop_at < epoch:
+            raise UserError(f"--stop-at {stop_at:,} is before the fork at epoch {epoch:,}")
     lock = RunLock(out, hint="wait for it to finish, or stop it and continue with --resume").acquire()
     try:
+        if fork_from is not None:
+            if out.exists() and not force:
+                raise UserError(_exists_message(out, checkpoint_path(out), experiment))
+            _fork(experiment, task_cls, cfg, Path(fork_from), out)
+            resume = True
         return _train(experiment, task_cls, cfg, out, resume, force, progress, checkpoint_seconds, stop_at)
     finally:
         lock.release()
+
+
+class ForkTooEarly(UserError):
+    """The fork's source has no snapshot at the fork epoch (yet)."""
+
+
+def fork_check(experiment: str, cfg: TrainConfig, src: str | os.PathLike) -> int:
+    """The epoch at which a run of `cfg` can fork from the run file `src`. UserError (ConfigError)
+    when `cfg` has no fork epoch, `src` is not a readable run of `experiment` or its config
+    differs in a key that acts before the fork; ForkTooEarly when it holds no snapshot at the
+    fork epoch (yet)."""
+    task_cls = experiments.get(experiment)
+    epoch = task_cls.fork_epoch(cfg)
+    src = Path(src)
+    with runfile.open_for_reading(src) as f:
+        if f.attrs["experiment"] != experiment:
+            raise UserError(f"cannot fork from {src}: it is a run of {f.attrs['experiment']!r}, not {experiment!r}")
+        stored, asked = runfile.read_config(f), config_dict(cfg)
+        diff = sorted(k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k) and k not in task_cls.FORK_KEYS)
+        if diff:
+            shown = ", ".join(f"{k} {stored.get(k)!r} there, {asked.get(k)!r} here" for k in diff[:3])
+            raise ConfigError(f"cannot fork from {src}: its config differs in what acts before epoch {epoch:,} "
+                              f"({shown}); only {', '.join(task_cls.FORK_KEYS)} may differ")
+        epochs = f[runfile.SNAPSHOTS][runfile.EPOCH][:_snapshot_count(f)]
+        if epoch not in epochs:
+            last = f"it ends at epoch {int(epochs[-1]):,}" if len(epochs) else "it holds no snapshot"
+            raise ForkTooEarly(f"cannot fork from {src}: it holds no snapshot at epoch {epoch:,}, where this run forks "
+                            f"({last}); let it train that far, or train without --fork-from")
+    return epoch
+
+
+def _fork(experiment: str, task_cls: type, cfg: TrainConfig, src: Path, out: Path) -> None:
+    """Make `out` and its checkpoint what training `cfg` from scratch would leave at the fork
+    epoch: `src`'s records through it (attributes: this run's, plus `forked_from`), and a
+    checkpoint of `cfg`'s task, built as training builds it, holding `src`'s weights there.
+    Built as `<out>.partial`, renamed over `out` last."""
+    epoch = fork_check(experiment, cfg, src)
+    torch.manual_seed(cfg.seed)
+    task = task_cls(cfg)                    # the initial state a full run has; only the weights move
+    with runfile.open_for_reading(src) as f:
+        split = runfile.read_split(f)
+        mine = task.split()
+        if set(split) != set(mine) or any(not np.array_equal(split[k], mine[k]) for k in mine):
+            raise RunFileError(f"cannot fork from {src}: its data split is not the one seed {cfg.seed} makes here "
+                               "(another version of the code?); train without --fork-from")
+        where = int(np.flatnonzero(f[runfile.SNAPSHOTS][runfile.EPOCH][()] == epoch)[0])
+        row = {k: f[runfile.SNAPSHOTS][k][where] for k in runfile.weight_names(f)}
+        task.model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in row.items()})
+        attrs = run_attrs(experiment, cfg, task)
+        attrs["forked_from"] = {"run": os.path.relpath(src.absolute(), out.absolute().parent), "epoch": epoch}
+        tmp = fork_copy(f, out, epoch, attrs)
+    try:
+        _save_checkpoint(checkpoint_path(out), task, epoch, f"nothing was written to {out}")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, out)
 
 
 def check_stop_at(cfg: TrainConfig, stop_at: int | None) -> None:

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headmovies.errors import ConfigError
+from headmovies.errors import ConfigError, UserError
 from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
 from headmovies.train.config import TrainConfig, require_memory
 from headmovies.train.experiments import Task, register
@@ -379,6 +379,21 @@ class OrbitTask(Task):
         b, c = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
         self.target = torch.from_numpy((b + c) % n).expand(n, n, n)           # target of cell (a,b,c)
         self.seq_lens = (seq_lengths(cfg.eq_seq_lens), seq_lengths(cfg.refine_seq_lens))  # per phase
+
+    FORK_KEYS = ("epochs", "refine_lr", "refine_weight_decay", "refine_eq_weight", "refine_ramp",
+                 "refine_seq_lens", "refine_prune", "refine_ov_bias_weight")
+
+    @classmethod
+    def fork_epoch(cls, cfg: OrbitConfig) -> int:
+        """refine_start: the second phase starts from the weights alone (fresh AdamW moments, see
+        `step`), provided the first phase drew nothing from the generator (no eq_seq_lens)."""
+        if not cfg.refines():
+            raise UserError(f"only a run with a second phase can fork (0 < refine_start < epochs); this one has "
+                            f"refine_start={cfg.refine_start}, epochs={cfg.epochs}")
+        if seq_lengths(cfg.eq_seq_lens):
+            raise UserError(f"a run with a first-phase sequence term (eq_seq_lens={cfg.eq_seq_lens!r}) cannot fork: "
+                            "its random sequences are not in the source's run file")
+        return cfg.refine_start
 
     @classmethod
     def batching(cls):

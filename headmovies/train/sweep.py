@@ -122,6 +122,7 @@ class PlannedRun:
     path: Path
     action: str
     stop_at: int | None = None       # train only through this snapshot epoch (`loop.train`)
+    fork_from: Path | None = None    # a new run forks from this run file (`loop.train`)
 
 
 @dataclass
@@ -137,10 +138,15 @@ class Plan:
 
 
 def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, grid: list[tuple[str, list[str]]],
-              sets: dict[str, str], toml: dict | None = None, stop_at: int | None = None) -> Plan:
+              sets: dict[str, str], toml: dict | None = None, stop_at: int | None = None,
+              fork_from: str | os.PathLike | None = None) -> Plan:
     """Every run of the sweep with its config, file and action. Reads DIR if it exists, creates
     nothing. UserError (ConfigError) for an unknown experiment or key, a bad value (naming the
-    grid point), two grid points with one name, or a DIR holding another sweep."""
+    grid point), two grid points with one name, or a DIR holding another sweep.
+
+    `fork_from`: the folder of another sweep; a new run forks from its run of the same name when
+    that run has reached the fork epoch (`loop.fork_check`), else trains from scratch. ConfigError
+    when a source's config differs in what acts before the fork."""
     task_cls = experiments.get(experiment)
     if "seed" in sets or (toml and "seed" in toml):
         raise UserError("set seeds with --seeds (e.g. --seeds 0-7), not as a config value")
@@ -178,9 +184,24 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
             except UserError as exc:
                 where = " ".join(f"{k}={v}" for k, v in point.items())
                 raise UserError(f"{exc} (grid point {where})" if point else str(exc)) from None
-            runs.append(PlannedRun(name, seed, typed, cfg, path, _action(path, cfg, rows.get(name), stop_at),
-                                   stop_at if stop_at is not None and stop_at < cfg.epochs else None))
+            run = PlannedRun(name, seed, typed, cfg, path, _action(path, cfg, rows.get(name), stop_at),
+                             stop_at if stop_at is not None and stop_at < cfg.epochs else None)
+            if fork_from is not None and run.action == "new":
+                run.fork_from = _fork_source(experiment, cfg, Path(fork_from) / f"{name}.h5", stop_at)
+            runs.append(run)
     return Plan(experiment, out, settings, runs)
+
+
+def _fork_source(experiment: str, cfg: TrainConfig, src: Path, stop_at: int | None) -> Path | None:
+    """`src` if a new run of `cfg` can fork from it, None if it is missing or not that far yet."""
+    epoch = experiments.get(experiment).fork_epoch(cfg)        # UserError: this config cannot fork
+    if stop_at is not None and stop_at <= epoch or not src.exists():
+        return None
+    try:
+        loop.fork_check(experiment, cfg, src)
+    except loop.ForkTooEarly:
+        return None
+    return src
 
 
 def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None = None) -> str:
@@ -231,7 +252,7 @@ def make_jobs(plan: Plan, workers: int, batch: int | None = None) -> list[Job]:
     groups: dict = {}
     jobs = []
     for r in plan.todo:
-        if r.action == "new" and batching is not None and r.stop_at is None:
+        if r.action == "new" and batching is not None and r.stop_at is None and r.fork_from is None:
             groups.setdefault(batching.key(r.cfg), []).append(r)
         else:
             jobs.append(Job(plan.experiment, [r]))
@@ -258,7 +279,8 @@ def summarise(experiment: str, path: Path) -> tuple[dict, dict]:
 def make_row(experiment: str, r: PlannedRun, seconds: float, batch: int, error: BaseException | None = None) -> dict:
     """The sweep.jsonl row of one run; reads the run file when it finished."""
     row = {"run": r.name, "file": r.path.name, "experiment": experiment, "seed": r.seed, "grid": r.grid,
-           "status": "done", "error": None, "action": r.action, "metrics": None, "summary": None}
+           "status": "done", "error": None, "action": r.action, "metrics": None, "summary": None,
+           "forked_from": None if r.fork_from is None else os.path.relpath(r.fork_from, r.path.parent)}
     if error is None:
         try:
             row["metrics"], row["summary"] = summarise(experiment, r.path)
@@ -297,7 +319,7 @@ def run_job(job: Job) -> list[dict]:
         try:
             if r.action in ("new", "resume"):
                 loop.train(job.experiment, r.cfg, r.path, resume=r.action == "resume", force=r.action == "new",
-                           progress=False, stop_at=r.stop_at)
+                           progress=False, stop_at=r.stop_at, fork_from=r.fork_from if r.action == "new" else None)
         except Exception as exc:
             error = exc
         rows.append(make_row(job.experiment, r, time.perf_counter() - t0, 1, error))
@@ -420,6 +442,7 @@ class SweepResult:
     done: int = 0
     failed: int = 0
     skipped: int = 0
+    forked: int = 0                  # new runs forked from another sweep's runs
     seconds: float = 0.0
     reports: list[Path] = field(default_factory=list)
 
@@ -427,7 +450,8 @@ class SweepResult:
 def sweep(experiment: str, out: str | os.PathLike, *, seeds: list[int] | None = None,
           grid: list[tuple[str, list[str]]] = (), sets: dict[str, str] | None = None, toml: dict | None = None,
           backend: str = "local", workers: int | None = None, address: str | None = None,
-          batch: int | None = None, progress: bool = True, stop_at: int | None = None) -> SweepResult:
+          batch: int | None = None, progress: bool = True, stop_at: int | None = None,
+          fork_from: str | os.PathLike | None = None) -> SweepResult:
     """Train every run of the sweep that is not complete, append a row per run to
     DIR/sweep.jsonl, then write DIR/summary.md and DIR/census.{png,svg}.
 
@@ -441,7 +465,9 @@ def sweep(experiment: str, out: str | os.PathLike, *, seeds: list[int] | None = 
             raise UserError(f"{flag} must be >= 1, got {value}")
     if address is not None and backend != "ray":
         raise UserError("--address is for --backend ray")
-    plan = make_plan(experiment, out, seeds, list(grid), dict(sets or {}), toml, stop_at)
+    if fork_from is not None and not Path(fork_from).is_dir():
+        raise UserError(f"--fork-from {fork_from} is not a folder; give the folder of the sweep to fork from")
+    plan = make_plan(experiment, out, seeds, list(grid), dict(sets or {}), toml, stop_at, fork_from)
     if backend == "ray":
         connect_ray(address, workers)
     try:
@@ -468,7 +494,8 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
     if not (out / SETTINGS_FILE).exists():
         write_text(out / SETTINGS_FILE, json.dumps({"experiment": experiment, "settings": plan.settings},
                                                    indent=1, sort_keys=True) + "\n")
-    result = SweepResult(out, skipped=len(plan.runs) - len(plan.todo))
+    result = SweepResult(out, skipped=len(plan.runs) - len(plan.todo),
+                         forked=sum(r.fork_from is not None for r in plan.todo))
     n_workers = workers or default_workers()
     if backend == "ray" and workers is None:
         import ray

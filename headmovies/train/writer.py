@@ -114,6 +114,28 @@ def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike) -> int:
     return count
 
 
+def fork_copy(src: h5py.File, out: str | os.PathLike, through_epoch: int, attrs: dict) -> Path:
+    """Write `src`'s records through `through_epoch` (an open run file; /complete cleared) into
+    `<out>.partial`, root attributes updated with `attrs` (dicts stored as JSON), and return that
+    path for the caller to rename. Raises DiskFullError, leaving nothing, when there is no room."""
+    out = Path(out)
+    tmp = partial_path(out)
+    tmp.unlink(missing_ok=True)
+    disk.require_free(out.parent, Path(src.filename).stat().st_size, "the fork's copy of its source",
+                      f"nothing was written to {out}")
+    f = None
+    try:
+        f = _new_file(tmp)
+        copy_records(src, f, through_epoch)
+        for key, value in attrs.items():
+            f.attrs[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
+        f.flush()
+    except BaseException as exc:
+        _fail(f, tmp, exc, out, f"copying {src.filename} to fork it", f"nothing was written to {out}")
+    f.close()
+    return tmp
+
+
 def _fail(f: h5py.File | None, tmp: Path | None, exc: BaseException, where: Path, what: str, then: str = ""):
     """Give up on `f` (None: not opened) after `exc`: detach it if the disk is full, close it,
     remove `tmp`, and raise DiskFullError (about the file system of `where`: `what`; `then`) for
