@@ -57,26 +57,45 @@ retrain: setup
 figures: train-orbits
 	$(HM) orbits figures $(RUN) --out outputs/orbits/figures
 
-# make census - the orbit census (docs/results/orbits.md, "Census"): the orbit experiment on
-# CENSUS_SEEDS under the seed's own objective (no pruning, no OV-bias penalty) and under the default
-# recipe with both additions, every run at the full default schedule (about 5.5 min on one idle
-# core; all cores are used), resumable: rerun to continue. Then the tables, figure and rows in
-# docs/results/census/. A sweep exits 1 when some run failed; the census still counts the others.
+# make census - the orbit census (docs/results/orbits.md, "Census"): the orbit experiment on the
+# seeds CENSUS_SEEDS (a range FIRST-LAST), CENSUS_CHUNK seeds at a time, under four recipes at the
+# full default schedule: the seed's own objective (no pruning, no OV-bias penalty; about 5.5 min a
+# run on one idle core), then the default recipe with both additions, with pruning only and with
+# the OV-bias penalty only, each forked from the seed-objective run at the start of its second
+# phase (docs/sweeps.md, "Forks": the same runs, about 2 min each). All cores are used; rerun to
+# continue. Then the tables, figure and rows in docs/results/census/. A sweep exits 1 when some run
+# failed; the census still counts the others.
 # make census-screen - the early screen: SCREEN_SEEDS under the seed's objective, each trained only
 # through epoch SCREEN_EPOCH of the full schedule (about 25 s per seed); `make census` then lists
 # the seeds whose frequency groups fit an orbit. Continue chosen ones with
 # `headmovies sweep orbits --out data/census/screen-seed-objective --seeds S1,S2 $(SEED_OBJECTIVE)`.
 CENSUS_SEEDS ?= 0-199
+CENSUS_CHUNK ?= 10
 SCREEN_SEEDS ?= 200-299
 SCREEN_EPOCH ?= 1500
 SEED_OBJECTIVE := --set refine_prune=0 --set refine_ov_bias_weight=0
-CENSUS_DIRS := data/census/seed-objective data/census/with-additions
+CENSUS := data/census
+CENSUS_DIRS := $(CENSUS)/seed-objective $(CENSUS)/with-additions $(CENSUS)/prune-only $(CENSUS)/bias-only
+FORK := --fork-from $(CENSUS)/seed-objective
 
 census: setup
-	$(HM) sweep orbits --out data/census/seed-objective --seeds $(CENSUS_SEEDS) $(SEED_OBJECTIVE) || [ $$? -eq 1 ]
-	$(HM) sweep orbits --out data/census/with-additions --seeds $(CENSUS_SEEDS) || [ $$? -eq 1 ]
-	$(HM) orbits census $(CENSUS_DIRS) $(wildcard data/census/screen-seed-objective) \
-		--out docs/results/census --formats png
+	@s='$(CENSUS_SEEDS)'; case "$$s" in *[!0-9-]*|-*|*-|*-*-*|"") \
+		echo "CENSUS_SEEDS must be a range FIRST-LAST, e.g. 0-199, got '$$s'" >&2; exit 2;; esac; \
+	first=$${s%-*}; last=$${s#*-}; \
+	for lo in $$(seq $$first $(CENSUS_CHUNK) $$last); do \
+		hi=$$((lo + $(CENSUS_CHUNK) - 1)); [ $$hi -le $$last ] || hi=$$last; \
+		echo "census: seeds $$lo-$$hi of $$first-$$last"; \
+		$(HM) sweep orbits --out $(CENSUS)/seed-objective --seeds $$lo-$$hi $(SEED_OBJECTIVE); \
+		rc=$$?; [ $$rc -le 1 ] || exit $$rc; \
+		$(HM) sweep orbits --out $(CENSUS)/with-additions --seeds $$lo-$$hi $(FORK); \
+		rc=$$?; [ $$rc -le 1 ] || exit $$rc; \
+		$(HM) sweep orbits --out $(CENSUS)/prune-only --seeds $$lo-$$hi --set refine_ov_bias_weight=0 $(FORK); \
+		rc=$$?; [ $$rc -le 1 ] || exit $$rc; \
+		$(HM) sweep orbits --out $(CENSUS)/bias-only --seeds $$lo-$$hi --set refine_prune=0 $(FORK); \
+		rc=$$?; [ $$rc -le 1 ] || exit $$rc; \
+	done
+	dirs=; for d in $(CENSUS_DIRS) $(CENSUS)/screen-seed-objective; do [ ! -d $$d ] || dirs="$$dirs $$d"; done; \
+	$(HM) orbits census $$dirs --out docs/results/census --formats png
 
 census-screen: setup
 	$(HM) sweep orbits --out data/census/screen-seed-objective --seeds $(SCREEN_SEEDS) \
