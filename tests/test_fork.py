@@ -71,27 +71,57 @@ def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
                                                 r"epoch 80\)"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=src)
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, resume=True)
-    with pytest.raises(ConfigError, match=r"differs in what acts before epoch 120 \(lr 0.001 there, 0.01 here\)"):
+    with pytest.raises(ConfigError, match=r"differs in what acts before epoch 120 \(lr: 0.001 there, 0.01 here\)"):
         loop.train("orbits", cfg(lr="0.01"), out, progress=False, fork_from=src)
-    with pytest.raises(ConfigError, match=r"seed 0 there, 1 here"):
+    with pytest.raises(ConfigError, match=r"seed: 0 there, 1 here"):
         loop.train("orbits", cfg(seed=1), out, progress=False, fork_from=src)
     with pytest.raises(UserError, match="first-phase sequence term"):
         loop.train("orbits", cfg(eq_seq_lens="3"), out, progress=False, fork_from=src)
     with pytest.raises(UserError, match="only a run with a second phase can fork"):
         loop.train("orbits", cfg(refine_start="0"), out, progress=False, fork_from=src)
-    with pytest.raises(UserError, match="--stop-at 80 is before the fork at epoch 120"):
-        loop.train("orbits", cfg(), out, progress=False, fork_from=src, stop_at=80)
+    with pytest.raises(UserError, match="--stop-at 120 is not after the fork at epoch 120"):
+        loop.train("orbits", cfg(), out, progress=False, fork_from=src, stop_at=120)
+    with pytest.raises(UserError, match=r"would fork at epoch 100, which is not a snapshot epoch \(snapshots at 80 "
+                                        r"and 120\)"):
+        loop.train("orbits", cfg(refine_start="100"), out, progress=False, fork_from=src)
+    with pytest.raises(UserError, match="cannot fork from .*nothere.h5: no such file"):
+        loop.train("orbits", cfg(), out, progress=False, fork_from=tmp_path / "nothere.h5")
+    (tmp_path / "junk.h5").write_text("not HDF5")
+    with pytest.raises(UserError, match=r"cannot fork from .*junk.h5: .* is not a readable HDF5 run file[^;]*$"):
+        loop.train("orbits", cfg(), out, progress=False, fork_from=tmp_path / "junk.h5")
+    (tmp_path / "junk.h5").unlink()
     with pytest.raises(UserError, match="give one of them"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=src, resume=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src.h5", "src.h5.ckpt"]
-    # an existing run is kept unless --force
+    # an existing run is kept unless --force; a run never forks from itself
     loop.train("orbits", cfg(), out, progress=False)
-    with pytest.raises(UserError, match="out.h5 exists; pass --resume to continue it or --force"):
+    with pytest.raises(UserError, match="out.h5 exists; pass --force to replace it with the fork"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=src)
+    with pytest.raises(UserError, match="--fork-from is the --out file"):
+        loop.train("orbits", cfg(), out, progress=False, fork_from=out, force=True)
     # the command: one line, exit 2
     args = ["train", "orbits", "--out", str(tmp_path / "cli.h5"), "--fork-from", str(src), "--no-progress"]
     sets = [a for k, v in {**PHASES, "lr": "0.01"}.items() for a in ("--set", f"{k}={v}")]
     assert cli_main(args + sets) == 2 and not (tmp_path / "cli.h5").exists()
+
+
+def test_a_source_extended_from_fewer_epochs_is_refused(tmp_path):
+    """A source first trained to 100 epochs ran its first phase's cosine to 100, not to
+    refine_start = 120: its stored config (epochs=200 after --resume) hides that, the recorded
+    extension and its snapshot at 100 do not."""
+    src = tmp_path / "src.h5"
+    loop.train("orbits", cfg(epochs="100", **SEED_OBJECTIVE), src, progress=False)
+    loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, resume=True)
+    with h5py.File(src, "r") as f:
+        assert json.loads(f.attrs["extensions"]) == [{"at": 100, "epochs_before": 100}]
+    refused = "first trained to fewer epochs than 120 and then extended"
+    with pytest.raises(UserError, match=refused):
+        loop.train("orbits", cfg(), tmp_path / "fork.h5", progress=False, fork_from=src)
+    with h5py.File(src, "r+") as f:              # a file from before extensions were recorded
+        del f.attrs["extensions"]
+    with pytest.raises(UserError, match=refused):
+        loop.train("orbits", cfg(), tmp_path / "fork.h5", progress=False, fork_from=src)
+    assert not (tmp_path / "fork.h5").exists()
 
 
 def test_a_sweep_forks_where_it_can(tmp_path):
@@ -105,7 +135,7 @@ def test_a_sweep_forks_where_it_can(tmp_path):
                   progress=False, fork_from=tmp_path / "src")
     assert (res.done, res.failed, res.forked) == (3, 0, 1)
     rows = {r["run"]: r for r in S.read_rows(tmp_path / "fork" / S.ROWS_FILE)}
-    assert {k: r["forked_from"] for k, r in rows.items()} == {"seed0": "../src/seed0.h5", "seed1": None,
+    assert {k: r["forked_from"] for k, r in rows.items()} == {"seed0": "../src/seed0.h5@120", "seed1": None,
                                                             "seed2": None}
     S.sweep("orbits", tmp_path / "scratch", seeds=[0, 1, 2], sets={**common, **ADDITIONS}, workers=1, progress=False)
     for seed in (0, 1, 2):
@@ -118,3 +148,33 @@ def test_a_sweep_forks_where_it_can(tmp_path):
     with pytest.raises(UserError, match="is not a folder"):
         S.sweep("orbits", tmp_path / "other", seeds=[0], sets=common, workers=1, progress=False,
                 fork_from=tmp_path / "nothere")
+
+
+def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, capsys):
+    """A grid over refine_prune names its runs seed0-refine_prune0.99 etc.; they fork from the
+    source sweep's seed0 (same seed, first phase alike). A forked run cut short and resumed keeps
+    `forked_from` in its row."""
+    S.sweep("orbits", tmp_path / "src", seeds=[0], sets={**PHASES, **SEED_OBJECTIVE}, workers=1, progress=False)
+    sets = {**PHASES, "refine_ov_bias_weight": "0"}
+    grid = [("refine_prune", ["0.25", "0.99"])]
+    res = S.sweep("orbits", tmp_path / "prune", seeds=[0], grid=grid, sets=sets, workers=1, progress=False,
+                  fork_from=tmp_path / "src", stop_at=160)
+    assert (res.done, res.forked) == (2, 2)
+    res = S.sweep("orbits", tmp_path / "prune", seeds=[0], grid=grid, sets=sets, workers=1, progress=False,
+                  fork_from=tmp_path / "src")
+    rows = S.read_rows(tmp_path / "prune" / S.ROWS_FILE)[-2:]
+    assert [(r["run"], r["action"], r["forked_from"]) for r in rows] == [
+        ("seed0-refine_prune0.25", "resume", "../src/seed0.h5@120"), ("seed0-refine_prune0.99", "resume",
+                                                                       "../src/seed0.h5@120")]
+    S.sweep("orbits", tmp_path / "scratch", seeds=[0], grid=grid, sets=sets, workers=1, progress=False)
+    for name in ("seed0-refine_prune0.25", "seed0-refine_prune0.99"):
+        assert_same_run_files(tmp_path / "prune" / f"{name}.h5", tmp_path / "scratch" / f"{name}.h5")
+    # no source at all: a warning, and the runs train from scratch
+    capsys.readouterr()
+    res = S.sweep("orbits", tmp_path / "lone", seeds=[5], sets=sets, workers=1, progress=False,
+                  fork_from=tmp_path / "src")
+    assert (res.done, res.forked) == (1, 0)
+    assert "warning: no new run can fork" in capsys.readouterr().err
+    with pytest.raises(UserError, match="--stop-at 80 is not after the fork at epoch 120"):
+        S.sweep("orbits", tmp_path / "early", seeds=[0], sets=sets, workers=1, progress=False,
+                fork_from=tmp_path / "src", stop_at=80)

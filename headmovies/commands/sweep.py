@@ -55,8 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="train each run's schedule only through this snapshot epoch and record it as stopped "
                         "(an early screen); rerunning without --stop-at continues the runs chosen with --seeds")
     p.add_argument("--fork-from", type=Path, metavar="SRC_DIR",
-                   help="the folder of another sweep: each new run starts from the run of the same name there at "
-                        "its fork epoch (the orbit experiment: refine_start) when that run got so far, else trains "
+                   help="the folder of another sweep: each new run starts at its fork epoch (the orbit experiment: "
+                        "refine_start) from the run there of the same name, or else of the same seed and a config "
+                        "differing only in what acts after the fork, when that run got so far; else it trains "
                         "from scratch; the same runs either way, bit for bit, for a fraction of the time "
                         "(docs/sweeps.md, \"Forks\")")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -37,8 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "checkpoint (continue later with --resume or --reuse): an early screen of a full run")
     p.add_argument("--fork-from", type=Path, metavar="RUN.h5",
                    help="start from this run's snapshot at the epoch where this config's run can fork (the orbit "
-                        "experiment: refine_start), copying its records before it: the same run as training from "
-                        "scratch, for the cost of the epochs after the fork; the configs may differ only in what "
+                        "experiment: refine_start, a snapshot epoch), copying its records through that epoch: the same "
+                        "run as training from scratch, for the cost of the epochs after the fork; the configs may differ only in what "
                         "acts after it (docs/sweeps.md, \"Forks\")")
     p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
                    help="replace the resume checkpoint at most this often (default 30; 0 = every snapshot)")

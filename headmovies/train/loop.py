@@ -166,14 +166,17 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
     if fork_from is not None:
         if resume:
             raise UserError("--fork-from starts a new run; --resume continues an existing one: give one of them")
+        if Path(fork_from).resolve() == out.resolve():
+            raise UserError("--fork-from is the --out file; a fork writes a run file of its own")
         epoch = fork_check(experiment, cfg, fork_from)
-        if stop_at is not None and stop_at < epoch:
-            raise UserError(f"--stop-at {stop_at:,} is before the fork at epoch {epoch:,}")
+        if stop_at is not None and stop_at <= epoch:
+            raise UserError(f"--stop-at {stop_at:,} is not after the fork at epoch {epoch:,}")
     lock = RunLock(out, hint="wait for it to finish, or stop it and continue with --resume").acquire()
     try:
         if fork_from is not None:
             if out.exists() and not force:
-                raise UserError(_exists_message(out, checkpoint_path(out), experiment))
+                raise UserError(f"{out} exists; pass --force to replace it with the fork, or --reuse to continue "
+                                "it if it is this fork under way")
             _fork(experiment, task_cls, cfg, Path(fork_from), out)
             resume = True
         return _train(experiment, task_cls, cfg, out, resume, force, progress, checkpoint_seconds, stop_at)
@@ -185,28 +188,59 @@ class ForkTooEarly(UserError):
     """The fork's source has no snapshot at the fork epoch (yet)."""
 
 
+def fork_epoch(experiment: str, cfg: TrainConfig) -> int:
+    """The task's fork epoch for `cfg` (`Task.fork_epoch`), which must be a snapshot epoch:
+    UserError, saying why, when runs of `cfg` cannot fork."""
+    epoch = experiments.get(experiment).fork_epoch(cfg)
+    schedule = [int(e) for e in snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every,
+                                                cfg.log_early)]
+    if epoch not in schedule:
+        around = [e for e in schedule if e < epoch][-1:] + [e for e in schedule if e > epoch][:1]
+        raise UserError(f"runs of this config cannot fork: they would fork at epoch {epoch:,}, which is not a "
+                        f"snapshot epoch (snapshots at {' and '.join(f'{e:,}' for e in around)})")
+    return epoch
+
+
+def _differences(theirs: dict, mine: dict, keys: list[str]) -> str:
+    shown = "; ".join(f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} here" for k in keys[:3])
+    return shown + (f"; and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+
 def fork_check(experiment: str, cfg: TrainConfig, src: str | os.PathLike) -> int:
     """The epoch at which a run of `cfg` can fork from the run file `src`. UserError (ConfigError)
-    when `cfg` has no fork epoch, `src` is not a readable run of `experiment` or its config
-    differs in a key that acts before the fork; ForkTooEarly when it holds no snapshot at the
-    fork epoch (yet)."""
+    when `cfg` has no fork epoch, `src` is not a readable run of `experiment`, its config differs
+    in a key that acts before the fork, or its first phase ran under another schedule (it was
+    extended from fewer epochs than the fork epoch); ForkTooEarly when it holds no snapshot at
+    the fork epoch (yet)."""
     task_cls = experiments.get(experiment)
-    epoch = task_cls.fork_epoch(cfg)
+    epoch = fork_epoch(experiment, cfg)
     src = Path(src)
-    with runfile.open_for_reading(src) as f:
+    if not src.exists():
+        raise UserError(f"cannot fork from {src}: no such file")
+    try:
+        f = runfile.open_for_reading(src)
+    except RunFileError as exc:
+        raise RunFileError(f"cannot fork from {src}: {str(exc).split(';')[0]}") from None
+    with f:
         if f.attrs["experiment"] != experiment:
             raise UserError(f"cannot fork from {src}: it is a run of {f.attrs['experiment']!r}, not {experiment!r}")
         stored, asked = runfile.read_config(f), config_dict(cfg)
         diff = sorted(k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k) and k not in task_cls.FORK_KEYS)
         if diff:
-            shown = ", ".join(f"{k} {stored.get(k)!r} there, {asked.get(k)!r} here" for k in diff[:3])
             raise ConfigError(f"cannot fork from {src}: its config differs in what acts before epoch {epoch:,} "
-                              f"({shown}); only {', '.join(task_cls.FORK_KEYS)} may differ")
+                              f"({_differences(stored, asked, diff)}); only {', '.join(task_cls.FORK_KEYS)} may differ")
         epochs = f[runfile.SNAPSHOTS][runfile.EPOCH][:_snapshot_count(f)]
+        extended = [e for e in json.loads(f.attrs.get("extensions", "[]")) if e["epochs_before"] < epoch]
+        mine = snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
+        upto = min(epoch, int(epochs[-1])) if len(epochs) else -1
+        if extended or not np.array_equal(epochs[epochs <= epoch], mine[mine <= upto]):
+            raise UserError(f"cannot fork from {src}: it was first trained to fewer epochs than {epoch:,} and then "
+                            "extended, so its first phase ran under another lr schedule; fork from a run trained "
+                            "with its final epochs from the start")
         if epoch not in epochs:
             last = f"it ends at epoch {int(epochs[-1]):,}" if len(epochs) else "it holds no snapshot"
             raise ForkTooEarly(f"cannot fork from {src}: it holds no snapshot at epoch {epoch:,}, where this run forks "
-                            f"({last}); let it train that far, or train without --fork-from")
+                               f"({last}); let it train that far, or train without --fork-from")
     return epoch
 
 
@@ -228,7 +262,7 @@ def _fork(experiment: str, task_cls: type, cfg: TrainConfig, src: Path, out: Pat
         row = {k: f[runfile.SNAPSHOTS][k][where] for k in runfile.weight_names(f)}
         task.model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in row.items()})
         attrs = run_attrs(experiment, cfg, task)
-        attrs["forked_from"] = {"run": os.path.relpath(src.absolute(), out.absolute().parent), "epoch": epoch}
+        attrs["forked_from"] = {"run": os.path.relpath(src.resolve(), out.resolve().parent), "epoch": epoch}
         tmp = fork_copy(f, out, epoch, attrs)
     try:
         _save_checkpoint(checkpoint_path(out), task, epoch, f"nothing was written to {out}")
@@ -307,7 +341,13 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
         torch.set_rng_state(state["torch_rng"])
         start = int(state["epoch"])
         _check_same_weights(out, ckpt_path, task.snapshot(), row, start)
-        writer = RunWriter.reopen(out, start, {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)})
+        attrs = {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)}
+        before = int(state["config"]["epochs"])
+        if cfg.epochs != before:         # kept: the first `before` epochs ran under that schedule (forks check it)
+            with runfile.open_for_reading(out) as f:
+                history = json.loads(f.attrs.get("extensions", "[]"))
+            attrs["extensions"] = json.dumps(history + [{"at": start, "epochs_before": before}])
+        writer = RunWriter.reopen(out, start, attrs)
     else:
         start = 0
         writer = new_run(experiment, cfg, task, out)

@@ -37,7 +37,7 @@ from typing import Callable
 from urllib.parse import urlsplit
 
 from headmovies import tasks
-from headmovies.errors import ConfigError, UserError
+from headmovies.errors import ConfigError, UserError, warn
 from headmovies.render.core.sweep_report import read_rows  # noqa: F401 (also S.read_rows)
 from headmovies.train import config, experiments, loop
 from headmovies.train.config import TrainConfig
@@ -164,6 +164,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
         raise UserError(f"{', '.join(both)} is both fixed (--set/--config) and in --grid; give it in one place")
     _check_settings(out, experiment, settings)
     rows = {r["run"]: r for r in read_rows(out / ROWS_FILE)}
+    sources = _source_rows(Path(fork_from)) if fork_from is not None else None
     runs, names = [], {}
     for combo in itertools.product(*(values for _, values in grid)):
         point = dict(zip((k for k, _ in grid), combo))
@@ -186,22 +187,63 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
                 raise UserError(f"{exc} (grid point {where})" if point else str(exc)) from None
             run = PlannedRun(name, seed, typed, cfg, path, _action(path, cfg, rows.get(name), stop_at),
                              stop_at if stop_at is not None and stop_at < cfg.epochs else None)
-            if fork_from is not None and run.action == "new":
-                run.fork_from = _fork_source(experiment, cfg, Path(fork_from) / f"{name}.h5", stop_at)
+            if fork_from is not None:
+                try:
+                    if run.action == "new":
+                        run.fork_from = _fork_source(experiment, cfg, Path(fork_from), name, sources, stop_at)
+                    else:
+                        loop.fork_epoch(experiment, cfg)
+                except UserError as exc:
+                    where = " ".join(f"{k}={v}" for k, v in point.items())
+                    raise type(exc)(f"{exc} (grid point {where})" if point else str(exc)) from None
             runs.append(run)
+    if fork_from is not None and not any(r.fork_from for r in runs) and any(r.action == "new" for r in runs):
+        warn(f"no new run can fork: {fork_from} holds no run of the same seed that reached the fork epoch with a "
+             "config differing only in what acts after it; they train from scratch")
     return Plan(experiment, out, settings, runs)
 
 
-def _fork_source(experiment: str, cfg: TrainConfig, src: Path, stop_at: int | None) -> Path | None:
-    """`src` if a new run of `cfg` can fork from it, None if it is missing or not that far yet."""
-    epoch = experiments.get(experiment).fork_epoch(cfg)        # UserError: this config cannot fork
-    if stop_at is not None and stop_at <= epoch or not src.exists():
-        return None
-    try:
-        loop.fork_check(experiment, cfg, src)
-    except loop.ForkTooEarly:
-        return None
-    return src
+def _fork_source(experiment: str, cfg: TrainConfig, folder: Path, name: str, sources: dict | None,
+                 stop_at: int | None) -> Path | None:
+    """The run file in the sweep folder `folder` a new run of `cfg` forks from: the run of the same
+    name, else a run of the same seed whose recorded config differs only in what acts after the
+    fork (a source sweep over other `refine_*` values), provided it reached the fork epoch; None
+    when there is none. UserError when runs of `cfg` cannot fork at all, or for --stop-at before
+    the fork; ConfigError when the same-named run differs in what acts before the fork."""
+    epoch = loop.fork_epoch(experiment, cfg)
+    if stop_at is not None and stop_at <= epoch:
+        raise UserError(f"--stop-at {stop_at:,} is not after the fork at epoch {epoch:,}; a screen before the fork "
+                        "has nothing to fork")
+    keys = set(experiments.get(experiment).FORK_KEYS)
+    mine = loop.config_dict(cfg)
+    same_seed = [folder / r["file"] for r in (sources or {}).get(cfg.seed, [])
+                 if r.get("file") and all(v == mine.get(k) for k, v in (r.get("config") or {}).items() if k not in keys)
+                 and set(r.get("config") or {}) == set(mine)]
+    candidates = [folder / f"{name}.h5"] + [p for p in same_seed if p.name != f"{name}.h5"]
+    for i, src in enumerate(candidates):
+        if not src.exists():
+            continue
+        try:
+            loop.fork_check(experiment, cfg, src)
+        except loop.ForkTooEarly:
+            continue
+        except UserError:
+            if i == 0 and not same_seed:
+                raise                   # the same-named run is of another first phase: say so
+            continue
+        return src
+    return None
+
+
+def _source_rows(folder: Path) -> dict[int, list[dict]]:
+    """A source sweep's rows by seed (the last row of each run), or {} for a folder of plain runs."""
+    rows: dict[str, dict] = {}
+    for r in read_rows(folder / ROWS_FILE):
+        rows[r["run"]] = r
+    by_seed: dict[int, list[dict]] = {}
+    for r in rows.values():
+        by_seed.setdefault(int(r["seed"]), []).append(r)
+    return by_seed
 
 
 def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None = None) -> str:
@@ -276,13 +318,25 @@ def summarise(experiment: str, path: Path) -> tuple[dict, dict]:
         return metrics, report.sweep_summary(run)
 
 
+def forked_from(path: Path) -> str | None:
+    """'SOURCE@EPOCH' (SOURCE relative to the run's folder) for a run started with --fork-from."""
+    from headmovies import runfile
+    with runfile.open_for_reading(path) as f:
+        value = f.attrs.get("forked_from")
+    if value is None:
+        return None
+    fork = json.loads(value)
+    return f"{fork['run']}@{fork['epoch']}"
+
+
 def make_row(experiment: str, r: PlannedRun, seconds: float, batch: int, error: BaseException | None = None) -> dict:
     """The sweep.jsonl row of one run; reads the run file when it finished."""
     row = {"run": r.name, "file": r.path.name, "experiment": experiment, "seed": r.seed, "grid": r.grid,
            "status": "done", "error": None, "action": r.action, "metrics": None, "summary": None,
-           "forked_from": None if r.fork_from is None else os.path.relpath(r.fork_from, r.path.parent)}
+           "forked_from": None}
     if error is None:
         try:
+            row["forked_from"] = forked_from(r.path)
             row["metrics"], row["summary"] = summarise(experiment, r.path)
         except Exception as exc:        # the run trained but its summary failed: record that, go on
             error = exc
@@ -442,7 +496,7 @@ class SweepResult:
     done: int = 0
     failed: int = 0
     skipped: int = 0
-    forked: int = 0                  # new runs forked from another sweep's runs
+    forked: int = 0                  # runs forked from another sweep's runs (and done) in this pass
     seconds: float = 0.0
     reports: list[Path] = field(default_factory=list)
 
@@ -494,8 +548,7 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
     if not (out / SETTINGS_FILE).exists():
         write_text(out / SETTINGS_FILE, json.dumps({"experiment": experiment, "settings": plan.settings},
                                                    indent=1, sort_keys=True) + "\n")
-    result = SweepResult(out, skipped=len(plan.runs) - len(plan.todo),
-                         forked=sum(r.fork_from is not None for r in plan.todo))
+    result = SweepResult(out, skipped=len(plan.runs) - len(plan.todo))
     n_workers = workers or default_workers()
     if backend == "ray" and workers is None:
         import ray
@@ -522,6 +575,7 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
         for row in rows:
             if row["status"] in ("done", "stopped"):
                 result.done += 1
+                result.forked += row["action"] == "new" and row.get("forked_from") is not None
             else:
                 result.failed += 1
                 bar.write(f"failed: {row['run']}: {row['error']}")
