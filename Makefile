@@ -64,7 +64,8 @@ figures: train-orbits
 # the OV-bias penalty only, each forked from the seed-objective run at the start of its second
 # phase (docs/sweeps.md, "Forks": the same runs, about 2 min each). All cores are used; rerun to
 # continue. Then the tables, figure and rows in docs/results/census/. A sweep exits 1 when some run
-# failed; the census still counts the others.
+# failed; the census still counts the others. Each run file takes about 80 MB: 200 seeds under
+# the four recipes need about 65 GB in data/census/ (the committed census rows need none of it).
 # make census-screen - the early screen: SCREEN_SEEDS under the seed's objective, each trained only
 # through epoch SCREEN_EPOCH of the full schedule (about 25 s per seed); `make census` then lists
 # the seeds whose frequency groups fit an orbit. Continue chosen ones with
