@@ -96,6 +96,10 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     # rebuilt from the saved rows alone, after the run files are gone: the same tables
     for f in list(a.glob("*.h5")) + list(b.glob("*.h5")):
         f.unlink()
+    # ... and from the sweeps again, into the same folder: the rows of deleted files stand
+    assert cli_main(["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress",
+                     "--screen-epochs", "300,500,700"]) == 0
+    assert C.read_rows(out / "census.jsonl") == rows and (out / "census.md").read_text() == md
     again = tmp_path / "again"
     assert cli_main(["orbits", "census", "--rows", str(out / "census.jsonl"), "--out", str(again)]) == 0
     assert (again / "census.md").read_text() == md

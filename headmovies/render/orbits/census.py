@@ -126,7 +126,8 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
             progress: Callable | None = None) -> tuple[list[dict], dict[str, dict]]:
     """Census rows of every finished run in the sweep folders, reusing a row of `old` when
     its run file is unchanged (same recipe and run, file size and modification time, and screen
-    epochs). Returns (rows, {recipe: settings})."""
+    epochs) or has been deleted since (a run without file or old row is left out). Returns
+    (rows, {recipe: settings})."""
     cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
     todo, settings = [], {}
     for folder in folders:
@@ -140,8 +141,11 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
     for folder, recipe, sweep_row in it:
         path = folder / sweep_row["file"]
         hit = cache.get((recipe, sweep_row["run"]))
-        if hit and path.exists() and (hit["file_bytes"], hit["file_mtime_ns"]) == \
-                (path.stat().st_size, path.stat().st_mtime_ns) and hit["screen_epochs"] == sorted(screen_epochs):
+        same_epochs = hit is not None and hit["screen_epochs"] == sorted(screen_epochs)
+        if same_epochs and not path.exists():
+            rows.append(hit)              # the run file was deleted after it was counted: its row stands
+        elif same_epochs and (hit["file_bytes"], hit["file_mtime_ns"]) == (path.stat().st_size,
+                                                                           path.stat().st_mtime_ns):
             rows.append(hit)
         elif path.exists():
             rows.append(census_row(path, sweep_row, recipe, screen_epochs))
