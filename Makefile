@@ -62,7 +62,7 @@ figures: train-orbits
 # full default schedule: the seed's own objective (no pruning, no OV-bias penalty; about 5.5 min a
 # run on one idle core), then the default recipe with both additions, with pruning only and with
 # the OV-bias penalty only, each forked from the seed-objective run at the start of its second
-# phase (docs/sweeps.md, "Forks": the same runs, about 2 min each). All cores are used; rerun to
+# phase (docs/sweeps.md, "Forks": the same runs, about 60 % of the time each). All cores are used; rerun to
 # continue. Then the tables, figure and rows in docs/results/census/. A sweep exits 1 when some run
 # failed; the census still counts the others. Each run file takes about 80 MB: 200 seeds under
 # the four recipes need about 65 GB in data/census/ (the committed census rows need none of it).
