@@ -178,3 +178,17 @@ def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, caps
     with pytest.raises(UserError, match="--stop-at 80 is not after the fork at epoch 120"):
         S.sweep("orbits", tmp_path / "early", seeds=[0], sets=sets, workers=1, progress=False,
                 fork_from=tmp_path / "src", stop_at=80)
+
+
+def test_a_ray_sweep_forks_from_a_relative_source_folder(tmp_path, monkeypatch):
+    """Ray workers need not share the driver's working directory: the plan carries the source as
+    an absolute path. The fork equals the local one bit for bit."""
+    monkeypatch.chdir(tmp_path)
+    S.sweep("orbits", "src", seeds=[0], sets={**PHASES, **SEED_OBJECTIVE}, workers=1, progress=False)
+    S.sweep("orbits", "local", seeds=[0], sets={**PHASES, **ADDITIONS}, workers=1, progress=False,
+            fork_from="src")
+    res = S.sweep("orbits", "ray", seeds=[0], sets={**PHASES, **ADDITIONS}, backend="ray", workers=1,
+                  progress=False, fork_from="src")
+    assert (res.done, res.failed, res.forked) == (1, 0, 1)
+    assert S.read_rows(tmp_path / "ray" / S.ROWS_FILE)[0]["forked_from"] == "../src/seed0.h5@120"
+    assert_same_run_files(tmp_path / "ray" / "seed0.h5", tmp_path / "local" / "seed0.h5")

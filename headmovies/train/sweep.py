@@ -190,7 +190,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
             if fork_from is not None:
                 try:
                     if run.action == "new":
-                        run.fork_from = _fork_source(experiment, cfg, Path(fork_from), name, sources, stop_at)
+                        run.fork_from = _fork_source(experiment, cfg, Path(fork_from).absolute(), name, sources, stop_at)
                     else:
                         loop.fork_epoch(experiment, cfg)
                 except UserError as exc:
