@@ -397,7 +397,12 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     names = list(groups)
     outcomes = [o for o, _ in Counter(r["outcome"] for r in rows).most_common()]
     outcomes = ["none"] + [o for o in outcomes if o != "none"] if "none" in outcomes else outcomes
-    colour = {o: ("0.8" if o == "none" else orbit_colour(i)) for i, o in enumerate(o for o in outcomes if o != "none")}
+    # one colour per orbit size in every panel; an outcome of one size takes that size's colour
+    sizes = sorted({o["size"] for r in rows for o in r["orbits"]}, reverse=True)
+    size_colour = {k: orbit_colour(i) for i, k in enumerate(sizes)}
+    combos = [o for o in outcomes if o != "none" and "+" in o]
+    colour = {o: size_colour[int(o)] for o in outcomes if o != "none" and "+" not in o}
+    colour.update({o: orbit_colour(len(sizes) + i) for i, o in enumerate(combos)})
     colour["none"] = "0.82"
     markers = "os^Dvp"
     fig = Figure(figsize=(12, 8.4), layout="constrained")
@@ -435,8 +440,6 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     b.legend(fontsize=8, title="recipe (marker)", frameon=False)
     b.grid(alpha=0.3)
 
-    sizes = sorted({o["size"] for r in rows for o in r["orbits"]}, reverse=True)
-    size_colour = {k: orbit_colour(i) for i, k in enumerate(sizes)}
     for i, k in enumerate(names):
         rs = groups[k]
         starts = {r["phase2_start"] for r in rs if r["phase2_start"]}
