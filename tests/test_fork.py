@@ -137,6 +137,8 @@ def test_a_sweep_forks_where_it_can(tmp_path):
     rows = {r["run"]: r for r in S.read_rows(tmp_path / "fork" / S.ROWS_FILE)}
     assert {k: r["forked_from"] for k, r in rows.items()} == {"seed0": "../src/seed0.h5@120", "seed1": None,
                                                             "seed2": None}
+    md = (tmp_path / "fork" / "summary.md").read_text()
+    assert md.count("(forked at epoch 120)") == 1 and "cover only the epochs after its fork" in md
     S.sweep("orbits", tmp_path / "scratch", seeds=[0, 1, 2], sets={**common, **ADDITIONS}, workers=1, progress=False)
     for seed in (0, 1, 2):
         assert_same_run_files(tmp_path / "fork" / f"seed{seed}.h5", tmp_path / "scratch" / f"seed{seed}.h5")

@@ -140,13 +140,16 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
                          outcomes, *cells, seconds]))
     out += ["", "Metrics: median [min, max] over the config's seeds that finished"
             + (", and those stopped early (at their --stop-at epoch)" if stopped else "")
-            + ". Seconds per run: wall time of its training (a batch's time divided by its runs) and summary.",
+            + ". Seconds per run: wall time of its training (a batch's time divided by its runs) and summary; "
+            "a forked run's (`--fork-from`) cover only the epochs after its fork.",
             "", "## Runs", "",
             _row(["run", "seed", "status", "outcome", *metrics, "seconds", "batch", "error"]),
             "|" + "---|" * (7 + len(metrics))]
     for r in sorted(rows, key=lambda r: (config_text(r), r["seed"])):
         cells = [_number(m, r["metrics"].get(m)) if r["metrics"] else "—" for m in metrics]
-        out.append(_row([r['run'], str(r['seed']), r['status'], outcome_of(r), *cells, f"{r['seconds']:.1f}",
+        fork = r.get("forked_from")
+        seconds = f"{r['seconds']:.1f}" + (f" (forked at epoch {fork.rsplit('@', 1)[-1]})" if fork else "")
+        out.append(_row([r['run'], str(r['seed']), r['status'], outcome_of(r), *cells, seconds,
                          str(r.get('batch', 1)), r['error'] or '']))
     return "\n".join(out) + "\n"
 
