@@ -62,10 +62,12 @@ figures: train-orbits
 # full default schedule: the seed's own objective (no pruning, no OV-bias penalty; about 5.5 min a
 # run on one idle core), then the default recipe with both additions, with pruning only and with
 # the OV-bias penalty only, each forked from the seed-objective run at the start of its second
-# phase (docs/sweeps.md, "Forks": the same runs, about 60 % of the time each). All cores are used; rerun to
-# continue. Then the tables, figure and rows in docs/results/census/. A sweep exits 1 when some run
-# failed; the census still counts the others. Each run file takes about 80 MB: 200 seeds under
-# the four recipes need about 65 GB in data/census/ (the committed census rows need none of it).
+# phase (docs/sweeps.md, "Forks": the same runs, about 60 % of the time each). The chunks let the
+# forks of a chunk start once its sources are done; each sweep runs up to CENSUS_CHUNK processes,
+# one per core (raise CENSUS_CHUNK on a machine with more cores). Rerun to continue. Then the
+# tables, figure and rows in docs/results/census/. A sweep exits 1 when some run failed; the census
+# still counts the others. Each run file takes about 80 MB: 200 seeds under the four recipes need
+# about 65 GB in data/census/ (the committed census rows need none of it).
 # make census-screen - the early screen: SCREEN_SEEDS under the seed's objective, each trained only
 # through epoch SCREEN_EPOCH of the full schedule (about 25 s per seed); `make census` then lists
 # the seeds whose frequency groups fit an orbit. Continue chosen ones with
@@ -81,7 +83,7 @@ FORK := --fork-from $(CENSUS)/seed-objective
 
 census: setup
 	@s='$(CENSUS_SEEDS)'; case "$$s" in *[!0-9-]*|-*|*-|*-*-*|"") \
-		echo "CENSUS_SEEDS must be a range FIRST-LAST, e.g. 0-199, got '$$s'" >&2; exit 2;; esac; \
+		echo "CENSUS_SEEDS must be a range FIRST-LAST or one seed, e.g. 0-199, got '$$s'" >&2; exit 2;; esac; \
 	first=$${s%-*}; last=$${s#*-}; \
 	for lo in $$(seq $$first $(CENSUS_CHUNK) $$last); do \
 		hi=$$((lo + $(CENSUS_CHUNK) - 1)); [ $$hi -le $$last ] || hi=$$last; \

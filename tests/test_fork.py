@@ -122,6 +122,24 @@ def test_a_source_extended_from_fewer_epochs_is_refused(tmp_path):
     with pytest.raises(UserError, match=refused):
         loop.train("orbits", cfg(), tmp_path / "fork.h5", progress=False, fork_from=src)
     assert not (tmp_path / "fork.h5").exists()
+    # a source trained to fewer epochs than the fork epoch, not extended
+    short = tmp_path / "s100.h5"
+    loop.train("orbits", cfg(epochs="100", **SEED_OBJECTIVE), short, progress=False)
+    with pytest.raises(UserError, match="trained to 100 epochs, fewer than the fork epoch 120"):
+        loop.train("orbits", cfg(), tmp_path / "fork.h5", progress=False, fork_from=short)
+
+
+def test_a_source_extended_after_the_fork_epoch_forks_and_its_extensions_stay_behind(tmp_path):
+    src, scratch, fork = tmp_path / "src.h5", tmp_path / "scratch.h5", tmp_path / "fork.h5"
+    loop.train("orbits", cfg(epochs="160", **SEED_OBJECTIVE), src, progress=False)
+    loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, resume=True)
+    with h5py.File(src, "r") as f:
+        assert json.loads(f.attrs["extensions"]) == [{"at": 160, "epochs_before": 160}]
+    loop.train("orbits", cfg(**ADDITIONS), fork, progress=False, fork_from=src)
+    loop.train("orbits", cfg(**ADDITIONS), scratch, progress=False)
+    assert_same_run_files(fork, scratch)
+    with h5py.File(fork, "r") as f:
+        assert "extensions" not in f.attrs
 
 
 def test_a_sweep_forks_where_it_can(tmp_path):

@@ -229,6 +229,9 @@ def fork_check(experiment: str, cfg: TrainConfig, src: str | os.PathLike) -> int
         if diff:
             raise ConfigError(f"cannot fork from {src}: its config differs in what acts before epoch {epoch:,} "
                               f"({_differences(stored, asked, diff)}); only {', '.join(task_cls.FORK_KEYS)} may differ")
+        if int(stored["epochs"]) < epoch:
+            raise UserError(f"cannot fork from {src}: it is trained to {int(stored['epochs']):,} epochs, fewer than "
+                            f"the fork epoch {epoch:,}, so its first phase ran under another lr schedule")
         epochs = f[runfile.SNAPSHOTS][runfile.EPOCH][:_snapshot_count(f)]
         extended = [e for e in json.loads(f.attrs.get("extensions", "[]")) if e["epochs_before"] < epoch]
         mine = snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
@@ -263,6 +266,7 @@ def _fork(experiment: str, task_cls: type, cfg: TrainConfig, src: Path, out: Pat
         task.model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in row.items()})
         attrs = run_attrs(experiment, cfg, task)
         attrs["forked_from"] = {"run": os.path.relpath(src.resolve(), out.resolve().parent), "epoch": epoch}
+        attrs["extensions"] = None             # the source's, if any, are not this run's
         tmp = fork_copy(f, out, epoch, attrs)
     try:
         _save_checkpoint(checkpoint_path(out), task, epoch, f"nothing was written to {out}")
@@ -343,7 +347,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
         _check_same_weights(out, ckpt_path, task.snapshot(), row, start)
         attrs = {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)}
         before = int(state["config"]["epochs"])
-        if cfg.epochs != before:         # kept: the first `before` epochs ran under that schedule (forks check it)
+        if cfg.epochs != before:         # kept: the epochs before `start` ran under that schedule (forks check it)
             with runfile.open_for_reading(out) as f:
                 history = json.loads(f.attrs.get("extensions", "[]"))
             attrs["extensions"] = json.dumps(history + [{"at": start, "epochs_before": before}])

@@ -208,8 +208,9 @@ def _fork_source(experiment: str, cfg: TrainConfig, folder: Path, name: str, sou
     """The run file in the sweep folder `folder` a new run of `cfg` forks from: the run of the same
     name, else a run of the same seed whose recorded config differs only in what acts after the
     fork (a source sweep over other `refine_*` values), provided it reached the fork epoch; None
-    when there is none. UserError when runs of `cfg` cannot fork at all, or for --stop-at before
-    the fork; ConfigError when the same-named run differs in what acts before the fork."""
+    when there is none (missing, or not that far yet). UserError when runs of `cfg` cannot fork
+    at all, for --stop-at before the fork, or when no candidate fits but one was refused (another
+    first phase, extended, damaged): the reason of the first refusal."""
     epoch = loop.fork_epoch(experiment, cfg)
     if stop_at is not None and stop_at <= epoch:
         raise UserError(f"--stop-at {stop_at:,} is not after the fork at epoch {epoch:,}; a screen before the fork "
@@ -220,18 +221,20 @@ def _fork_source(experiment: str, cfg: TrainConfig, folder: Path, name: str, sou
                  if r.get("file") and all(v == mine.get(k) for k, v in (r.get("config") or {}).items() if k not in keys)
                  and set(r.get("config") or {}) == set(mine)]
     candidates = [folder / f"{name}.h5"] + [p for p in same_seed if p.name != f"{name}.h5"]
-    for i, src in enumerate(candidates):
+    refused = None
+    for src in candidates:
         if not src.exists():
             continue
         try:
             loop.fork_check(experiment, cfg, src)
         except loop.ForkTooEarly:
             continue
-        except UserError:
-            if i == 0 and not same_seed:
-                raise                   # the same-named run is of another first phase: say so
+        except UserError as exc:        # of another first phase, extended, damaged: try the others
+            refused = refused or exc
             continue
         return src
+    if refused is not None:
+        raise refused                   # a run of this seed is there but cannot be forked: say why
     return None
 
 

@@ -116,7 +116,7 @@ def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike) -> int:
 
 def fork_copy(src: h5py.File, out: str | os.PathLike, through_epoch: int, attrs: dict) -> Path:
     """Write `src`'s records through `through_epoch` (an open run file; /complete cleared) into
-    `<out>.partial`, root attributes updated with `attrs` (dicts stored as JSON), and return that
+    `<out>.partial`, root attributes updated with `attrs` (dicts stored as JSON, None removes), and return that
     path for the caller to rename. Raises DiskFullError, leaving nothing, when there is no room."""
     out = Path(out)
     tmp = partial_path(out)
@@ -128,7 +128,10 @@ def fork_copy(src: h5py.File, out: str | os.PathLike, through_epoch: int, attrs:
         f = _new_file(tmp)
         copy_records(src, f, through_epoch)
         for key, value in attrs.items():
-            f.attrs[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
+            if value is None:
+                f.attrs.pop(key, None)
+            else:
+                f.attrs[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
         f.flush()
     except BaseException as exc:
         _fail(f, tmp, exc, out, f"copying {src.filename} to fork it", f"nothing was written to {out}")
