@@ -487,7 +487,7 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     d.set_ylabel("%")
     d.set_title("early screen: frequency groups at an early epoch vs the end")
     if d.get_legend_handles_labels()[0]:
-        d.legend(fontsize=7, frameon=False, loc="lower right")
+        d.legend(fontsize=6.5, frameon=True, framealpha=0.85, loc="lower center", ncol=2)
     else:
         d.text(0.5, 0.5, "no snapshot at the screen epochs\n(--screen-epochs)", transform=d.transAxes,
                ha="center", va="center", color="0.4")
