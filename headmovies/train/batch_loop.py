@@ -16,7 +16,7 @@ import numpy as np
 from headmovies.errors import UserError
 from headmovies.train import experiments, loop
 from headmovies.train.config import TrainConfig
-from headmovies.train.schedule import snapshot_epochs
+from headmovies.train.schedule import config_schedule
 from headmovies.train.lock import RunLock
 from headmovies.train.writer import RunWriter
 
@@ -37,7 +37,7 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
     t0 = time.perf_counter()
     batch = batching(cfgs, device)
     cfg = batch.cfg                                # the snapshot schedule and epochs are shared
-    schedule = snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
+    schedule = config_schedule(cfg)
     writers: list[RunWriter | None] = []
     errors: list[UserError | None] = [None] * len(cfgs)
     metrics: list[dict] = [{} for _ in cfgs]

@@ -30,7 +30,7 @@ from headmovies.errors import ConfigError, DiskFullError, RunFileError, UserErro
 from headmovies.train import experiments
 from headmovies.train.config import TrainConfig
 from headmovies.train.lock import RunLock
-from headmovies.train.schedule import snapshot_epochs
+from headmovies.train.schedule import config_schedule, neighbours
 from headmovies.train.writer import RunWriter, fork_copy
 
 
@@ -177,7 +177,7 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
             if out.exists() and not force:
                 raise UserError(f"{out} exists; pass --force to replace it with the fork, or --reuse to continue "
                                 "it if it is this fork under way")
-            _fork(experiment, task_cls, cfg, Path(fork_from), out)
+            _fork(experiment, task_cls, cfg, Path(fork_from), out, epoch)
             resume = True
         return _train(experiment, task_cls, cfg, out, resume, force, progress, checkpoint_seconds, stop_at)
     finally:
@@ -191,13 +191,12 @@ class ForkTooEarly(UserError):
 def fork_epoch(experiment: str, cfg: TrainConfig) -> int:
     """The task's fork epoch for `cfg` (`Task.fork_epoch`), which must be a snapshot epoch:
     UserError, saying why, when runs of `cfg` cannot fork."""
-    epoch = experiments.get(experiment).fork_epoch(cfg)
-    schedule = [int(e) for e in snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every,
-                                                cfg.log_early)]
+    epoch = experiments.get(experiment).fork_epoch(cfg)         # 0 < epoch < cfg.epochs
+    schedule = config_schedule(cfg)
     if epoch not in schedule:
-        around = [e for e in schedule if e < epoch][-1:] + [e for e in schedule if e > epoch][:1]
+        before, after = neighbours(schedule, epoch)
         raise UserError(f"runs of this config cannot fork: they would fork at epoch {epoch:,}, which is not a "
-                        f"snapshot epoch (snapshots at {' and '.join(f'{e:,}' for e in around)})")
+                        f"snapshot epoch (snapshots at {before:,} and {after:,})")
     return epoch
 
 
@@ -234,7 +233,7 @@ def fork_check(experiment: str, cfg: TrainConfig, src: str | os.PathLike) -> int
                             f"the fork epoch {epoch:,}, so its first phase ran under another lr schedule")
         epochs = f[runfile.SNAPSHOTS][runfile.EPOCH][:_snapshot_count(f)]
         extended = [e for e in json.loads(f.attrs.get("extensions", "[]")) if e["epochs_before"] < epoch]
-        mine = snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
+        mine = config_schedule(cfg)
         upto = min(epoch, int(epochs[-1])) if len(epochs) else -1
         if extended or not np.array_equal(epochs[epochs <= epoch], mine[mine <= upto]):
             raise UserError(f"cannot fork from {src}: it was first trained to fewer epochs than {epoch:,} and then "
@@ -247,12 +246,11 @@ def fork_check(experiment: str, cfg: TrainConfig, src: str | os.PathLike) -> int
     return epoch
 
 
-def _fork(experiment: str, task_cls: type, cfg: TrainConfig, src: Path, out: Path) -> None:
+def _fork(experiment: str, task_cls: type, cfg: TrainConfig, src: Path, out: Path, epoch: int) -> None:
     """Make `out` and its checkpoint what training `cfg` from scratch would leave at the fork
     epoch: `src`'s records through it (attributes: this run's, plus `forked_from`), and a
     checkpoint of `cfg`'s task, built as training builds it, holding `src`'s weights there.
-    Built as `<out>.partial`, renamed over `out` last."""
-    epoch = fork_check(experiment, cfg, src)
+    Built as `<out>.partial`, renamed over `out` last. `epoch`: `fork_check`'s, done before."""
     torch.manual_seed(cfg.seed)
     task = task_cls(cfg)                    # the initial state a full run has; only the weights move
     with runfile.open_for_reading(src) as f:
@@ -282,11 +280,9 @@ def check_stop_at(cfg: TrainConfig, stop_at: int | None) -> None:
         return
     if not 0 < stop_at <= cfg.epochs:
         raise UserError(f"--stop-at must be a snapshot epoch in 1..{cfg.epochs:,} (the run's epochs), got {stop_at:,}")
-    schedule = [int(e) for e in snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every,
-                                                cfg.log_early)]
+    schedule = config_schedule(cfg)
     if stop_at not in schedule:
-        before = max(e for e in schedule if e < stop_at)
-        after = min(e for e in schedule if e > stop_at)
+        before, after = neighbours(schedule, stop_at)
         raise UserError(f"--stop-at {stop_at:,} is not a snapshot epoch of this run; the snapshots around it are "
                         f"at epochs {before:,} and {after:,}")
 
@@ -337,7 +333,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
 
     torch.manual_seed(cfg.seed)
     task = task_cls(cfg)
-    schedule = snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
+    schedule = config_schedule(cfg)
     t0 = time.perf_counter()
     hint = _hint(experiment, out)
     if resume:

@@ -19,3 +19,14 @@ def snapshot_epochs(epochs: int, early_every: int = 25, switch_epoch: int = 4000
     if log_early:
         extra += [2 ** k for k in range(0, 64) if 2 ** k < min(early_every, epochs)]
     return np.unique(np.concatenate([early, late, extra]).astype(np.int64))
+
+
+def config_schedule(cfg) -> np.ndarray:
+    """`snapshot_epochs` of a training config (its epochs, early_every, switch_epoch, late_every
+    and log_early)."""
+    return snapshot_epochs(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
+
+
+def neighbours(schedule: np.ndarray, epoch: int) -> tuple[int, int]:
+    """The snapshot epochs just before and just after `epoch` (0 < epoch < the last one)."""
+    return int(schedule[schedule < epoch].max()), int(schedule[schedule > epoch].min())

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from headmovies import tasks
 from headmovies.errors import ConfigError, UserError, warn
-from headmovies.render.core.sweep_report import read_rows  # noqa: F401 (also S.read_rows)
+from headmovies.render.core.sweep_report import latest, read_rows  # noqa: F401 (also S.read_rows)
 from headmovies.train import config, experiments, loop
 from headmovies.train.config import TrainConfig
 
@@ -172,8 +172,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
             try:
                 cfg = config.resolve(task_cls.Config, toml, {**sets, **point, "seed": str(seed)})
             except ConfigError as exc:
-                where = " ".join(f"{k}={v}" for k, v in point.items())
-                raise ConfigError(f"{exc} (grid point {where})" if point else str(exc)) from None
+                raise _at_point(exc, point) from None
             typed = {k: getattr(cfg, k) for k in point}
             name = run_name(seed, typed)
             if name in names:
@@ -183,8 +182,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
             try:
                 loop.check_stop_at(cfg, stop_at)
             except UserError as exc:
-                where = " ".join(f"{k}={v}" for k, v in point.items())
-                raise UserError(f"{exc} (grid point {where})" if point else str(exc)) from None
+                raise _at_point(exc, point) from None
             run = PlannedRun(name, seed, typed, cfg, path, _action(path, cfg, rows.get(name), stop_at),
                              stop_at if stop_at is not None and stop_at < cfg.epochs else None)
             if fork_from is not None:
@@ -194,13 +192,18 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
                     else:
                         loop.fork_epoch(experiment, cfg)
                 except UserError as exc:
-                    where = " ".join(f"{k}={v}" for k, v in point.items())
-                    raise type(exc)(f"{exc} (grid point {where})" if point else str(exc)) from None
+                    raise _at_point(exc, point) from None
             runs.append(run)
     if fork_from is not None and not any(r.fork_from for r in runs) and any(r.action == "new" for r in runs):
         warn(f"no new run can fork: {fork_from} holds no run of the same seed that reached the fork epoch with a "
              "config differing only in what acts after it; they train from scratch")
     return Plan(experiment, out, settings, runs)
+
+
+def _at_point(exc: UserError, point: dict) -> UserError:
+    """`exc` again, naming the grid point it came from (if any)."""
+    where = " ".join(f"{k}={v}" for k, v in point.items())
+    return type(exc)(f"{exc} (grid point {where})" if point else str(exc))
 
 
 def _fork_source(experiment: str, cfg: TrainConfig, folder: Path, name: str, sources: dict | None,
@@ -240,11 +243,8 @@ def _fork_source(experiment: str, cfg: TrainConfig, folder: Path, name: str, sou
 
 def _source_rows(folder: Path) -> dict[int, list[dict]]:
     """A source sweep's rows by seed (the last row of each run), or {} for a folder of plain runs."""
-    rows: dict[str, dict] = {}
-    for r in read_rows(folder / ROWS_FILE):
-        rows[r["run"]] = r
     by_seed: dict[int, list[dict]] = {}
-    for r in rows.values():
+    for r in latest(read_rows(folder / ROWS_FILE)):
         by_seed.setdefault(int(r["seed"]), []).append(r)
     return by_seed
 
