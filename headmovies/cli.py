@@ -14,6 +14,7 @@ import os
 import pkgutil
 import signal
 import sys
+from pathlib import Path
 
 # With more threads than free cores, OpenMP threads that spin at barriers slowed these small
 # models ~30x (measured); sleeping threads cost little. Set before torch is imported.
@@ -34,8 +35,19 @@ class Parser(argparse.ArgumentParser):
     """Usage errors as one line too (`error: headmovies orbits movie: argument --fps: ...`), exit 2;
     subcommand parsers inherit this class."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("type", Path, _path)     # every `type=Path` argument of every command
+
     def error(self, message: str):
         self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+def _path(text: str) -> Path:
+    """A path argument; an empty one is refused (Path('') would silently mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; give a file or folder name")
+    return Path(text)
 
 
 def build_parser() -> argparse.ArgumentParser:

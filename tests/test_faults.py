@@ -591,6 +591,9 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "recover onto a run": (["recover", orbit, "--out", str(runs / "ind.h5")], "exists; pass --force to replace it"),
         "recover into a folder": (["recover", orbit, "--out", str(tmp / "folder.h5")], "is a folder"),
         "unknown command": (["orbitz"], "invalid choice: 'orbitz'"),
+        "empty --fork-from": (["sweep", "orbits", "--out", str(tmp / "sw"), "--seeds", "0", "--fork-from", ""],
+                              "argument --fork-from: an empty path"),
+        "empty run path": (["orbits", "check", " "], "argument RUN: an empty path"),
     }
 
 
@@ -602,7 +605,7 @@ CASES = ["fps nan", "fps inf", "fps 0", "hold nan", "hold -1", "trail nan", "tra
          "ov fps inf", "threads 0", "threads 10**6", "checkpoint-every -1", "checkpoint-every inf", "seed -1",
          "p 300", "late_every 0", "snapshots 10**7", "lr inf", "induction batch", "ov-coherent seq_len",
          "TOML folder", "resume and force", "existing non-run file", "recover missing", "recover onto a run",
-         "recover into a folder", "unknown command"]
+         "recover into a folder", "unknown command", "empty --fork-from", "empty run path"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -614,7 +617,8 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(case, tmp_path, runs, 
         _ro_folder(tmp_path)
     before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} | {p: p.stat().st_mtime_ns for p in runs.rglob("*")}
     try:
-        with pytest.raises(SystemExit) if case in ("fps not a number", "panel-px not an int", "unknown command") \
+        with pytest.raises(SystemExit) if case in ("fps not a number", "panel-px not an int", "unknown command",
+                                                   "empty --fork-from", "empty run path") \
                 else contextlib.nullcontext() as exited:
             code = main(argv)
         code = exited.value.code if exited is not None else code
