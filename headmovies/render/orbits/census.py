@@ -405,7 +405,7 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     colour.update({o: orbit_colour(len(sizes) + i) for i, o in enumerate(combos)})
     colour["none"] = "0.82"
     markers = "os^Dvp"
-    fig = Figure(figsize=(12, 8.4), layout="constrained")
+    fig = Figure(figsize=(12, 9.4), layout="constrained")
     (a, b), (c, d) = fig.subplots(2, 2)
 
     y = np.arange(len(names))[::-1]
@@ -466,7 +466,7 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     c.set_yticks(y, names, fontsize=8)
     c.set_xlabel("epoch")
     c.set_title("when each final orbit locks in (verified at every later snapshot)")
-    c.legend(fontsize=8, frameon=True, loc="center right")
+    c.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(sizes) + 2)
     if not sizes:
         c.text(0.5, 0.5, "no verified orbit", transform=c.transAxes, ha="center", va="center", color="0.4")
     c.grid(axis="x", alpha=0.3)
@@ -479,15 +479,16 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
         stats = [screen_stats(rs, e) for e in eps]
         line, = d.plot(eps, [100 * (s["omega_kept"] or 0) for s in stats], marker=markers[i % len(markers)],
                        label=f"{k}: heads keeping their ω")
-        if any(s["orbits"] for s in stats):
+        orbits = max(s["orbits"] for s in stats)
+        if orbits:                      # few orbits make a coarse line: the label says how few
             d.plot(eps, [100 * (s["recall"] or 0) for s in stats], marker=markers[i % len(markers)], ls="--",
-                   color=line.get_color(), label=f"{k}: final orbits whose group fits")
+                   color=line.get_color(), label=f"{k}: final orbits whose group fits (of {orbits})")
     d.set_ylim(0, 102)
     d.set_xlabel("screen epoch")
     d.set_ylabel("%")
     d.set_title("early screen: frequency groups at an early epoch vs the end")
     if d.get_legend_handles_labels()[0]:
-        d.legend(fontsize=6.5, frameon=True, framealpha=0.85, loc="lower center", ncol=2)
+        d.legend(fontsize=6.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
     else:
         d.text(0.5, 0.5, "no snapshot at the screen epochs\n(--screen-epochs)", transform=d.transAxes,
                ha="center", va="center", color="0.4")
