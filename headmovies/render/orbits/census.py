@@ -422,7 +422,8 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     a.set_xlim(0, 1)
     a.set_xlabel("fraction of seeds (numbers: seeds)")
     a.set_title("verified orbit structure at the last snapshot")
-    a.legend(title="orbit sizes", fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=6, frameon=False)
+    a.legend(title="orbit sizes", fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=min(len(outcomes), 8),
+             frameon=False)
 
     for i, k in enumerate(names):
         rs = groups[k]
