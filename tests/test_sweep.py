@@ -357,6 +357,23 @@ def test_a_folder_of_another_sweep_is_refused(local_sweep, capsys):
     assert sorted(os.listdir(out)) == before
 
 
+def test_a_finished_run_of_another_config_is_never_replaced(local_sweep, tmp_path, capsys):
+    """When the defaults change under a sweep (here: the sweep no longer fixes eq_ramp, so the
+    default 2000 applies), a rerun refuses to retrain its finished runs and names the key."""
+    out, _ = local_sweep
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "seed0-eq_weight1.h5").write_bytes((out / "seed0-eq_weight1.h5").read_bytes())
+    sets = {k: v for k, v in SWEEP_SETS.items() if k != "eq_ramp"}
+    before = (copy / "seed0-eq_weight1.h5").read_bytes()
+    args = ["sweep", "orbits", "--out", str(copy), "--seeds", "0", "--grid", "eq_weight=1", "--no-progress"]
+    assert cli_main(args + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "was trained with eq_ramp=50 (this sweep: 2000)" in err and "--set eq_ramp=50" in err
+    assert (copy / "seed0-eq_weight1.h5").read_bytes() == before
+    assert not (copy / S.ROWS_FILE).exists()
+
+
 @pytest.mark.parametrize("experiment, sets", [
     ("induction-1l", {"epochs": "20", "early_every": "10", "batch_size": "16", "eval_size": "32"}),
     ("ov-coherent", {"epochs": "20", "seq_len": "6", "batch": "16", "early_every": "10"}),

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-from headmovies import tasks
-from headmovies.errors import ConfigError, UserError, warn
+from headmovies import runfile, tasks
+from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.render.core.sweep_report import latest, read_rows  # noqa: F401 (also S.read_rows)
 from headmovies.train import config, experiments, loop
 from headmovies.train.config import TrainConfig
@@ -251,6 +251,8 @@ def _source_rows(folder: Path) -> dict[int, list[dict]]:
 
 def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None = None) -> str:
     plan = loop.reuse_plan(path, cfg)
+    if plan == "new":
+        _refuse_overwrite(path, cfg)
     same = row is not None and row.get("config") == loop.config_dict(cfg)
     if plan == "reuse":
         return "skip" if same and row.get("status") == "done" else "record"
@@ -262,6 +264,27 @@ def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None 
             raise UserError(f"{path.name} was stopped at epoch {epoch:,}, past --stop-at {stop_at:,}: rerun with "
                             f"--stop-at {epoch} (or later), or without --stop-at to finish the runs")
     return plan
+
+
+def _refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
+    """A sweep never replaces a finished (or resumable) run trained with another config: that
+    happens when the package's defaults changed since the sweep started, and retraining would
+    throw the run away. UserError naming the keys that differ."""
+    if loop.run_status(path) != "complete" and not loop.checkpoint_path(path).exists():
+        return
+    try:
+        with runfile.open_for_reading(path) as f:
+            old = runfile.read_config(f)
+    except RunFileError:
+        return
+    new = loop.config_dict(cfg)
+    diff = sorted(k for k in set(old) | set(new) if old.get(k, "(absent)") != new.get(k, "(absent)"))
+    if not diff:
+        return
+    shown = ", ".join(f"{k}={old.get(k, '(absent)')} (this sweep: {new.get(k, '(absent)')})" for k in diff[:4])
+    fix = " ".join(f"--set {k}={old[k]}" for k in diff[:4] if k in old)
+    raise UserError(f"{path} was trained with {shown}{' …' if len(diff) > 4 else ''}; a sweep does not replace "
+                    f"it: rerun with {fix} (the defaults may have changed since), or choose a new --out")
 
 
 def _check_settings(out: Path, experiment: str, settings: dict) -> None:
