@@ -374,6 +374,25 @@ def test_a_finished_run_of_another_config_is_never_replaced(local_sweep, tmp_pat
     assert not (copy / S.ROWS_FILE).exists()
 
 
+def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_path):
+    """A sweep started without --set eq_ramp=50 when 50 was the default (its sweep.json omits
+    the key) continues under `--set eq_ramp=50`: the run files have exactly that config, so the
+    runs are skipped and sweep.json now names the value; another value is still refused."""
+    out, _ = local_sweep
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in out.iterdir():
+        if f.suffix in (".h5", ".jsonl", ".json"):
+            (copy / f.name).write_bytes(f.read_bytes())
+    old = {k: v for k, v in json.loads((out / S.SETTINGS_FILE).read_text())["settings"].items() if k != "eq_ramp"}
+    (copy / S.SETTINGS_FILE).write_text(json.dumps({"experiment": "orbits", "settings": old}))
+    again = S.sweep("orbits", copy, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=1, progress=False)
+    assert (again.done, again.failed, again.skipped) == (0, 0, 4)
+    assert json.loads((copy / S.SETTINGS_FILE).read_text())["settings"]["eq_ramp"] == 50
+    with pytest.raises(UserError, match="holds a sweep of orbits with settings"):
+        S.make_plan("orbits", copy, [0], SWEEP_GRID, {**SWEEP_SETS, "eq_ramp": "60"})
+
+
 @pytest.mark.parametrize("experiment, sets", [
     ("induction-1l", {"epochs": "20", "early_every": "10", "batch_size": "16", "eval_size": "32"}),
     ("ov-coherent", {"epochs": "20", "seq_len": "6", "batch": "16", "early_every": "10"}),

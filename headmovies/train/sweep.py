@@ -131,6 +131,7 @@ class Plan:
     out: Path
     settings: dict                   # fixed config values (--config, --set), typed
     runs: list[PlannedRun]
+    new_settings: bool = False       # sweep.json is (re)written with `settings` (see _check_settings)
 
     @property
     def todo(self) -> list[PlannedRun]:
@@ -162,7 +163,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
     both = sorted(set(settings) & {k for k, _ in grid})
     if both:
         raise UserError(f"{', '.join(both)} is both fixed (--set/--config) and in --grid; give it in one place")
-    _check_settings(out, experiment, settings)
+    new_settings = _check_settings(out, experiment, settings, base, {k for k, _ in grid})
     rows = {r["run"]: r for r in read_rows(out / ROWS_FILE)}
     sources = _source_rows(Path(fork_from)) if fork_from is not None else None
     runs, names = [], {}
@@ -197,7 +198,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
     if fork_from is not None and not any(r.fork_from for r in runs) and any(r.action == "new" for r in runs):
         warn(f"no new run can fork: {fork_from} holds no run of the same seed that reached the fork epoch with a "
              "config differing only in what acts after it; they train from scratch")
-    return Plan(experiment, out, settings, runs)
+    return Plan(experiment, out, settings, runs, new_settings)
 
 
 def _at_point(exc: UserError, point: dict) -> UserError:
@@ -287,19 +288,40 @@ def _refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
                     f"it: rerun with {fix} (the defaults may have changed since), or choose a new --out")
 
 
-def _check_settings(out: Path, experiment: str, settings: dict) -> None:
+def _check_settings(out: Path, experiment: str, settings: dict, base: TrainConfig, grid_keys: set[str]) -> bool:
+    """True when sweep.json is to be written: a new folder, or other settings that make exactly
+    the configs of the folder's run files (e.g. `--set refine_prune=0.25` for runs trained when
+    0.25 was the default). UserError when the folder holds another sweep."""
     path = out / SETTINGS_FILE
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} exists and is not a folder")
     if not path.exists():
-        return
+        return True
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise UserError(f"{path} is unreadable ({one_line(exc)}); remove it or choose a new --out") from None
-    if old.get("experiment") != experiment or old.get("settings") != json.loads(json.dumps(settings)):
-        raise UserError(f"{out} holds a sweep of {old.get('experiment')} with settings {old.get('settings')}; this one "
-                        f"is {experiment} with {settings}: rerun with the same --set/--config values, or choose a new --out")
+    if old.get("experiment") == experiment and old.get("settings") == json.loads(json.dumps(settings)):
+        return False
+    if old.get("experiment") == experiment and _runs_match(out, base, grid_keys | {"seed"}):
+        return True
+    raise UserError(f"{out} holds a sweep of {old.get('experiment')} with settings {old.get('settings')}; this one "
+                    f"is {experiment} with {settings}: rerun with the same --set/--config values, or choose a new --out")
+
+
+def _runs_match(out: Path, base: TrainConfig, free: set[str]) -> bool:
+    """Every run file in `out` (at least one) has `base`'s config outside the keys `free`."""
+    want = {k: v for k, v in loop.config_dict(base).items() if k not in free}
+    files = sorted(out.glob("*.h5"))
+    for path in files:
+        try:
+            with runfile.open_for_reading(path) as f:
+                have = {k: v for k, v in runfile.read_config(f).items() if k not in free}
+        except RunFileError:
+            return False
+        if have != want:
+            return False
+    return bool(files)
 
 
 # ----------------------------------------------------------------------------- jobs (run in workers)
@@ -571,7 +593,7 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
     from headmovies.render.core import sweep_report
     from headmovies.render.core.outputs import write_text
     out, experiment = plan.out, plan.experiment
-    if not (out / SETTINGS_FILE).exists():
+    if plan.new_settings:
         write_text(out / SETTINGS_FILE, json.dumps({"experiment": experiment, "settings": plan.settings},
                                                    indent=1, sort_keys=True) + "\n")
     result = SweepResult(out, skipped=len(plan.runs) - len(plan.todo))
