@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
 from headmovies.cli import main as cli_main
+from headmovies.errors import UserError
 from headmovies.render.orbits import census as C
 from equivariant import equivariant_run
 
@@ -89,7 +91,8 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     assert sorted(first["omega"]) == ["1000", "300", "500", "700"]
     assert first["phase2_start"] == 600 and first["epochs"] == 1000 and first["train_acc"] == 1.0
     md = (out / "census.md").read_text()
-    assert "| exact | 2 | 12+4 ×1, 4+2 ×1 | 2 (100 %) | 2 (100 %) |" in md
+    assert [r["outcome_bias_gauge"] for r in rows] == ["12+4", "4+2", "12+4", "none"]   # exact: both gauges agree
+    assert "| exact | 2 | 12+4 ×1, 4+2 ×1 | 2 (100 %) | 2 (100 %) | 12+4 ×1, 4+2 ×1 | 2 (100 %) |" in md
     assert "| exact | other | 2 | 1 (50 %) | 1: 4+2 vs none |" in md
     assert (out / "census.png").stat().st_size > 10_000
 
@@ -124,6 +127,32 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     # other screen epochs: recomputed too
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 0
     assert sorted(C.read_rows(out / "census.jsonl")[0]["omega"]) == ["1000", "400"]
+    # rows of an older version (here: 2, before the bias gauge) are recomputed, not refused
+    old = {k: v for k, v in C.read_rows(out / "census.jsonl")[0].items() if "bias_gauge" not in k}
+    (out / "census.jsonl").write_text(json.dumps({**old, "version": 2}) + "\n")
+    with pytest.raises(UserError, match="holds census rows of version 2, this headmovies writes 3"):
+        C.read_rows(out / "census.jsonl")
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 0
+    row = C.read_rows(out / "census.jsonl")[0]
+    assert row["version"] == 3 and row["outcome_bias_gauge"] == row["outcome"] == "2"
+
+
+def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path):
+    """Head 12 (first of the 4-orbit) gains a key-independent OV column through W_V: the default
+    check loses the 4-orbit, the bias gauge keeps it exact; the census row has both outcomes."""
+    a = _sweep(tmp_path / "biased", {0: {"orbit_sizes": (12, 4), "extra_heads": 2}})
+    with h5py.File(a / "seed0.h5", "r+") as f:
+        W_E, W_V = f["snapshots/W_E"][-1].astype(np.float64), f["snapshots/W_V"][-1].astype(np.float64)
+        u = np.random.default_rng(7).standard_normal(W_V.shape[-1]) * np.abs(W_V[12]).max()
+        W_V[12] += np.linalg.pinv(W_E) @ np.ones((W_E.shape[0], 1)) @ u[None]   # W_E W_V gains 1 u^T
+        f["snapshots/W_V"][-1] = W_V.astype(np.float32)
+    out = tmp_path / "census"
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
+    row = C.read_rows(out / "census.jsonl")[0]
+    assert (row["outcome"], row["outcome_bias_gauge"]) == ("12", "12+4")
+    square = row["orbits_bias_gauge"][1]
+    assert square["heads"] == [12, 13, 14, 15] and 4 * square["omega"] % 24 == 0 and square["worst"] < 1e-3
+    assert "| biased | 1 | 12 ×1 | 1 (100 %) | 1 (100 %) | 12+4 ×1 | 1 (100 %) |" in (out / "census.md").read_text()
 
 
 @pytest.mark.parametrize("args, message", [

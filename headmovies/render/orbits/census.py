@@ -27,13 +27,13 @@ from headmovies.errors import UserError
 from headmovies.render.core.outputs import FIGURE_FORMATS, atomic, save_figure, write_text
 from headmovies.render.core.reader import Run
 from headmovies.render.core.sweep_report import latest, read_rows as read_sweep_rows
-from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, group_of
+from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of
 from headmovies.render.orbits.history import orbit_history
 from headmovies.render.orbits.report import head_frequencies
 from headmovies.render.core.circuits import circuits
 
 SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
-ROW_VERSION = 2
+ROW_VERSION = 3                 # 3: adds the bias-gauge outcome of the last snapshot
 
 
 def orbit_order(omega: int, n: int) -> int:
@@ -61,7 +61,9 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
     """The census row of one finished run: final metrics (from the run file), every verified
     orbit of the last snapshot with its size, frequency omega (the most common omega of its
     heads), heads, worst error and lock-in epoch (from which it stays verified), and each live
-    head's omega (0: dead) at the screen epochs the run has and at its last snapshot.
+    head's omega (0: dead) at the screen epochs the run has and at its last snapshot. Also the
+    last snapshot's orbits in the bias gauge (`check.check_orbits(gauge="bias")`: each head's
+    key-independent OV part set aside, which the loss cannot see; docs/results/orbits.md).
     Raises RunFileError for an unreadable run file."""
     path = Path(path)
     with Run(path) as run:
@@ -76,6 +78,7 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
             w = head_frequencies(c["qk"])
             w[hist.dead[t]] = 0
             omega[str(e)] = [int(v) for v in w]
+        bias = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol, gauge="bias")   # c: the last snapshot's
         cfg = run.config
         complete = run.complete
         metrics = {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch" and len(v)}
@@ -87,6 +90,8 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
         ws = Counter(final[h] for h in heads).most_common(1)[0][0]
         orbits.append({"size": size, "omega": ws, "heads": list(heads), "worst": round(worst, 5),
                        "locked_in": hist.locked_in(heads)})
+    bias_orbits = [{"size": o.size, "omega": Counter(final[h] for h in o.heads).most_common(1)[0][0],
+                    "heads": list(o.heads), "worst": round(o.worst_error, 5)} for o in bias.orbits if o.size >= 2]
     refine = int(cfg.get("refine_start", 0) or 0)
     return {
         "version": ROW_VERSION, "recipe": recipe, "seed": int(sweep_row["seed"]), "run": sweep_row["run"],
@@ -96,6 +101,7 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
         "epochs": epochs[-1], "phase2_start": refine if 0 < refine < int(cfg.get("epochs", epochs[-1])) else None,
         "outcome": "+".join(str(o["size"]) for o in orbits) or "none",
         "orbits": orbits, "n_dead": int(hist.dead[-1].sum()),
+        "outcome_bias_gauge": "+".join(str(o["size"]) for o in bias_orbits) or "none", "orbits_bias_gauge": bias_orbits,
         **{k: metrics.get(k) for k in ("train_acc", "heldout_acc", "eq_error_pooled", "eq_error_worst_input")},
         "seconds": sweep_row.get("seconds"),
         "omega": omega,
@@ -156,9 +162,10 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
 ROW_KEYS = {"version", "recipe", "seed", "run", "n", "epochs", "outcome", "orbits", "omega", "n_dead"}
 
 
-def read_rows(path: Path) -> list[dict]:
+def read_rows(path: Path, any_version: bool = False) -> list[dict]:
     """Census rows of a census.jsonl. UserError if unreadable or not census rows (e.g. a
-    sweep.jsonl given by mistake)."""
+    sweep.jsonl given by mistake), or rows of another ROW_VERSION unless `any_version` (the
+    cache of `collect`, which recomputes them)."""
     try:
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
@@ -167,7 +174,7 @@ def read_rows(path: Path) -> list[dict]:
         if not isinstance(row, dict) or not ROW_KEYS <= row.keys():
             raise UserError(f"{path} line {i} is not a census row (written by `headmovies orbits census`, "
                             "census.jsonl; a sweep's sweep.jsonl is read through its folder)")
-        if row["version"] != ROW_VERSION:
+        if row["version"] != ROW_VERSION and not any_version:
             raise UserError(f"{path} holds census rows of version {row['version']}, this headmovies writes "
                             f"{ROW_VERSION}: rerun the census on the sweep folders")
     return rows
@@ -205,16 +212,20 @@ def _spread(values: list, fmt: str) -> str:
 
 
 def outcome_table(rows: list[dict]) -> str:
-    """One line per recipe: seeds, outcome counts, accuracy and errors (median [min, max])."""
-    out = ["| recipe | seeds | outcomes (seeds) | any orbit | any orbit at 100 % train | train acc | held-out acc "
-           "| eq error pooled | eq error worst input | dead heads |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    """One line per recipe: seeds, outcome counts (default gauge, then bias gauge), accuracy and
+    errors (median [min, max])."""
+    out = ["| recipe | seeds | outcomes (seeds) | any orbit | any orbit at 100 % train | bias gauge: outcomes "
+           "| bias gauge: any orbit | train acc | held-out acc | eq error pooled | eq error worst input | dead heads |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for recipe, rs in by_recipe(rows).items():
         counts = Counter(r["outcome"] for r in rs).most_common()
         any_orbit = [r for r in rs if r["orbits"]]
         full = [r for r in any_orbit if (r["train_acc"] or 0) >= 1.0]
+        bias = Counter(r["outcome_bias_gauge"] for r in rs).most_common()
+        bias_any = sum(r["outcome_bias_gauge"] != "none" for r in rs)
         out.append(f"| {recipe} | {len(rs)} | " + ", ".join(f"{o} ×{k}" for o, k in counts)
                    + f" | {_pct(len(any_orbit), len(rs))} | {_pct(len(full), len(rs))}"
+                   + " | " + ", ".join(f"{o} ×{k}" for o, k in bias) + f" | {_pct(bias_any, len(rs))}"
                    f" | {_spread([100 * r['train_acc'] for r in rs if r['train_acc'] is not None], '.1f')} %"
                    f" | {_spread([100 * r['heldout_acc'] for r in rs if r['heldout_acc'] is not None], '.1f')} %"
                    f" | {_spread([r['eq_error_pooled'] for r in rs], '.1e')}"
@@ -359,6 +370,7 @@ def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
     parts = ["# Orbit census", "",
              "Made by `headmovies orbits census` from the sweeps below (one row per run in `census.jsonl`). "
              "Outcome: sizes of the verified orbits (2 % tolerance, default gauge) of the last snapshot; "
+             "bias gauge: the same check with each head's key-independent OV part set aside (`--gauge bias`); "
              "ω (r): the orbit's frequency. Values: median [min, max] over seeds.", "",
              "## Recipes", ""]
     for recipe, s in settings.items():

@@ -262,7 +262,7 @@ def census(args: argparse.Namespace) -> int:
                         if args.rows.with_suffix(".settings.json").is_file() else {})
     else:
         old_path = args.out / "census.jsonl"
-        old = c.read_rows(old_path) if old_path.is_file() else []
+        old = c.read_rows(old_path, any_version=True) if old_path.is_file() else []   # other versions: recomputed
         progress = None
         if not args.no_progress:
             from tqdm import tqdm
