@@ -90,9 +90,9 @@ census: setup
 		echo "census: seeds $$lo-$$hi of $$first-$$last"; \
 		$(HM) sweep orbits --out $(CENSUS)/seed-objective --seeds $$lo-$$hi $(SEED_OBJECTIVE); \
 		rc=$$?; [ $$rc -le 1 ] || exit $$rc; \
-		$(HM) sweep orbits --out $(CENSUS)/with-additions --seeds $$lo-$$hi $(FORK); \
+		$(HM) sweep orbits --out $(CENSUS)/with-additions --seeds $$lo-$$hi --set refine_prune=0.25 $(FORK); \
 		rc=$$?; [ $$rc -le 1 ] || exit $$rc; \
-		$(HM) sweep orbits --out $(CENSUS)/prune-only --seeds $$lo-$$hi --set refine_ov_bias_weight=0 $(FORK); \
+		$(HM) sweep orbits --out $(CENSUS)/prune-only --seeds $$lo-$$hi --set refine_prune=0.25 --set refine_ov_bias_weight=0 $(FORK); \
 		rc=$$?; [ $$rc -le 1 ] || exit $$rc; \
 		$(HM) sweep orbits --out $(CENSUS)/bias-only --seeds $$lo-$$hi --set refine_prune=0 $(FORK); \
 		rc=$$?; [ $$rc -le 1 ] || exit $$rc; \

@@ -24,7 +24,7 @@ from test_encode import probe
 # every 25 epochs to 100, then every 100; exactly equivariant from snapshot 8 (epoch 500) on
 EPOCHS = np.array([0, 25, 50, 75, 100, 200, 300, 400, 500, 600])
 CONFIG = {"epochs": 600, "early_every": 25, "switch_epoch": 100, "late_every": 100, "refine_start": 200,
-          "refine_prune": 0.25, "refine_eq_weight": 100.0}
+          "refine_prune": 0.25, "refine_eq_weight": 100.0, "refine_ov_bias_weight": 0.01}
 VERIFIED_AT = 8
 
 
@@ -104,10 +104,11 @@ def test_dead_heads_look_unlike_live_heads_in_no_orbit(movie):
 def test_events_and_held_frames_are_where_said(movie):
     mv, _ = movie
     ev = [(e.epoch, e.label, e.hold) for e in mv.timeline.events]
-    assert ev == [(100, "1 frame = 100 epochs", False), (200, "phase 2, pruning", True),
+    assert ev == [(100, "1 frame = 100 epochs", False), (200, "phase 2, pruning, OV-bias penalty", True),
                   (500, "12-orbit verified", True), (500, "4-orbit verified", True)]
     assert mv.timeline.events[1].text == ("epoch 200: phase 2 starts: heads with OV below 25% of the largest are "
-                                          "pruned (1 head dead after it); the equivariance weight ramps to 100")
+                                          "pruned (1 head dead after it); the equivariance weight ramps to 100; the OV-bias "
+                                          "penalty (μ = 0.01) starts")
     # 1 s at 8 fps: 8 extra copies of the frames of epochs 200 and 500 (once, for two events)
     assert mv.extra.tolist() == [0, 0, 0, 0, 0, 8, 0, 0, 8, 0]
     shown = mv.frame_epochs()

@@ -32,7 +32,7 @@ from headmovies.train.experiments import Task, register
 @dataclass
 class OrbitConfig(TrainConfig):
     epochs: int = 16000         # full-batch steps (docs/results/orbits.md: why these defaults)
-    seed: int = 3
+    seed: int = 24              # the census's most seed-like run (docs/results/orbits.md, "The default run")
     p: int = 24                 # n: token values and the order of the group C_n (the config key is p)
     n_heads: int = 32
     d_model: int = 128
@@ -59,8 +59,9 @@ class OrbitConfig(TrainConfig):
     refine_eq_weight: float = 100.0  # lambda ramps from 0 to this over refine_ramp epochs
     refine_ramp: int = 2000
     refine_seq_lens: str = "6"  # sequence lengths of the equivariance term in this phase
-    refine_prune: float = 0.25  # at its start, zero the heads whose centred OV norm is below this
-                                # fraction of the largest head's (0: keep all)
+    refine_prune: float = 0.0   # at its start, zero the heads whose centred OV norm is below this
+                                # fraction of the largest head's (0: keep all; 0.25 in the census's
+                                # with-additions recipe)
     refine_ov_bias_weight: float = 0.01  # mu of ov_bias_penalty in this phase
 
     def validate(self) -> None:

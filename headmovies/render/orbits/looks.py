@@ -14,8 +14,8 @@ snapshot t a head is drawn
 - as a small light-grey dot with a darker outline when it is dead at t (OV circuit below
   `dead_tol` of the largest head's; dead overrides every other state).
 
-The legend has one entry per final orbit ("4-orbit (heads 2, 10, 13, 18): square where r = 6,
-at 0 where r = 12 · verified since epoch 10,800", true in every panel), one for orbits that do
+The legend has one entry per final orbit ("4-orbit (heads 5, 15, 30, 31): square where r = 6,
+at 0 where r = 8 · verified since epoch 10,700", true in every panel), one for orbits that do
 not last (if any), one for the other live heads and one for the dead heads, with counts at t.
 """
 from __future__ import annotations

@@ -23,7 +23,8 @@ EQ_COLOUR = "#6a6a6a"
 
 def refine_event(run: Run, history: OrbitHistory | None = None) -> list[Event]:
     """The second phase's start as an event, from the run's config (orbits experiment keys
-    refine_start, refine_prune, refine_eq_weight); [] when the run has no second phase."""
+    refine_start, refine_prune, refine_eq_weight, refine_ov_bias_weight); [] when the run has no
+    second phase."""
     cfg = run.config
     start = int(cfg.get("refine_start", 0) or 0)
     if not 0 < start < int(cfg.get("epochs", 0)) or start > run.epochs[-1]:
@@ -42,6 +43,9 @@ def refine_event(run: Run, history: OrbitHistory | None = None) -> list[Event]:
         details.append(f"heads with OV below {float(cfg['refine_prune']):.0%} of the largest are pruned{pruned}")
     if "refine_eq_weight" in cfg:
         details.append(f"the equivariance weight ramps to {float(cfg['refine_eq_weight']):g}")
+    if float(cfg.get("refine_ov_bias_weight", 0) or 0) > 0:
+        what.append("OV-bias penalty")
+        details.append(f"the OV-bias penalty (μ = {float(cfg['refine_ov_bias_weight']):g}) starts")
     if details:
         text += ": " + "; ".join(details)
     return [Event(start, ", ".join(what), text)]

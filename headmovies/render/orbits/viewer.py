@@ -176,6 +176,8 @@ def events(run: Run) -> list[dict]:
         prune = float(cfg.get("refine_prune", 0) or 0)
         what = f"phase 2: weak heads pruned (OV < {prune:.0%} of the largest), fine-tuning" if prune > 0 \
             else "phase 2: fine-tuning"
+        if float(cfg.get("refine_ov_bias_weight", 0) or 0) > 0:
+            what += f" with the OV-bias penalty (μ = {float(cfg['refine_ov_bias_weight']):g})"
         out.append({"epoch": start, "label": what, "short": "phase 2"})
     return out
 
