@@ -399,7 +399,7 @@ def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
 # ---- figure ----
 
 def census_figure(rows: list[dict], settings: dict[str, dict]):
-    """Four panels: outcome shares per recipe; train accuracy against the pooled equivariance
+    """Four panels: outcome shares per recipe (default gauge; bias gauge below); train accuracy against the pooled equivariance
     error per run; each verified orbit's lock-in epoch; and the early screen (heads keeping
     their omega, orbits whose group fitted) against the screen epoch."""
     from matplotlib.figure import Figure
@@ -407,10 +407,11 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     rows = finished(rows)
     groups = by_recipe(rows)
     names = list(groups)
-    outcomes = [o for o, _ in Counter(r["outcome"] for r in rows).most_common()]
+    outcomes = [o for o, _ in Counter([r["outcome"] for r in rows]
+                                      + [r["outcome_bias_gauge"] for r in rows]).most_common()]
     outcomes = ["none"] + [o for o in outcomes if o != "none"] if "none" in outcomes else outcomes
     # one colour per orbit size in every panel; an outcome of one size takes that size's colour
-    sizes = sorted({o["size"] for r in rows for o in r["orbits"]}, reverse=True)
+    sizes = sorted({o["size"] for r in rows for o in r["orbits"] + r["orbits_bias_gauge"]}, reverse=True)
     size_colour = {k: orbit_colour(i) for i, k in enumerate(sizes)}
     combos = [o for o in outcomes if o != "none" and "+" in o]
     colour = {o: size_colour[int(o)] for o in outcomes if o != "none" and "+" not in o}
@@ -421,21 +422,25 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     (a, b), (c, d) = fig.subplots(2, 2)
 
     y = np.arange(len(names))[::-1]
-    left = np.zeros(len(names))
-    for o in outcomes:
-        share = np.array([sum(r["outcome"] == o for r in groups[k]) / len(groups[k]) for k in names])
-        bars = a.barh(y, share, left=left, color=colour[o], edgecolor="white", label=o)
-        for bar, s, k in zip(bars, share, names):
-            if s >= 0.04:
-                a.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2,
-                       str(sum(r["outcome"] == o for r in groups[k])), ha="center", va="center", fontsize=8)
-        left += share
+    # thick bar: the default gauge (what the census counts); thin hatched bar below: bias gauge
+    for key, dy, height, hatch, size in (("outcome", 0.14, 0.52, None, 8), ("outcome_bias_gauge", -0.3, 0.3, "///", 7)):
+        left = np.zeros(len(names))
+        for o in outcomes:
+            share = np.array([sum(r[key] == o for r in groups[k]) / len(groups[k]) for k in names])
+            bars = a.barh(y + dy, share, height=height, left=left, color=colour[o], edgecolor="white", hatch=hatch,
+                          label=o if key == "outcome" else None)
+            for bar, s, k in zip(bars, share, names):
+                if s >= 0.04:
+                    a.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2,
+                           str(sum(r[key] == o for r in groups[k])), ha="center", va="center", fontsize=size)
+            left += share
     a.set_yticks(y, [f"{k}\n({len(groups[k])} seeds)" for k in names], fontsize=8)
     a.set_xlim(0, 1)
     a.set_xlabel("fraction of seeds (numbers: seeds)")
-    a.set_title("verified orbit structure at the last snapshot")
-    a.legend(title="orbit sizes", fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.08), ncol=min(len(outcomes), 8),
-             frameon=False)
+    a.set_title("verified orbit structure at the last snapshot\n(thin hatched bars: the same check in the bias gauge)",
+                fontsize=10, pad=36)
+    a.legend(title="orbit sizes", fontsize=8, title_fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0),
+             ncol=min(len(outcomes), 8), frameon=False, columnspacing=1.0, handlelength=1.6)
 
     for i, k in enumerate(names):
         rs = groups[k]
