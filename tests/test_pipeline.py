@@ -101,6 +101,32 @@ def test_bad_toml_unknown_experiment_and_existing_output(tmp_path, capsys):
     assert existing.read_bytes() == b"precious"
 
 
+def test_reuse_sets_a_run_of_another_config_aside_and_never_replaces_a_foreign_file(tmp_path, capsys):
+    """`train --reuse` (what `make movie` runs) after the config or a default changed: the old run
+    moves, with its checkpoint, to run.previous.h5 (then run.previous-2.h5), and a new one trains."""
+    out = tmp_path / "run.h5"
+    sets = sum((["--set", s] for s in TINY + ["epochs=40"]), [])
+    assert pipeline_main(["train", "orbits", "--out", str(out), "--no-progress"] + sets) == 0
+    first = out.read_bytes()
+    capsys.readouterr()
+    assert pipeline_main(["train", "orbits", "--out", str(out), "--no-progress", "--reuse"] + sets) == 0
+    assert "complete run with this config, reused" in capsys.readouterr().out and out.read_bytes() == first
+    for k, lr in ((1, "0.002"), (2, "0.003")):
+        assert pipeline_main(["train", "orbits", "--out", str(out), "--no-progress", "--reuse", "--set", f"lr={lr}"]
+                             + sets) == 0
+        aside = tmp_path / ("run.previous.h5" if k == 1 else "run.previous-2.h5")
+        assert f"{out} held a run of another config (lr differ): moved to {aside}; training anew" in \
+            capsys.readouterr().out
+        assert checkpoint_path(aside).exists() and (k > 1 or aside.read_bytes() == first)
+        with runfile.open_for_reading(out) as f:
+            assert runfile.read_config(f)["lr"] == float(lr) and runfile.is_complete(f)
+    foreign = tmp_path / "notes.h5"
+    foreign.write_bytes(b"precious")
+    assert pipeline_main(["train", "orbits", "--out", str(foreign), "--no-progress", "--reuse"] + sets) == 2
+    assert "exists and is not a readable run file: pass --force instead of --reuse" in capsys.readouterr().err
+    assert foreign.read_bytes() == b"precious"
+
+
 def test_cli_exit_code_without_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "headmovies", "train", "orbits", "--set", "n_heads=0",
                            "--out", str(tmp_path / "x.h5")], capture_output=True, text=True, cwd=ROOT)

@@ -31,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing run file")
     p.add_argument("--reuse", action="store_true",
                    help="keep a complete run file with the same config, resume an incomplete one, "
-                        "else train anew (what `make movie` uses)")
+                        "else train anew, moving a run of another config to NAME.previous.h5 first "
+                        "(what `make movie` uses)")
     p.add_argument("--stop-at", type=int, metavar="EPOCH",
                    help="train the config's schedule only through this snapshot epoch, then stop with a "
                         "checkpoint (continue later with --resume or --reuse): an early screen of a full run")
@@ -75,6 +76,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"{out}: complete run with this config, reused (pass --force instead of --reuse to train anew)")
             return 0
         resume, force = plan == "resume", plan == "new"
+        if force:
+            kept = loop.set_aside(out, cfg)
+            if kept is not None:
+                aside, diff = kept
+                shown = ", ".join(diff[:5]) + (" …" if len(diff) > 5 else "")
+                print(f"{out} held a run of another config ({shown} differ): moved to {aside}; training anew")
         fork_from = None if resume else fork_from     # a forked run already under way just continues
     try:
         result = loop.train(args.experiment, cfg, out, resume=resume, force=force,

@@ -107,6 +107,39 @@ def config_dict(cfg: TrainConfig) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True))
 
 
+def set_aside(path: str | os.PathLike, cfg: TrainConfig) -> tuple[Path, list[str]] | None:
+    """Before `--reuse` trains anew over `path`: a run file of another config is renamed, with
+    its checkpoint, to the first free `<stem>.previous[-k].h5` beside it, so a change of config
+    or of the package's defaults never destroys a run. Returns (new path, the config keys that
+    differ), or None when `path` is missing or holds this config. UserError when `path` is not
+    a readable run file (nothing is replaced without --force); RunLockedError while another
+    process writes it."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        with runfile.open_for_reading(path) as f:
+            old = runfile.read_config(f)
+    except RunFileError:
+        raise UserError(f"{path} exists and is not a readable run file: pass --force instead of --reuse to "
+                        "replace it, or choose another --out") from None
+    new = config_dict(cfg)
+    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if not diff:
+        return None
+    k = 1
+    while True:
+        aside = path.with_name(f"{path.stem}.previous{'' if k == 1 else f'-{k}'}{path.suffix}")
+        if not aside.exists() and not checkpoint_path(aside).exists():
+            break
+        k += 1
+    with RunLock(path, hint="wait for it to finish, or pass another --out"):   # never move a live run
+        if checkpoint_path(path).exists():
+            os.replace(checkpoint_path(path), checkpoint_path(aside))
+        os.replace(path, aside)
+    return aside, diff
+
+
 def reuse_plan(path: str | os.PathLike, cfg: TrainConfig) -> str:
     """What `--reuse` does with `path`: 'reuse' a complete run with this config, 'resume' an
     incomplete one with this config and a checkpoint, else train a 'new' one."""
