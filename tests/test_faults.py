@@ -282,6 +282,7 @@ def test_a_second_writer_stops_at_once_naming_the_first(tmp_path, capsys):
             assert main(train_argv(out, 100_000, *extra, seed=1)) == 2
             assert time.monotonic() - t0 < 5
             one_line_error(capsys.readouterr().err, f"{out} is being written by PID {first.pid} ", "one writer per run file")
+        assert not (tmp_path / "run.previous.h5").exists()   # --reuse of another config moved nothing
         assert main(["recover", str(out)]) == 2     # in place would pull the file from under the writer
         one_line_error(capsys.readouterr().err, f"PID {first.pid}", "--out CLEAN.h5")
     finally:

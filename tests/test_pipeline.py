@@ -111,11 +111,11 @@ def test_reuse_sets_a_run_of_another_config_aside_and_never_replaces_a_foreign_f
     capsys.readouterr()
     assert pipeline_main(["train", "orbits", "--out", str(out), "--no-progress", "--reuse"] + sets) == 0
     assert "complete run with this config, reused" in capsys.readouterr().out and out.read_bytes() == first
-    for k, lr in ((1, "0.002"), (2, "0.003")):
+    for k, (before, lr) in enumerate((("0.001", "0.002"), ("0.002", "0.003")), 1):
         assert pipeline_main(["train", "orbits", "--out", str(out), "--no-progress", "--reuse", "--set", f"lr={lr}"]
                              + sets) == 0
         aside = tmp_path / ("run.previous.h5" if k == 1 else "run.previous-2.h5")
-        assert f"{out} held a run of another config (lr differ): moved to {aside}; training anew" in \
+        assert f"{out} held a run of another config (lr {before} → {lr}): moved to {aside}; training anew" in \
             capsys.readouterr().out
         assert checkpoint_path(aside).exists() and (k > 1 or aside.read_bytes() == first)
         with runfile.open_for_reading(out) as f:
@@ -123,8 +123,12 @@ def test_reuse_sets_a_run_of_another_config_aside_and_never_replaces_a_foreign_f
     foreign = tmp_path / "notes.h5"
     foreign.write_bytes(b"precious")
     assert pipeline_main(["train", "orbits", "--out", str(foreign), "--no-progress", "--reuse"] + sets) == 2
-    assert "exists and is not a readable run file: pass --force instead of --reuse" in capsys.readouterr().err
+    assert "exists and is not a readable run file: move it away, or pass --force" in capsys.readouterr().err
     assert foreign.read_bytes() == b"precious"
+    folder = tmp_path / "folder.h5"
+    folder.mkdir()
+    assert pipeline_main(["train", "orbits", "--out", str(folder), "--no-progress", "--reuse"] + sets) == 2
+    assert "is a folder" in capsys.readouterr().err
 
 
 def test_cli_exit_code_without_traceback(tmp_path):

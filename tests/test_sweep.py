@@ -353,7 +353,9 @@ def test_a_folder_of_another_sweep_is_refused(local_sweep, capsys):
     out, _ = local_sweep
     before = sorted(os.listdir(out))
     assert cli_main(["sweep", "orbits", "--out", str(out), "--seeds", "0", "--set", "epochs=500"]) == 2
-    assert "holds a sweep of orbits with settings" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "holds a sweep of orbits with other fixed settings (d_head=2 there, (unset) here, " in err
+    assert "epochs=200 there, 500 here" in err and err.count("\n") == 1
     assert sorted(os.listdir(out)) == before
 
 
@@ -381,16 +383,20 @@ def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_p
     out, _ = local_sweep
     copy = tmp_path / "copy"
     copy.mkdir()
-    for f in out.iterdir():
-        if f.suffix in (".h5", ".jsonl", ".json"):
+    for f in out.iterdir():       # the four runs of SWEEP_GRID (an earlier test may have grown the sweep)
+        if f.suffix in (".jsonl", ".json") or f.name in {f"seed{s}-eq_weight{w}.h5" for s in (0, 1) for w in (1, 10)}:
             (copy / f.name).write_bytes(f.read_bytes())
     old = {k: v for k, v in json.loads((out / S.SETTINGS_FILE).read_text())["settings"].items() if k != "eq_ramp"}
     (copy / S.SETTINGS_FILE).write_text(json.dumps({"experiment": "orbits", "settings": old}))
+    sets = {k: v for k, v in SWEEP_SETS.items() if k != "eq_ramp"}
     again = S.sweep("orbits", copy, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=1, progress=False)
     assert (again.done, again.failed, again.skipped) == (0, 0, 4)
     assert json.loads((copy / S.SETTINGS_FILE).read_text())["settings"]["eq_ramp"] == 50
-    with pytest.raises(UserError, match="holds a sweep of orbits with settings"):
+    with pytest.raises(UserError, match=r"seed0-eq_weight1.h5 was trained with eq_ramp=50 \(this sweep: 60\)"):
         S.make_plan("orbits", copy, [0], SWEEP_GRID, {**SWEEP_SETS, "eq_ramp": "60"})
+    # a grid over the fixed key does not make the old runs (eq_ramp 50) runs of this sweep
+    with pytest.raises(UserError, match=r"other fixed settings \(eq_ramp=50 there, \(unset\) here\)"):
+        S.make_plan("orbits", copy, [0], SWEEP_GRID + [("eq_ramp", ["60"])], sets)
 
 
 @pytest.mark.parametrize("experiment, sets", [

@@ -76,17 +76,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{out}: complete run with this config, reused (pass --force instead of --reuse to train anew)")
             return 0
         resume, force = plan == "resume", plan == "new"
-        if force:
-            kept = loop.set_aside(out, cfg)
-            if kept is not None:
-                aside, diff = kept
-                shown = ", ".join(diff[:5]) + (" …" if len(diff) > 5 else "")
-                print(f"{out} held a run of another config ({shown} differ): moved to {aside}; training anew")
         fork_from = None if resume else fork_from     # a forked run already under way just continues
     try:
         result = loop.train(args.experiment, cfg, out, resume=resume, force=force,
                             progress=not args.no_progress, checkpoint_seconds=args.checkpoint_every,
-                            stop_at=args.stop_at, fork_from=fork_from)
+                            stop_at=args.stop_at, fork_from=fork_from, keep_other=args.reuse)
     except KeyboardInterrupt:
         if out.exists():
             print(f"interrupted: {out} holds every snapshot so far; continue with --resume "

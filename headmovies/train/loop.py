@@ -107,37 +107,53 @@ def config_dict(cfg: TrainConfig) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True))
 
 
-def set_aside(path: str | os.PathLike, cfg: TrainConfig) -> tuple[Path, list[str]] | None:
-    """Before `--reuse` trains anew over `path`: a run file of another config is renamed, with
-    its checkpoint, to the first free `<stem>.previous[-k].h5` beside it, so a change of config
-    or of the package's defaults never destroys a run. Returns (new path, the config keys that
-    differ), or None when `path` is missing or holds this config. UserError when `path` is not
-    a readable run file (nothing is replaced without --force); RunLockedError while another
-    process writes it."""
-    path = Path(path)
+def _config_change(old: dict, new: dict) -> str:
+    """'seed 24 → 9, lr 0.001 → 0.002' for the keys whose values differ (at most 4 shown)."""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    shown = ", ".join(f"{k} {old.get(k, '(absent)')} → {new.get(k, '(absent)')}" for k in keys[:4])
+    return shown + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+
+
+def _set_aside(path: Path, cfg: TrainConfig) -> str | None:
+    """Called by `train(keep_other=True)` under `path`'s lock, before training anew over it: a
+    run file of another config is moved, with its checkpoint, to the first free
+    `<stem>.previous[-k].h5` beside it (never over an existing file), so a change of config or
+    of the package's defaults never destroys a run. Returns the line saying so, or None when
+    `path` is missing or holds this config. UserError, with nothing moved, when `path` is not a
+    readable run file or cannot be moved."""
     if not path.exists():
         return None
     try:
         with runfile.open_for_reading(path) as f:
             old = runfile.read_config(f)
     except RunFileError:
-        raise UserError(f"{path} exists and is not a readable run file: pass --force instead of --reuse to "
-                        "replace it, or choose another --out") from None
+        raise UserError(f"{path} exists and is not a readable run file: move it away, or pass --force instead of "
+                        "--reuse to replace it") from None
     new = config_dict(cfg)
-    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    if not diff:
+    if old == new:
         return None
+    ckpt = checkpoint_path(path)
     k = 1
     while True:
         aside = path.with_name(f"{path.stem}.previous{'' if k == 1 else f'-{k}'}{path.suffix}")
-        if not aside.exists() and not checkpoint_path(aside).exists():
+        if not os.path.lexists(aside) and not os.path.lexists(checkpoint_path(aside)):
             break
         k += 1
-    with RunLock(path, hint="wait for it to finish, or pass another --out"):   # never move a live run
-        if checkpoint_path(path).exists():
-            os.replace(checkpoint_path(path), checkpoint_path(aside))
-        os.replace(path, aside)
-    return aside, diff
+    moved = []
+    try:
+        for src, dst in ((path, aside), (ckpt, checkpoint_path(aside))):
+            if os.path.lexists(src):
+                os.link(src, dst, follow_symlinks=False)      # fails rather than replace an existing file
+                moved.append((src, dst))
+                os.unlink(src)
+    except OSError as exc:
+        for src, dst in reversed(moved):                      # put back what was moved
+            if not os.path.lexists(src):
+                os.link(dst, src, follow_symlinks=False)
+            os.unlink(dst)
+        raise UserError(f"cannot move {path} (a run of another config) aside to {aside}: "
+                        f"{exc.strerror or exc}; move it yourself, or pass --force to replace it") from None
+    return f"{path} held a run of another config ({_config_change(old, new)}): moved to {aside}; training anew"
 
 
 def reuse_plan(path: str | os.PathLike, cfg: TrainConfig) -> str:
@@ -167,8 +183,12 @@ def run_attrs(experiment: str, cfg: TrainConfig, task: experiments.Task) -> dict
 
 def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False,
           force: bool = False, progress: bool = True, checkpoint_seconds: float = 30.0,
-          stop_at: int | None = None, fork_from: str | os.PathLike | None = None) -> TrainResult:
+          stop_at: int | None = None, fork_from: str | os.PathLike | None = None,
+          keep_other: bool = False) -> TrainResult:
     """Train `experiment` with `cfg`, streaming snapshots into `out`.
+
+    `keep_other` (with `force`; what `--reuse` uses): a run file of another config at `out` is
+    moved aside to `<stem>.previous.h5` (`_set_aside`, under the lock) instead of replaced.
 
     `fork_from`: a run file of the same experiment whose config differs from `cfg` only in keys
     that act after the task's fork epoch (`Task.fork_epoch`, `FORK_KEYS`; for the orbit
@@ -206,6 +226,10 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
             raise UserError(f"--stop-at {stop_at:,} is not after the fork at epoch {epoch:,}")
     lock = RunLock(out, hint="wait for it to finish, or stop it and continue with --resume").acquire()
     try:
+        if force and keep_other:
+            line = _set_aside(out, cfg)
+            if line:
+                print(line, flush=True)
         if fork_from is not None:
             if out.exists() and not force:
                 raise UserError(f"{out} exists; pass --force to replace it with the fork, or --reuse to continue "

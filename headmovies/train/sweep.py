@@ -163,7 +163,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
     both = sorted(set(settings) & {k for k, _ in grid})
     if both:
         raise UserError(f"{', '.join(both)} is both fixed (--set/--config) and in --grid; give it in one place")
-    new_settings = _check_settings(out, experiment, settings, base, {k for k, _ in grid})
+    state = _check_settings(out, experiment, settings)
     rows = {r["run"]: r for r in read_rows(out / ROWS_FILE)}
     sources = _source_rows(Path(fork_from)) if fork_from is not None else None
     runs, names = [], {}
@@ -198,7 +198,9 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
     if fork_from is not None and not any(r.fork_from for r in runs) and any(r.action == "new" for r in runs):
         warn(f"no new run can fork: {fork_from} holds no run of the same seed that reached the fork epoch with a "
              "config differing only in what acts after it; they train from scratch")
-    return Plan(experiment, out, settings, runs, new_settings)
+    if state == "changed" and not _runs_match(out, base, runs):
+        raise _settings_error(out, experiment, settings)
+    return Plan(experiment, out, settings, runs, state != "same")
 
 
 def _at_point(exc: UserError, point: dict) -> UserError:
@@ -271,12 +273,15 @@ def _refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
     """A sweep never replaces a finished (or resumable) run trained with another config: that
     happens when the package's defaults changed since the sweep started, and retraining would
     throw the run away. UserError naming the keys that differ."""
-    if loop.run_status(path) != "complete" and not loop.checkpoint_path(path).exists():
+    if not path.exists():
         return
     try:
         with runfile.open_for_reading(path) as f:
             old = runfile.read_config(f)
     except RunFileError:
+        warn(f"{path} is not a readable run file (killed while being created?): training it anew")
+        return
+    if loop.run_status(path) != "complete" and not loop.checkpoint_path(path).exists():
         return
     new = loop.config_dict(cfg)
     diff = sorted(k for k in set(old) | set(new) if old.get(k, "(absent)") != new.get(k, "(absent)"))
@@ -288,38 +293,57 @@ def _refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
                     f"it: rerun with {fix} (the defaults may have changed since), or choose a new --out")
 
 
-def _check_settings(out: Path, experiment: str, settings: dict, base: TrainConfig, grid_keys: set[str]) -> bool:
-    """True when sweep.json is to be written: a new folder, or other settings that make exactly
-    the configs of the folder's run files (e.g. `--set refine_prune=0.25` for runs trained when
-    0.25 was the default). UserError when the folder holds another sweep."""
+def _check_settings(out: Path, experiment: str, settings: dict) -> str:
+    """'new' (no sweep.json yet), 'same' (the recorded settings), or 'changed': other settings
+    for the same experiment, accepted only if they make exactly the configs of the folder's run
+    files (`_runs_match`, e.g. `--set refine_prune=0.25` for runs trained when 0.25 was the
+    default). UserError for another experiment or an unreadable sweep.json."""
     path = out / SETTINGS_FILE
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} exists and is not a folder")
     if not path.exists():
-        return True
+        return "new"
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise UserError(f"{path} is unreadable ({one_line(exc)}); remove it or choose a new --out") from None
-    if old.get("experiment") == experiment and old.get("settings") == json.loads(json.dumps(settings)):
-        return False
-    if old.get("experiment") == experiment and _runs_match(out, base, grid_keys | {"seed"}):
-        return True
-    raise UserError(f"{out} holds a sweep of {old.get('experiment')} with settings {old.get('settings')}; this one "
-                    f"is {experiment} with {settings}: rerun with the same --set/--config values, or choose a new --out")
+    if old.get("experiment") != experiment:
+        raise _settings_error(out, experiment, settings)
+    return "same" if old.get("settings") == json.loads(json.dumps(settings)) else "changed"
 
 
-def _runs_match(out: Path, base: TrainConfig, free: set[str]) -> bool:
-    """Every run file in `out` (at least one) has `base`'s config outside the keys `free`."""
-    want = {k: v for k, v in loop.config_dict(base).items() if k not in free}
+def _settings_error(out: Path, experiment: str, settings: dict) -> UserError:
+    old = json.loads((out / SETTINGS_FILE).read_text(encoding="utf-8"))
+    if old.get("experiment") != experiment:
+        return UserError(f"{out} holds a sweep of {old.get('experiment')}, not {experiment}: choose a new --out")
+    was, now = old.get("settings") or {}, json.loads(json.dumps(settings))
+    keys = sorted(k for k in set(was) | set(now) if was.get(k, "(unset)") != now.get(k, "(unset)"))
+    diff = ", ".join(f"{k}={was.get(k, '(unset)')} there, {now.get(k, '(unset)')} here" for k in keys)
+    return UserError(f"{out} holds a sweep of {experiment} with other fixed settings ({diff}): rerun with its "
+                     f"--set/--config values, or choose a new --out")
+
+
+def _runs_match(out: Path, base: TrainConfig, runs: list[PlannedRun]) -> bool:
+    """Every run file in `out` (at least one) has the config this sweep gives it: a planned run's
+    exactly, or, for a run of another seed, `base` with one of this grid's values for each grid key."""
+    planned = {r.path.name: loop.config_dict(r.cfg) for r in runs}
+    grid_values: dict[str, list] = {}
+    for r in runs:
+        for k, v in json.loads(json.dumps(r.grid)).items():
+            grid_values.setdefault(k, []).append(v)
+    want = loop.config_dict(base)
     files = sorted(out.glob("*.h5"))
     for path in files:
         try:
             with runfile.open_for_reading(path) as f:
-                have = {k: v for k, v in runfile.read_config(f).items() if k not in free}
+                have = runfile.read_config(f)
         except RunFileError:
             return False
-        if have != want:
+        if path.name in planned:
+            if have != planned[path.name]:
+                return False
+        elif any(k != "seed" and (have.get(k) not in grid_values[k] if k in grid_values else have.get(k) != want.get(k))
+                 for k in set(have) | set(want)):
             return False
     return bool(files)
 

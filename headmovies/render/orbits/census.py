@@ -374,7 +374,9 @@ def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
              "ω (r): the orbit's frequency. Values: median [min, max] over seeds.", "",
              "## Recipes", ""]
     for recipe, s in settings.items():
-        parts.append(f"- **{recipe}**: " + (" ".join(f"{k}={v}" for k, v in s.items()) or "the defaults"))
+        parts.append(f"- **{recipe}**: " + ("settings unknown (no census.settings.json beside the rows)" if s is None
+                                            else " ".join(f"{k}={v}" for k, v in s.items())
+                                            or "the defaults of the headmovies that trained it"))
     if rows:
         parts += ["", "## Outcomes", "", outcome_table(rows), "", "## Orbits", "", structure_table(rows), ""]
         agree = agreement_table(rows)
@@ -432,12 +434,13 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
             for bar, s, k in zip(bars, share, names):
                 if s >= 0.04:
                     a.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2,
-                           str(sum(r[key] == o for r in groups[k])), ha="center", va="center", fontsize=size)
+                           str(sum(r[key] == o for r in groups[k])), ha="center", va="center", fontsize=size,
+                           bbox=dict(facecolor="white", edgecolor="none", pad=0.6, alpha=0.85) if hatch else None)
             left += share
     a.set_yticks(y, [f"{k}\n({len(groups[k])} seeds)" for k in names], fontsize=8)
     a.set_xlim(0, 1)
     a.set_xlabel("fraction of seeds (numbers: seeds)")
-    a.set_title("verified orbit structure at the last snapshot\n(thin hatched bars: the same check in the bias gauge)",
+    a.set_title("verified orbit structure at the last snapshot\n(lower, hatched bars: the same check in the bias gauge)",
                 fontsize=10, pad=36)
     a.legend(title="orbit sizes", fontsize=8, title_fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0),
              ncol=min(len(outcomes), 8), frameon=False, columnspacing=1.0, handlelength=1.6)

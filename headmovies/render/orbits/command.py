@@ -257,7 +257,7 @@ def census(args: argparse.Namespace) -> int:
         rows = c.read_rows(args.rows)
         if not rows:
             raise UserError(f"{args.rows} holds no census rows")
-        settings = {r["recipe"]: {} for r in rows}
+        settings = {r["recipe"]: None for r in rows}                 # None: not recorded
         settings.update(json.loads(args.rows.with_suffix(".settings.json").read_text())
                         if args.rows.with_suffix(".settings.json").is_file() else {})
     else:
