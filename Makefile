@@ -69,7 +69,7 @@ figures: train-orbits
 # still counts the others. Each run file takes about 80 MB: 200 seeds under the four recipes need
 # about 65 GB in data/census/ (the committed census rows need none of it).
 # make census-screen - the early screen: SCREEN_SEEDS under the seed's objective, each trained only
-# through epoch SCREEN_EPOCH of the full schedule (about 25 s per seed); `make census` then lists
+# through epoch SCREEN_EPOCH of the full schedule (about 23 s per seed); `make census` then lists
 # the seeds whose frequency groups fit an orbit. Continue chosen ones with
 # `headmovies sweep orbits --out data/census/screen-seed-objective --seeds S1,S2 $(SEED_OBJECTIVE)`.
 CENSUS_SEEDS ?= 0-199
