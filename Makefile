@@ -59,9 +59,9 @@ figures: train-orbits
 
 # make census - the orbit census (docs/results/orbits.md, "Census"): the orbit experiment on the
 # seeds CENSUS_SEEDS (a range FIRST-LAST), CENSUS_CHUNK seeds at a time, under four recipes at the
-# full default schedule: the seed's own objective (no pruning, no OV-bias penalty; about 5.5 min a
-# run on one idle core), then the default recipe with both additions, with pruning only and with
-# the OV-bias penalty only, each forked from the seed-objective run at the start of its second
+# full default schedule: the seed's own objective (no pruning, no OV-bias penalty; about 8 min a
+# run on one idle core), then row Q's recipe with both additions, with pruning only and with
+# the OV-bias penalty only (today's default), each forked from the seed-objective run at the start of its second
 # phase (docs/sweeps.md, "Forks": the same runs, about 60 % of the time each). The chunks let the
 # forks of a chunk start once its sources are done; each sweep runs up to CENSUS_CHUNK processes,
 # one per core (raise CENSUS_CHUNK on a machine with more cores). Rerun to continue. Then the
