@@ -107,9 +107,15 @@ def config_dict(cfg: TrainConfig) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True))
 
 
+def changed_keys(old: dict, new: dict) -> list[str]:
+    """Sorted keys whose values differ between two config dicts (a key missing from one differs)."""
+    missing = object()
+    return sorted(k for k in set(old) | set(new) if old.get(k, missing) != new.get(k, missing))
+
+
 def _config_change(old: dict, new: dict) -> str:
     """'seed 24 → 9, lr 0.001 → 0.002' for the keys whose values differ (at most 4 shown)."""
-    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    keys = changed_keys(old, new)
     shown = ", ".join(f"{k} {old.get(k, '(absent)')} → {new.get(k, '(absent)')}" for k in keys[:4])
     return shown + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
 

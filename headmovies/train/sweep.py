@@ -284,7 +284,7 @@ def _refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
     if loop.run_status(path) != "complete" and not loop.checkpoint_path(path).exists():
         return
     new = loop.config_dict(cfg)
-    diff = sorted(k for k in set(old) | set(new) if old.get(k, "(absent)") != new.get(k, "(absent)"))
+    diff = loop.changed_keys(old, new)
     if not diff:
         return
     shown = ", ".join(f"{k}={old.get(k, '(absent)')} (this sweep: {new.get(k, '(absent)')})" for k in diff[:4])
@@ -317,7 +317,7 @@ def _settings_error(out: Path, experiment: str, settings: dict) -> UserError:
     if old.get("experiment") != experiment:
         return UserError(f"{out} holds a sweep of {old.get('experiment')}, not {experiment}: choose a new --out")
     was, now = old.get("settings") or {}, json.loads(json.dumps(settings))
-    keys = sorted(k for k in set(was) | set(now) if was.get(k, "(unset)") != now.get(k, "(unset)"))
+    keys = loop.changed_keys(was, now)
     diff = ", ".join(f"{k}={was.get(k, '(unset)')} there, {now.get(k, '(unset)')} here" for k in keys)
     return UserError(f"{out} holds a sweep of {experiment} with other fixed settings ({diff}): rerun with its "
                      f"--set/--config values, or choose a new --out")
