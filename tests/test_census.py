@@ -130,14 +130,14 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     # rows of an older version (here: 2, before the bias gauge) are recomputed, not refused
     old = {k: v for k, v in C.read_rows(out / "census.jsonl")[0].items() if "bias_gauge" not in k}
     (out / "census.jsonl").write_text(json.dumps({**old, "version": 2}) + "\n")
-    with pytest.raises(UserError, match="holds census rows of version 2, this headmovies writes 3"):
+    with pytest.raises(UserError, match="holds census rows of version 2, this headmovies writes 4"):
         C.read_rows(out / "census.jsonl")
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 0
     row = C.read_rows(out / "census.jsonl")[0]
-    assert row["version"] == 3 and row["outcome_bias_gauge"] == row["outcome"] == "2"
+    assert row["version"] == 4 and row["outcome_bias_gauge"] == row["outcome"] == "2"
 
 
-def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path):
+def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path, capsys):
     """Head 12 (first of the 4-orbit) gains a key-independent OV column through W_V: the default
     check loses the 4-orbit, the bias gauge keeps it exact; the census row has both outcomes."""
     a = _sweep(tmp_path / "biased", {0: {"orbit_sizes": (12, 4), "extra_heads": 2}})
@@ -153,6 +153,13 @@ def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path)
     square = row["orbits_bias_gauge"][1]
     assert square["heads"] == [12, 13, 14, 15] and 4 * square["omega"] % 24 == 0 and square["worst"] < 1e-3
     assert "| biased | 1 | 12 ×1 | 1 (100 %) | 1 (100 %) | 12+4 ×1 | 1 (100 %) |" in (out / "census.md").read_text()
+    # the row's worst errors are the orbit check's, digit for digit (6 significant digits, not rounded twice)
+    for gauge, orbits in (("spec", row["orbits"]), ("bias", row["orbits_bias_gauge"])):
+        capsys.readouterr()
+        assert cli_main(["orbits", "check", str(a / "seed0.h5"), "--gauge", gauge, "--json"]) == 0
+        checked = json.loads(capsys.readouterr().out)["orbits"]
+        assert [o["worst"] for o in orbits] == [o["worst_error"] for o in checked if o["size"] >= 2]
+        assert all(o["worst"] > 0 for o in orbits)
 
 
 @pytest.mark.parametrize("args, message", [
