@@ -27,7 +27,7 @@ from headmovies.errors import UserError
 from headmovies.render.core.outputs import FIGURE_FORMATS, atomic, save_figure, write_text
 from headmovies.render.core.reader import Run
 from headmovies.render.core.sweep_report import latest, read_rows as read_sweep_rows
-from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of
+from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of, sig6
 from headmovies.render.orbits.history import orbit_history
 from headmovies.render.orbits.report import head_frequencies
 from headmovies.render.core.circuits import circuits
@@ -35,11 +35,6 @@ from headmovies.render.core.circuits import circuits
 SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
 ROW_VERSION = 4                 # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
                                 # 6 significant digits, as `orbits check --json` (5 decimals rounded twice in tables)
-
-
-def _sig6(v: float) -> float:
-    """6 significant digits, as the orbit check's JSON: a table's 2-decimal percent is then one rounding."""
-    return float(f"{v:.6g}")
 
 
 def orbit_order(omega: int, n: int) -> int:
@@ -94,10 +89,10 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
         if size < 2:
             continue
         ws = Counter(final[h] for h in heads).most_common(1)[0][0]
-        orbits.append({"size": size, "omega": ws, "heads": list(heads), "worst": _sig6(worst),
+        orbits.append({"size": size, "omega": ws, "heads": list(heads), "worst": sig6(worst),
                        "locked_in": hist.locked_in(heads)})
     bias_orbits = [{"size": o.size, "omega": Counter(final[h] for h in o.heads).most_common(1)[0][0],
-                    "heads": list(o.heads), "worst": _sig6(o.worst_error)} for o in bias.orbits if o.size >= 2]
+                    "heads": list(o.heads), "worst": sig6(o.worst_error)} for o in bias.orbits if o.size >= 2]
     refine = int(cfg.get("refine_start", 0) or 0)
     return {
         "version": ROW_VERSION, "recipe": recipe, "seed": int(sweep_row["seed"]), "run": sweep_row["run"],

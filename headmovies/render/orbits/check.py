@@ -122,7 +122,7 @@ class OrbitReport:
     def to_dict(self) -> dict:
         """JSON-ready dict: errors to 6 significant digits, NaN written as null."""
         def num(v):
-            return None if not np.isfinite(v) else float(f"{v:.6g}")
+            return None if not np.isfinite(v) else sig6(v)
         return {
             "epoch": self.epoch, "n": self.n, "m": self.m, "tol": self.tol, "dead_tol": self.dead_tol,
             "n_heads": self.n_heads, "gauge": self.gauge,
@@ -219,6 +219,11 @@ def _merge(Mc: np.ndarray, live: np.ndarray, tol: float, floor: float) -> list[l
     for i in range(len(idx)):
         groups.setdefault(root(i), []).append(int(idx[i]))
     return sorted(groups.values())
+
+
+def sig6(v: float) -> float:
+    """`v` to 6 significant digits: how reports and census rows store errors (one rounding before display)."""
+    return float(f"{v:.6g}")
 
 
 def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
