@@ -4,10 +4,14 @@ Prints, from one run at one config (default: d_model 128, d_head 4, 32 heads, p 
   - epochs/s of the reference: per-sample forward (embed, 32-head attention with per-sample
     projections, unembed) on the whole train split, plus the equivariance term on 4,096 random
     inputs with one random shift each; AdamW step;
-  - epochs/s of our trainer (`OrbitTask.step`: the whole p^3 grid from per-head QK/OV tables,
-    cross-entropy on the train split and the exact equivariance loss over all inputs and all
-    shifts, i.e. strictly more work than the reference);
+  - epochs/s of our trainer (`OrbitTask.step` at epoch 3,000, after lambda's ramp: the whole p^3
+    grid from per-head QK/OV tables, cross-entropy on the train split and the exact equivariance
+    loss over all inputs and all shifts, i.e. strictly more work than the reference);
   - their ratio;
+  - ms/epoch of our second phase (epoch 12,000: also the length-6 sequence term and the OV-bias
+    penalty), and the sequence term's forward and backward with its QK gather written as
+    advanced indexing M[:, t_i, t_j] (the straightforward way, bit for bit the same gradients)
+    against ours (index_select on flat cells);
   - the streaming overhead: time to append one snapshot to a SWMR run file (and, separately, to
     evaluate the snapshot's metrics) as a fraction of the training time between two snapshots.
 Timings interleave the two trainers (ours, reference, ours, ...) so that load drifts hit both.
@@ -25,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets  # noqa: E402
-from headmovies.train.orbits import OrbitConfig, OrbitTask  # noqa: E402
+from headmovies.train.orbits import OrbitConfig, OrbitTask, seq_eq_loss  # noqa: E402
 from headmovies.train.writer import RunWriter  # noqa: E402
 
 
@@ -60,6 +64,21 @@ class ReferenceTrainer:
         self.opt.step()
 
 
+def seq_term_with_advanced_indexing(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """`seq_eq_loss` (no residual) with its QK gather as M[:, t_i, t_j]."""
+    n, B, L = M.shape[-1], x.shape[0], x.shape[1]
+    t = ((x[None] + torch.arange(n)[:, None, None]) % n).reshape(n * B, L)
+    score = M[:, t[:, :, None], t[:, None, :]]
+    e = (score - score.amax(-1, keepdim=True).detach()).exp()
+    att = e / e.sum(-1, keepdim=True)
+    on_token = torch.einsum("hnij,njb->nihb", att, F.one_hot(t, n).to(att.dtype))
+    logits = (on_token.reshape(n * B * L, -1) @ R.mT.reshape(-1, n)).view(n * B, L, -1)
+    logp = logits.log_softmax(-1).view(n, B, L, n)
+    k = (torch.arange(n)[None, :] + M_SHIFT * torch.arange(n)[:, None]) % n
+    d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
+    return 2 / (n - 1) * (d - d.mean(0)).pow(2).sum((0, 2, 3)).mean() * 3 / L
+
+
 def seconds_per_call(fn, n: int) -> float:
     t0 = time.perf_counter()
     for _ in range(n):
@@ -80,14 +99,22 @@ def main() -> None:
     ours = OrbitTask(cfg)
     torch.manual_seed(0)
     ref = ReferenceTrainer(OrbitTask(cfg))
+    phase1, phase2 = 3000, 12000          # lambda at eq_weight; second phase with its sequence term
+    M, R = (c.detach().requires_grad_() for c in ours.model.circuits())
+    x = torch.randint(0, cfg.p, (cfg.eq_seq_batch, 6), generator=torch.Generator().manual_seed(0))
+    seq_ours = lambda: seq_eq_loss(M, R, x).backward()
+    seq_ref = lambda: seq_term_with_advanced_indexing(M, R, x).backward()
     for _ in range(3):  # warm up
-        ours.step(1)
+        ours.step(phase1)
         ref.step()
-    t_ours, t_ref = [], []
+    t_ours, t_ref, t_two, t_seq, t_seq_ref = [], [], [], [], []
     for _ in range(args.rounds):
-        t_ours.append(seconds_per_call(lambda: ours.step(1), args.epochs))
+        t_ours.append(seconds_per_call(lambda: ours.step(phase1), args.epochs))
         t_ref.append(seconds_per_call(ref.step, max(3, args.epochs // 10)))
-    t_ours, t_ref = min(t_ours), min(t_ref)
+        t_two.append(seconds_per_call(lambda: ours.step(phase2), args.epochs))
+        t_seq.append(seconds_per_call(seq_ours, args.epochs))
+        t_seq_ref.append(seconds_per_call(seq_ref, args.epochs))
+    t_ours, t_ref, t_two, t_seq, t_seq_ref = map(min, (t_ours, t_ref, t_two, t_seq, t_seq_ref))
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.h5"
@@ -104,6 +131,10 @@ def main() -> None:
     print(f"reference (per-sample, eq term on 4096 inputs): {1 / t_ref:8.1f} epochs/s  ({t_ref * 1e3:7.1f} ms/epoch)")
     print(f"ours (p^3 grid, eq term on all inputs x shifts): {1 / t_ours:8.1f} epochs/s  ({t_ours * 1e3:7.1f} ms/epoch)")
     print(f"speed-up: {t_ref / t_ours:.1f}x")
+    print(f"ours, second phase (+ length-6 sequence term, OV-bias penalty): {t_two * 1e3:7.1f} ms/epoch "
+          f"({t_two / t_ours:.2f}x the first phase's)")
+    print(f"sequence term forward + backward: {t_seq_ref * 1e3:.2f} ms with advanced indexing, "
+          f"{t_seq * 1e3:.2f} ms with index_select ({t_seq_ref / t_seq:.2f}x)")
     print(f"streaming: {t_write * 1e3:.2f} ms per snapshot append = {t_write / interval:.2%} of training time "
           f"at one snapshot per {cfg.early_every} epochs")
     print(f"metrics evaluation: {t_eval * 1e3:.2f} ms per snapshot = {t_eval / interval:.2%} of training time")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from headmovies.render.core.circuits import circuits
-from headmovies.render.orbits.check import check_orbits, shift_ov, shift_qk, shifted_inner_products
+from headmovies.render.orbits.check import check_orbits, format_error, shift_ov, shift_qk, shifted_inner_products
 
 
 def orbit_heads(n, m, k, rng, scale_m=1.0, scale_r=1.0):
@@ -225,6 +225,12 @@ def test_uniform_attention_heads_merge_into_invariant_head():
     M3 = rng.normal(size=(3, n, 1)) * np.ones((1, 1, n))   # constant rows: centred to 0
     report = check_orbits(M3, R3, n, m)
     assert [(o.size, o.heads, o.stabiliser) for o in report.orbits] == [(1, [0, 1, 2], list(range(24)))]
+
+
+def test_format_error_never_prints_the_tolerance_for_another_value():
+    assert [format_error(x) for x in (0.0197, 0.0006, 3e-7, 0.02)] == ["1.97%", "0.06%", "3.0e-07", "2.00%"]
+    assert format_error(0.01996) == "1.996%" and format_error(0.02003) == "2.003%"   # not "2.00%"
+    assert format_error(0.0199996) == "1.99996%" and format_error(0.04996, tol=0.05) == "4.996%" and format_error(0.01996, tol=0.05) == "2.00%"
 
 
 def test_report_json_and_text():

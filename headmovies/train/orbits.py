@@ -238,7 +238,9 @@ def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.
     sum_{a,a'} w_a ||l_a' - l_a||^2 = n sum_a w_a ||d_a||^2 + W_o sum_a ||d_a||^2.
     """
     n = logp.shape[0]
-    lr = logp.reshape(-1)[gather].view(n, n * n, n)                       # (a, orbit, k')
+    # index_select, not [gather]: the same values and (gather is a permutation) the same gradient,
+    # bit for bit, at a fraction of advanced indexing's cost
+    lr = logp.reshape(-1).index_select(0, gather).view(n, n * n, n)       # (a, orbit, k')
     W = w.sum(0)                                                          # (orbit,)
     mu = (w[:, :, None] * lr).sum(0) / W.clamp_min(1e-12)[:, None]        # (orbit, k')
     d2 = (lr - mu).pow(2).sum(-1)                                         # (a, orbit)
@@ -255,7 +257,7 @@ def eq_error_pooled(logp: torch.Tensor, gather: torch.Tensor) -> float:
     logp: grid log-probs [n, n, n, n]; gather: `orbit_gather_index(n, m)`. Stored as
     `eq_error_pooled` (`eq_error` in run files made before both errors were stored)."""
     n = logp.shape[0]
-    lr = logp.reshape(-1)[gather].view(n, -1).double()                    # (a, rest)
+    lr = logp.reshape(-1).index_select(0, gather).view(n, -1).double()    # (a, rest)
     power = torch.fft.rfft(lr, dim=0).abs().pow(2).sum(1)
     corr = torch.fft.irfft(power, n=n)                                    # corr[s] = sum_a <l_{a+s}, l_a>
     total = lr.pow(2).sum()
@@ -292,7 +294,7 @@ def eq_error_worst_input(logp: torch.Tensor, gather: torch.Tensor,
     if n < 2:
         return 0.0, (0, 0, 0), 0
     cells = input_cells(n) if cells is None else cells
-    X = logp.reshape(-1)[gather].view(n, n * n, n).double().transpose(0, 1)   # (orbit, a, k')
+    X = logp.reshape(-1).index_select(0, gather).view(n, n * n, n).double().transpose(0, 1)   # (orbit, a, k')
     gram = (X @ X.mT).reshape(n * n, n * n)                               # (orbit, a * n + a')
     sq = gram[:, ::n + 1]                                                 # |l|^2 (orbit, a)
     a = torch.arange(n)[:, None]
@@ -341,7 +343,10 @@ def seq_eq_loss(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor,
     x = x.to(M.device)
     t = ((x[None] + torch.arange(n, device=M.device)[:, None, None]) % n).reshape(n * B, L)   # row s*B+i: x_i + s
     OV = R.mT                                                               # (H, n, n_out) key-major
-    score = M[:, t[:, :, None], t[:, None, :]]                                # (H, pB, L, L)
+    # M[:, t_i, t_j] as index_select on flat (query, key) cells: the same values, and its backward
+    # (index_add_) sums the same terms in the same order as advanced indexing's, 8x faster
+    cell = (t[:, :, None] * n + t[:, None, :]).reshape(-1)
+    score = M.reshape(M.shape[0], n * n).index_select(1, cell).view(-1, n * B, L, L)   # (H, pB, L, L)
     e = (score - score.amax(-1, keepdim=True).detach()).exp()               # softmax (faster
     att = e / e.sum(-1, keepdim=True)                                       # than .softmax for small L)
     onehot = F.one_hot(t, n).to(att.dtype)                                   # (pB, L, n)
@@ -368,7 +373,7 @@ class OrbitTask(Task):
         super().__init__(cfg)
         n = cfg.p
         self.model = AttentionLayer(n, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.residual, cfg.init_scale)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
         self.train_idx, self.heldout_idx = make_split(n, cfg.train_frac, cfg.split, cfg.seed)
         self.gather = orbit_gather_index(n, M_SHIFT)
         g = self.gather.view(n, n * n, n)[:, :, 0] // n                       # cell index of (a, orbit)

@@ -178,9 +178,16 @@ def heads(k: int) -> str:
     return f"{k} head" if k == 1 else f"{k} heads"
 
 
-def format_error(x: float) -> str:
-    """A relative error in words: 1.23% or, below 0.01%, 1.2e-07."""
-    return f"{x:.2%}" if x >= 1e-4 else f"{x:.1e}"
+def format_error(x: float, tol: float = TOL) -> str:
+    """A relative error in words: 1.23% or, below 0.01%, 1.2e-07. An error that two decimals
+    would print as the tolerance itself gets the digits that tell on which side it lies
+    (1.996%, 2.003%)."""
+    if x < 1e-4:
+        return f"{x:.1e}"
+    digits = 2
+    while digits < 5 and x != tol and f"{x:.{digits}%}" == f"{tol:.{digits}%}":
+        digits += 1
+    return f"{x:.{digits}%}"
 
 
 def _units_text(units: list[list[int]]) -> str:

@@ -22,8 +22,12 @@
   let panels = [];
 
   const fmtEpoch = (e) => Math.round(e).toLocaleString("en-US");
-  const pct = (x) => (x >= 1e-4 ? (100 * x).toFixed(2) + "%"            // as check.format_error: 0.10%, 8.6e-08
-                                 : x.toExponential(1).replace(/e([+-])(\d)$/, "e$10$2"));
+  const pct = (x) => {                        // as check.format_error: 0.10%, 8.6e-08, 1.996% (not 2.00%)
+    if (x < 1e-4) return x.toExponential(1).replace(/e([+-])(\d)$/, "e$10$2");
+    let digits = 2;
+    while (digits < 5 && x !== META.tol && (100 * x).toFixed(digits) === (100 * META.tol).toFixed(digits)) digits++;
+    return (100 * x).toFixed(digits) + "%";
+  };
   const fmtNum = (x) => (x === 0 ? "0" : Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 1 ? x.toPrecision(3)
                         : x.toPrecision(2));
 
@@ -802,6 +806,7 @@
 
   // hooks for tests and the curious: where each dot is drawn, in data and in page pixels
   window.headmovies = {
+    formatError: pct,
     get snapshot() { return view.t; },
     get epochs() { return S.epochs.slice(); },
     panels: () => panels.map((p) => ({ circuit: p.spec.circuit, u: p.spec.u, v: p.spec.v, custom: p.custom })),
