@@ -120,6 +120,18 @@ def test_reuse_sets_a_run_of_another_config_aside_and_never_replaces_a_foreign_f
         assert checkpoint_path(aside).exists() and (k > 1 or aside.read_bytes() == first)
         with runfile.open_for_reading(out) as f:
             assert runfile.read_config(f)["lr"] == float(lr) and runfile.is_complete(f)
+    capsys.readouterr()
+    stopped = tmp_path / "stopped.h5"              # incomplete, and its checkpoint is gone: cannot resume
+    assert pipeline_main(["train", "orbits", "--out", str(stopped), "--no-progress", "--stop-at", "20"] + sets) == 0
+    checkpoint_path(stopped).unlink()
+    partial = stopped.read_bytes()
+    assert pipeline_main(["train", "orbits", "--out", str(stopped), "--no-progress", "--reuse"] + sets) == 0
+    aside = tmp_path / "stopped.previous.h5"
+    assert (f"{stopped} held an incomplete run of this config without its checkpoint stopped.h5.ckpt, so it "
+            f"cannot resume: moved to {aside}; training anew") in capsys.readouterr().out
+    assert aside.read_bytes() == partial
+    with runfile.open_for_reading(stopped) as f:
+        assert runfile.is_complete(f)
     foreign = tmp_path / "notes.h5"
     foreign.write_bytes(b"precious")
     assert pipeline_main(["train", "orbits", "--out", str(foreign), "--no-progress", "--reuse"] + sets) == 2

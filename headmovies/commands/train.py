@@ -31,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing run file")
     p.add_argument("--reuse", action="store_true",
                    help="keep a complete run file with the same config, resume an incomplete one, "
-                        "else train anew, moving a run of another config to NAME.previous.h5 first "
+                        "else train anew, moving a run of another config (or an incomplete one without its checkpoint) "
+                        "to NAME.previous.h5 first "
                         "(what `make movie` uses)")
     p.add_argument("--stop-at", type=int, metavar="EPOCH",
                    help="train the config's schedule only through this snapshot epoch, then stop with a "

@@ -122,10 +122,10 @@ def _config_change(old: dict, new: dict) -> str:
 
 def _set_aside(path: Path, cfg: TrainConfig) -> str | None:
     """Called by `train(keep_other=True)` under `path`'s lock, before training anew over it: a
-    run file of another config is moved, with its checkpoint, to the first free
-    `<stem>.previous[-k].h5` beside it (never over an existing file), so a change of config or
-    of the package's defaults never destroys a run. Returns the line saying so, or None when
-    `path` is missing or holds this config. UserError, with nothing moved, when `path` is not a
+    run file of another config, or an incomplete one of this config that lost its checkpoint, is
+    moved (with any checkpoint) to the first free `<stem>.previous[-k].h5` beside it (never over
+    an existing file), so a change of config or of the package's defaults never destroys a run.
+    Returns the line saying so, or None when `path` is missing or holds this config's run. UserError, with nothing moved, when `path` is not a
     readable run file or cannot be moved."""
     if not path.exists():
         return None
@@ -136,9 +136,13 @@ def _set_aside(path: Path, cfg: TrainConfig) -> str | None:
         raise UserError(f"{path} exists and is not a readable run file: move it away, or pass --force instead of "
                         "--reuse to replace it") from None
     new = config_dict(cfg)
-    if old == new:
-        return None
     ckpt = checkpoint_path(path)
+    if old != new:
+        what = f"a run of another config ({_config_change(old, new)})"
+    elif run_status(path) != "complete" and not ckpt.exists():
+        what = f"an incomplete run of this config without its checkpoint {ckpt.name}, so it cannot resume"
+    else:
+        return None
     k = 1
     while True:
         aside = path.with_name(f"{path.stem}.previous{'' if k == 1 else f'-{k}'}{path.suffix}")
@@ -159,7 +163,7 @@ def _set_aside(path: Path, cfg: TrainConfig) -> str | None:
             os.unlink(dst)
         raise UserError(f"cannot move {path} (a run of another config) aside to {aside}: "
                         f"{exc.strerror or exc}; move it yourself, or pass --force to replace it") from None
-    return f"{path} held a run of another config ({_config_change(old, new)}): moved to {aside}; training anew"
+    return f"{path} held {what}: moved to {aside}; training anew"
 
 
 def reuse_plan(path: str | os.PathLike, cfg: TrainConfig) -> str:
