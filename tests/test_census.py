@@ -162,6 +162,20 @@ def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path,
         assert all(o["worst"] > 0 for o in orbits)
 
 
+def test_a_grid_sweep_folder_is_refused_not_merged_into_one_recipe(tmp_path, capsys):
+    folder = _sweep(tmp_path / "grid", {0: dict(orbit_sizes=(12, 4)), 1: dict(orbit_sizes=(12, 4))})
+    rows = [json.loads(line) for line in (folder / "sweep.jsonl").read_text().splitlines()]
+    for r, w in zip(rows, (1.0, 10.0, 1.0)):
+        r["grid"] = {"eq_weight": w}
+    (folder / "sweep.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    assert cli_main(["orbits", "census", str(folder), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {folder} is a grid sweep (eq_weight vary), and the census names one recipe per folder: "
+                   "sweep each grid point into its own folder (with --set eq_weight=VALUE)\n")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("args, message", [
     ([], "error: give sweep folders, or --rows FILE.jsonl"),
     (["{tmp}/nowhere"], "error: sweep folder {tmp}/nowhere does not exist"),

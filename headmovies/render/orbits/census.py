@@ -112,7 +112,8 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
 def read_sweep(folder: Path) -> tuple[list[dict], dict]:
     """(latest rows of folder/sweep.jsonl that finished or stopped at --stop-at, settings of
     folder/sweep.json).
-    UserError when the folder is not a sweep of the orbit experiment."""
+    UserError when the folder is not a sweep of the orbit experiment, or is a grid sweep (its
+    runs differ in more than the seed, and a folder is one recipe)."""
     jsonl, meta = folder / "sweep.jsonl", folder / "sweep.json"
     if not meta.is_file():
         raise UserError(f"{folder} is not a sweep folder (no sweep.json): make one with "
@@ -126,6 +127,10 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
     if info.get("experiment") != "orbits":
         raise UserError(f"{folder} is a sweep of {info.get('experiment')!r}; the census needs the orbits experiment")
     rows = latest(read_sweep_rows(jsonl))
+    varied = sorted({k for r in rows for k in (r.get("grid") or {})})
+    if varied:
+        raise UserError(f"{folder} is a grid sweep ({', '.join(varied)} vary), and the census names one recipe per "
+                        f"folder: sweep each grid point into its own folder (with --set {varied[0]}=VALUE)")
     return [r for r in rows if r["status"] in ("done", "stopped") and "file" in r], info.get("settings", {})
 
 
