@@ -107,6 +107,9 @@ def main() -> None:
     for _ in range(3):  # warm up
         ours.step(phase1)
         ref.step()
+        ours.step(phase2)
+        seq_ours()
+        seq_ref()
     t_ours, t_ref, t_two, t_seq, t_seq_ref = [], [], [], [], []
     for _ in range(args.rounds):
         t_ours.append(seconds_per_call(lambda: ours.step(phase1), args.epochs))

@@ -171,9 +171,13 @@ def test_a_grid_sweep_folder_is_refused_not_merged_into_one_recipe(tmp_path, cap
     out = tmp_path / "out"
     assert cli_main(["orbits", "census", str(folder), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err == (f"error: {folder} is a grid sweep (eq_weight vary), and the census names one recipe per folder: "
+    assert err == (f"error: {folder} is a grid sweep (eq_weight varies), and the census names one recipe per folder: "
                    "sweep each grid point into its own folder (with --set eq_weight=VALUE)\n")
     assert not out.exists()
+    for r in rows:                       # a one-value grid is one recipe
+        r["grid"] = {"eq_weight": 10.0}
+    (folder / "sweep.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert cli_main(["orbits", "census", str(folder), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
 
 
 @pytest.mark.parametrize("args, message", [

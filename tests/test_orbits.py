@@ -230,7 +230,9 @@ def test_uniform_attention_heads_merge_into_invariant_head():
 def test_format_error_never_prints_the_tolerance_for_another_value():
     assert [format_error(x) for x in (0.0197, 0.0006, 3e-7, 0.02)] == ["1.97%", "0.06%", "3.0e-07", "2.00%"]
     assert format_error(0.01996) == "1.996%" and format_error(0.02003) == "2.003%"   # not "2.00%"
-    assert format_error(0.0199996) == "1.99996%" and format_error(0.04996, tol=0.05) == "4.996%" and format_error(0.01996, tol=0.05) == "2.00%"
+    assert format_error(0.0199996) == "1.99996%"
+    assert format_error(0.04996, tol=0.05) == "4.996%" and format_error(0.01996, tol=0.05) == "2.00%"
+    assert format_error(0.0199999999) == "<2.00000%" and format_error(0.020000001) == ">2.00000%"
 
 
 def test_report_json_and_text():

@@ -161,7 +161,7 @@ def _set_aside(path: Path, cfg: TrainConfig) -> str | None:
             if not os.path.lexists(src):
                 os.link(dst, src, follow_symlinks=False)
             os.unlink(dst)
-        raise UserError(f"cannot move {path} (a run of another config) aside to {aside}: "
+        raise UserError(f"cannot move {path} ({what}) aside to {aside}: "
                         f"{exc.strerror or exc}; move it yourself, or pass --force to replace it") from None
     return f"{path} held {what}: moved to {aside}; training anew"
 

@@ -127,10 +127,15 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
     if info.get("experiment") != "orbits":
         raise UserError(f"{folder} is a sweep of {info.get('experiment')!r}; the census needs the orbits experiment")
     rows = latest(read_sweep_rows(jsonl))
-    varied = sorted({k for r in rows for k in (r.get("grid") or {})})
+    values: dict[str, set] = {}
+    for r in rows:
+        for k, v in (r.get("grid") or {}).items():
+            values.setdefault(k, set()).add(json.dumps(v))
+    varied = sorted(k for k, vs in values.items() if len(vs) > 1)
     if varied:
-        raise UserError(f"{folder} is a grid sweep ({', '.join(varied)} vary), and the census names one recipe per "
-                        f"folder: sweep each grid point into its own folder (with --set {varied[0]}=VALUE)")
+        raise UserError(f"{folder} is a grid sweep ({', '.join(varied)} {'varies' if len(varied) == 1 else 'vary'}), "
+                        "and the census names one recipe per folder: sweep each grid point into its own folder "
+                        f"(with {' '.join(f'--set {k}=VALUE' for k in varied)})")
     return [r for r in rows if r["status"] in ("done", "stopped") and "file" in r], info.get("settings", {})
 
 

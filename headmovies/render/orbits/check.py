@@ -157,7 +157,7 @@ class OrbitReport:
         for i, o in enumerate(self.orbits, 1):
             extra = f" ({len(o.heads)} heads after merging)" if len(o.heads) != o.size else ""
             lines.append(f"  orbit {i}: size {o.size}{extra}, stabiliser {{{', '.join(map(str, o.stabiliser))}}}, "
-                         f"worst error {format_error(o.worst_error)}: heads in shift order {_units_text(o.units)}")
+                         f"worst error {format_error(o.worst_error, self.tol)}: heads in shift order {_units_text(o.units)}")
         if self.merged:
             lines.append(f"  merged (same centred QK, OV summed): {_units_text(self.merged)}")
         lines.append(f"  dead (OV norm < {self.dead_tol:.0%} of the largest): "
@@ -181,13 +181,16 @@ def heads(k: int) -> str:
 def format_error(x: float, tol: float = TOL) -> str:
     """A relative error in words: 1.23% or, below 0.01%, 1.2e-07. An error that two decimals
     would print as the tolerance itself gets the digits that tell on which side it lies
-    (1.996%, 2.003%)."""
+    (1.996%, 2.003%), and one closer than five decimals a sign (<2.00000%, >2.00000%)."""
     if x < 1e-4:
         return f"{x:.1e}"
     digits = 2
     while digits < 5 and x != tol and f"{x:.{digits}%}" == f"{tol:.{digits}%}":
         digits += 1
-    return f"{x:.{digits}%}"
+    text = f"{x:.{digits}%}"
+    if x != tol and text == f"{tol:.{digits}%}":
+        text = ("<" if x < tol else ">") + text
+    return text
 
 
 def _units_text(units: list[list[int]]) -> str:

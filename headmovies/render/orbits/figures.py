@@ -154,7 +154,7 @@ def orbit_check_figure(report: OrbitReport, title: str = "") -> Figure:
     cb.set_label(f"relative error of the best match (blue: within the {report.tol:.0%} tolerance)")
     handles = [Line2D([], [], ls="", marker="s", ms=8, color=orbit_colour(i),
                       label=f"orbit {i + 1}: size {o.size}, stabiliser order {len(o.stabiliser)}, "
-                            f"worst {format_error(o.worst_error)}")
+                            f"worst {format_error(o.worst_error, report.tol)}")
                for i, o in enumerate(report.orbits)]
     if report.unassigned:
         handles.append(Line2D([], [], ls="", marker="s", ms=8, color=OTHER_COLOUR,

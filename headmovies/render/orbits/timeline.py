@@ -57,7 +57,7 @@ def orbit_events(run: Run, history: OrbitHistory, tracks: list[Track]) -> list[E
     for tr in tracks:
         events.append(Event(tr.since, f"{tr.name()} verified",
                             f"epoch {tr.since:,}: heads {tr.head_list()} form a verified {tr.name()} "
-                            f"(worst error {format_error(tr.error_at_since)})",
+                            f"(worst error {format_error(tr.error_at_since, history.tol)})",
                             colour=tr.colour, phase=False))
     return sorted(events, key=lambda e: e.epoch)
 

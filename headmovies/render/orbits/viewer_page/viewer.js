@@ -25,8 +25,9 @@
   const pct = (x) => {                        // as check.format_error: 0.10%, 8.6e-08, 1.996% (not 2.00%)
     if (x < 1e-4) return x.toExponential(1).replace(/e([+-])(\d)$/, "e$10$2");
     let digits = 2;
-    while (digits < 5 && x !== META.tol && (100 * x).toFixed(digits) === (100 * META.tol).toFixed(digits)) digits++;
-    return (100 * x).toFixed(digits) + "%";
+    const same = (d) => (100 * x).toFixed(d) === (100 * META.tol).toFixed(d);
+    while (digits < 5 && x !== META.tol && same(digits)) digits++;
+    return (x !== META.tol && same(digits) ? (x < META.tol ? "<" : ">") : "") + (100 * x).toFixed(digits) + "%";
   };
   const fmtNum = (x) => (x === 0 ? "0" : Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 1 ? x.toPrecision(3)
                         : x.toPrecision(2));
