@@ -92,7 +92,8 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     assert first["phase2_start"] == 600 and first["epochs"] == 1000 and first["train_acc"] == 1.0
     md = (out / "census.md").read_text()
     assert [r["outcome_bias_gauge"] for r in rows] == ["12+4", "4+2", "12+4", "none"]   # exact: both gauges agree
-    assert "| exact | 2 | 12+4 ×1, 4+2 ×1 | 2 (100 %) | 2 (100 %) | 12+4 ×1, 4+2 ×1 | 2 (100 %) |" in md
+    assert ("| exact | 2 | 12+4 ×1, 4+2 ×1 | 2 (100 %; 34–100 %) | 2 (100 %; 34–100 %) | 12+4 ×1, 4+2 ×1 "
+            "| 2 (100 %; 34–100 %) |") in md
     assert "| exact | other | 2 | 1 (50 %) | 1: 4+2 vs none |" in md
     assert (out / "census.png").stat().st_size > 10_000
 
@@ -152,7 +153,8 @@ def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path,
     assert (row["outcome"], row["outcome_bias_gauge"]) == ("12", "12+4")
     square = row["orbits_bias_gauge"][1]
     assert square["heads"] == [12, 13, 14, 15] and 4 * square["omega"] % 24 == 0 and square["worst"] < 1e-3
-    assert "| biased | 1 | 12 ×1 | 1 (100 %) | 1 (100 %) | 12+4 ×1 | 1 (100 %) |" in (out / "census.md").read_text()
+    assert ("| biased | 1 | 12 ×1 | 1 (100 %; 21–100 %) | 1 (100 %; 21–100 %) | 12+4 ×1 | 1 (100 %; 21–100 %) |"
+            in (out / "census.md").read_text())
     # the row's worst errors are the orbit check's, digit for digit (6 significant digits, not rounded twice)
     for gauge, orbits in (("spec", row["orbits"]), ("bias", row["orbits_bias_gauge"])):
         capsys.readouterr()
@@ -160,6 +162,16 @@ def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path,
         checked = json.loads(capsys.readouterr().out)["orbits"]
         assert [o["worst"] for o in orbits] == [o["worst_error"] for o in checked if o["size"] >= 2]
         assert all(o["worst"] > 0 for o in orbits)
+
+
+def test_wilson_interval_known_values():
+    """Closed forms: at k = 0 the upper end is z^2/(n + z^2); 4 of 66 seeds (the seed objective's
+    orbit count at 66 seeds) gives 2.4-14.6 %, by hand from Wilson's formula."""
+    lo, hi = C.wilson_interval(0, 8)
+    assert lo == 0 and hi == pytest.approx(1.96 ** 2 / (8 + 1.96 ** 2))
+    lo, hi = C.wilson_interval(4, 66)
+    assert (lo, hi) == (pytest.approx(0.02382, abs=5e-5), pytest.approx(0.14572, abs=5e-5))
+    assert C.wilson_interval(8, 8) == (pytest.approx(1 - 1.96 ** 2 / (8 + 1.96 ** 2)), 1.0)
 
 
 def test_a_grid_sweep_folder_is_refused_not_merged_into_one_recipe(tmp_path, capsys):

@@ -215,6 +215,26 @@ def _pct(k: int, total: int) -> str:
     return f"{k} ({100 * k / total:.0f} %)" if total else "0"
 
 
+def wilson_interval(k: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval (z = 1.96) for a share k / total of seeds: (low, high), as
+    fractions. Unlike k/total +- z*SE it stays inside [0, 1] and is not empty at k = 0 or
+    k = total, where small censuses live. Source: E. B. Wilson, JASA 22 (1927) 209-212."""
+    if total <= 0:
+        raise ValueError("total must be positive")
+    p, z2 = k / total, z * z
+    centre = (p + z2 / (2 * total)) / (1 + z2 / total)
+    half = z * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total)) / (1 + z2 / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _rate(k: int, total: int) -> str:
+    """k (share %; its 95 % Wilson interval)."""
+    if not total:
+        return "0"
+    lo, hi = wilson_interval(k, total)
+    return f"{k} ({100 * k / total:.0f} %; {100 * lo:.0f}–{100 * hi:.0f} %)"
+
+
 def _spread(values: list, fmt: str) -> str:
     v = [x for x in values if x is not None]
     if not v:
@@ -235,8 +255,8 @@ def outcome_table(rows: list[dict]) -> str:
         bias = Counter(r["outcome_bias_gauge"] for r in rs).most_common()
         bias_any = sum(r["outcome_bias_gauge"] != "none" for r in rs)
         out.append(f"| {recipe} | {len(rs)} | " + ", ".join(f"{o} ×{k}" for o, k in counts)
-                   + f" | {_pct(len(any_orbit), len(rs))} | {_pct(len(full), len(rs))}"
-                   + " | " + ", ".join(f"{o} ×{k}" for o, k in bias) + f" | {_pct(bias_any, len(rs))}"
+                   + f" | {_rate(len(any_orbit), len(rs))} | {_rate(len(full), len(rs))}"
+                   + " | " + ", ".join(f"{o} ×{k}" for o, k in bias) + f" | {_rate(bias_any, len(rs))}"
                    f" | {_spread([100 * r['train_acc'] for r in rs if r['train_acc'] is not None], '.1f')} %"
                    f" | {_spread([100 * r['heldout_acc'] for r in rs if r['heldout_acc'] is not None], '.1f')} %"
                    f" | {_spread([r['eq_error_pooled'] for r in rs], '.1e')}"
@@ -382,7 +402,8 @@ def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
              "Made by `headmovies orbits census` from the sweeps below (one row per run in `census.jsonl`). "
              "Outcome: sizes of the verified orbits (2 % tolerance, default gauge) of the last snapshot; "
              "bias gauge: the same check with each head's key-independent OV part set aside (`--gauge bias`); "
-             "ω (r): the orbit's frequency. Values: median [min, max] over seeds.", "",
+             "ω (r): the orbit's frequency. Values: median [min, max] over seeds. Shares of seeds come with "
+             "their 95 % Wilson score interval (how far the share over all seeds may lie from this sample's).", "",
              "## Recipes", ""]
     for recipe, s in settings.items():
         parts.append(f"- **{recipe}**: " + ("settings unknown (no census.settings.json beside the rows)" if s is None
@@ -448,10 +469,16 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
                            str(sum(r[key] == o for r in groups[k])), ha="center", va="center", fontsize=size,
                            bbox=dict(facecolor="white", edgecolor="none", pad=0.6, alpha=0.85) if hatch else None)
             left += share
+        for yk, k in zip(y + dy + height / 2, names):   # on the bar's top edge, clear of the counts
+            n_any = sum(r[key] != "none" for r in groups[k])
+            lo, hi = wilson_interval(n_any, len(groups[k]))
+            a.errorbar([1 - n_any / len(groups[k])], [yk], xerr=[[hi - n_any / len(groups[k])],
+                       [n_any / len(groups[k]) - lo]], color="black", lw=1.2, capsize=2.5, zorder=4)
     a.set_yticks(y, [f"{k}\n({len(groups[k])} seeds)" for k in names], fontsize=8)
     a.set_xlim(0, 1)
     a.set_xlabel("fraction of seeds (numbers: seeds)")
-    a.set_title("verified orbit structure at the last snapshot\n(lower, hatched bars: the same check in the bias gauge)",
+    a.set_title("verified orbit structure at the last snapshot\n(lower, hatched bars: the same check in the bias gauge;"
+                "\nwhiskers: 95 % interval of the share of seeds with any orbit)",
                 fontsize=10, pad=36)
     a.legend(title="orbit sizes", fontsize=8, title_fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0),
              ncol=min(len(outcomes), 8), frameon=False, columnspacing=1.0, handlelength=1.6)
