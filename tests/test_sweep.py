@@ -471,9 +471,10 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     assert cli_main(["orbits", "census", str(out), "--out", str(tmp_path / "census"), "--no-progress"]) == 0
     md = (tmp_path / "census" / "census.md").read_text()
     assert "- **screen**: 2 runs stopped at epoch 120;" in md and not (tmp_path / "census" / "census.png").exists()
-    # continue seed 0 only
-    cont = S.sweep("orbits", out, seeds=[0], sets=sets, workers=1, progress=False)
-    assert cont.done == 1
+    # continue seed 0 only, with the command census.md gives
+    line = next(ln.strip() for ln in md.splitlines() if ln.strip().startswith("headmovies sweep orbits --out"))
+    args = line.replace("PATH/TO/screen", str(out)).replace("SEEDS", "0").split()[1:]
+    assert cli_main(args + ["--workers", "1", "--no-progress"]) == 0
     assert len(S.read_rows(out / S.ROWS_FILE)) == 3
     last = S.read_rows(out / S.ROWS_FILE)[-1]
     assert (last["run"], last["status"], last["action"], last["summary"]["epoch"]) == ("seed0", "done", "resume", 200)

@@ -127,7 +127,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m headmovies.train.search", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2")
-    ap.add_argument("--seeds", help="seeds: '0,3,5' or a range '0-9' (default: the experiment's, 3)")
+    ap.add_argument("--seeds", help="seeds: '0,3,5' or a range '0-9' (default: the experiment's, 24)")
     ap.add_argument("--epochs", type=int, default=4000)
     ap.add_argument("--every", type=int, default=1000, help="evaluate every this many epochs")
     ap.add_argument("--tol", type=float, default=0.02, help="orbit tolerance (seed: 0.02)")

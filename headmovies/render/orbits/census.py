@@ -397,7 +397,7 @@ def screened_table(rows: list[dict]) -> str:
 
 def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
     screened = screened_table(rows)
-    rows = finished(rows)
+    rows_all, rows = rows, finished(rows)
     parts = ["# Orbit census", "",
              "Made by `headmovies orbits census` from the sweeps below (one row per run in `census.jsonl`). "
              "Outcome: sizes of the verified orbits (2 % tolerance, default gauge) of the last snapshot; "
@@ -425,8 +425,12 @@ def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
                   "seeds per size", "", largest_groups(rows), ""]
     if screened:
         parts += ["## Screened runs (stopped early), candidates for the full schedule", "",
-                  "Continue a candidate with `headmovies sweep orbits --out SWEEP_DIR --seeds SEEDS` "
-                  "(the same settings, without --stop-at).", "", screened, ""]
+                  "Continue candidates with the sweep's own command without --stop-at (its settings as "
+                  "recorded; a sweep refuses others):", ""]
+        for recipe in sorted({r["recipe"] for r in rows_all if r.get("stopped")}):
+            sets = "".join(f" --set {k}={v}" for k, v in (settings.get(recipe) or {}).items())
+            parts += [f"    headmovies sweep orbits --out PATH/TO/{recipe} --seeds SEEDS{sets}", ""]
+        parts += [screened, ""]
     return "\n".join(parts)
 
 
