@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets  # noqa: E402
-from headmovies.train.orbits import OrbitConfig, OrbitTask, seq_eq_loss  # noqa: E402
+from headmovies.train.orbits import OrbitConfig, OrbitTask, seq_eq_loss, seq_eq_loss_indexed  # noqa: E402
 from headmovies.train.writer import RunWriter  # noqa: E402
 
 
@@ -64,21 +64,6 @@ class ReferenceTrainer:
         self.opt.step()
 
 
-def seq_term_with_advanced_indexing(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """`seq_eq_loss` (no residual) with its QK gather as M[:, t_i, t_j]."""
-    n, B, L = M.shape[-1], x.shape[0], x.shape[1]
-    t = ((x[None] + torch.arange(n)[:, None, None]) % n).reshape(n * B, L)
-    score = M[:, t[:, :, None], t[:, None, :]]
-    e = (score - score.amax(-1, keepdim=True).detach()).exp()
-    att = e / e.sum(-1, keepdim=True)
-    on_token = torch.einsum("hnij,njb->nihb", att, F.one_hot(t, n).to(att.dtype))
-    logits = (on_token.reshape(n * B * L, -1) @ R.mT.reshape(-1, n)).view(n * B, L, -1)
-    logp = logits.log_softmax(-1).view(n, B, L, n)
-    k = (torch.arange(n)[None, :] + M_SHIFT * torch.arange(n)[:, None]) % n
-    d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
-    return 2 / (n - 1) * (d - d.mean(0)).pow(2).sum((0, 2, 3)).mean() * 3 / L
-
-
 def seconds_per_call(fn, n: int) -> float:
     t0 = time.perf_counter()
     for _ in range(n):
@@ -103,7 +88,7 @@ def main() -> None:
     M, R = (c.detach().requires_grad_() for c in ours.model.circuits())
     x = torch.randint(0, cfg.p, (cfg.eq_seq_batch, 6), generator=torch.Generator().manual_seed(0))
     seq_ours = lambda: seq_eq_loss(M, R, x).backward()
-    seq_ref = lambda: seq_term_with_advanced_indexing(M, R, x).backward()
+    seq_ref = lambda: seq_eq_loss_indexed(M, R, x).backward()
     for _ in range(3):  # warm up
         ours.step(phase1)
         ref.step()

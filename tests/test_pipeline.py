@@ -306,30 +306,17 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
     with advanced indexing; the runs reproduce only if both give the same gradients to the bit.
     Here with the default run's shapes (p = 24, 32 heads, 16 sequences of length 6: each QK cell
     collects about 24 terms, so a different summation order would show)."""
-    import torch.nn.functional as F
     from headmovies.tasks.orbits import M_SHIFT
-    from headmovies.train.orbits import seq_eq_loss
+    from headmovies.train.orbits import seq_eq_loss, seq_eq_loss_indexed
     n, H, B, L = 24, 32, 16, 6
     g = torch.Generator().manual_seed(0)
     M0, R0 = torch.randn(H, n, n, generator=g), torch.randn(H, n, n, generator=g)
     x = torch.randint(0, n, (B, L), generator=g)
 
-    def reference(M, R):   # seq_eq_loss with M[:, t_i, t_j], as the census code has it
-        t = ((x[None] + torch.arange(n)[:, None, None]) % n).reshape(n * B, L)
-        score = M[:, t[:, :, None], t[:, None, :]]
-        e = (score - score.amax(-1, keepdim=True).detach()).exp()
-        att = e / e.sum(-1, keepdim=True)
-        on_token = torch.einsum("hnij,njb->nihb", att, F.one_hot(t, n).to(att.dtype))
-        logits = (on_token.reshape(n * B * L, -1) @ R.mT.reshape(-1, n)).view(n * B, L, -1)
-        logp = logits.log_softmax(-1).view(n, B, L, n)
-        k = (torch.arange(n)[None, :] + M_SHIFT * torch.arange(n)[:, None]) % n
-        d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
-        return 2 / (n - 1) * (d - d.mean(0)).pow(2).sum((0, 2, 3)).mean() * 3 / L
-
     grads = []
-    for f in (seq_eq_loss, reference):
+    for f in (seq_eq_loss, seq_eq_loss_indexed):   # M[:, t_i, t_j] as the census code has it
         M, R = M0.clone().requires_grad_(), R0.clone().requires_grad_()
-        loss = f(M, R, x) if f is seq_eq_loss else f(M, R)
+        loss = f(M, R, x)
         loss.backward()
         grads.append((loss.detach(), M.grad, R.grad))
     assert all(torch.equal(a, b) for a, b in zip(*grads))

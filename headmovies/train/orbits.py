@@ -363,6 +363,23 @@ def seq_eq_loss(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor,
     return 2 / (n - 1) * spread.mean() * 3 / L
 
 
+def seq_eq_loss_indexed(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """`seq_eq_loss` (no residual) with its QK gather written as advanced indexing M[:, t_i, t_j],
+    the form the census's first runs were trained with: the reference that tests and
+    bench/train_speed.py hold `seq_eq_loss` to (the same loss and gradients, bit for bit)."""
+    n, B, L = M.shape[-1], x.shape[0], x.shape[1]
+    t = ((x[None] + torch.arange(n)[:, None, None]) % n).reshape(n * B, L)
+    score = M[:, t[:, :, None], t[:, None, :]]
+    e = (score - score.amax(-1, keepdim=True).detach()).exp()
+    att = e / e.sum(-1, keepdim=True)
+    on_token = torch.einsum("hnij,njb->nihb", att, F.one_hot(t, n).to(att.dtype))
+    logits = (on_token.reshape(n * B * L, -1) @ R.mT.reshape(-1, n)).view(n * B, L, -1)
+    logp = logits.log_softmax(-1).view(n, B, L, n)
+    k = (torch.arange(n)[None, :] + M_SHIFT * torch.arange(n)[:, None]) % n
+    d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
+    return 2 / (n - 1) * (d - d.mean(0)).pow(2).sum((0, 2, 3)).mean() * 3 / L
+
+
 @register
 class OrbitTask(Task):
     name = "orbits"
