@@ -32,6 +32,9 @@ class Task:
     name: str = ""
     description: str = ""
     Config: type[TrainConfig] = TrainConfig
+    # May `step` compute independent loss terms at once in a second thread? Set by the loop
+    # (`train --overlap`); a task that can must give the same bits either way.
+    overlap: bool = False
 
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg

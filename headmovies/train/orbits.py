@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -380,6 +381,35 @@ def seq_eq_loss_indexed(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> to
     return 2 / (n - 1) * (d - d.mean(0)).pow(2).sum((0, 2, 3)).mean() * 3 / L
 
 
+_GRID_POOL: ThreadPoolExecutor | None = None
+
+
+def _grid_pool() -> ThreadPoolExecutor:
+    """The one thread that computes grid terms under `Task.overlap`, at this process's torch threads."""
+    global _GRID_POOL
+    if _GRID_POOL is None:
+        _GRID_POOL = ThreadPoolExecutor(1, thread_name_prefix="grid-term", initializer=torch.set_num_threads,
+                                        initargs=(torch.get_num_threads(),))
+    return _GRID_POOL
+
+
+class _Precomputed(torch.autograd.Function):
+    """A loss term on the circuits (M, R) whose gradients another thread computes: forward
+    returns 0 (a step never reads its loss's value), backward waits for the future's (dM, dR)."""
+
+    @staticmethod
+    def forward(ctx, M: torch.Tensor, R: torch.Tensor, future: Future) -> torch.Tensor:
+        ctx.future = future
+        return M.new_zeros(())
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        dM, dR = ctx.future.result()
+        if not bool(grad == 1):          # a step's loss is a plain sum: grad is exactly 1
+            dM, dR = grad * dM, grad * dR
+        return dM, dR, None
+
+
 @register
 class OrbitTask(Task):
     name = "orbits"
@@ -402,6 +432,7 @@ class OrbitTask(Task):
         b, c = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
         self.target = torch.from_numpy((b + c) % n).expand(n, n, n)           # target of cell (a,b,c)
         self.seq_lens = (seq_lengths(cfg.eq_seq_lens), seq_lengths(cfg.refine_seq_lens))  # per phase
+        self.overlapped_steps = 0         # steps whose grid term ran in the second thread (`Task.overlap`)
 
     FORK_KEYS = ("epochs", "refine_lr", "refine_weight_decay", "refine_eq_weight", "refine_ramp",
                  "refine_seq_lens", "refine_prune", "refine_ov_bias_weight")
@@ -482,8 +513,16 @@ class OrbitTask(Task):
             self.prune_heads(self.cfg.refine_prune)
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = lr, weight_decay
-        _, _, ce, eq = self._losses(self.model.grid_logits(), with_eq=lam > 0)
-        loss = ce + lam * eq
+        if self.overlap and lam > 0 and lengths and not self.model.residual:
+            # the grid term in a second thread while this one does the sequence term: its
+            # gradients w.r.t. (M, R) enter the graph where the grid term's would, so autograd
+            # adds the same terms in the same order (the same bits; tests/test_pipeline.py)
+            grid = _grid_pool().submit(self._grid_term_grads, lam)
+            loss = _Precomputed.apply(*self.model.circuits(), grid)
+            self.overlapped_steps += 1
+        else:
+            _, _, ce, eq = self._losses(self.model.grid_logits(), with_eq=lam > 0)
+            loss = ce + lam * eq
         if lam > 0:
             for L in lengths:
                 loss = loss + lam * self._seq_eq_loss(L)
@@ -492,6 +531,15 @@ class OrbitTask(Task):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+
+    def _grid_term_grads(self, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gradients of ce + lam * eq w.r.t. the circuits (M, R): `step`'s grid term, run alone."""
+        with torch.no_grad():
+            M, R = self.model.circuits()
+        M.requires_grad_(), R.requires_grad_()
+        with torch.enable_grad():
+            _, _, ce, eq = self._losses(GridAttention.apply(M, R))
+            return torch.autograd.grad(ce + lam * eq, (M, R))
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
