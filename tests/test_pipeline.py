@@ -343,10 +343,10 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
 def test_overlapped_step_trains_the_same_run_bit_for_bit():
     """`train --overlap` computes the grid term in a second thread beside the sequence terms; its
     gradients must enter autograd where the grid term's would, or runs (the default movie's, the
-    census's) would not reproduce. Default shapes, two sequence lengths, pruning and the OV-bias
-    penalty; compared after every step of both phases."""
+    census's) would not reproduce. Default shapes, sequence terms in both phases (two lengths in
+    the second), pruning and the OV-bias penalty; compared after every step of both phases."""
     from headmovies.train.orbits import OrbitConfig, OrbitTask
-    cfg = OrbitConfig(epochs=40, eq_start=0, eq_ramp=5, refine_start=20, refine_ramp=5,
+    cfg = OrbitConfig(epochs=40, eq_start=0, eq_ramp=5, refine_start=20, refine_ramp=5, eq_seq_lens="3",
                       refine_seq_lens="2,6", refine_prune=0.25, refine_ov_bias_weight=0.01)
     plain, overlapped = [OrbitTask(cfg) for _ in range(2)]
     overlapped.model.load_state_dict(plain.model.state_dict())
@@ -356,7 +356,9 @@ def test_overlapped_step_trains_the_same_run_bit_for_bit():
         plain.step(epoch)
         overlapped.step(epoch)
         assert all(torch.equal(a, b) for a, b in zip(plain.model.parameters(), overlapped.model.parameters())), epoch
-    assert overlapped.overlapped_steps == cfg.epochs - cfg.refine_start and plain.overlapped_steps == 0
+    with_seq_terms = [e for e in range(1, cfg.epochs + 1) if plain.schedule(e - 1)[2] > 0]   # lambda > 0
+    assert with_seq_terms[0] < cfg.refine_start          # some in the first phase
+    assert overlapped.overlapped_steps == len(with_seq_terms) and plain.overlapped_steps == 0
     assert all(not torch.equal(a, b) for a, b in zip(start, plain.model.parameters()))
 
 # --- run file -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ and *all* shifts costs one gather (see `eq_loss`).
 from __future__ import annotations
 
 import math
+import os
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -382,6 +383,8 @@ def seq_eq_loss_indexed(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> to
 
 
 _GRID_POOL: ThreadPoolExecutor | None = None
+# a forked child has the pool object but not its thread: make it start a new one
+os.register_at_fork(after_in_child=lambda: globals().__setitem__("_GRID_POOL", None))
 
 
 def _grid_pool() -> ThreadPoolExecutor:
@@ -514,7 +517,7 @@ class OrbitTask(Task):
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = lr, weight_decay
         if self.overlap and lam > 0 and lengths and not self.model.residual:
-            # the grid term in a second thread while this one does the sequence term: its
+            # the grid term in a second thread while this one does the sequence terms: its
             # gradients w.r.t. (M, R) enter the graph where the grid term's would, so autograd
             # adds the same terms in the same order (the same bits; tests/test_pipeline.py)
             grid = _grid_pool().submit(self._grid_term_grads, lam)
