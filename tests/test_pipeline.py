@@ -361,6 +361,21 @@ def test_overlapped_step_trains_the_same_run_bit_for_bit():
     assert overlapped.overlapped_steps == len(with_seq_terms) and plain.overlapped_steps == 0
     assert all(not torch.equal(a, b) for a, b in zip(start, plain.model.parameters()))
 
+
+def test_train_says_whether_overlap_took_effect(tmp_path, capsys):
+    """The closing line counts the overlapped epochs, so a user sees `--overlap` work (or not)."""
+    sets = sum((["--set", s] for s in TINY + ["epochs=40", "eq_start=0", "eq_ramp=5", "refine_start=20",
+                                              "refine_ramp=5", "refine_seq_lens=2"]), [])
+    for flag, expected in (("--overlap", "; 20 epochs overlapped their grid term\n"),   # the second phase's
+                           ("--no-overlap", "s\n")):
+        assert pipeline_main(["train", "orbits", "--out", str(tmp_path / f"run{flag}.h5"), "--no-progress", flag,
+                              *sets]) == 0
+        out = capsys.readouterr().out
+        assert out.endswith(expected) and ("overlapped" in out) == (flag == "--overlap"), out
+    assert pipeline_main(["train", "orbits", "--out", str(tmp_path / "r.h5"), "--no-progress", "--overlap",
+                          *sets, "--set", "residual=true"]) == 0
+    assert "; --overlap had no effect (no epoch of this run has terms to overlap)" in capsys.readouterr().out
+
 # --- run file -----------------------------------------------------------------------------------
 
 def test_run_file_round_trip(tmp_path):

@@ -98,5 +98,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"interrupted before the first snapshot: nothing was written to {out}", file=sys.stderr)
         return 130
     stopped = " (stopped at --stop-at; continue with --resume)" if result.epochs < cfg.epochs else ""
+    if result.overlapped_steps:
+        stopped += f"; {result.overlapped_steps:,} epochs overlapped their grid term"
+    elif args.overlap:
+        stopped += "; --overlap had no effect (no epoch of this run has terms to overlap)"
     print(f"{result.path}: {result.summary}, {result.epochs} epochs in {result.seconds:.1f} s{stopped}")
     return 0

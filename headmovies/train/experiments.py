@@ -35,6 +35,7 @@ class Task:
     # May `step` compute independent loss terms at once in a second thread? Set by the loop
     # (`train --overlap`); a task that can must give the same bits either way.
     overlap: bool = False
+    overlapped_steps: int = 0       # steps this process ran with overlapped terms (reported by `train`)
 
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg

@@ -46,6 +46,7 @@ class TrainResult:
     metrics: dict[str, float]
     summary: str
     seconds: float
+    overlapped_steps: int = 0        # steps of this call whose terms overlapped (`train --overlap`)
 
 
 def _versions() -> dict:
@@ -454,7 +455,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
     finally:
         writer.close()
     seconds = time.perf_counter() - t0
-    return TrainResult(out, last, metrics, task.summary(metrics), seconds)
+    return TrainResult(out, last, metrics, task.summary(metrics), seconds, task.overlapped_steps)
 
 
 def _exists_message(out: Path, ckpt_path: Path, experiment: str) -> str:
