@@ -20,7 +20,7 @@ from pathlib import Path
 # models ~30x (measured); sleeping threads cost little. Set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from headmovies import commands, disk, tasks  # noqa: E402
+from headmovies import __version__, commands, disk, tasks  # noqa: E402
 from headmovies.errors import UserError, forget_warnings  # noqa: E402
 
 
@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train tiny attention-only transformers into HDF5 run files, and render movies, figures "
                     "and reports of their heads' QK and OV circuits from those files alone.",
         epilog="Run `headmovies COMMAND --help` for a command's options. Docs: docs/ in the repository.")
+    parser.add_argument("--version", action="version", version=f"headmovies {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for mod in command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),

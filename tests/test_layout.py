@@ -5,6 +5,7 @@ import importlib
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,7 @@ def test_cli_lists_every_command():
     for name in ("train", "sweep", "orbits", "induction", "ov-coherent"):
         assert name in done.stdout
     assert headmovies.__doc__ and "tasks/" in headmovies.__doc__
+    done = subprocess.run([sys.executable, "-m", "headmovies", "--version"], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, f"headmovies {headmovies.__version__}\n")
+    pyproject = (Path(headmovies.__file__).parents[1] / "pyproject.toml").read_text()
+    assert 'version = {attr = "headmovies.__version__"}' in pyproject      # one version, not two

@@ -396,7 +396,7 @@ def test_run_file_round_trip(tmp_path):
         assert a["schema_version"] == 1 and a["experiment"] == "orbits" and a["seed"] == 0
         assert (a["n"], a["m"]) == (5, 2) and runfile.is_complete(f)
         assert json.loads(a["config"])["n_heads"] == 3
-        assert "torch" in json.loads(a["versions"]) and "created" in a and "git_commit" in a
+        assert {"torch", "headmovies"} <= set(json.loads(a["versions"])) and "created" in a and "git_commit" in a
         train_idx, held_idx = f["split/train"][()], f["split/heldout"][()]
         assert len(train_idx) == round(0.3 * 125) and len(np.intersect1d(train_idx, held_idx)) == 0
         assert len(train_idx) + len(held_idx) == 125

@@ -51,8 +51,9 @@ class TrainResult:
 
 def _versions() -> dict:
     import h5py
-    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-            "h5py": h5py.__version__}
+    import headmovies
+    return {"headmovies": headmovies.__version__, "python": platform.python_version(), "torch": torch.__version__,
+            "numpy": np.__version__, "h5py": h5py.__version__}
 
 
 def _git_commit() -> str:
