@@ -211,3 +211,38 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args,
     err = capsys.readouterr().err
     assert err.startswith(message.format(tmp=tmp_path)) and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_census_continues_in_fresh_folders_on_another_machine(tmp_path, capsys):
+    """The run files and sweep folders of earlier seeds are gone (another machine): the
+    committed rows stand, and new seeds in fresh folders of the same recipes add to them."""
+    first = tmp_path / "first"
+    a = _sweep(first / "exact", {0: {"orbit_sizes": (12, 4), "extra_heads": 2}}, {"refine_prune": 0.0})
+    b = _sweep(first / "other", {0: {"orbit_sizes": (4,), "extra_heads": 4}})
+    out = tmp_path / "census"
+    assert cli_main(["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
+    before = C.read_rows(out / "census.jsonl")
+    md_before = (out / "census.md").read_text()
+    settings = json.loads((out / "census.settings.json").read_text())
+    import shutil
+    shutil.rmtree(first)                                            # a new machine: only the rows are left
+    a2 = _sweep(tmp_path / "second" / "exact", {1: {"orbit_sizes": (2,), "extra_heads": 6}}, {"refine_prune": 0.0})
+    assert cli_main(["orbits", "census", str(a2), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
+    rows = C.read_rows(out / "census.jsonl")
+    assert [(r["recipe"], r["seed"], r["outcome"]) for r in rows] == [
+        ("exact", 0, "12+4"), ("exact", 1, "2"), ("other", 0, "4")]
+    assert rows[0] == before[0] and rows[2] == before[1]             # the old rows as they were
+    assert json.loads((out / "census.settings.json").read_text()) == settings
+    md = (out / "census.md").read_text()
+    assert md != md_before and "| exact | 2 |" in md                 # two exact seeds counted now
+    # the same recipe name with other settings cannot stand beside the old rows; nothing is rewritten
+    a3 = _sweep(tmp_path / "third" / "exact", {2: {"orbit_sizes": (), "extra_heads": 6}}, {"refine_prune": 0.25})
+    assert cli_main(["orbits", "census", str(a3), "--out", str(out), "--no-progress", "--formats", "png"]) == 2
+    err = capsys.readouterr().err
+    assert ('error: 2 exact rows of the existing census.jsonl (runs not in these folders) were made with settings '
+            '{"refine_prune": 0.0}, the exact folder now has {"refine_prune": 0.25}: give another --out') in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    # rows read at other screen epochs cannot be recomputed without their files
+    assert cli_main(["orbits", "census", str(a2), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 2
+    assert "read at screen epochs 250,500,1000,1500,2000,3000: pass --screen-epochs" in capsys.readouterr().err
+    assert C.read_rows(out / "census.jsonl") == rows and (out / "census.md").read_text() == md

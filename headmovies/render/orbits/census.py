@@ -140,19 +140,30 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
 
 
 def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Sequence[int] = SCREEN_EPOCHS,
-            progress: Callable | None = None) -> tuple[list[dict], dict[str, dict]]:
-    """Census rows of every finished run in the sweep folders, reusing a row of `old` when
-    its run file is unchanged (same recipe and run, file size and modification time, and screen
-    epochs) or has been deleted since (a run without file or old row is left out). Returns
-    (rows, {recipe: settings})."""
+            progress: Callable | None = None, old_settings: dict[str, dict] | None = None
+            ) -> tuple[list[dict], dict[str, dict]]:
+    """Census rows of every finished run in the sweep folders, plus the rows of `old` (an
+    existing census.jsonl) that the folders do not list: runs counted on another machine or
+    before their folder was deleted. So the committed rows survive the machine, and a census
+    continued elsewhere (`--seeds 106-199` in fresh folders) adds to them. A row of `old` is
+    reused for a listed run when its run file is unchanged (same recipe and run, file size and
+    modification time, and screen epochs) or has been deleted since (a run without file or old
+    row is left out). Returns (rows, {recipe: settings}).
+
+    `old_settings` are the recipes' settings that `old` was made with (census.settings.json).
+    UserError when an old row that no folder lists cannot stand beside the new ones: its recipe's
+    folder now has other settings, or it was read at other screen epochs or by another row
+    version (its run file, which would recompute it, is not here)."""
+    old = [r for r in old]
     cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
-    todo, settings = [], {}
+    todo, settings, listed = [], {}, set()
     for folder in folders:
         recipe = folder.name
         if recipe in settings:
             raise UserError(f"two sweep folders are named {recipe!r}; the census names recipes by folder name")
         sweep_rows, settings[recipe] = read_sweep(folder)
         todo += [(folder, recipe, r) for r in sweep_rows]
+        listed |= {(recipe, r["run"]) for r in sweep_rows}
     rows = []
     it = progress(todo) if progress else todo
     for folder, recipe, sweep_row in it:
@@ -166,6 +177,26 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
             rows.append(hit)
         elif path.exists():
             rows.append(census_row(path, sweep_row, recipe, screen_epochs))
+    kept = [r for r in old if (r["recipe"], r["run"]) not in listed]
+    old_settings = old_settings or {}
+    for recipe in dict.fromkeys(r["recipe"] for r in kept):
+        theirs = [r for r in kept if r["recipe"] == recipe]
+        where = f"{len(theirs)} {recipe} rows of the existing census.jsonl (runs not in these folders)"
+        if recipe in settings and old_settings.get(recipe) != settings[recipe]:
+            raise UserError(f"{where} were made with settings {json.dumps(old_settings.get(recipe))}, the "
+                            f"{recipe} folder now has {json.dumps(settings[recipe])}: give another --out for a "
+                            "census of the new settings")
+        versions = {r["version"] for r in theirs} - {ROW_VERSION}
+        if versions:
+            raise UserError(f"{where} are of row version {min(versions)}, this headmovies writes {ROW_VERSION}, "
+                            "and their run files are not here to recompute them: run the census where the run "
+                            "files are, or give another --out")
+        epochs = {tuple(r["screen_epochs"]) for r in theirs} - {tuple(sorted(screen_epochs))}
+        if epochs:
+            e = ",".join(map(str, min(epochs)))
+            raise UserError(f"{where} were read at screen epochs {e}: pass --screen-epochs {e}, or give another --out")
+        settings.setdefault(recipe, old_settings.get(recipe))
+    rows += kept
     rows.sort(key=lambda r: (list(settings).index(r["recipe"]), r["seed"]))
     return rows, settings
 

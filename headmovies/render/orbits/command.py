@@ -97,7 +97,9 @@ recipe, named by the folder. For every finished run (and every run stopped early
                   seed, and the early screen (do the groups at an early epoch predict the orbits?)
   census.{png,svg}  the same as a figure
 Rows of unchanged run files are reused from an existing --out/census.jsonl, so a growing
-sweep costs only its new runs. With --rows FILE and no folders it rebuilds census.md and the
+sweep costs only its new runs; its rows of runs that the folders do not list (counted on
+another machine, or before the folder was deleted) are kept, so a census continues in fresh
+folders on a new machine (same recipe settings and screen epochs). With --rows FILE and no folders it rebuilds census.md and the
 figure from saved rows alone. Docs: docs/results/orbits.md, "Census"."""
 
 
@@ -263,11 +265,17 @@ def census(args: argparse.Namespace) -> int:
     else:
         old_path = args.out / "census.jsonl"
         old = c.read_rows(old_path, any_version=True) if old_path.is_file() else []   # other versions: recomputed
+        settings_path = args.out / "census.settings.json"
+        try:
+            old_settings = json.loads(settings_path.read_text()) if old and settings_path.is_file() else {}
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot read {settings_path} ({' '.join(str(exc).split())}); it names the recipes' "
+                            f"settings of {old_path}: restore it, or give another --out") from None
         progress = None
         if not args.no_progress:
             from tqdm import tqdm
             progress = lambda it: tqdm(it, desc="census", unit="run")   # noqa: E731
-        rows, settings = c.collect(args.sweeps, old, screen, progress)
+        rows, settings = c.collect(args.sweeps, old, screen, progress, old_settings)
         if not rows:
             raise UserError("no finished run in " + ", ".join(map(str, args.sweeps)))
     out = prepare_out_dir(args.out)
