@@ -154,7 +154,7 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
     UserError when an old row that no folder lists cannot stand beside the new ones: its recipe's
     folder now has other settings, or it was read at other screen epochs or by another row
     version (its run file, which would recompute it, is not here)."""
-    old = [r for r in old]
+    old = list(old)
     cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
     todo, settings, listed = [], {}, set()
     for folder in folders:
