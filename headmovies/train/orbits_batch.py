@@ -181,7 +181,10 @@ class OrbitBatch:
         M, R = self.circuits()
         out = BatchedGridAttention.apply(M, R)
         if self.cfg.residual:
-            out = out + torch.stack([w[0] @ w[5] for w in self._weights()])[:, :, None, None, :]
+            # per instance, as the single run adds it: the gradient of the direct path then sums
+            # over (b, c) with the single run's shapes; a batched broadcast sums in another
+            # order on some CPUs (seen on an AMD EPYC without AVX-512)
+            out = torch.stack([o + (w[0] @ w[5])[:, None, None, :] for o, w in zip(out.unbind(0), self._weights())])
         return out
 
     def _losses(self, logits: torch.Tensor, with_eq: bool) -> tuple[torch.Tensor, torch.Tensor]:
