@@ -9,6 +9,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HM := $(VENV)/bin/headmovies
 RUN := data/orbits.h5
+# torch threads of the first phase's epochs (the second overlaps its terms, one thread each): 2
+# for an idle 2-core machine; THREADS=1 when other jobs hold the cores
+THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
 .PHONY: setup browser test movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-screen
@@ -42,7 +45,7 @@ test: setup browser
 	HEADMOVIES_CHROMIUM=$(CHROMIUM) $(PY) -m pytest
 
 train-orbits: setup
-	$(HM) train orbits --out $(RUN) --reuse
+	$(HM) train orbits --out $(RUN) --reuse --threads $(THREADS)
 
 movie: train-orbits
 	$(HM) orbits check $(RUN)
@@ -52,7 +55,7 @@ viewer: train-orbits
 	$(HM) orbits view $(RUN) --out $(MOVIE_DIR)
 
 retrain: setup
-	$(HM) train orbits --out $(RUN) --force
+	$(HM) train orbits --out $(RUN) --force --threads $(THREADS)
 
 figures: train-orbits
 	$(HM) orbits figures $(RUN) --out outputs/orbits/figures

@@ -344,13 +344,14 @@ def test_overlapped_step_trains_the_same_run_bit_for_bit():
     """`train --overlap` computes the grid term in a second thread beside the sequence terms; its
     gradients must enter autograd where the grid term's would, or runs (the default movie's, the
     census's) would not reproduce. Default shapes, sequence terms in both phases (two lengths in
-    the second), pruning and the OV-bias penalty; compared after every step of both phases."""
+    the second), pruning and the OV-bias penalty; compared after every step of both phases. The
+    overlapped run asks for 2 threads (`make movie` does): its overlapped steps use one a term."""
     from headmovies.train.orbits import OrbitConfig, OrbitTask
     cfg = OrbitConfig(epochs=40, eq_start=0, eq_ramp=5, refine_start=20, refine_ramp=5, eq_seq_lens="3",
                       refine_seq_lens="2,6", refine_prune=0.25, refine_ov_bias_weight=0.01)
     plain, overlapped = [OrbitTask(cfg) for _ in range(2)]
     overlapped.model.load_state_dict(plain.model.state_dict())
-    overlapped.overlap = True
+    overlapped.overlap, overlapped.threads = True, 2
     start = [p.detach().clone() for p in plain.model.parameters()]
     for epoch in range(1, cfg.epochs + 1):
         plain.step(epoch)
@@ -360,6 +361,24 @@ def test_overlapped_step_trains_the_same_run_bit_for_bit():
     assert with_seq_terms[0] < cfg.refine_start          # some in the first phase
     assert overlapped.overlapped_steps == len(with_seq_terms) and plain.overlapped_steps == 0
     assert all(not torch.equal(a, b) for a, b in zip(start, plain.model.parameters()))
+
+
+def test_steps_with_nothing_to_overlap_use_the_asked_threads():
+    """`train --threads 2 --overlap` (`make movie`): the first phase (grid term only) runs on 2
+    torch threads, the second phase's overlapped steps on one a term."""
+    from headmovies.train.orbits import OrbitConfig, OrbitTask
+    cfg = OrbitConfig(p=5, n_heads=3, d_model=8, d_head=2, epochs=8, eq_start=0, eq_ramp=2, refine_start=4,
+                      refine_ramp=2)
+    task = OrbitTask(cfg)
+    task.overlap, task.threads = True, 2
+    seen = []
+    try:
+        for epoch in range(1, cfg.epochs + 1):
+            task.step(epoch)
+            seen.append(torch.get_num_threads())
+    finally:
+        torch.set_num_threads(1)
+    assert seen == [2] * 4 + [1] * 4 and task.overlapped_steps == 4
 
 
 def test_train_says_whether_overlap_took_effect(tmp_path, capsys):

@@ -45,14 +45,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
                    help="replace the resume checkpoint at most this often (default 30; 0 = every snapshot)")
     p.add_argument("--threads", type=int, default=1,
-                   help="torch threads (default 1: the models are small, and one thread is fastest "
-                        "whenever anything else runs on the machine)")
+                   help="torch threads of the epochs with nothing to overlap (default 1: the models are small, and one "
+                        "thread is fastest whenever anything else runs on the machine; `make movie` passes 2, for "
+                        "an idle machine)")
     p.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=None,
                    help="compute independent loss terms at once in a second thread: in the orbit experiment, the grid "
                         "term beside the sequence terms (the second phase; also the first with eq_seq_lens; not with "
-                        "residual), 1.4x faster per such epoch on two free cores, the same run bit for bit "
-                        "(default: on when this process may use 2 or more cores and --threads is 1; --no-overlap "
-                        "when other jobs hold the cores)")
+                        "residual), 1.1-1.4x faster per such epoch on two free cores, each term on one thread: the "
+                        "same run bit for bit as --threads 1 (default: on when this process may use 2 or more cores; "
+                        "--no-overlap when other jobs hold the cores)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     plain_help = p.format_help
 
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         resume, force = plan == "resume", plan == "new"
         fork_from = None if resume else fork_from     # a forked run already under way just continues
-    overlap = args.overlap if args.overlap is not None else args.threads == 1 and default_workers() >= 2
+    overlap = args.overlap if args.overlap is not None else default_workers() >= 2
     try:
         result = loop.train(args.experiment, cfg, out, resume=resume, force=force,
                             progress=not args.no_progress, checkpoint_seconds=args.checkpoint_every,

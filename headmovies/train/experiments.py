@@ -36,6 +36,9 @@ class Task:
     # (`train --overlap`); a task that can must give the same bits either way.
     overlap: bool = False
     overlapped_steps: int = 0       # steps this process ran with overlapped terms (reported by `train`)
+    # torch intra-op threads of the steps with nothing to overlap (`train --threads`); overlapped
+    # steps run each term on one thread, so they give a one-thread run's bits
+    threads: int = 1
 
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg

@@ -406,7 +406,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
 
     torch.manual_seed(cfg.seed)
     task = task_cls(cfg)
-    task.overlap = overlap
+    task.overlap, task.threads = overlap, torch.get_num_threads()
     schedule = config_schedule(cfg)
     t0 = time.perf_counter()
     hint = _hint(experiment, out)

@@ -388,12 +388,18 @@ os.register_at_fork(after_in_child=lambda: globals().__setitem__("_GRID_POOL", N
 
 
 def _grid_pool() -> ThreadPoolExecutor:
-    """The one thread that computes grid terms under `Task.overlap`, at this process's torch threads."""
+    """The one thread that computes grid terms under `Task.overlap`, on one torch thread."""
     global _GRID_POOL
     if _GRID_POOL is None:
         _GRID_POOL = ThreadPoolExecutor(1, thread_name_prefix="grid-term", initializer=torch.set_num_threads,
-                                        initargs=(torch.get_num_threads(),))
+                                        initargs=(1,))
     return _GRID_POOL
+
+
+def _use_threads(n: int) -> None:
+    """torch intra-op threads of this thread, set only when they change (a step asks every time)."""
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
 
 
 class _Precomputed(torch.autograd.Function):
@@ -516,7 +522,11 @@ class OrbitTask(Task):
             self.prune_heads(self.cfg.refine_prune)
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = lr, weight_decay
-        if self.overlap and lam > 0 and lengths and not self.model.residual:
+        overlapped = self.overlap and lam > 0 and lengths and not self.model.residual
+        # one thread per term when overlapped (a one-thread run's bits: more threads split the OV
+        # gradient's product differently), `threads` otherwise
+        _use_threads(1 if overlapped else self.threads)
+        if overlapped:
             # the grid term in a second thread while this one does the sequence terms: its
             # gradients w.r.t. (M, R) enter the graph where the grid term's would, so autograd
             # adds the same terms in the same order (the same bits; tests/test_pipeline.py)

@@ -60,7 +60,10 @@ class Quality:
     mp4_crf: int = 20
     mp4_preset: str = "medium"
     webm_crf: int = 33
-    webm_cpu_used: int = 4          # VP9 speed/quality trade-off (0 slowest .. 8 fastest)
+    # VP9: "realtime" at cpu-used 6 took 1/8 of "good" at 4's CPU time on the default movie, for
+    # SSIM 0.998 (vs 0.9985) and a 20 % bigger file (docs/benchmarks.md, "Rendering")
+    webm_deadline: str = "realtime"
+    webm_cpu_used: int = 6          # speed/quality trade-off (0 slowest .. 8 fastest)
     gif_width: int | None = 540     # GIFs are big: scale down (None keeps the frame width)
     gif_dither: str = "sierra2_4a"
 
@@ -354,7 +357,7 @@ def _start(exe: str, size: tuple[int, int], channels: int, fps: float, movies: l
                                       crf=q.mp4_crf, pix_fmt="yuv420p", movflags="+faststart"))
         elif f == "webm":
             outs.append(stream.output(str(tmp["webm"]), f="webm", vcodec="libvpx-vp9", crf=q.webm_crf,
-                                      pix_fmt="yuv420p", deadline="good", **{"b:v": 0, "cpu-used": q.webm_cpu_used,
+                                      pix_fmt="yuv420p", deadline=q.webm_deadline, **{"b:v": 0, "cpu-used": q.webm_cpu_used,
                                                                              "row-mt": 1}))
         else:  # gif: a small lossless copy and the palette of the whole movie, both in this pass
             small = stream.filter("scale", q.gif_width, -2, flags="lanczos") if q.gif_width and q.gif_width < w else stream
