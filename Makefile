@@ -9,8 +9,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HM := $(VENV)/bin/headmovies
 RUN := data/orbits.h5
-# torch threads of the first phase's epochs (the second overlaps its terms, one thread each): 2
-# for an idle 2-core machine; THREADS=1 when other jobs hold the cores
+# torch threads of the first phase's epochs (the grid term alone; the second phase's run on one
+# thread, their terms overlapped on two cores): 2 for an idle 2-core machine; THREADS=1 when
+# other jobs hold the cores
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 

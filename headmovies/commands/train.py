@@ -45,15 +45,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-every", type=float, default=30.0, metavar="SECONDS",
                    help="replace the resume checkpoint at most this often (default 30; 0 = every snapshot)")
     p.add_argument("--threads", type=int, default=1,
-                   help="torch threads of the epochs with nothing to overlap (default 1: the models are small, and one "
-                        "thread is fastest whenever anything else runs on the machine; `make movie` passes 2, for "
-                        "an idle machine)")
+                   help="torch threads (default 1: the models are small, and one thread is fastest whenever anything "
+                        "else runs on the machine; `make movie` passes 2, for an idle machine). The orbit experiment "
+                        "uses them only for epochs with the grid term alone (its first phase): more threads change "
+                        "the bits of the epochs with sequence terms, so those run on one thread (a term each with "
+                        "--overlap)")
     p.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=None,
                    help="compute independent loss terms at once in a second thread: in the orbit experiment, the grid "
                         "term beside the sequence terms (the second phase; also the first with eq_seq_lens; not with "
-                        "residual), 1.1-1.4x faster per such epoch on two free cores, each term on one thread: the "
-                        "same run bit for bit as --threads 1 (default: on when this process may use 2 or more cores; "
-                        "--no-overlap when other jobs hold the cores)")
+                        "residual), 1.1-1.4x faster per such epoch on two free cores, each term on one thread, the "
+                        "same bits as without it (default: on when this process may use 2 or more cores, busy or "
+                        "not: pass --no-overlap when other jobs hold the cores)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     plain_help = p.format_help
 

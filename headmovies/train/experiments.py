@@ -36,8 +36,8 @@ class Task:
     # (`train --overlap`); a task that can must give the same bits either way.
     overlap: bool = False
     overlapped_steps: int = 0       # steps this process ran with overlapped terms (reported by `train`)
-    # torch intra-op threads of the steps with nothing to overlap (`train --threads`); overlapped
-    # steps run each term on one thread, so they give a one-thread run's bits
+    # torch intra-op threads of the steps (`train --threads`); a task may run some steps on one
+    # thread to keep a one-thread run's bits (the orbit experiment: those with sequence terms)
     threads: int = 1
 
     def __init__(self, cfg: TrainConfig):

@@ -522,10 +522,11 @@ class OrbitTask(Task):
             self.prune_heads(self.cfg.refine_prune)
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = lr, weight_decay
-        overlapped = self.overlap and lam > 0 and lengths and not self.model.residual
-        # one thread per term when overlapped (a one-thread run's bits: more threads split the OV
-        # gradient's product differently), `threads` otherwise
-        _use_threads(1 if overlapped else self.threads)
+        with_seq = lam > 0 and bool(lengths)
+        overlapped = self.overlap and with_seq and not self.model.residual
+        # epochs with sequence terms on one thread, a term each when overlapped: more threads split
+        # the OV gradient's product differently (other bits); `threads` for the grid term alone
+        _use_threads(1 if with_seq else self.threads)
         if overlapped:
             # the grid term in a second thread while this one does the sequence terms: its
             # gradients w.r.t. (M, R) enter the graph where the grid term's would, so autograd
