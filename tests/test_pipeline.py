@@ -519,8 +519,9 @@ def test_resume_refuses_other_config_and_missing_checkpoint(tmp_path, capsys):
     argv = ["train", "orbits", "--out", str(out), "--resume", "--no-progress"] + sum((["--set", s] for s in TINY), [])
     assert pipeline_main(argv + ["--set", "lr=0.5", "--set", "epochs=40"]) == 2
     assert "different config (lr)" in capsys.readouterr().err
-    # extending the run is allowed
+    # extending the run is allowed; the closing line counts only the epochs this call trained
     assert pipeline_main(argv + ["--set", "epochs=40"]) == 0
+    assert "epochs 21-40 in " in capsys.readouterr().out
     with runfile.open_for_reading(out) as f:
         assert f["snapshots/epoch"][()].tolist() == [0, 10, 20, 30, 40]
     # shrinking it is not: the checkpoint is already past the new final epoch

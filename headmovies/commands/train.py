@@ -105,5 +105,12 @@ def run(args: argparse.Namespace) -> int:
         stopped += f"; {result.overlapped_steps:,} epochs overlapped their grid term"
     elif args.overlap:
         stopped += "; --overlap had no effect (no epoch of this run has terms to overlap)"
-    print(f"{result.path}: {result.summary}, {result.epochs} epochs in {result.seconds:.1f} s{stopped}")
+    # after --resume or a fork, the time and the overlapped count cover only this call's epochs
+    if result.start >= result.epochs:
+        done = f"already at epoch {result.epochs:,}, nothing to train"
+    elif result.start:
+        done = f"epochs {result.start + 1:,}-{result.epochs:,} in {result.seconds:.1f} s"
+    else:
+        done = f"{result.epochs:,} epochs in {result.seconds:.1f} s"
+    print(f"{result.path}: {result.summary}, {done}{stopped}")
     return 0

@@ -47,6 +47,7 @@ class TrainResult:
     summary: str
     seconds: float
     overlapped_steps: int = 0        # steps of this call whose terms overlapped (`train --overlap`)
+    start: int = 0                   # the epoch this call started from (> 0 after --resume or a fork)
 
 
 def _versions() -> dict:
@@ -456,7 +457,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
     finally:
         writer.close()
     seconds = time.perf_counter() - t0
-    return TrainResult(out, last, metrics, task.summary(metrics), seconds, task.overlapped_steps)
+    return TrainResult(out, last, metrics, task.summary(metrics), seconds, task.overlapped_steps, start)
 
 
 def _exists_message(out: Path, ckpt_path: Path, experiment: str) -> str:
