@@ -10,7 +10,7 @@ import errno
 import os
 from pathlib import Path
 
-from headmovies.errors import DiskFullError
+from headmovies.errors import DiskFullError, UserError
 
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 MARGIN = 1 << 20       # bytes kept free beyond an estimate: HDF5 metadata, the close's own flush
@@ -37,7 +37,17 @@ def human(nbytes: float) -> str:
 
 def require_free(path: str | os.PathLike, nbytes: int, what: str, then: str = "") -> None:
     """Raise DiskFullError (one line: what needs how much, what is free, `then`) unless the file
-    system of `path` has `nbytes` + MARGIN free."""
+    system of `path` has `nbytes` + MARGIN free. UserError if `path` lies where files cannot be
+    written at all (no such folder writable, or a pseudo file system such as /proc)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir() and p != Path(path):
+        raise UserError(f"cannot write {path}: {p} is not a folder")
+    folder = p if p.is_dir() else p.parent
+    if not os.access(folder, os.W_OK) or os.statvfs(folder).f_blocks == 0:
+        raise UserError(f"cannot write into {folder}: not a writable folder on a disk"
+                        if folder == Path(path) else f"cannot write {path}: {folder} is not a writable folder on a disk")
     free = free_bytes(path)
     if free < nbytes + MARGIN:
         raise DiskFullError(full_message(path, f"{what} needs {human(nbytes + MARGIN)}, {human(free)} free",

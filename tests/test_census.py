@@ -193,13 +193,15 @@ def test_a_grid_sweep_folder_is_refused_not_merged_into_one_recipe(tmp_path, cap
 
 
 @pytest.mark.parametrize("args, message", [
-    ([], "error: give sweep folders, or --rows FILE.jsonl"),
+    ([], "error: give sweep folders (the --out of `headmovies sweep orbits`), or --rows FILE.jsonl"),
+    (["--rows", "{tmp}/nowhere.jsonl"], "error: cannot read census rows {tmp}/nowhere.jsonl: No such file"),
+    (["--rows", "{tmp}/census.jsonl", "{tmp}"], "error: give sweep folders or --rows FILE.jsonl (to rebuild"),
     (["{tmp}/nowhere"], "error: sweep folder {tmp}/nowhere does not exist"),
     (["{tmp}"], "error: {tmp} is not a sweep folder (no sweep.json)"),
     (["--screen-epochs", "a,b", "{tmp}"], "error: --screen-epochs must be epochs separated by commas"),
     (["--screen-epochs", "-5", "{tmp}"], "error: --screen-epochs must be epochs >= 1"),
     (["{tmp}/file.txt"], "error: {tmp}/file.txt is a file; give the sweep's folder"),
-    (["--rows", "{tmp}/file.txt"], "error: cannot read census rows {tmp}/file.txt: Expecting value"),
+    (["--rows", "{tmp}/file.txt"], "error: {tmp}/file.txt is not a census.jsonl (JSON lines written by"),
     (["--rows", "{tmp}/sweep.jsonl"], "error: {tmp}/sweep.jsonl line 1 is not a census row"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, message):
@@ -246,3 +248,12 @@ def test_census_continues_in_fresh_folders_on_another_machine(tmp_path, capsys):
     assert cli_main(["orbits", "census", str(a2), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 2
     assert "read at screen epochs 250,500,1000,1500,2000,3000: pass --screen-epochs" in capsys.readouterr().err
     assert C.read_rows(out / "census.jsonl") == rows and (out / "census.md").read_text() == md
+
+
+def test_a_bad_out_fails_before_any_run_is_read(tmp_path, capsys):
+    (tmp_path / "file.txt").write_text("")
+    # tmp_path is no sweep folder: reading it first would give another error
+    assert cli_main(["orbits", "census", str(tmp_path), "--out", str(tmp_path / "file.txt")]) == 2
+    assert capsys.readouterr().err == f"error: output {tmp_path}/file.txt exists and is not a folder\n"
+    assert cli_main(["orbits", "census", str(tmp_path), "--out", str(tmp_path / "file.txt" / "c")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: cannot create output folder {tmp_path}/file.txt/c: ")

@@ -110,6 +110,10 @@ def test_unwritable_folder_is_an_encode_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(UserError, match="cannot create output folder"):
         encode(moving_square(2), blocker / "out", "m")
+    (tmp_path / "m.gif").mkdir()                   # named as the output file, before any encoding
+    with pytest.raises(UserError, match=f"^{tmp_path}/m.gif is a folder; remove it or choose another --out$"):
+        encode(moving_square(2), tmp_path, "m", formats="png,gif")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "m.gif"]
 
 
 # --- the command ------------------------------------------------------------------------------------

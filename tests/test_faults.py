@@ -581,6 +581,9 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "snapshots 10**7": (train("--set", "epochs=10000000", "--set", "late_every=1"),
                             "this schedule writes about 9,999,975 snapshots (limit 1,000,000)"),
         "lr inf": (train("--set", "lr=inf"), "lr must be a finite number"),
+        "weight_decay -1": (train("--set", "weight_decay=-1"), "weight_decay must be >= 0, got -1.0"),
+        "induction pos_base 1": (["train", "induction-1l", "--out", str(tmp / "new.h5"), "--set", "pos_base=1"],
+                                 "pos_base must be > 1, got 1.0"),
         "induction batch": (["train", "induction-1l", "--out", str(tmp / "new.h5"), "--set", "batch_size=100000000"],
                             "lower batch_size"),
         "ov-coherent seq_len": (["train", "ov-coherent", "--out", str(tmp / "new.h5"), "--set", "seq_len=100000000"],
@@ -591,6 +594,8 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "recover missing": (["recover", str(tmp / "nope.h5")], "does not exist"),
         "recover onto a run": (["recover", orbit, "--out", str(runs / "ind.h5")], "exists; pass --force to replace it"),
         "recover into a folder": (["recover", orbit, "--out", str(tmp / "folder.h5")], "is a folder"),
+        "recover into /proc": (["recover", orbit, "--out", "/proc/x.h5"],
+                               "cannot write into /proc: not a writable folder on a disk"),
         "unknown command": (["orbitz"], "invalid choice: 'orbitz'"),
         "empty --fork-from": (["sweep", "orbits", "--out", str(tmp / "sw"), "--seeds", "0", "--fork-from", ""],
                               "argument --fork-from: an empty path"),
@@ -604,9 +609,9 @@ CASES = ["fps nan", "fps inf", "fps 0", "hold nan", "hold -1", "trail nan", "tra
          "frequency outside C_n", "frequency -n", "figures frequency", "crf", "fps not a number",
          "panel-px not an int", "tol nan", "figures formats", "sequences 0", "sequences 10**9", "ov trail",
          "ov fps inf", "threads 0", "threads 10**6", "checkpoint-every -1", "checkpoint-every inf", "seed -1",
-         "p 300", "late_every 0", "snapshots 10**7", "lr inf", "induction batch", "ov-coherent seq_len",
+         "p 300", "late_every 0", "snapshots 10**7", "lr inf", "weight_decay -1", "induction pos_base 1", "induction batch", "ov-coherent seq_len",
          "TOML folder", "resume and force", "existing non-run file", "recover missing", "recover onto a run",
-         "recover into a folder", "unknown command", "empty --fork-from", "empty run path"]
+         "recover into a folder", "recover into /proc", "unknown command", "empty --fork-from", "empty run path"]
 
 
 @pytest.mark.parametrize("case", CASES)

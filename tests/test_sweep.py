@@ -326,6 +326,8 @@ def _closed_port() -> int:
     (["--grid", "bogus=1,2"], "error: unknown config key 'bogus' in --grid"),
     (["--set", "bogus=1"], "error: unknown config key 'bogus'"),
     (["--seeds", "a-b"], "error: --seeds takes non-negative integers and ranges"),
+    (["--seeds", "0-99999999999"], "error: --seeds 0-99999999999 asks for more than 1,000,000 seeds"),
+    (["--seeds", "0,3,4611686018427387904"], "error: --seeds 0,3,4611686018427387904 asks for more than"),
     (["--grid", "split=orbit,diagonal"], "error: split must be one of ('random', 'orbit'), got 'diagonal' "
                                          "(grid point split=diagonal)"),
     (["--workers", "0"], "error: --workers must be >= 1, got 0"),

@@ -128,6 +128,7 @@ def test_view_command_and_its_errors(eq_run, tmp_path, capsys):
         (["orbits", "view", str(eq_run), "--out", str(tmp_path / "x"), "--name", "../eq"], "--name"),
         (["orbits", "view", str(eq_run), "--out", str(tmp_path / "v" / "eq.html")], "cannot create output folder"),
         (["orbits", "watch", str(eq_run), "--port", "70000"], "--port"),
+        (["orbits", "watch", str(plain), "--port", "0"], "no group data"),
     ]
     for argv, message in cases:
         assert main(argv) == 2, argv

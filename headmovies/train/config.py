@@ -20,6 +20,16 @@ MAX_SNAPSHOTS = 1_000_000       # rows per weight in the run file
 MEMORY_LIMIT = 16 << 30         # bytes a config may need for its largest tensors (estimated)
 
 
+def require_signs(cfg: object, positive: tuple[str, ...] = (), nonnegative: tuple[str, ...] = ()) -> None:
+    """ConfigError naming the first key of `positive` not > 0 or of `nonnegative` not >= 0."""
+    for key in positive:
+        if not getattr(cfg, key) > 0:
+            raise ConfigError(f"{key} must be > 0, got {getattr(cfg, key)}")
+    for key in nonnegative:
+        if not getattr(cfg, key) >= 0:
+            raise ConfigError(f"{key} must be >= 0, got {getattr(cfg, key)}")
+
+
 def require_memory(nbytes: int, keys: str) -> None:
     """ConfigError unless a config's estimated memory `nbytes` is within MEMORY_LIMIT; `keys`
     names the config keys that set it (for the message)."""

@@ -38,7 +38,7 @@ from torch import nn
 
 from headmovies.errors import ConfigError
 from headmovies.tasks.induction import DEFAULT_POSITIONS, POSITIONS, repeat_blocks, sinusoidal_table
-from headmovies.train.config import TrainConfig, require_memory
+from headmovies.train.config import TrainConfig, require_memory, require_signs
 from headmovies.train.experiments import Task, register
 
 
@@ -86,8 +86,9 @@ class InductionConfig(TrainConfig):
         if self.pos_width % 2:
             raise ConfigError(f"the sinusoidal table needs an even width, got {self.pos_width} "
                               "(d_model, or n_heads * d_head with positions=qk_vector)")
-        if self.lr <= 0 or self.weight_decay < 0 or self.pos_base <= 1:
-            raise ConfigError("lr must be > 0, weight_decay >= 0 and pos_base > 1")
+        require_signs(self, positive=("lr",), nonnegative=("weight_decay",))
+        if not self.pos_base > 1:
+            raise ConfigError(f"pos_base must be > 1, got {self.pos_base}")
         require_memory(self.memory_bytes(), "batch_size, eval_size, seq_len, n_layers, n_heads, d_head or d_model")
 
     def memory_bytes(self) -> int:

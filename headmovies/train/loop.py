@@ -352,7 +352,7 @@ def check_stop_at(cfg: TrainConfig, stop_at: int | None) -> None:
     if stop_at is None:
         return
     if not 0 < stop_at <= cfg.epochs:
-        raise UserError(f"--stop-at must be a snapshot epoch in 1..{cfg.epochs:,} (the run's epochs), got {stop_at:,}")
+        raise UserError(f"--stop-at must be a snapshot epoch in 1..{cfg.epochs:,} (the run's epochs), got {stop_at}")
     schedule = config_schedule(cfg)
     if stop_at not in schedule:
         before, after = neighbours(schedule, stop_at)

@@ -27,7 +27,7 @@ from torch import nn
 
 from headmovies.errors import ConfigError, UserError
 from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
-from headmovies.train.config import TrainConfig, require_memory
+from headmovies.train.config import TrainConfig, require_memory, require_signs
 from headmovies.train.experiments import Task, register
 
 
@@ -75,8 +75,7 @@ class OrbitConfig(TrainConfig):
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
         if not 0 < self.train_frac <= 1:
             raise ConfigError(f"train_frac must be in (0, 1], got {self.train_frac}")
-        if self.lr <= 0 or self.weight_decay < 0 or self.eq_weight < 0 or self.init_scale <= 0:
-            raise ConfigError("lr and init_scale must be > 0; weight_decay and eq_weight >= 0")
+        require_signs(self, positive=("lr", "init_scale"), nonnegative=("weight_decay", "eq_weight"))
         for key in ("ov_bias_weight", "refine_ov_bias_weight"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key} must be >= 0 (0: no OV-bias penalty), got {getattr(self, key)}")

@@ -30,7 +30,7 @@ from torch import nn
 
 from headmovies.errors import ConfigError
 from headmovies.tasks.ov_coherent import D_VOCAB, N_CLASSES, NOISE, READOFF, SIGNAL, class_table, task_cases
-from headmovies.train.config import TrainConfig, require_memory
+from headmovies.train.config import TrainConfig, require_memory, require_signs
 from headmovies.train.experiments import Task, register
 
 
@@ -53,8 +53,7 @@ class OVCoherentConfig(TrainConfig):
         for key in ("n_heads", "d_head", "batch"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
-        if self.lr <= 0 or self.init_scale <= 0:
-            raise ConfigError("lr and init_scale must be > 0")
+        require_signs(self, positive=("lr", "init_scale"))
         require_memory(self.memory_bytes(), "batch, seq_len, n_heads or d_head")
 
     def memory_bytes(self) -> int:

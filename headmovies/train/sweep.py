@@ -46,6 +46,7 @@ SETTINGS_FILE = "sweep.json"      # the experiment and its fixed settings, check
 ROWS_FILE = "sweep.jsonl"         # one row per finished (or failed) run, appended
 LOCK_FILE = ".sweep.lock"         # one sweep at a time per folder
 RAY_INSTALL = "pip install -e .[ray]"
+MAX_SEEDS = 1_000_000             # one sweep's seeds; a typo like 0-99999999999 fails at once
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -57,7 +58,11 @@ def parse_seeds(text: str) -> list[int]:
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
         if not m or (m[2] is not None and int(m[2]) < int(m[1])):
             raise UserError(f"--seeds takes non-negative integers and ranges, e.g. 0-199 or 0,3,5; got {text!r}")
-        seeds.update(range(int(m[1]), int(m[2] or m[1]) + 1))
+        lo, hi = int(m[1]), int(m[2] or m[1])
+        if hi >= 2 ** 62 or hi - lo + len(seeds) >= MAX_SEEDS:     # before the set is built
+            raise UserError(f"--seeds {text} asks for more than {MAX_SEEDS:,} seeds or a seed above 2**62-1; "
+                            "split the sweep into smaller ranges")
+        seeds.update(range(lo, hi + 1))
     return sorted(seeds)
 
 
@@ -306,7 +311,8 @@ def _check_settings(out: Path, experiment: str, settings: dict) -> str:
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path} is unreadable ({one_line(exc)}); remove it or choose a new --out") from None
+        raise UserError(f"{path} is unreadable ({' '.join(str(exc).split())}); remove it and rerun "
+                        "this command to rewrite it, or choose a new --out") from None
     if old.get("experiment") != experiment:
         raise _settings_error(out, experiment, settings)
     return "same" if old.get("settings") == json.loads(json.dumps(settings)) else "changed"

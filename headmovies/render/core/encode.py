@@ -250,6 +250,9 @@ def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: s
         raise UserError(f"fps must be > 0 and hold >= 0 (got fps={fps}, hold={hold_s})")
     out_dir = Path(out_dir)
     prepare_out_dir(out_dir)
+    for f in formats:            # found now, not after minutes of encoding
+        if (out_dir / f"{basename}.{f}").is_dir():
+            raise UserError(f"{out_dir / f'{basename}.{f}'} is a folder; remove it or choose another --out")
     movies = [f for f in ("mp4", "webm", "gif") if f in formats]
     exe = find_ffmpeg([_ENCODERS[f] for f in movies if f in _ENCODERS]) if movies else ""
 

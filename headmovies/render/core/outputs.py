@@ -18,6 +18,19 @@ from headmovies.errors import DiskFullError, UserError
 FIGURE_FORMATS = ("png", "svg")
 
 
+def check_out_dir(out_dir: str | os.PathLike) -> None:
+    """Check, creating nothing, that `out_dir` can be made and written: UserError (one line)
+    otherwise. For commands that compute for long before they write."""
+    out_dir = Path(out_dir).absolute()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"output {out_dir} exists and is not a folder")
+    base = out_dir
+    while not base.exists():
+        base = base.parent
+    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+        raise UserError(f"cannot create output folder {out_dir}: {base} is not a writable folder")
+
+
 def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
     """Create `out_dir` if needed and check that files can be created in it. UserError (one
     line) if it cannot be created, is not a folder, or is not writable."""

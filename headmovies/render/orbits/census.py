@@ -123,7 +123,8 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
         if not isinstance(info, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as exc:
-        raise UserError(f"{meta} is unreadable ({' '.join(str(exc).split())}); rerun its sweep to rewrite it") from None
+        raise UserError(f"{meta} is unreadable ({' '.join(str(exc).split())}); remove it and rerun its sweep "
+                        "(the same command) to rewrite it") from None
     if info.get("experiment") != "orbits":
         raise UserError(f"{folder} is a sweep of {info.get('experiment')!r}; the census needs the orbits experiment")
     rows = latest(read_sweep_rows(jsonl))
@@ -209,9 +210,14 @@ def read_rows(path: Path, any_version: bool = False) -> list[dict]:
     sweep.jsonl given by mistake), or rows of another ROW_VERSION unless `any_version` (the
     cache of `collect`, which recomputes them)."""
     try:
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read census rows {path}: {' '.join(str(exc).split())}") from None
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read census rows {path}: {exc.strerror or exc}") from None
+    try:
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError as exc:
+        raise UserError(f"{path} is not a census.jsonl (JSON lines written by `headmovies orbits census`): "
+                        f"{' '.join(str(exc).split())}") from None
     for i, row in enumerate(rows, 1):
         if not isinstance(row, dict) or not ROW_KEYS <= row.keys():
             raise UserError(f"{path} line {i} is not a census row (written by `headmovies orbits census`, "

@@ -239,15 +239,18 @@ def figures(args: argparse.Namespace) -> int:
 
 
 def census(args: argparse.Namespace) -> int:
-    from headmovies.render.core.outputs import prepare_out_dir
+    from headmovies.render.core.outputs import check_out_dir, prepare_out_dir
     from headmovies.render.orbits import census as c
     formats = _formats(args.formats)
     try:
         screen = sorted({int(e) for e in args.screen_epochs.split(",") if e.strip()})
     except ValueError:
         raise UserError(f"--screen-epochs must be epochs separated by commas, got {args.screen_epochs!r}") from None
-    if bool(args.sweeps) == bool(args.rows):
-        raise UserError("give sweep folders, or --rows FILE.jsonl to rebuild from saved rows (not both)")
+    if args.sweeps and args.rows:
+        raise UserError("give sweep folders or --rows FILE.jsonl (to rebuild from saved rows), not both")
+    if not args.sweeps and not args.rows:
+        raise UserError("give sweep folders (the --out of `headmovies sweep orbits`), or --rows FILE.jsonl "
+                        "to rebuild from saved rows")
     if any(e < 1 for e in screen):
         raise UserError(f"--screen-epochs must be epochs >= 1, got {args.screen_epochs!r}")
     for folder in args.sweeps:
@@ -255,6 +258,7 @@ def census(args: argparse.Namespace) -> int:
             raise UserError(f"sweep folder {folder} does not exist")
         if not folder.is_dir():
             raise UserError(f"{folder} is a file; give the sweep's folder (the --out of `headmovies sweep`)")
+    check_out_dir(args.out)                 # before reading any run: a bad --out fails at once
     if args.rows:
         rows = c.read_rows(args.rows)
         if not rows:

@@ -26,7 +26,7 @@ import numpy as np
 
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.reader import Run
-from headmovies.render.orbits.check import DEAD_TOL, TOL
+from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
 from headmovies.render.orbits.viewer import ViewerData, page
 
 POLL_MS = 1000      # the page asks for new snapshots this often
@@ -73,6 +73,11 @@ class Follower:
     def _open(self) -> None:
         inode = os.stat(self.path).st_ino        # before opening: a replacement in between is seen next poll
         run = Run(self.path)
+        try:
+            group_of(run)                          # a clear error for a run without C_n data
+        except Exception:
+            run.close()
+            raise
         if self.run is not None:
             self.run.close()
         self.run, self.inode = run, inode
