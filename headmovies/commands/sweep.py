@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"interrupted: finished runs are recorded in {args.out}/sweep.jsonl; rerun the same command to "
               "resume", file=sys.stderr)
         return 130
-    print(f"{res.out}: {res.done} runs {'stopped at epoch ' + str(args.stop_at) if args.stop_at else 'done'}, "
+    print(f"{res.out}: {res.done} run{'' if res.done == 1 else 's'} {'stopped at epoch ' + str(args.stop_at) if args.stop_at else 'done'}, "
           f"{res.failed} failed, {res.skipped} skipped (complete, or stopped there before), "
           f"in {res.seconds:.1f} s" + (f"; {res.forked} forked from {args.fork_from}" if args.fork_from else ""))
     for path in res.reports:

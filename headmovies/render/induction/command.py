@@ -58,7 +58,7 @@ def report(args: argparse.Namespace) -> int:
     event_hold = timeline_arguments(args)
     results = write_report(args.runs, args.out, not args.no_movie, formats, fps, hold, args.sequences,
                            progress=not args.no_progress, event_hold_s=event_hold)
-    print(f"{args.out}/summary.md: {len(results)} run(s)")
+    print(f"{args.out}/summary.md: {len(results)} run{'' if len(results) == 1 else 's'}")
     return 0
 
 

@@ -220,7 +220,8 @@ def wait_for_run(path: Path, interval: float, log: Callable[[str], None]) -> Non
             if path.exists() and "no snapshot" not in str(exc):
                 raise
             if not said:
-                log(f"waiting for {path} to hold a snapshot (Ctrl-C stops)")
+                state = "has no snapshot yet" if path.exists() else "does not exist yet (a training's --out?)"
+                log(f"waiting for {path} to hold a snapshot: it {state} (Ctrl-C stops)")
                 said = True
         time.sleep(interval)
 
