@@ -32,15 +32,16 @@ PANELS_HELP = ("default (the seed's four planes if the run's orbits show in them
                "auto, seed, or planes CIRCUIT:U,V such as qk:0,10 ov:10,-10")
 
 CHECK = """\
-For every shift s, each head's (T_s M_h T_s^-1, T_ms R_h T_s^-1) is matched to the nearest
-head; a set of heads is a verified orbit when every shift sends each of its heads onto a head
-of the set within --tol (relative Frobenius norm, QK and OV each). Heads with the same centred
+For every shift s, each head h's shifted circuits (T_s M_h T_s^-1, T_ms R_h T_s^-1), with M_h
+its centred QK circuit, R_h its centred OV circuit and T_s the permutation of tokens by s, are
+matched to the nearest head; a set of heads is a verified orbit when every shift sends each
+of its heads onto a head of the set within --tol (relative Frobenius norm, QK and OV each). Heads with the same centred
 QK circuit are merged (their OV summed); heads with negligible OV are dead and set apart.
 Prints a short text, or JSON with --json. Definition: docs/math.md, "Orbit check"."""
 
 MOVIE = f"""\
 One frame per snapshot, one dot per head at its irrep coordinate X^(u,v) in each panel,
-trailing its last 250 epochs; axes rescale smoothly to the largest radius in view; the last
+trailing its last --trail epochs; axes rescale smoothly to the largest radius in view; the last
 frame is held --hold seconds. The orbit check runs on every snapshot: a head is drawn in its
 orbit's colour (and the orbit's polygon outlined) only from the snapshot at which the orbit
 is verified, in a pale tint before; dead heads are small light-grey dots. A timeline strip
