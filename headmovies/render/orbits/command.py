@@ -35,8 +35,9 @@ CHECK = """\
 For every shift s, each head h's shifted circuits (T_s M_h T_s^-1, T_ms R_h T_s^-1), with M_h
 its centred QK circuit, R_h its centred OV circuit and T_s the permutation of tokens by s, are
 matched to the nearest head; a set of heads is a verified orbit when every shift sends each
-of its heads onto a head of the set within --tol (relative Frobenius norm, QK and OV each). Heads with the same centred
-QK circuit are merged (their OV summed); heads with negligible OV are dead and set apart.
+of its heads onto a head of the set within --tol (relative Frobenius norm, QK and OV each).
+Heads with the same centred QK circuit are merged (their OV summed); heads with negligible OV
+are dead and set apart.
 Prints a short text, or JSON with --json. Definition: docs/math.md, "Orbit check"."""
 
 MOVIE = f"""\
