@@ -19,11 +19,15 @@ MARGIN = 1 << 20       # bytes kept free beyond an estimate: HDF5 metadata, the 
 def free_bytes(path: str | os.PathLike) -> int:
     """Bytes an unprivileged writer may still use on the file system of `path` (a file or a
     folder; the nearest existing parent is asked)."""
+    st = os.statvfs(_nearest_existing(path))
+    return st.f_bavail * st.f_frsize
+
+
+def _nearest_existing(path: str | os.PathLike) -> Path:
     p = Path(path)
     while not p.exists() and p != p.parent:
         p = p.parent
-    st = os.statvfs(p)
-    return st.f_bavail * st.f_frsize
+    return p
 
 
 def human(nbytes: float) -> str:
@@ -39,9 +43,7 @@ def require_free(path: str | os.PathLike, nbytes: int, what: str, then: str = ""
     """Raise DiskFullError (one line: what needs how much, what is free, `then`) unless the file
     system of `path` has `nbytes` + MARGIN free. UserError if `path` lies where files cannot be
     written at all (no such folder writable, or a pseudo file system such as /proc)."""
-    p = Path(path)
-    while not p.exists() and p != p.parent:
-        p = p.parent
+    p = _nearest_existing(path)
     if not p.is_dir() and p != Path(path):
         raise UserError(f"cannot write {path}: {p} is not a folder")
     folder = p if p.is_dir() else p.parent
