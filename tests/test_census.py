@@ -138,6 +138,23 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     assert row["version"] == 4 and row["outcome_bias_gauge"] == row["outcome"] == "2"
 
 
+def test_a_cut_off_run_file_is_left_out_named_and_the_rest_counted(tmp_path, capsys):
+    a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (4,), "extra_heads": 1},
+                                    1: {"orbit_sizes": (3,), "extra_heads": 2}})
+    broken = a / "seed1.h5"
+    data = broken.read_bytes()
+    broken.write_bytes(data[: len(data) // 3])                # as a full disk or a killed copy leaves it
+    out = tmp_path / "census"
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--formats", "png"]) == 1
+    err = capsys.readouterr().err
+    assert f"left out of the census: {broken} is not a readable" in err
+    assert "1 unreadable run file left out: rerun the sweep" in err and "Traceback" not in err
+    assert [(r["seed"], r["outcome"]) for r in C.read_rows(out / "census.jsonl")] == [(0, "4")]
+    # the library call without a handler still refuses, naming the file
+    with pytest.raises(UserError, match="seed1.h5 is not a readable"):
+        C.collect([a])
+
+
 def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path, capsys):
     """Head 12 (first of the 4-orbit) gains a key-independent OV column through W_V: the default
     check loses the 4-orbit, the bias gauge keeps it exact; the census row has both outcomes."""

@@ -590,6 +590,9 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
                                 "lower batch, seq_len"),
         "TOML folder": (train("--config", str(tmp)), "cannot read config file"),
         "resume and force": (train("--resume", "--force"), "--resume and --force exclude each other"),
+        "reuse and force": (train("--reuse", "--force"), "--reuse chooses by itself whether to keep, continue or "
+                                                          "replace the run: give it without --force"),
+        "reuse and resume": (train("--reuse", "--resume"), "give it without --resume"),
         "existing non-run file": (train_argv(tmp / "exists.h5", 20), "exists and is not a readable run file"),
         "recover missing": (["recover", str(tmp / "nope.h5")], "does not exist"),
         "recover onto a run": (["recover", orbit, "--out", str(runs / "ind.h5")], "exists; pass --force to replace it"),
@@ -610,7 +613,7 @@ CASES = ["fps nan", "fps inf", "fps 0", "hold nan", "hold -1", "trail nan", "tra
          "panel-px not an int", "tol nan", "figures formats", "sequences 0", "sequences 10**9", "ov trail",
          "ov fps inf", "threads 0", "threads 10**6", "checkpoint-every -1", "checkpoint-every inf", "seed -1",
          "p 300", "late_every 0", "snapshots 10**7", "lr inf", "weight_decay -1", "induction pos_base 1", "induction batch", "ov-coherent seq_len",
-         "TOML folder", "resume and force", "existing non-run file", "recover missing", "recover onto a run",
+         "TOML folder", "resume and force", "reuse and force", "reuse and resume", "existing non-run file", "recover missing", "recover onto a run",
          "recover into a folder", "recover into /proc", "unknown command", "empty --fork-from", "empty run path"]
 
 

@@ -81,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("data") / f"{args.experiment}.h5"
     resume, force, fork_from = args.resume, args.force, args.fork_from
     loop.check_stop_at(cfg, args.stop_at)
+    if args.reuse and (args.force or args.resume):
+        raise UserError(f"--reuse chooses by itself whether to keep, continue or replace the run: give it without "
+                        f"{'--force' if args.force else '--resume'}")
     if args.reuse:
         plan = loop.reuse_plan(out, cfg)
         if plan == "reuse":

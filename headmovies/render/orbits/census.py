@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from headmovies.errors import UserError
+from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.outputs import FIGURE_FORMATS, atomic, save_figure, write_text
 from headmovies.render.core.reader import Run
 from headmovies.render.core.sweep_report import latest, read_rows as read_sweep_rows
@@ -141,7 +141,8 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
 
 
 def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Sequence[int] = SCREEN_EPOCHS,
-            progress: Callable | None = None, old_settings: dict[str, dict] | None = None
+            progress: Callable | None = None, old_settings: dict[str, dict] | None = None,
+            on_unreadable: Callable[[Path, RunFileError], None] | None = None
             ) -> tuple[list[dict], dict[str, dict]]:
     """Census rows of every finished run in the sweep folders, plus the rows of `old` (an
     existing census.jsonl) that the folders do not list: runs counted on another machine or
@@ -154,7 +155,9 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
     `old_settings` are the recipes' settings that `old` was made with (census.settings.json).
     UserError when an old row that no folder lists cannot stand beside the new ones: its recipe's
     folder now has other settings, or it was read at other screen epochs or by another row
-    version (its run file, which would recompute it, is not here)."""
+    version (its run file, which would recompute it, is not here). A listed run file that cannot
+    be read (cut off, corrupt) raises RunFileError, or with `on_unreadable(path, error)` is left
+    out and reported to it, so one broken file does not stop a census of hundreds."""
     old = list(old)
     cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
     todo, settings, listed = [], {}, set()
@@ -177,7 +180,12 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
                                                                            path.stat().st_mtime_ns):
             rows.append(hit)
         elif path.exists():
-            rows.append(census_row(path, sweep_row, recipe, screen_epochs))
+            try:
+                rows.append(census_row(path, sweep_row, recipe, screen_epochs))
+            except RunFileError as exc:
+                if on_unreadable is None:
+                    raise
+                on_unreadable(path, exc)
     kept = [r for r in old if (r["recipe"], r["run"]) not in listed]
     old_settings = old_settings or {}
     for recipe in dict.fromkeys(r["recipe"] for r in kept):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -102,7 +103,9 @@ Rows of unchanged run files are reused from an existing --out/census.jsonl, so a
 sweep costs only its new runs; its rows of runs that the folders do not list (counted on
 another machine, or before the folder was deleted) are kept, so a census continues in fresh
 folders on a new machine (same recipe settings and screen epochs). With --rows FILE and no folders it rebuilds census.md and the
-figure from saved rows alone. Docs: docs/results/orbits.md, "Census"."""
+figure from saved rows alone. A run file that cannot be read (cut off, corrupt) is left out and
+named, and the command exits 1 after writing the rest: rerun the sweep to retrain it.
+Docs: docs/results/orbits.md, "Census"."""
 
 
 def _tolerances(p: argparse.ArgumentParser) -> None:
@@ -248,6 +251,7 @@ def census(args: argparse.Namespace) -> int:
         screen = sorted({int(e) for e in args.screen_epochs.split(",") if e.strip()})
     except ValueError:
         raise UserError(f"--screen-epochs must be epochs separated by commas, got {args.screen_epochs!r}") from None
+    skipped: list[str] = []                 # messages of unreadable run files left out
     if args.sweeps and args.rows:
         raise UserError("give sweep folders or --rows FILE.jsonl (to rebuild from saved rows), not both")
     if not args.sweeps and not args.rows:
@@ -281,7 +285,8 @@ def census(args: argparse.Namespace) -> int:
         if not args.no_progress:
             from tqdm import tqdm
             progress = lambda it: tqdm(it, desc="census", unit="run")   # noqa: E731
-        rows, settings = c.collect(args.sweeps, old, screen, progress, old_settings)
+        rows, settings = c.collect(args.sweeps, old, screen, progress, old_settings,
+                                   on_unreadable=lambda path, exc: skipped.append(str(exc)))
         if not rows:
             raise UserError("no finished run in " + ", ".join(map(str, args.sweeps)))
     out = prepare_out_dir(args.out)
@@ -290,6 +295,12 @@ def census(args: argparse.Namespace) -> int:
         paths.append(c.write_settings(out / "census.settings.json", settings))
     for path in paths:
         print(path)
+    if skipped:
+        for message in skipped:
+            print(f"left out of the census: {message}", file=sys.stderr)
+        print(f"{len(skipped)} unreadable run file{'s' if len(skipped) > 1 else ''} left out: rerun the "
+              "sweep (it retrains runs whose file is cut off or corrupt), then this census", file=sys.stderr)
+        return 1
     return 0
 
 
