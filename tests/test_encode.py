@@ -125,7 +125,7 @@ def tiny_run(tmp_path_factory):
 
 def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
     out = tmp_path / "movie"
-    argv = ["orbits", "movie", str(tiny_run), "--out", str(out), "--fps", "8", "--hold", "1", "--panel-px", "96",
+    argv = ["orbits", "movie", str(tiny_run), "--out", str(out), "--fps", "8", "--hold", "1", "--panel-px", "220",
             "--no-progress"]
     assert render_main(argv) == 0
     assert sorted(p.name for p in out.iterdir()) == [f"orbits.{e}" for e in ("gif", "html", "mp4", "png", "webm")]
@@ -142,7 +142,7 @@ def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
 def test_movie_command_panels_option(tiny_run, tmp_path):
     out = tmp_path / "two"
     assert render_main(["orbits", "movie", str(tiny_run), "--out", str(out), "--panels", "qk:0,10", "ov:10,-10",
-                        "--formats", "mp4,png", "--hold", "0", "--event-hold", "0", "--panel-px", "80", "--trail", "0",
+                        "--formats", "mp4,png", "--hold", "0", "--event-hold", "0", "--panel-px", "220", "--trail", "0",
                         "--no-progress"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["orbits.mp4", "orbits.png"]
     assert probe(out / "orbits.mp4")[1] == 9                                # one frame per snapshot, no holds

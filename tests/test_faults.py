@@ -244,7 +244,7 @@ def test_the_renderer_on_a_full_disk_says_so_and_leaves_nothing(small_disk, tiny
         monkeypatch.setattr(matplotlib.figure.Figure, "savefig", full)
     out = d.path / "movie"
     assert main(["orbits", "movie", str(tiny_equi), "--out", str(out), "--no-progress", "--formats", "mp4,webm,png",
-                 "--panels", "qk:0,10", "--panel-px", "128"]) == 2
+                 "--panels", "qk:0,10", "--panel-px", "220"]) == 2
     one_line_error(capsys.readouterr().err, "disk full", "nothing was written")
     assert listing(out) == []                        # no movie, no poster, no .orbits.encoding-* folder
     figures = d.path / "figures"
@@ -413,7 +413,7 @@ def _gone(pid: int) -> bool:
 
 
 def _start_movie(run, out):
-    proc = headmovies("orbits", "movie", run, "--out", out, "--formats", "mp4", "--panel-px", "64", "--hold", "0",
+    proc = headmovies("orbits", "movie", run, "--out", out, "--formats", "mp4", "--panel-px", "220", "--hold", "0",
                       "--panels", "qk:0,10", "--no-progress")
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -539,8 +539,8 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "hold -1": (movie + ["--hold", "-1"], "--hold must be a number of seconds in [0, 60], got -1.0"),
         "trail nan": (movie + ["--trail", "nan"], "--trail must be a number of epochs >= 0, got nan"),
         "trail -5": (movie + ["--trail", "-5"], "--trail must be a number of epochs >= 0, got -5.0"),
-        "panel-px 100000": (movie + ["--panel-px", "100000"], "--panel-px must be in 64..2000, got 100000"),
-        "panel-px 8": (movie + ["--panel-px", "8"], "--panel-px must be in 64..2000, got 8"),
+        "panel-px 100000": (movie + ["--panel-px", "100000"], "--panel-px must be in 220..2000 (below 220 the text no longer fits; to show the movie smaller, give it a smaller width in the page), got 100000"),
+        "panel-px 8": (movie + ["--panel-px", "8"], "--panel-px must be in 220..2000 (below 220 the text no longer fits; to show the movie smaller, give it a smaller width in the page), got 8"),
         "checkpoint-every nan": (train("--checkpoint-every", "nan"), "--checkpoint-every must be a number of seconds >= 0"),
         "epochs 10**12": (train("--set", "epochs=1000000000000"), "epochs must be in 0..100,000,000"),
         "n_heads 100000": (train("--set", "n_heads=100000", "--set", "p=24", "--set", "d_model=128"),

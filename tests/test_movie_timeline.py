@@ -174,7 +174,7 @@ def test_hold_frames_and_first_lasting():
 def test_movie_command_snippet_and_frame_count(run_path, tmp_path):
     out = tmp_path / "movie"
     assert main(["orbits", "movie", str(run_path), "--out", str(out), "--panels", "seed", "--fps", "8",
-                 "--hold", "0.5", "--event-hold", "1", "--panel-px", "120", "--no-progress"]) == 0
+                 "--hold", "0.5", "--event-hold", "1", "--panel-px", "220", "--no-progress"]) == 0
     assert probe(out / "orbits.mp4")[1] == 10 + 16 + 4                     # snapshots + event holds + end hold
     html = (out / "orbits.html").read_text()
     video = re.search(r"<video[^>]*>", html).group(0)

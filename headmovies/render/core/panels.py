@@ -37,6 +37,7 @@ from matplotlib.path import Path
 
 from headmovies.render.core.timeline import STRIP_PX, Timeline, TimelineStrip
 
+MIN_PANEL_PX = 220   # text stops shrinking here (half size); smaller panels would not leave it room
 TRAIL_EPOCHS = 250   # seed 000: "each dot trails its last 250 epochs"
 
 
@@ -238,7 +239,7 @@ class PanelFigure:
         rows, cols = grid_shape(len(titles))
         # layout in pixels
         header_lines = header.count("\n") + 1 if header else 1
-        fs = self.fs = min(1.0, max(0.5, panel_px / 440))       # text and margins shrink with small panels
+        fs = self.fs = min(1.0, max(0.5, panel_px / 440))       # text and margins shrink with small panels, to MIN_PANEL_PX
         pad, gap, vgap = round(30 * fs), round(44 * fs), round(16 * fs)
         note_lines = max((n.count("\n") + 1 for n in notes), default=0)
         title_h = round((32 + 15 * note_lines) * fs)

@@ -11,7 +11,7 @@ from pathlib import Path
 from headmovies.errors import UserError
 from headmovies.render.core.encode import FORMATS, Quality, add_movie_arguments, movie_arguments
 from headmovies.render.core.outputs import FIGURE_FORMATS
-from headmovies.render.core.panels import TRAIL_EPOCHS
+from headmovies.render.core.panels import MIN_PANEL_PX, TRAIL_EPOCHS
 from headmovies.render.core.projections import parse_panel
 from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 from headmovies.render.orbits.check import DEAD_TOL, GAUGES, TOL
@@ -140,7 +140,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-timeline", action="store_true", help="no timeline strip under the panels")
     p.add_argument("--name", default="orbits", help="file name stem of the outputs (default orbits)")
     p.add_argument("--panel-px", type=int, default=480, metavar="PX",
-                   help="side of each square panel in pixels (default 480)")
+                   help=f"side of each square panel in pixels, {MIN_PANEL_PX} to 2000 (default 480)")
     p.add_argument("--trail", type=float, default=TRAIL_EPOCHS, metavar="EPOCHS",
                    help=f"trail length in epochs (default {TRAIL_EPOCHS:g})")
     p.add_argument("--crf", type=int, default=Quality.mp4_crf,
@@ -213,8 +213,9 @@ def movie(args: argparse.Namespace) -> int:
     _check_panel_words(panels)
     formats, fps, hold = movie_arguments(args)
     event_hold = timeline_arguments(args)
-    if not 64 <= args.panel_px <= 2000:
-        raise UserError(f"--panel-px must be in 64..2000, got {args.panel_px}")
+    if not MIN_PANEL_PX <= args.panel_px <= 2000:
+        raise UserError(f"--panel-px must be in {MIN_PANEL_PX}..2000 (below {MIN_PANEL_PX} the text no longer fits; "
+                        f"to show the movie smaller, give it a smaller width in the page), got {args.panel_px}")
     if not math.isfinite(args.trail) or args.trail < 0:
         raise UserError(f"--trail must be a number of epochs >= 0, got {args.trail}")
     if not 0 <= args.crf <= 51:
