@@ -33,8 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="QK-plane movie for the first run with >= 2 heads, every such run, or none (default first)")
     add_movie_arguments(p)
     add_timeline_arguments(p)
-    p.add_argument("--trail", type=int, default=1000, metavar="STEPS",
-                   help="movie trails span this many optimizer steps (default 1000)")
+    p.add_argument("--trail", type=int, default=1000, metavar="EPOCHS",
+                   help="movie trails span this many epochs (here an epoch is one optimizer step on a fresh "
+                        "batch, as in the run file; default 1000)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

@@ -29,7 +29,7 @@ class QKPlaneMovie:
 
     One dot per signal token (coloured), small grey dots for the noise tokens and a hollow one
     for the read-off; each head's scores are shifted by its mean noise score. Signal dots trail
-    their last `trail` optimizer steps. Axes are symmetric about the origin with equal aspect
+    their last `trail` epochs (one optimizer step each). Axes are symmetric about the origin with equal aspect
     and follow the largest radius in view (trails included): they grow at once and shrink
     smoothly, so every dot stays on screen. Artists are created once and updated per frame.
 
