@@ -138,20 +138,40 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     assert row["version"] == 4 and row["outcome_bias_gauge"] == row["outcome"] == "2"
 
 
-def test_a_cut_off_run_file_is_left_out_named_and_the_rest_counted(tmp_path, capsys):
+def test_a_cut_off_run_file_is_named_keeps_an_earlier_row_and_the_rest_is_counted(tmp_path, capsys):
     a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (4,), "extra_heads": 1},
-                                    1: {"orbit_sizes": (3,), "extra_heads": 2}})
+                                    1: {"orbit_sizes": (3,), "extra_heads": 2},
+                                    2: {"orbit_sizes": (2,), "extra_heads": 2}})
+    counted = tmp_path / "counted"
+    assert cli_main(["orbits", "census", str(a), "--out", str(counted), "--no-progress", "--formats", "png"]) == 0
+    before = C.read_rows(counted / "census.jsonl")
+    assert [(r["seed"], r["outcome"]) for r in before] == [(0, "4"), (1, "3"), (2, "2")]
+    capsys.readouterr()
     broken = a / "seed1.h5"
     data = broken.read_bytes()
     broken.write_bytes(data[: len(data) // 3])                # as a full disk or a killed copy leaves it
+    (a / "seed2.h5").unlink()
+    # into a fresh folder: the cut-off run and the never-counted missing one are named and left out
     out = tmp_path / "census"
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--formats", "png"]) == 1
     err = capsys.readouterr().err
-    assert f"left out of the census: {broken} is not a readable" in err
-    assert "1 unreadable run file left out: rerun the sweep" in err and "Traceback" not in err
+    assert f"census: {broken} is not a readable HDF5 run file" in err and "(left out)" in err
+    assert "--force" not in err and "Traceback" not in err
+    assert f"census: {a / 'seed2.h5'} is listed as done in its sweep.jsonl but does not exist" in err
+    assert "2 run files missing or unreadable: rerun the sweep" in err
     assert [(r["seed"], r["outcome"]) for r in C.read_rows(out / "census.jsonl")] == [(0, "4")]
+    # into the census that counted them before the damage: every earlier row is kept, as for a deleted file
+    assert cli_main(["orbits", "census", str(a), "--out", str(counted), "--no-progress", "--formats", "png"]) == 1
+    err = capsys.readouterr().err
+    assert "(its earlier row is kept)" in err and "1 run file missing or unreadable" in err
+    assert C.read_rows(counted / "census.jsonl") == before
+    # nothing readable at all: the files are named before the error
+    (a / "seed0.h5").write_bytes(b"")
+    assert cli_main(["orbits", "census", str(a), "--out", str(tmp_path / "none"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"census: {a / 'seed0.h5'} is not a readable" in err and "could be read" in err.splitlines()[-1]
     # the library call without a handler still refuses, naming the file
-    with pytest.raises(UserError, match="seed1.h5 is not a readable"):
+    with pytest.raises(UserError, match="seed0.h5 is not a readable"):
         C.collect([a])
 
 

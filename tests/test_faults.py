@@ -539,7 +539,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "hold -1": (movie + ["--hold", "-1"], "--hold must be a number of seconds in [0, 60], got -1.0"),
         "trail nan": (movie + ["--trail", "nan"], "--trail must be a number of epochs >= 0, got nan"),
         "trail -5": (movie + ["--trail", "-5"], "--trail must be a number of epochs >= 0, got -5.0"),
-        "panel-px 100000": (movie + ["--panel-px", "100000"], "--panel-px must be in 220..2000 (below 220 the text no longer fits; to show the movie smaller, give it a smaller width in the page), got 100000"),
+        "panel-px 100000": (movie + ["--panel-px", "100000"], "--panel-px must be in 220..2000, got 100000"),
         "panel-px 8": (movie + ["--panel-px", "8"], "--panel-px must be in 220..2000 (below 220 the text no longer fits; to show the movie smaller, give it a smaller width in the page), got 8"),
         "checkpoint-every nan": (train("--checkpoint-every", "nan"), "--checkpoint-every must be a number of seconds >= 0"),
         "epochs 10**12": (train("--set", "epochs=1000000000000"), "epochs must be in 0..100,000,000"),
@@ -592,7 +592,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "resume and force": (train("--resume", "--force"), "--resume and --force exclude each other"),
         "reuse and force": (train("--reuse", "--force"), "--reuse chooses by itself whether to keep, continue or "
                                                           "replace the run: give it without --force"),
-        "reuse and resume": (train("--reuse", "--resume"), "give it without --resume"),
+        "reuse and resume": (train("--reuse", "--resume", "--force"), "give it without --force or --resume"),
         "existing non-run file": (train_argv(tmp / "exists.h5", 20), "exists and is not a readable run file"),
         "recover missing": (["recover", str(tmp / "nope.h5")], "does not exist"),
         "recover onto a run": (["recover", orbit, "--out", str(runs / "ind.h5")], "exists; pass --force to replace it"),

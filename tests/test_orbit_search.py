@@ -241,3 +241,31 @@ def test_bench_load_and_prune_errors_are_one_line(tmp_path):
     done = run("--load", str(tmp_path / "p5.pt"), "--prune", "0.3")
     assert done.returncode == 0, done.stderr
     assert f"load {tmp_path / 'p5.pt'}, prune 0.3 |" in done.stdout
+
+
+def test_search_table_and_numbers_errors_are_one_line(tmp_path):
+    """--table of a missing file, a folder, a non-JSON file and a census file, --every 0 and bad
+    --seeds: one line on stderr each, non-zero exit, no traceback; a real log's final rows print."""
+    import subprocess
+    (tmp_path / "text.txt").write_text("not json\n")
+    (tmp_path / "other.jsonl").write_text('{"version": 4, "recipe": "x"}\n')
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "headmovies.train.search", *args], capture_output=True, text=True)
+
+    for args, says in ((["--table", str(tmp_path / "nope.jsonl")], "cannot read search log"),
+                       (["--table", str(tmp_path)], "cannot read search log"),
+                       (["--table", str(tmp_path / "text.txt")], "is not a search log"),
+                       (["--table", str(tmp_path / "other.jsonl")], "is not a search log"),
+                       (["--every", "0"], "--every must be >= 1, got 0"),
+                       (["--seeds", "a-b", "--epochs", "2", "--every", "2", "--log", str(tmp_path / "l.jsonl")],
+                        "--seeds must be '0,3,5' or a range '0-9', got 'a-b'")):
+        done = run(*args)
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert says in done.stderr.splitlines()[-1], done.stderr        # argparse's own errors add the usage
+    log = tmp_path / "log.jsonl"
+    done = run("--set", "p=5", "--set", "n_heads=2", "--set", "d_model=8", "--epochs", "2", "--every", "2",
+               "--log", str(log), "--quiet")
+    assert done.returncode == 0, done.stderr
+    table = run("--table", str(log))
+    assert table.returncode == 0 and table.stdout.count("| p 5, n_heads 2, d_model 8 | 24 | 2 |") == 1, table.stdout

@@ -82,8 +82,9 @@ def run(args: argparse.Namespace) -> int:
     resume, force, fork_from = args.resume, args.force, args.fork_from
     loop.check_stop_at(cfg, args.stop_at)
     if args.reuse and (args.force or args.resume):
+        others = " or ".join(o for o, given in (("--force", args.force), ("--resume", args.resume)) if given)
         raise UserError(f"--reuse chooses by itself whether to keep, continue or replace the run: give it without "
-                        f"{'--force' if args.force else '--resume'}")
+                        f"{others}")
     if args.reuse:
         plan = loop.reuse_plan(out, cfg)
         if plan == "reuse":

@@ -125,16 +125,19 @@ def _groups_text(o: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m headmovies.train.search", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override one orbit config key for every run (repeatable)")
+    ap.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                    help="run every value of this config key (repeatable: the product of the grids)")
     ap.add_argument("--seeds", help="seeds: '0,3,5' or a range '0-9' (default: the experiment's, 24)")
-    ap.add_argument("--epochs", type=int, default=4000)
-    ap.add_argument("--every", type=int, default=1000, help="evaluate every this many epochs")
+    ap.add_argument("--epochs", type=int, default=4000, help="epochs per run (default 4000)")
+    ap.add_argument("--every", type=int, default=1000, help="evaluate every this many epochs (default 1000)")
     ap.add_argument("--tol", type=float, default=0.02, help="orbit tolerance (seed: 0.02)")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--log", default="outputs/orbit_search.jsonl")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--log", default="outputs/orbit_search.jsonl",
+                    help="append every evaluation here, one JSON line each (default outputs/orbit_search.jsonl)")
     ap.add_argument("--table", metavar="LOG", help="only print the final-epoch table of a log")
-    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--quiet", action="store_true", help="no line per evaluation")
     ap.add_argument("--save", metavar="DIR", help="save each run's final weights (state_dict) here")
     ap.add_argument("--load", metavar="PT", help="start every run from these weights (a --save file)")
     ap.add_argument("--prune", type=float, default=0.0, metavar="F",
@@ -144,9 +147,11 @@ def main() -> int:
         ap.error(f"--prune takes a fraction in [0, 1), got {args.prune}")
     if args.prune and not args.load:
         ap.error("--prune needs --load (it prunes the loaded weights)")
+    for name in ("epochs", "every", "threads"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.table:
-        rows = [json.loads(line) for line in open(args.table)]
-        print_table([r for r in rows if r.get("final")])
+        print_table(read_log(args.table))
         return 0
     import torch
     torch.set_num_threads(args.threads)
@@ -171,11 +176,30 @@ def main() -> int:
     return 0
 
 
+def read_log(path: str) -> list[dict]:
+    """The final-epoch rows of a search log (--log). ConfigError when it is unreadable or not one."""
+    from headmovies.errors import ConfigError
+    try:
+        with open(path) as fh:
+            rows = [json.loads(line) for line in fh if line.strip()]
+    except OSError as exc:
+        raise ConfigError(f"cannot read search log {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise ConfigError(f"{path} is not a search log (JSON lines written by --log)") from None
+    if not rows or not all(isinstance(r, dict) and {"orbits", "seed", "epoch"} <= r.keys() for r in rows):
+        raise ConfigError(f"{path} is not a search log (JSON lines written by --log) or holds no rows")
+    return [r for r in rows if r.get("final")]
+
+
 def parse_seeds(text: str) -> list[str]:
-    if "-" in text:
-        lo, hi = text.split("-")
-        return [str(s) for s in range(int(lo), int(hi) + 1)]
-    return text.split(",")
+    from headmovies.errors import ConfigError
+    try:
+        if "-" in text:
+            lo, hi = text.split("-")
+            return [str(s) for s in range(int(lo), int(hi) + 1)]
+        return [str(int(s)) for s in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"--seeds must be '0,3,5' or a range '0-9', got {text!r}") from None
 
 
 def print_table(rows: list[dict]) -> None:

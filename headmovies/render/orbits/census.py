@@ -156,8 +156,10 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
     UserError when an old row that no folder lists cannot stand beside the new ones: its recipe's
     folder now has other settings, or it was read at other screen epochs or by another row
     version (its run file, which would recompute it, is not here). A listed run file that cannot
-    be read (cut off, corrupt) raises RunFileError, or with `on_unreadable(path, error)` is left
-    out and reported to it, so one broken file does not stop a census of hundreds."""
+    be read (cut off, corrupt) raises RunFileError; with `on_unreadable(path, message)` it is
+    reported there instead, so one broken file does not stop a census of hundreds, and keeps its
+    row of `old` if it has one (as a deleted file does), else is left out. A listed run with
+    neither file nor old row is reported there too."""
     old = list(old)
     cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
     todo, settings, listed = [], {}, set()
@@ -185,7 +187,15 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
             except RunFileError as exc:
                 if on_unreadable is None:
                     raise
-                on_unreadable(path, exc)
+                reason = str(exc).split("; retrain it with --force")[0]     # a sweep retrains it, not --force
+                if same_epochs:
+                    rows.append(hit)      # counted before it was damaged: its row stands, as for a deleted file
+                    on_unreadable(path, f"{reason} (its earlier row is kept)")
+                else:
+                    on_unreadable(path, f"{reason} (left out)")
+        elif on_unreadable is not None:
+            on_unreadable(path, f"{path} is listed as done in its sweep.jsonl but does not exist, and no "
+                                "earlier census row has it (left out)")
     kept = [r for r in old if (r["recipe"], r["run"]) not in listed]
     old_settings = old_settings or {}
     for recipe in dict.fromkeys(r["recipe"] for r in kept):

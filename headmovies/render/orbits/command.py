@@ -103,8 +103,9 @@ Rows of unchanged run files are reused from an existing --out/census.jsonl, so a
 sweep costs only its new runs; its rows of runs that the folders do not list (counted on
 another machine, or before the folder was deleted) are kept, so a census continues in fresh
 folders on a new machine (same recipe settings and screen epochs). With --rows FILE and no folders it rebuilds census.md and the
-figure from saved rows alone. A run file that cannot be read (cut off, corrupt) is left out and
-named, and the command exits 1 after writing the rest: rerun the sweep to retrain it.
+figure from saved rows alone. A run file that cannot be read (cut off, corrupt) or is missing is
+named, its earlier row kept if it has one, else left out; the command exits 1 after writing
+the rest: rerun the sweep to retrain it.
 Docs: docs/results/orbits.md, "Census"."""
 
 
@@ -214,8 +215,9 @@ def movie(args: argparse.Namespace) -> int:
     formats, fps, hold = movie_arguments(args)
     event_hold = timeline_arguments(args)
     if not MIN_PANEL_PX <= args.panel_px <= 2000:
-        raise UserError(f"--panel-px must be in {MIN_PANEL_PX}..2000 (below {MIN_PANEL_PX} the text no longer fits; "
-                        f"to show the movie smaller, give it a smaller width in the page), got {args.panel_px}")
+        why = (f" (below {MIN_PANEL_PX} the text no longer fits; to show the movie smaller, give it a smaller width "
+               "in the page)") if args.panel_px < MIN_PANEL_PX else ""
+        raise UserError(f"--panel-px must be in {MIN_PANEL_PX}..2000{why}, got {args.panel_px}")
     if not math.isfinite(args.trail) or args.trail < 0:
         raise UserError(f"--trail must be a number of epochs >= 0, got {args.trail}")
     if not 0 <= args.crf <= 51:
@@ -287,9 +289,11 @@ def census(args: argparse.Namespace) -> int:
             from tqdm import tqdm
             progress = lambda it: tqdm(it, desc="census", unit="run")   # noqa: E731
         rows, settings = c.collect(args.sweeps, old, screen, progress, old_settings,
-                                   on_unreadable=lambda path, exc: skipped.append(str(exc)))
+                                   on_unreadable=lambda path, message: skipped.append(message))
         if not rows:
-            raise UserError("no finished run in " + ", ".join(map(str, args.sweeps)))
+            _say_skipped(skipped)
+            raise UserError("no finished run in " + ", ".join(map(str, args.sweeps))
+                            + (" could be read" if skipped else ""))
     out = prepare_out_dir(args.out)
     paths = c.write_census(out, rows, settings, formats, write_jsonl=not args.rows)
     if not args.rows:
@@ -297,12 +301,17 @@ def census(args: argparse.Namespace) -> int:
     for path in paths:
         print(path)
     if skipped:
-        for message in skipped:
-            print(f"left out of the census: {message}", file=sys.stderr)
-        print(f"{len(skipped)} unreadable run file{'s' if len(skipped) > 1 else ''} left out: rerun the "
-              "sweep (it retrains runs whose file is cut off or corrupt), then this census", file=sys.stderr)
+        _say_skipped(skipped)
         return 1
     return 0
+
+
+def _say_skipped(skipped: list[str]) -> None:
+    for message in skipped:
+        print(f"census: {message}", file=sys.stderr)
+    if skipped:
+        print(f"{len(skipped)} run file{'s' if len(skipped) > 1 else ''} missing or unreadable: rerun the sweep "
+              "(it retrains such runs), then this census", file=sys.stderr)
 
 
 def _formats(text: str) -> tuple[str, ...]:
