@@ -541,6 +541,12 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "trail -5": (movie + ["--trail", "-5"], "--trail must be a number of epochs >= 0, got -5.0"),
         "panel-px 100000": (movie + ["--panel-px", "100000"], "--panel-px must be in 220..2000, got 100000"),
         "panel-px 8": (movie + ["--panel-px", "8"], "--panel-px must be in 220..2000 (below 220 the text no longer fits; to show the movie smaller, give it a smaller width in the page), got 8"),
+        # checked before any run is read or any file written
+        "html alone": (movie + ["--formats", "html"], "the html snippet plays the mp4/webm movie"),
+        "ov html without a movie": (["ov-coherent", "report", ov, "--out", str(tmp / "out"), "--formats", "png,html",
+                                     "--no-progress"], "the html snippet plays the mp4/webm movie"),
+        "induction html without a movie": (["induction", "report", ind, "--out", str(tmp / "out"), "--formats",
+                                            "png,html", "--no-progress"], "the html snippet plays the mp4/webm movie"),
         "checkpoint-every nan": (train("--checkpoint-every", "nan"), "--checkpoint-every must be a number of seconds >= 0"),
         "epochs 10**12": (train("--set", "epochs=1000000000000"), "epochs must be in 0..100,000,000"),
         "n_heads 100000": (train("--set", "n_heads=100000", "--set", "p=24", "--set", "d_model=128"),
@@ -607,7 +613,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
 
 
 CASES = ["fps nan", "fps inf", "fps 0", "hold nan", "hold -1", "trail nan", "trail -5", "panel-px 100000",
-         "panel-px 8", "checkpoint-every nan", "epochs 10**12", "n_heads 100000", "non-UTF-8 TOML",
+         "panel-px 8", "html alone", "ov html without a movie", "induction html without a movie", "checkpoint-every nan", "epochs 10**12", "n_heads 100000", "non-UTF-8 TOML",
          "truncated checkpoint", "--out a folder", "formats", "induction fps 0", "read-only folder",
          "frequency outside C_n", "frequency -n", "figures frequency", "crf", "fps not a number",
          "panel-px not an int", "tol nan", "figures formats", "sequences 0", "sequences 10**9", "ov trail",

@@ -47,7 +47,7 @@ import numpy as np
 
 from headmovies import disk
 from headmovies.errors import DiskFullError, EncodeError, UserError
-from headmovies.render.core.outputs import prepare_out_dir
+from headmovies.render.core.outputs import check_out_dir, prepare_out_dir
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 FORMATS = ("mp4", "webm", "gif", "png", "html")
@@ -98,8 +98,14 @@ def add_movie_arguments(parser, fps: float = 24.0, hold_s: float = 2.0) -> None:
 
 def movie_arguments(args) -> tuple[tuple[str, ...], float, float]:
     """(formats, fps, hold) from parsed --formats, --fps, --hold; UserError (one line) unless the
-    formats are known, 0 < fps <= 120 and 0 <= hold <= 60 (finite numbers)."""
+    formats are known (html with mp4 or webm), 0 < fps <= 120 and 0 <= hold <= 60 (finite
+    numbers), and --out (when the command has one) can be a folder: all checked before any
+    run is read or anything written."""
     formats = parse_formats(args.formats)
+    if "html" in formats and not {"mp4", "webm"} & set(formats):
+        raise UserError("the html snippet plays the mp4/webm movie: add mp4 or webm to the formats")
+    if getattr(args, "out", None) is not None:
+        check_out_dir(args.out)
     if not math.isfinite(args.fps) or not 0 < args.fps <= 120:
         raise UserError(f"--fps must be a number in (0, 120], got {args.fps}")
     if not math.isfinite(args.hold) or not 0 <= args.hold <= 60:

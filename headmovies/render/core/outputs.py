@@ -27,6 +27,8 @@ def check_out_dir(out_dir: str | os.PathLike) -> None:
     base = out_dir
     while not base.exists():
         base = base.parent
+    if base == out_dir and not os.access(base, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write to output folder {out_dir}: it is read-only or not yours")
     if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
         raise UserError(f"cannot create output folder {out_dir}: {base} is not a writable folder")
 
