@@ -142,7 +142,7 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
 
 def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Sequence[int] = SCREEN_EPOCHS,
             progress: Callable | None = None, old_settings: dict[str, dict] | None = None,
-            on_unreadable: Callable[[Path, RunFileError], None] | None = None
+            on_unreadable: Callable[[Path, str], None] | None = None
             ) -> tuple[list[dict], dict[str, dict]]:
     """Census rows of every finished run in the sweep folders, plus the rows of `old` (an
     existing census.jsonl) that the folders do not list: runs counted on another machine or
