@@ -161,6 +161,31 @@ def test_event_labels_do_not_overlap():
             assert not boxes[i].overlaps(boxes[j]), (strip.labels[i].get_text(), strip.labels[j].get_text())
 
 
+def test_a_leader_that_must_cross_a_lower_label_passes_behind_it():
+    """In a narrow strip (--panel-px 220) the phase label at 10,000 covers epoch 10,700, where the
+    4-orbit's leader rises: the label hides the leader (no leader-blue pixel inside its box)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    fig = Figure(figsize=(5.4, 1.6), dpi=100)
+    canvas = FigureCanvasAgg(fig)
+    tl = Timeline(0, 16000, [Event(10000, "phase 2, OV-bias penalty"),
+                             Event(10700, "4-orbit verified", phase=False, colour="#0000ff")])
+    strip = TimelineStrip(fig, (40, 0, 450, 150), tl, animated=False)
+    canvas.draw()
+    img = np.asarray(canvas.buffer_rgba())[..., :3].astype(int)
+    phase, orbit = strip.labels
+    box = phase.get_window_extent()
+    assert orbit.get_window_extent().y0 > box.y0                       # the 4-orbit label sits a row higher
+    x = strip.ax.transData.transform((10700, 0))[0]
+    assert box.x0 < x < box.x1                                         # so its leader must cross the phase label
+    H = img.shape[0]
+    rows = slice(int(H - box.y1) + 1, int(H - box.y0) - 1)
+    cols = slice(int(x) - 1, int(x) + 2)
+    blue = lambda px: px[..., 2] - px[..., 0] > 60                     # noqa: E731 (the leader, alpha-blended)
+    assert not blue(img[rows, cols]).any()
+    below = slice(int(H - box.y0) + 3, int(H - box.y0) + 8)            # between the label and the axes it shows
+    assert blue(img[below, cols]).any()
+
+
 def test_hold_frames_and_first_lasting():
     epochs = np.array([0, 10, 20, 30, 40])
     events = [Event(15, "a"), Event(20, "b"), Event(40, "c", hold=False), Event(99, "late")]

@@ -191,7 +191,7 @@ class TimelineStrip:
         # event marks and their labels, in rows that do not overlap
         bt = blended_transform_factory(ax.transData, ax.transAxes)
         renderer = fig.canvas.get_renderer()
-        rows_end: list[float] = []          # right end (pixels) of the last label in each row
+        placed: list[tuple[int, float, float, float]] = []     # (row, left, right, leader x) in pixels
         px_per_epoch = w / (tl.end - tl.start)
         self.labels = []
         for e in tl.events:
@@ -199,14 +199,14 @@ class TimelineStrip:
                        alpha=0.9, zorder=3)
             x = x0 + (e.epoch - tl.start) * px_per_epoch
             t = fig.text(0, 0, e.label, fontsize=fontsize - 0.5, color=e.colour, va="bottom",
-                         weight="normal" if e.phase else "bold", animated=animated)
+                         weight="normal" if e.phase else "bold", animated=animated, zorder=4,
+                         bbox=dict(boxstyle="square,pad=0.05", facecolor="white", edgecolor="none"))
+            # (the white box: a leader that cannot avoid a lower label, in small frames, passes behind it)
             tw = t.get_window_extent(renderer).width
             left = x - 2 if x + tw + 2 <= x0 + w + 40 * k else x - tw + 2    # flip left near the right edge
-            row = next((r for r, end in enumerate(rows_end) if left > end + 6 * k), len(rows_end))
-            if row == len(rows_end):
-                rows_end.append(-math.inf)
-            row = min(row, 2)
-            rows_end[row] = max(rows_end[row], left + tw)
+            row = next((r for strict in (True, False) for r in range(3)     # else: only no overlap
+                        if self._free(placed, r, left, left + tw, x, 6 * k, strict)), 2)
+            placed.append((row, left, left + tw, x))
             ly = y0 + ticks_px + axes_h + 2 * k + row * label_px
             t.set_position((left / W, ly / H))
             self.labels.append(t)
@@ -231,6 +231,22 @@ class TimelineStrip:
         for e, i in zip(tl.events, event_snapshots(self.epochs, tl.events)):
             if i is not None:
                 self._banner_from.append((i, i + banner_frames - 1, e))
+
+    @staticmethod
+    def _free(placed, row: int, left: float, right: float, x: float, gap: float, strict: bool = True) -> bool:
+        """Whether a label [left, right] in `row` with its leader at x (rising from the axes) keeps
+        clear of the placed labels: no overlap in its row, and (`strict`) its leader through no
+        lower label and no higher label's leader through it."""
+        for r, l0, r0, x0 in placed:
+            if r == row and left < r0 + gap and l0 < right + gap:
+                return False
+            if not strict:
+                continue
+            if r < row and l0 - 2 <= x <= r0 + 2:
+                return False
+            if r > row and left - 2 <= x0 <= right + 2:
+                return False
+        return True
 
     @staticmethod
     def _draw_curves(ax, tl: Timeline, fontsize: float) -> None:
