@@ -13,7 +13,13 @@ class ConfigError(UserError):
 
 
 class RunFileError(UserError):
-    """A run file is missing, truncated, corrupt, or lacks what was asked of it."""
+    """A run file is missing, truncated, corrupt, or lacks what was asked of it. `problem` is
+    what is wrong; `fix`, when given, the usual remedy, which a caller with a better one (a
+    sweep retrains its own runs) may leave out."""
+
+    def __init__(self, problem: str, fix: str = ""):
+        super().__init__(f"{problem}; {fix}" if fix else problem)
+        self.problem, self.fix = problem, fix
 
 
 class RunLockedError(UserError):

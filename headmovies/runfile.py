@@ -59,12 +59,12 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
     except OSError as exc:
         if "already open for write" not in str(exc):
             raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "
-                               f"{str(exc).splitlines()[0]}; retrain it with --force") from None
+                               f"{str(exc).splitlines()[0]}", fix="retrain it with --force") from None
     try:
         f = h5py.File(path, "r", swmr=True)
     except OSError as exc:
         raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "
-                           f"{str(exc).splitlines()[0]}; retrain it with --force") from None
+                           f"{str(exc).splitlines()[0]}", fix="retrain it with --force") from None
     try:
         missing = [a for a in REQUIRED_ATTRS if a not in f.attrs]
         if missing:

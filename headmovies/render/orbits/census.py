@@ -187,7 +187,7 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
             except RunFileError as exc:
                 if on_unreadable is None:
                     raise
-                reason = str(exc).split("; retrain it with --force")[0]     # a sweep retrains it, not --force
+                reason = exc.problem          # without "--force": the sweep retrains its own runs
                 if same_epochs:
                     rows.append(hit)      # counted before it was damaged: its row stands, as for a deleted file
                     on_unreadable(path, f"{reason} (its earlier row is kept)")
