@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from headmovies import disk, runfile
 from headmovies.errors import ConfigError, DiskFullError, RunFileError, UserError
+from headmovies.interrupts import deferred_signals
 from headmovies.train import experiments
 from headmovies.train.config import TrainConfig
 from headmovies.train.lock import RunLock
@@ -434,26 +435,29 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
     try:
         bar = tqdm(range(start + 1, last + 1), desc=experiment, unit="epoch", disable=not progress,
                    initial=start, total=last, dynamic_ncols=True, mininterval=0.5)
-        for epoch in bar:
-            task.step(epoch)
-            if epoch in todo:
+        with deferred_signals() as signals:      # Ctrl-C stops between epochs, never inside h5py
+            for epoch in bar:
+                signals.deliver()
+                task.step(epoch)
+                if epoch in todo:
+                    metrics = task.evaluate()
+                    writer.append(epoch, task.snapshot(), metrics)
+                    diverged = sorted(k for k, v in metrics.items() if "loss" in k and not np.isfinite(v))
+                    if diverged:
+                        raise UserError(f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
+                                        f"{out} keeps the snapshots so far; lower lr or the loss weights and "
+                                        "retrain with --force")
+                    bar.set_postfix(task.progress(metrics), refresh=False)
+                    if epoch == last or time.monotonic() - last_ckpt > checkpoint_seconds:
+                        _save_checkpoint(ckpt_path, task, epoch,
+                                         f"{out} holds every snapshot through epoch {epoch}; {hint}")
+                        last_ckpt = time.monotonic()
+            bar.close()
+            if not metrics:  # last == start: nothing trained now
                 metrics = task.evaluate()
-                writer.append(epoch, task.snapshot(), metrics)
-                diverged = sorted(k for k, v in metrics.items() if "loss" in k and not np.isfinite(v))
-                if diverged:
-                    raise UserError(f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
-                                    f"{out} keeps the snapshots so far; lower lr or the loss weights and "
-                                    "retrain with --force")
-                bar.set_postfix(task.progress(metrics), refresh=False)
-                if epoch == last or time.monotonic() - last_ckpt > checkpoint_seconds:
-                    _save_checkpoint(ckpt_path, task, epoch,
-                                     f"{out} holds every snapshot through epoch {epoch}; {hint}")
-                    last_ckpt = time.monotonic()
-        bar.close()
-        if not metrics:  # last == start: nothing trained now
-            metrics = task.evaluate()
-        if last == cfg.epochs:
-            writer.mark_complete()
+            if last == cfg.epochs:
+                writer.mark_complete()
+            signals.deliver()                    # a signal in the last epoch: the run is whole, then stop
     finally:
         writer.close()
     seconds = time.perf_counter() - t0

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 from http import HTTPStatus
@@ -25,6 +24,7 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 
 from headmovies.errors import RunFileError, UserError
+from headmovies.interrupts import deferred_signals
 from headmovies.render.core.reader import Run
 from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
 from headmovies.render.orbits.viewer import ViewerData, page
@@ -242,26 +242,20 @@ def watch(run_path: str | os.PathLike, panels: Sequence[str] | None = None, host
     if open_browser:
         import webbrowser
         webbrowser.open(url)
-    # Ctrl-C (and SIGTERM) only set a flag here: a KeyboardInterrupt raised inside h5py while it
-    # holds its global lock would leave the lock held, and closing the file would then hang.
-    stop = threading.Event()
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            handlers[sig] = signal.signal(sig, lambda *_: stop.set())
-    try:
-        while not stop.wait(interval):
-            message = follower.message
-            if follower.poll():
-                st = follower.status()
-                log(f"epoch {st['epoch']:,} of {st['final_epoch']:,} ({st['snapshots']} snapshots)"
-                    + (", training finished" if st["complete"] else ""))
-            if follower.message and follower.message != message:
-                log(follower.message)
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-        server.shutdown()
-        server.server_close()
-        follower.close()
-    raise KeyboardInterrupt          # stopped by Ctrl-C or SIGTERM: the caller says so
+    # Ctrl-C (and SIGTERM) only wake this loop: raised inside h5py they could leave its lock held
+    with deferred_signals() as signals:
+        try:
+            while not signals.pending.wait(interval):
+                message = follower.message
+                if follower.poll():
+                    st = follower.status()
+                    log(f"epoch {st['epoch']:,} of {st['final_epoch']:,} ({st['snapshots']} snapshots)"
+                        + (", training finished" if st["complete"] else ""))
+                if follower.message and follower.message != message:
+                    log(follower.message)
+        finally:
+            server.shutdown()
+            server.server_close()
+            follower.close()
+        signals.deliver()                # stopped by Ctrl-C or SIGTERM: the CLI's handler raises
+    raise KeyboardInterrupt              # (outside the main thread, no handler ran: say stopped all the same)
