@@ -226,7 +226,7 @@ def test_render_command_writes_table_and_figures(tmp_path, capsys):
     out = tmp_path / "out"
     assert render_main(["ov-coherent", "report", str(run), "--out", str(out), "--movie", "none"]) == 0
     rows = json.loads((out / "summary.json").read_text())
-    assert len(rows) == 1 and rows[0]["steps"] == 10 and rows[0]["seq_len"] == 6
+    assert len(rows) == 1 and rows[0]["epoch"] == 10 and rows[0]["seq_len"] == 6
     assert len(rows[0]["heads"]) == 2 and sorted(rows[0]["heads"][0]["ordering"]) == [1, 2, 3, 4]
     for name in ("summary.md", "training.png", "orderings.png", "tiny/analysis.png", "tiny/analysis.json"):
         assert (out / name).stat().st_size > 0, name

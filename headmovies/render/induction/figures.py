@@ -77,7 +77,7 @@ def attention_figure(result: dict, key: str = "model"):
     nl, H = att.shape[:2]
     what = "per head" if key == "model" else "with K-composition removed (L1 keys without L0 outputs)"
     fig, _, _ = _heatmap_grid(att, head_titles(result, nl, H),
-                              f"{result['experiment']} seed {result['seed']}, step {result['epoch']}: "
+                              f"{result['experiment']} seed {result['seed']}, epoch {result['epoch']:,}: "
                               f"mean attention {what}")
     return fig
 
@@ -170,7 +170,7 @@ def training_figure(result: dict, history: dict, metrics: dict):
     fig, axes = plt.subplots(1, 3, figsize=(14.5, 3.6))
     ax = axes[0]
     ax.plot(metrics["epoch"], metrics["heldout_loss"], color="tab:red", label="loss (predictable positions)")
-    ax.set_xlabel("step")
+    ax.set_xlabel("epoch")
     ax.set_ylabel("loss", color="tab:red")
     ax.set_yscale("log")
     ax2 = ax.twinx()
@@ -189,7 +189,7 @@ def training_figure(result: dict, history: dict, metrics: dict):
             ax.plot(history["epoch"], history[key][:, i], label=name.replace(" W_E W_U", ""), **style)
         ax.axhline(0, color="0.3", lw=0.5)
         ax.set_ylim(-1.05, 1.05)
-        ax.set_xlabel("step")
+        ax.set_xlabel("epoch")
         ax.set_title(title, fontsize=9)
     handles, labels = axes[2].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="center right", frameon=False)

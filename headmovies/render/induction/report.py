@@ -24,7 +24,7 @@ def run_markdown(r: dict) -> str:
     """The per-run tables as Markdown."""
     seed_cop = ind.SEED_SCORES.get(r["experiment"], {})
     seed_heads = seed_cop.get("heads", []) if r["config"].get("n_heads") == 4 else []
-    out = [f"# {r['experiment']}, seed {r['seed']} (step {r['epoch']})", "",
+    out = [f"# {r['experiment']}, seed {r['seed']} (epoch {r['epoch']:,})", "",
            f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
            f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {positions_of(r['config'])}; "
            f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}.", ""]
@@ -151,7 +151,7 @@ def completions(paths: list[Path], prompt: str) -> list[str]:
             tokens = encode_prompt(prompt, run.config["n_vocab"], run.config["seq_len"])
             completion = decode(ind.greedy_complete(model, tokens, run.config["seq_len"]))
             correct = correct_completion(prompt, run.config["block_len"], run.config["seq_len"])
-            lines.append(f"{path.name} ({run.experiment}, step {run.epochs[-1]}): {prompt} -> {completion}"
+            lines.append(f"{path.name} ({run.experiment}, epoch {run.epochs[-1]:,}): {prompt} -> {completion}"
                          f"   (correct: {correct if correct is not None else 'N/A'})")
     return lines
 
@@ -182,7 +182,7 @@ def write_report(paths: list[Path], out: Path, movie: bool = True, formats=FORMA
     for path, name in zip(paths, unique_names(paths)):
         folder = prepare_out_dir(out / name)
         with Run(path) as run:
-            log(f"{path}: {run.experiment}, {len(run)} snapshots to step {run.epochs[-1]}"
+            log(f"{path}: {run.experiment}, {len(run)} snapshots to epoch {run.epochs[-1]:,}"
                 + ("" if run.complete else " (incomplete run)"))
             r = ind.analyse(run, n_sequences=sequences)
             r["name"] = name

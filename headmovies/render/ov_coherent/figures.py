@@ -172,16 +172,16 @@ def analysis_figure(result: dict, weights: dict, cases: T.Cases, title: str) -> 
 # ---------------------------------------------------------------- across runs
 
 def training_figure(curves: list[tuple[str, dict[str, np.ndarray]]]) -> plt.Figure:
-    """Exact read-off accuracy and loss over optimizer steps, one line per run.
+    """Exact read-off accuracy and loss over epochs (here one optimizer step each), one line per run.
     curves: [(label, metrics dict from Run.metrics())]."""
     fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     for label, m in curves:
-        step = np.maximum(m["epoch"], 1)
-        ax_acc.plot(step, m["acc"], label=label, lw=1)
-        ax_loss.plot(step, m["loss"], label=label, lw=1)
+        epoch = np.maximum(m["epoch"], 1)            # the log axis starts at epoch 1
+        ax_acc.plot(epoch, m["acc"], label=label, lw=1)
+        ax_loss.plot(epoch, m["loss"], label=label, lw=1)
     for ax in (ax_acc, ax_loss):
         ax.set_xscale("log")
-        ax.set_xlabel("optimizer step")
+        ax.set_xlabel("epoch (one optimizer step on a fresh batch)")
     ax_acc.set_ylabel("read-off accuracy")
     ax_loss.set_ylabel("cross-entropy")
     ax_loss.set_yscale("log")

@@ -17,7 +17,7 @@ from headmovies.tasks import ov_coherent as T
 
 def summary_table(rows: list[dict]) -> str:
     """Markdown table, one row per run."""
-    head = ("| run | seed | heads × d_head | L | steps | accuracy | worst class | head orderings "
+    head = ("| run | seed | heads × d_head | L | epochs | accuracy | worst class | head orderings "
             "(QK from read-off) | opposite | Kendall τ | acc, head ablated | hard-attention agreement |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -26,7 +26,7 @@ def summary_table(rows: list[dict]) -> str:
         opp = {True: "yes", False: "no", None: "n/a"}[r["opposite"]]
         tau = "n/a" if r["kendall_tau"] is None else f"{r['kendall_tau']:+.2f}"
         lines.append(f"| {r['name']} | {r['seed']} | {r['n_heads']} × {r['d_head']} | {r['seq_len']} | "
-                     f"{r['steps']} | {r['acc']:.2%} | {r['worst_class_acc']:.2%} | {orders} | {opp} | {tau} | "
+                     f"{r['epoch']:,} | {r['acc']:.2%} | {r['worst_class_acc']:.2%} | {orders} | {opp} | {tau} | "
                      f"{abl} | {r['hard_attention_agreement']:.1%} |")
     return "\n".join(lines) + "\n"
 
@@ -75,12 +75,12 @@ def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("m
             w = r.weights(-1, T.WEIGHT_NAMES)
             result = S.analyse(w, cases)
             row = {"name": name, "path": str(r.path), "seed": r.seed, "seq_len": L,
-                   "steps": int(r.epochs[-1]), "complete": r.complete, **result}
+                   "epoch": int(r.epochs[-1]), "complete": r.complete, **result}
             rows.append(row)
             run_dir = prepare_out_dir(out / name)
             write_text(run_dir / "analysis.json", json.dumps(row, indent=1) + "\n")
             save_figure(F.analysis_figure(result, w, cases, f"{name} ({result['n_heads']} × d_head "
-                                          f"{result['d_head']}, seed {r.seed}, step {row['steps']})"),
+                                          f"{result['d_head']}, seed {r.seed}, epoch {row['epoch']:,})"),
                         run_dir, "analysis", ("png",), dpi=110)
             curves.append((name, r.metrics()))
             if result["n_heads"] >= 2:
