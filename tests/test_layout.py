@@ -1,6 +1,7 @@
 """The house: every experiment is complete in every layer, and rendering never loads torch."""
 from __future__ import annotations
 
+import argparse
 import importlib
 import pkgutil
 import subprocess
@@ -77,3 +78,24 @@ def test_cli_lists_every_command():
     assert (done.returncode, done.stdout) == (0, f"headmovies {headmovies.__version__}\n")
     pyproject = (Path(headmovies.__file__).parents[1] / "pyproject.toml").read_text()
     assert 'version = {attr = "headmovies.__version__"}' in pyproject      # one version, not two
+
+
+def _parsers(parser: argparse.ArgumentParser, name: str = "headmovies"):
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _parsers(sub, f"{name} {sub_name}")
+
+
+def test_every_help_fits_a_terminal(monkeypatch):
+    """`--help` of every command in an 80-column terminal: argparse wraps the options, the
+    descriptions are wrapped by hand (RawDescriptionHelpFormatter); no line runs past 100."""
+    from headmovies.cli import build_parser
+    monkeypatch.setenv("COLUMNS", "80")
+    seen = 0
+    for name, parser in _parsers(build_parser()):
+        long = [line for line in parser.format_help().splitlines() if len(line) > 100]
+        assert not long, (name, long)
+        seen += 1
+    assert seen >= 14                # the top level, 5 commands and their actions

@@ -22,10 +22,12 @@ Docs: docs/sweeps.md.
 
 examples:
   headmovies sweep orbits --out data/sweeps/s0-7 --seeds 0-7 --set epochs=2000
-  headmovies sweep orbits --out data/sweeps/eq --seeds 0-3 --grid eq_weight=1,10,100 --grid split=orbit,random
+  headmovies sweep orbits --out data/sweeps/eq --seeds 0-3 --grid eq_weight=1,10,100 \\
+      --grid split=orbit,random
   headmovies sweep orbits --out data/sweeps/prune-only --seeds 0-7 --set refine_prune=0.25 \\
       --set refine_ov_bias_weight=0 --fork-from data/sweeps/seed-objective
-  headmovies sweep orbits --out /shared/sweep --seeds 0-199 --backend ray --address 10.0.0.5:6379"""
+  headmovies sweep orbits --out /shared/sweep --seeds 0-199 --backend ray \\
+      --address 10.0.0.5:6379"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -9,8 +9,8 @@ from headmovies.errors import UserError
 
 NAME = "train"
 HELP = "train an experiment, streaming its head weights into an HDF5 run file"
-DESCRIPTION = ("Train EXPERIMENT, streaming snapshots into the run file --out (crash-safe, readable while "
-               "it grows; docs/run-file.md).")
+DESCRIPTION = ("Train EXPERIMENT, streaming snapshots into the run file --out\n"
+               "(crash-safe, readable while it grows; docs/run-file.md).")
 
 
 def _epilog() -> str:

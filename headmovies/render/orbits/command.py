@@ -93,19 +93,20 @@ into the new file. Waits for RUN if it does not hold a snapshot yet. Ctrl-C stop
 CENSUS = """\
 Reads sweep folders of the orbit experiment (`headmovies sweep orbits --out DIR`), one per
 recipe, named by the folder. For every finished run (and every run stopped early with
-`sweep --stop-at`, listed apart as a screen) it runs the orbit check on every snapshot and reads each live head's frequency w at the screen epochs and at the end. Writes into --out:
+`sweep --stop-at`, listed apart as a screen) it runs the orbit check on every snapshot and
+reads each live head's frequency w at the screen epochs and at the end. Writes into --out:
   census.jsonl    one row per run (orbits with size, w, heads, worst error, lock-in epoch;
                   accuracy; both equivariance errors; each head's w at the screen epochs)
   census.md       outcomes per recipe, every orbit by size and w, recipes compared seed by
-                  seed, and the early screen (do the groups at an early epoch predict the orbits?)
+                  seed, and the early screen (do early groups predict the orbits?)
   census.{png,svg}  the same as a figure
 Rows of unchanged run files are reused from an existing --out/census.jsonl, so a growing
 sweep costs only its new runs; its rows of runs that the folders do not list (counted on
 another machine, or before the folder was deleted) are kept, so a census continues in fresh
-folders on a new machine (same recipe settings and screen epochs). With --rows FILE and no folders it rebuilds census.md and the
-figure from saved rows alone. A run file that cannot be read (cut off, corrupt) or is missing is
-named, its earlier row kept if it has one, else left out; the command exits 1 after writing
-the rest: rerun the sweep to retrain it.
+folders on a new machine (same recipe settings and screen epochs). With --rows FILE and no
+folders it rebuilds census.md and the figure from saved rows alone. A run file that cannot be
+read (cut off, corrupt) or is missing is named, its earlier row kept if it has one, else left
+out; the command exits 1 after writing the rest: rerun the sweep to retrain it.
 Docs: docs/results/orbits.md, "Census"."""
 
 

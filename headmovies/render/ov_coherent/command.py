@@ -12,15 +12,15 @@ NAME = "ov-coherent"
 HELP = "ov-coherent superposition (seed 004): accuracy, QK orderings, ablations, figures, QK-plane movie"
 DESCRIPTION = """\
 Analyse the final snapshot of each ov-coherent RUN: exact read-off accuracy (overall and per
-class), each head's QK preference ordering of the signal tokens 1-4, whether the first two heads'
-orderings are opposite, attention by pair, OV tables, accuracy with each head ablated, and how
-often hard (all-or-nothing) attention explains the model's predictions.
+class), each head's QK preference ordering of the signal tokens 1-4, whether the first two
+heads' orderings are opposite, attention by pair, OV tables, accuracy with each head ablated,
+and how often hard (all-or-nothing) attention explains the model's predictions.
 
 Writes into DIR: summary.md and summary.json (the table across runs), training.png,
 orderings.png, and per run <name>/analysis.png and <name>/analysis.json; the QK-plane movie
-<name>/qk_plane.{mp4,webm,gif,png,html} (needs 2 or more heads) over a timeline (accuracy; the frame
-is held --event-hold seconds where the orderings come to stay opposite and where the accuracy
-comes to stay at or above 99 %). docs/results/ov-coherent.md."""
+<name>/qk_plane.{mp4,webm,gif,png,html} (needs 2 or more heads) over a timeline (accuracy;
+the frame is held --event-hold seconds where the orderings come to stay opposite and where
+the accuracy comes to stay at or above 99 %). docs/results/ov-coherent.md."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
