@@ -30,6 +30,24 @@ def _nearest_existing(path: str | os.PathLike) -> Path:
     return p
 
 
+def check_folder(folder: str | os.PathLike, may_create: bool = True) -> None:
+    """UserError (one line, the same wording in every command) unless files can be written in
+    `folder`, or, with `may_create`, it can be created: it is not a file, the nearest existing
+    folder above it is a folder, writable, and on a disk (not /proc). Creates nothing."""
+    folder = Path(folder).absolute()
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"output folder {folder} is a file; remove it or choose another --out")
+    base = _nearest_existing(folder)
+    if not base.is_dir():
+        raise UserError(f"cannot create output folder {folder}: {base} is a file")
+    if base != folder and not may_create:
+        raise UserError(f"output folder {folder} does not exist; create it first (mkdir -p {folder})")
+    if not os.access(base, os.W_OK | os.X_OK) or os.statvfs(base).f_blocks == 0:
+        raise UserError(f"cannot write to output folder {folder}: it is read-only, not yours or not on a disk"
+                        if base == folder else
+                        f"cannot create output folder {folder}: {base} is not a writable folder on a disk")
+
+
 def human(nbytes: float) -> str:
     """1536 -> '1.5 KB' (decimal units, as df -H prints them)."""
     for unit in ("B", "KB", "MB", "GB", "TB"):

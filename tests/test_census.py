@@ -291,6 +291,6 @@ def test_a_bad_out_fails_before_any_run_is_read(tmp_path, capsys):
     (tmp_path / "file.txt").write_text("")
     # tmp_path is no sweep folder: reading it first would give another error
     assert cli_main(["orbits", "census", str(tmp_path), "--out", str(tmp_path / "file.txt")]) == 2
-    assert capsys.readouterr().err == f"error: output {tmp_path}/file.txt exists and is not a folder\n"
+    assert capsys.readouterr().err == f"error: output folder {tmp_path}/file.txt is a file; remove it or choose another --out\n"
     assert cli_main(["orbits", "census", str(tmp_path), "--out", str(tmp_path / "file.txt" / "c")]) == 2
     assert capsys.readouterr().err.startswith(f"error: cannot create output folder {tmp_path}/file.txt/c: ")

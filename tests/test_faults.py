@@ -655,7 +655,20 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "recover onto a run": (["recover", orbit, "--out", str(runs / "ind.h5")], "exists; pass --force to replace it"),
         "recover into a folder": (["recover", orbit, "--out", str(tmp / "folder.h5")], "is a folder"),
         "recover into /proc": (["recover", orbit, "--out", "/proc/x.h5"],
-                               "cannot write into /proc: not a writable folder on a disk"),
+                               "cannot write to output folder /proc: it is read-only, not yours or not on a disk"),
+        # one wording for output folders in every command (disk.check_folder)
+        "train under a file": (train_argv(tmp / "exists.h5" / "x.h5", 20),
+                               f"output folder {tmp / 'exists.h5'} is a file; remove it or choose another --out"),
+        "train into a missing folder": (train_argv(tmp / "nowhere" / "x.h5", 20),
+                                        f"output folder {tmp / 'nowhere'} does not exist; create it first (mkdir -p"),
+        "recover into a missing folder": (["recover", orbit, "--out", str(tmp / "nowhere" / "x.h5")],
+                                          f"output folder {tmp / 'nowhere'} does not exist"),
+        "sweep under a file": (["sweep", "orbits", "--out", str(tmp / "exists.h5" / "sw"), "--seeds", "0"],
+                               f"cannot create output folder {tmp / 'exists.h5' / 'sw'}: {tmp / 'exists.h5'} is a file"),
+        "report under a file": (["ov-coherent", "report", ov, "--out", str(tmp / "exists.h5" / "out"), "--no-progress"],
+                                f"cannot create output folder {tmp / 'exists.h5' / 'out'}: {tmp / 'exists.h5'} is a file"),
+        "report into /proc": (["ov-coherent", "report", ov, "--out", "/proc/out", "--no-progress"],
+                              "cannot create output folder /proc/out: /proc is not a writable folder on a disk"),
         "unknown command": (["orbitz"], "invalid choice: 'orbitz'"),
         "empty --fork-from": (["sweep", "orbits", "--out", str(tmp / "sw"), "--seeds", "0", "--fork-from", ""],
                               "argument --fork-from: an empty path"),
@@ -671,7 +684,8 @@ CASES = ["fps nan", "fps inf", "fps 0", "hold nan", "hold -1", "trail nan", "tra
          "ov fps inf", "threads 0", "threads 10**6", "checkpoint-every -1", "checkpoint-every inf", "seed -1",
          "p 300", "late_every 0", "snapshots 10**7", "lr inf", "weight_decay -1", "induction pos_base 1", "induction batch", "ov-coherent seq_len",
          "TOML folder", "resume and force", "reuse and force", "reuse and resume", "existing non-run file", "recover missing", "recover onto a run",
-         "recover into a folder", "recover into /proc", "unknown command", "empty --fork-from", "empty run path"]
+         "recover into a folder", "recover into /proc", "train under a file", "train into a missing folder",
+         "recover into a missing folder", "sweep under a file", "report under a file", "report into /proc", "unknown command", "empty --fork-from", "empty run path"]
 
 
 @pytest.mark.parametrize("case", CASES)

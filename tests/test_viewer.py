@@ -126,7 +126,7 @@ def test_view_command_and_its_errors(eq_run, tmp_path, capsys):
         (["orbits", "view", str(plain), "--out", str(tmp_path / "x")], "no group data"),
         (["orbits", "view", str(eq_run), "--out", str(tmp_path / "x"), "--panels", "qk:0"], "bad panel"),
         (["orbits", "view", str(eq_run), "--out", str(tmp_path / "x"), "--name", "../eq"], "--name"),
-        (["orbits", "view", str(eq_run), "--out", str(tmp_path / "v" / "eq.html")], "cannot create output folder"),
+        (["orbits", "view", str(eq_run), "--out", str(tmp_path / "v" / "eq.html")], "eq.html is a file; remove it or choose"),
         (["orbits", "watch", str(eq_run), "--port", "70000"], "--port"),
         (["orbits", "watch", str(plain), "--port", "0"], "no group data"),
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from headmovies import disk
 from headmovies.errors import UserError
 
 NAME = "recover"
@@ -48,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if out.is_dir():
             raise UserError(f"--out {out} is a folder; name the copy, e.g. {out / src.name}")
-        if not out.parent.is_dir():
-            raise UserError(f"output folder {out.parent} does not exist")
+        disk.check_folder(out.parent, may_create=False)
         if out.exists() and not args.force:
             raise UserError(f"{out} exists; pass --force to replace it")
         live = holder(src)

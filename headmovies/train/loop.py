@@ -381,10 +381,7 @@ def new_run(experiment: str, cfg: TrainConfig, task: experiments.Task, out: Path
 def check_out_path(out: Path) -> None:
     """UserError unless `out` can be a run file: its folder exists and is writable, and neither
     it nor its checkpoint path is a folder."""
-    if not out.parent.is_dir():
-        raise UserError(f"output folder {out.parent} does not exist")
-    if not os.access(out.parent, os.W_OK):
-        raise UserError(f"output folder {out.parent} is not writable")
+    disk.check_folder(out.parent, may_create=False)
     for path in (out, checkpoint_path(out)):
         if path.is_dir():
             raise UserError(f"{path} is a folder; --out names the run file, e.g. {path / 'run.h5'}")

@@ -305,7 +305,7 @@ def _check_settings(out: Path, experiment: str, settings: dict) -> str:
     default). UserError for another experiment or an unreadable sweep.json."""
     path = out / SETTINGS_FILE
     if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} exists and is not a folder")
+        raise UserError(f"output folder {out} is a file; remove it or choose another --out")
     if not path.exists():
         return "new"
     try:

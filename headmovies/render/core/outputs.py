@@ -19,18 +19,9 @@ FIGURE_FORMATS = ("png", "svg")
 
 
 def check_out_dir(out_dir: str | os.PathLike) -> None:
-    """Check, creating nothing, that `out_dir` can be made and written: UserError (one line)
-    otherwise. For commands that compute for long before they write."""
-    out_dir = Path(out_dir).absolute()
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"output {out_dir} exists and is not a folder")
-    base = out_dir
-    while not base.exists():
-        base = base.parent
-    if base == out_dir and not os.access(base, os.W_OK | os.X_OK):
-        raise UserError(f"cannot write to output folder {out_dir}: it is read-only or not yours")
-    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
-        raise UserError(f"cannot create output folder {out_dir}: {base} is not a writable folder")
+    """Check, creating nothing, that `out_dir` can be made and written: UserError (one line,
+    `disk.check_folder`) otherwise. For commands that compute for long before they write."""
+    disk.check_folder(out_dir)
 
 
 def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
@@ -42,9 +33,9 @@ def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
     except OSError as exc:
         if disk.is_full(exc):
             raise DiskFullError(disk.full_message(out_dir.parent, f"cannot create {out_dir}")) from None
+        disk.check_folder(out_dir)          # says why in the common words, if it can
         raise UserError(f"cannot create output folder {out_dir}: {exc.strerror or exc}") from None
-    if not out_dir.is_dir():
-        raise UserError(f"output {out_dir} exists and is not a folder")
+    disk.check_folder(out_dir)
     try:
         fd, probe = tempfile.mkstemp(dir=out_dir, prefix=".write-test-")
         os.close(fd)
