@@ -262,6 +262,31 @@ def test_a_killed_run_is_resumed_and_ends_equal_to_an_uninterrupted_one(tmp_path
     assert_same_run_files(run, tmp_path / "whole.h5")
 
 
+def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_path):
+    """SIGINT (Ctrl-C) to a sweep training two runs as one batch in its own process: it exits
+    130 within seconds, both run files hold whole snapshots, and the same command resumes both."""
+    out = tmp_path / "sw"
+    sets = {**SWEEP_SETS, "epochs": "100000"}
+    argv = [sys.executable, "-m", "headmovies", "sweep", "orbits", "--out", str(out), "--seeds", "0-1", "--workers",
+            "1", "--no-progress"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        for seed in (0, 1):
+            _wait_for_snapshots(out / f"seed{seed}.h5", 4, proc)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            assert proc.wait(timeout=20) == 130, proc.stderr.read()
+        finally:
+            proc.kill()
+    plan = S.make_plan("orbits", out, [0, 1], [], sets)
+    assert [r.action for r in plan.runs] == ["resume", "resume"]
+    for seed in (0, 1):
+        with runfile.open_for_reading(out / f"seed{seed}.h5") as f:
+            assert f["snapshots/epoch"].shape[0] >= 4
+
+
 def test_ray_sweep_equals_the_local_one(local_sweep, tmp_path):
     """The same sweep as Ray tasks on a real local Ray instance: the same rows (but wall time and
     host) and the same weights, bit for bit."""

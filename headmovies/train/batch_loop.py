@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from headmovies.errors import UserError
+from headmovies.interrupts import deferred_signals
 from headmovies.train import experiments, loop
 from headmovies.train.config import TrainConfig
 from headmovies.train.schedule import config_schedule
@@ -48,36 +49,39 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
             locks.append(RunLock(out, hint="wait for it to finish").acquire())
             view = batch.views[i]
             writers.append(loop.new_run(experiment, view.cfg, view, out, batch.torch_rng(i)))
-        last_ckpt = time.monotonic()
-        todo = set(int(e) for e in schedule if e > 0)
-        for epoch in range(1, cfg.epochs + 1):
-            batch.step(epoch)
-            if epoch not in todo:
-                continue
-            save = epoch == cfg.epochs or time.monotonic() - last_ckpt > checkpoint_seconds
-            for i, writer in enumerate(writers):
-                if writer is None:
+        with deferred_signals() as signals:      # Ctrl-C stops between epochs, as in loop.train
+            last_ckpt = time.monotonic()
+            todo = set(int(e) for e in schedule if e > 0)
+            for epoch in range(1, cfg.epochs + 1):
+                signals.deliver()
+                batch.step(epoch)
+                if epoch not in todo:
                     continue
-                view = batch.sync(i, optimizer=save)
-                metrics[i] = view.evaluate()
-                writer.append(epoch, view.snapshot(), metrics[i])
-                diverged = sorted(k for k, v in metrics[i].items() if "loss" in k and not np.isfinite(v))
-                if diverged:
-                    errors[i] = UserError(f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
-                                          f"{outs[i]} keeps the snapshots so far; lower lr or the loss weights")
-                    writer.close()
-                    writers[i] = None
-                elif save:
-                    loop._save_checkpoint(loop.checkpoint_path(outs[i]), view, epoch,
-                                          f"{outs[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
-                                          batch.torch_rng(i))
-            if save:
-                last_ckpt = time.monotonic()
-        for i, writer in enumerate(writers):
-            if writer is not None:
-                if not metrics[i]:              # epochs == 0
-                    metrics[i] = batch.sync(i, optimizer=False).evaluate()
-                writer.mark_complete()
+                save = epoch == cfg.epochs or time.monotonic() - last_ckpt > checkpoint_seconds
+                for i, writer in enumerate(writers):
+                    if writer is None:
+                        continue
+                    view = batch.sync(i, optimizer=save)
+                    metrics[i] = view.evaluate()
+                    writer.append(epoch, view.snapshot(), metrics[i])
+                    diverged = sorted(k for k, v in metrics[i].items() if "loss" in k and not np.isfinite(v))
+                    if diverged:
+                        errors[i] = UserError(f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
+                                              f"{outs[i]} keeps the snapshots so far; lower lr or the loss weights")
+                        writer.close()
+                        writers[i] = None
+                    elif save:
+                        loop._save_checkpoint(loop.checkpoint_path(outs[i]), view, epoch,
+                                              f"{outs[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
+                                              batch.torch_rng(i))
+                if save:
+                    last_ckpt = time.monotonic()
+            for i, writer in enumerate(writers):
+                if writer is not None:
+                    if not metrics[i]:              # epochs == 0
+                        metrics[i] = batch.sync(i, optimizer=False).evaluate()
+                    writer.mark_complete()
+            signals.deliver()
     finally:
         for writer in writers:
             if writer is not None:
