@@ -19,8 +19,8 @@ class deferred_signals:
     """Context manager: inside it, SIGINT and SIGTERM only set `pending` (a threading.Event);
     `deliver()` then calls the handler each had before, at a point the caller chose. A second
     signal before that calls it at once, so a stuck loop still stops. Signals whose handler is
-    not a Python function (ignored, or the OS default) are left alone, as they are outside the
-    main thread, where Python allows no handlers."""
+    not a Python function (ignored, or the OS default) are left alone, and so is everything
+    outside the main thread, where Python allows no handlers."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
