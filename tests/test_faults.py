@@ -327,13 +327,15 @@ def test_deferred_signals_wait_for_deliver_and_a_second_signal_does_not():
         signal.signal(signal.SIGTERM, before)
 
 
-def test_sigterm_stops_training_every_time(tmp_path):
+def test_sigterm_stops_training_at_the_next_snapshot_with_a_checkpoint_every_time(tmp_path, capsys):
     """A KeyboardInterrupt raised at an arbitrary bytecode of a training step was sometimes
-    dropped (the process trained on; seen in CI); training now stops between epochs."""
+    dropped (the process trained on; seen in CI). Now SIGTERM (as Ctrl-C) lets training run on
+    to the next snapshot and checkpoint it, so --resume continues from the last snapshot."""
+    import torch
     rng = random.Random(0)
     for i in range(6):
         out = tmp_path / f"run{i}.h5"
-        proc = headmovies(*train_argv(out, 100_000))
+        proc = headmovies(*train_argv(out, 100_000, every="30"))      # periodic checkpoints: none yet
         try:
             _wait_for_snapshots(out, 3, proc)
             time.sleep(rng.uniform(0, 0.3))
@@ -343,8 +345,30 @@ def test_sigterm_stops_training_every_time(tmp_path):
                 assert proc.wait(timeout=20) == 130, proc.stderr.read()
             finally:
                 proc.kill()
+        err = proc.stderr.read()
         with runfile.open_for_reading(out) as f:
-            assert f["snapshots/epoch"].shape[0] >= 3
+            epochs = f["snapshots/epoch"][:]
+        assert len(epochs) >= 3
+        assert f"stopping after the snapshot at epoch {int(epochs[-1]):,}, with a checkpoint there" in err, err
+        assert torch.load(checkpoint_path(out), weights_only=False)["epoch"] == epochs[-1]
+    assert main(train_argv(out, int(epochs[-1]) + 20, "--resume", every="30")) == 0
+    assert "trained again" not in capsys.readouterr().err                                 # nothing retrained
+
+
+def test_resume_after_a_kill_says_which_snapshots_it_trains_again(tmp_path, capsys):
+    out = tmp_path / "run.h5"
+    proc = headmovies(*train_argv(out, 100_000, every="30"))        # only the checkpoint of epoch 0
+    try:
+        _wait_for_snapshots(out, 3, proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    with runfile.open_for_reading(out) as f:
+        later = int(np.count_nonzero(f["snapshots/epoch"][:] > 0))
+    assert later >= 2
+    assert main(train_argv(out, 100, "--resume")) == 0
+    assert (f"resuming {out} from its checkpoint at epoch 0: its {later} later snapshots will be trained again"
+            in capsys.readouterr().err)
 
 
 def test_resume_refuses_a_checkpoint_of_another_run(tmp_path, capsys):

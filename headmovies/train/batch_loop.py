@@ -49,15 +49,17 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
             locks.append(RunLock(out, hint="wait for it to finish").acquire())
             view = batch.views[i]
             writers.append(loop.new_run(experiment, view.cfg, view, out, batch.torch_rng(i)))
-        with deferred_signals() as signals:      # Ctrl-C stops between epochs, as in loop.train
+        stopping = False
+        with deferred_signals() as signals:      # Ctrl-C: stop at the next snapshot (loop.train)
             last_ckpt = time.monotonic()
             todo = set(int(e) for e in schedule if e > 0)
             for epoch in range(1, cfg.epochs + 1):
-                signals.deliver()
+                if signals.pending.is_set() and not stopping:
+                    stopping = True
                 batch.step(epoch)
                 if epoch not in todo:
                     continue
-                save = epoch == cfg.epochs or time.monotonic() - last_ckpt > checkpoint_seconds
+                save = stopping or epoch == cfg.epochs or time.monotonic() - last_ckpt > checkpoint_seconds
                 for i, writer in enumerate(writers):
                     if writer is None:
                         continue
@@ -76,6 +78,8 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
                                               batch.torch_rng(i))
                 if save:
                     last_ckpt = time.monotonic()
+                if stopping:
+                    signals.deliver()
             for i, writer in enumerate(writers):
                 if writer is not None:
                     if not metrics[i]:              # epochs == 0

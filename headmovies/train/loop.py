@@ -16,6 +16,7 @@ import math
 import os
 import platform
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -397,7 +398,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
     ckpt_path = checkpoint_path(out)
     last = cfg.epochs if stop_at is None else stop_at
     if resume:
-        state, row = _resume_state(out, ckpt_path, experiment, cfg)
+        state, row, later = _resume_state(out, ckpt_path, experiment, cfg)
         if int(state["epoch"]) > last:
             raise UserError(f"{out} is already at epoch {int(state['epoch']):,}, past --stop-at {last:,}")
     elif out.exists() and not force:
@@ -414,6 +415,9 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
         torch.set_rng_state(state["torch_rng"])
         start = int(state["epoch"])
         _check_same_weights(out, ckpt_path, task.snapshot(), row, start)
+        if later:                        # a kill (or a second Ctrl-C) came after the checkpoint
+            print(f"resuming {out} from its checkpoint at epoch {start:,}: its {later} later snapshot"
+                  f"{'s' if later > 1 else ''} will be trained again", file=sys.stderr, flush=True)
         attrs = {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)}
         before = int(state["config"]["epochs"])
         if cfg.epochs != before:         # kept: the epochs before `start` ran under that schedule (forks check it)
@@ -432,9 +436,14 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
     try:
         bar = tqdm(range(start + 1, last + 1), desc=experiment, unit="epoch", disable=not progress,
                    initial=start, total=last, dynamic_ncols=True, mininterval=0.5)
-        with deferred_signals() as signals:      # Ctrl-C stops between epochs, never inside h5py
+        stopping = False
+        # Ctrl-C / SIGTERM: train on to the next snapshot, checkpoint it and stop there, so that
+        # --resume loses nothing; a second one stops at once (never inside h5py: interrupts.py)
+        with deferred_signals() as signals:
             for epoch in bar:
-                signals.deliver()
+                if signals.pending.is_set() and not stopping:
+                    stopping = True
+                    _say_stopping(min((e for e in todo if e >= epoch), default=last), bar)
                 task.step(epoch)
                 if epoch in todo:
                     metrics = task.evaluate()
@@ -445,10 +454,12 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
                                         f"{out} keeps the snapshots so far; lower lr or the loss weights and "
                                         "retrain with --force")
                     bar.set_postfix(task.progress(metrics), refresh=False)
-                    if epoch == last or time.monotonic() - last_ckpt > checkpoint_seconds:
+                    if stopping or epoch == last or time.monotonic() - last_ckpt > checkpoint_seconds:
                         _save_checkpoint(ckpt_path, task, epoch,
                                          f"{out} holds every snapshot through epoch {epoch}; {hint}")
                         last_ckpt = time.monotonic()
+                    if stopping:
+                        signals.deliver()
             bar.close()
             if not metrics:  # last == start: nothing trained now
                 metrics = task.evaluate()
@@ -459,6 +470,13 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
         writer.close()
     seconds = time.perf_counter() - t0
     return TrainResult(out, last, metrics, task.summary(metrics), seconds, task.overlapped_steps, start)
+
+
+def _say_stopping(epoch: int, bar) -> None:
+    """One line on stderr, above the progress bar, when Ctrl-C or SIGTERM arrives."""
+    bar.clear()
+    print(f"stopping after the snapshot at epoch {epoch:,}, with a checkpoint there (Ctrl-C again stops "
+          "at once, losing the epochs since the last checkpoint)", file=sys.stderr, flush=True)
 
 
 def _exists_message(out: Path, ckpt_path: Path, experiment: str) -> str:
@@ -490,9 +508,9 @@ def _load_checkpoint(ckpt_path: Path, out: Path, count: int) -> dict:
     return state
 
 
-def _resume_state(out: Path, ckpt_path: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, dict]:
+def _resume_state(out: Path, ckpt_path: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, dict, int]:
     """The checkpoint of `out` after checking that it may resume `out` with `cfg`; also the
-    file's row at the checkpoint epoch. A run may only be resumed with its own config (epochs
+    file's row at the checkpoint epoch and the number of snapshots after it (retrained). A run may only be resumed with its own config (epochs
     may grow, which stretches any schedule tied to the final epoch, such as a cosine learning
     rate, from there on), from its own checkpoint."""
     if not out.exists():
@@ -529,7 +547,7 @@ def _resume_state(out: Path, ckpt_path: Path, experiment: str, cfg: TrainConfig)
             raise RunFileError(f"cannot resume: {out} holds no snapshot at its checkpoint's epoch {start} "
                                f"(it ends at epoch {int(epochs[-1])}); retrain with --force")
         row = {k: f[runfile.SNAPSHOTS][k][int(where[0])] for k in runfile.weight_names(f)}
-    return state, row
+    return state, row, int(np.count_nonzero(epochs > start))
 
 
 def _check_same_weights(out: Path, ckpt_path: Path, weights: dict, row: dict, epoch: int) -> None:
