@@ -324,7 +324,10 @@ def test_attention_movie_has_timeline_holds_and_caption(tiny_runs, tmp_path):
     with Run(run) as r:
         tl = induction_timeline(r.epochs, r.metrics(), r.config)
         held = int(hold_frames(r.epochs, tl.events, 8, 1.0).sum())
-    assert probe(tmp_path / "induction-smeared" / "attention.mp4")[1] == 5 + held
-    html = (tmp_path / "induction-smeared" / "attention.html").read_text()
-    assert html.index("attention.mp4") < html.index("<figcaption")
+    folder = tmp_path / "induction-smeared"
+    assert probe(folder / "attention_movie.mp4")[1] == 5 + held
+    html = (folder / "attention_movie.html").read_text()
+    assert html.index("attention_movie.mp4") < html.index("<figcaption")
+    import imageio.v3 as iio              # the movie's poster does not replace the attention figure
+    assert iio.imread(folder / "attention.png").shape != iio.imread(folder / "attention_movie.png").shape
     assert "trained 40 epochs on sequences of 24 letters made of a repeated block of 6" in html

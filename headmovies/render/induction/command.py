@@ -21,7 +21,7 @@ frame is held --event-hold seconds where the accuracy comes to stay above 50 % a
 
 Writes into DIR/<run name>/: analysis.md, analysis.json, attention, copying, block_length,
 training (and composition, attention_no_k_composition) as .png and .svg, and the movie
-attention.{mp4,webm,gif,png,html}; and DIR/summary.md, DIR/summary.json across the runs."""
+attention_movie.{mp4,webm,gif,png,html}; and DIR/summary.md, DIR/summary.json across the runs."""
 MAX_SEQUENCES = 1_000_000     # fresh sequences held at once with their attention patterns (~2 GB)
 COMPLETE = "Print each run's greedy completion of LETTERS to the context length (24); writes nothing."
 

@@ -99,8 +99,9 @@ def attention_frames(history: dict, experiment: str, seed: int, metrics: dict, t
 def make_movie(history: dict, result: dict, metrics: dict, out_dir: Path, label: str, formats,
                fps: float = 24.0, hold_s: float = 2.0, progress: bool = True, config: dict | None = None,
                event_hold_s: float = EVENT_HOLD_S, n_sequences: int = 256) -> EncodeResult:
-    """Encode the attention movie into out_dir/attention.{mp4,webm,gif,png,html}; `history` is
-    `analysis.over_training(run)` (on `n_sequences` sequences), `result` is `analysis.analyse(run)`,
+    """Encode the attention movie into out_dir/attention_movie.{mp4,webm,gif,png,html} (apart
+    from the figure attention.png); `history` is `analysis.over_training(run)` (on `n_sequences`
+    sequences), `result` is `analysis.analyse(run)`,
     `config` the run's config (schedule switch, task words in the caption)."""
     from tqdm import tqdm
     config = config or {}
@@ -109,5 +110,5 @@ def make_movie(history: dict, result: dict, metrics: dict, out_dir: Path, label:
     n = len(history["epoch"]) + int(extra.sum()) + int(round(hold_s * fps))
     with tqdm(total=n, desc=f"{label} movie", unit="frame", disable=not progress, leave=False) as bar:
         return encode(attention_frames(history, result["experiment"], result["seed"], metrics, timeline, extra),
-                      out_dir, "attention", fps=fps, hold_s=hold_s, formats=formats, on_frame=bar.update,
+                      out_dir, "attention_movie", fps=fps, hold_s=hold_s, formats=formats, on_frame=bar.update,
                       caption=figcaption(result, config, timeline, n_sequences))
