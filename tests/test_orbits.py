@@ -374,8 +374,11 @@ def test_resolve_panels_keywords():
     assert resolve_panels(["seed"], None, None, None, 24, 2)[0] == list(SEED_PANELS)
     assert resolve_panels(["auto"], report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
     assert resolve_panels(None, report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
-    assert resolve_panels(["qk:1,2", "ov:0,3"], None, None, None, 24, 2)[0] == [Panel("qk", 1, 2), Panel("ov", 0, 3)]
+    assert resolve_panels(["qk:1,2", "ov:1,3"], None, None, None, 24, 2)[0] == [Panel("qk", 1, 2), Panel("ov", 1, 3)]
     from headmovies.errors import UserError
+    for gauge in ("qk:1,0", "ov:0,3", "ov:0,-1", "qk:0,0"):         # zero for every head: refused, not drawn
+        with pytest.raises(UserError, match="centred away"):
+            resolve_panels([gauge], None, None, None, 24, 2)
     with pytest.raises(UserError, match="one of default, auto, seed"):
         resolve_panels(["auto", "qk:1,2"], report, M, R, 24, 2)
 

@@ -89,7 +89,8 @@ _PANEL = re.compile(r"^\s*(qk|ov)\s*:\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*$", re.IGN
 def parse_panel(text: str, n: int | None = None) -> Panel:
     """'qk:0,10' -> Panel('qk', 0, 10). Raises UserError with the expected form, or, given the
     group order n, for a frequency outside -(n-1)..n-1 (u and u - n name the same frequency, so
-    anything further out is a typo, not a plane)."""
+    anything further out is a typo, not a plane); also for the planes the centring removes (QK
+    with v = 0, OV with u = 0: zero for every head)."""
     match = _PANEL.match(text)
     if not match:
         raise UserError(f"bad panel {text!r}: expected CIRCUIT:U,V with CIRCUIT qk or ov and integer "
@@ -98,4 +99,9 @@ def parse_panel(text: str, n: int | None = None) -> Panel:
     if n is not None and not (abs(panel.u) < n and abs(panel.v) < n):
         raise UserError(f"bad panel {text!r}: frequencies of C_{n} are 0..{n - 1} (or -{n - 1}..-1, the same "
                         f"planes counted down), got u={panel.u}, v={panel.v}")
+    if (panel.circuit, panel.v if panel.circuit == "qk" else panel.u) in (("qk", 0), ("ov", 0)):
+        zero, which = ("v", "key") if panel.circuit == "qk" else ("u", "output")
+        raise UserError(f"bad panel {text!r}: {panel.circuit.upper()} planes with {zero} = 0 are centred away "
+                        f"(docs/math.md, 'QK and OV circuits'): every head sits at 0; choose a nonzero {which} "
+                        f"frequency {zero}")
     return panel
