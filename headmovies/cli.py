@@ -38,6 +38,7 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.register("type", Path, _path)     # every `type=Path` argument of every command
+        self.set_defaults(_prog=self.prog)       # the deepest command given, for unrecognized arguments
 
     def error(self, message: str):
         self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
@@ -74,10 +75,14 @@ def _interrupt(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
-    forget_warnings()
     try:
+        parser = build_parser()              # imports every command: Ctrl-C may come here too
+        args, extra = parser.parse_known_args(argv)
+        if extra:                            # named by the command they were given to
+            parser.exit(2, f"error: {args._prog}: unrecognized arguments: {' '.join(extra)} "
+                           f"(see `{args._prog} --help`)\n")
+        forget_warnings()
         return int(args._run(args) or 0)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
