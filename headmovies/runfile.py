@@ -39,6 +39,9 @@ REQUIRED_ATTRS = ("schema_version", "experiment", "config", "seed", "created", "
 RENAMED_METRICS = {"eq_error": "eq_error_pooled"}   # before the worst-input error was stored too
 
 
+_RETRAIN = "if it was a run, retrain it with `headmovies train EXPERIMENT --out PATH --force`"
+
+
 def open_for_reading(path: str | os.PathLike) -> h5py.File:
     """Open a run file read-only in SWMR mode (works on live, finished and killed runs).
 
@@ -59,12 +62,12 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
     except OSError as exc:
         if "already open for write" not in str(exc):
             raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "
-                               f"{str(exc).splitlines()[0]}", fix="retrain it with --force") from None
+                               f"{str(exc).splitlines()[0]}", fix=_RETRAIN) from None
     try:
         f = h5py.File(path, "r", swmr=True)
     except OSError as exc:
         raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "
-                           f"{str(exc).splitlines()[0]}", fix="retrain it with --force") from None
+                           f"{str(exc).splitlines()[0]}", fix=_RETRAIN) from None
     try:
         missing = [a for a in REQUIRED_ATTRS if a not in f.attrs]
         if missing:

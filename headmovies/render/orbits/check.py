@@ -148,8 +148,8 @@ class OrbitReport:
 
     def text(self) -> str:
         """A few lines in words."""
-        at = f" at epoch {self.epoch}" if self.epoch is not None else ""
-        lines = [f"orbit check{at}: C_{self.n} acting on {self.n_heads} heads (outputs shift by "
+        at = f" at epoch {self.epoch:,}" if self.epoch is not None else ""
+        lines = [f"orbit check{at}: C_{self.n} acting on {heads(self.n_heads)} (outputs shift by "
                  f"{self.m}s), tolerance {self.tol:.1%} relative Frobenius norm"
                  + (", bias gauge (each head's key-independent OV part removed)" if self.gauge == "bias" else "")]
         if not self.orbits:

@@ -240,7 +240,7 @@ def make_movie(run_path: str | Path, out_dir: str | Path, panels: Sequence[str] 
             prepare_out_dir(out_dir)
             total = len(movie) + int(round(hold_s * fps))
             held = ", ".join(f"{e.label} at {e.epoch:,}" for e in movie.timeline.events if e.hold)
-            log(f"{run.path}: {len(run)} snapshots (epochs {run.epochs[0]}..{run.epochs[-1]}), "
+            log(f"{run.path}: {len(run)} snapshot{'s' * (len(run) != 1)} (epochs {run.epochs[0]:,}..{run.epochs[-1]:,}), "
                 f"{movie.panel_note}: {' '.join(map(str, movie.panels))}; {movie.note}; "
                 f"held {event_hold_s:g} s: {held or 'nothing'}")
             bar = _progress(total, progress)
