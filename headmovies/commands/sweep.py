@@ -76,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
                       backend=args.backend, workers=args.workers, address=args.address, batch=args.batch,
                       progress=not args.no_progress, stop_at=args.stop_at, fork_from=args.fork_from)
     except KeyboardInterrupt:
-        print(f"interrupted: finished runs are recorded in {args.out}/sweep.jsonl; rerun the same command to "
-              "resume", file=sys.stderr)
+        rows = Path(args.out) / S.ROWS_FILE
+        done = f"finished runs are recorded in {rows}" if rows.exists() else "no run finished"
+        print(f"interrupted: {done}; rerun the same command to resume", file=sys.stderr)
         return 130
     print(f"{res.out}: {res.done} run{'' if res.done == 1 else 's'} {'stopped at epoch ' + str(args.stop_at) if args.stop_at else 'done'}, "
           f"{res.failed} failed, {res.skipped} skipped (complete, or stopped there before), "
