@@ -90,7 +90,8 @@ def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
 def add_movie_arguments(parser, fps: float = 24.0, hold_s: float = 2.0) -> None:
     """The options every movie command shares: --formats, --fps, --hold."""
     parser.add_argument("--formats", default=",".join(FORMATS),
-                        help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all)")
+                        help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all; html, a snippet "
+                             "that plays the movie, needs mp4 or webm)")
     parser.add_argument("--fps", type=float, default=fps, help=f"frames per second (default {fps:g})")
     parser.add_argument("--hold", type=float, default=hold_s, metavar="S",
                         help=f"seconds the last frame is held before the loop restarts (default {hold_s:g})")
