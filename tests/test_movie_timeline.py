@@ -226,3 +226,19 @@ def test_bad_event_hold_is_one_line(run_path, tmp_path, capsys):
     assert main(["orbits", "movie", str(run_path), "--out", str(tmp_path / "o"), "--event-hold", "nan"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "--event-hold" in err and "\n" not in err
+
+
+def test_figcaption_of_an_unfinished_run_says_so(tmp_path):
+    import h5py
+    from headmovies import runfile
+    from headmovies.render.orbits.timeline import figcaption
+    path = equivariant_run(tmp_path / "live.h5", EPOCHS, config={**CONFIG, "epochs": 1200})
+    with Run(path) as run:
+        done = figcaption(run, 16, None, [], [], 24)
+    with h5py.File(path, "a") as f:
+        del f[runfile.COMPLETE]                       # as a live or killed run leaves it
+    with Run(path) as run:
+        assert not run.complete
+        live = figcaption(run, 16, None, [], [], 24)
+    assert "trained 600 epochs so far (of 1,200; the run is unfinished)" in live and "At the last snapshot: " in live
+    assert "so far" not in done and "At the end: " in done

@@ -94,8 +94,10 @@ def figcaption(run: Run, n_heads: int, history: OrbitHistory | None, tracks: lis
     cfg = run.config
     epochs = int(run.epochs[-1])
     penalty = " under an equivariance penalty" if float(cfg.get("eq_weight", 0) or 0) > 0 else ""
+    planned = int(cfg.get("epochs", epochs) or epochs)
+    so_far = "" if run.complete else f" so far (of {planned:,}; the run is unfinished)"
     parts = [f"{H} heads of one attention layer ({run.experiment} run {run.path.name}, seed {run.seed}) trained "
-             f"{epochs:,} epochs{penalty} on {_task(run, n)}."]
+             f"{epochs:,} epochs{so_far}{penalty} on {_task(run, n)}."]
     planes = ", ".join(f"{p.circuit.upper()} ({p.u}, {p.v})" for p in panels)
     parts.append(f"Each dot is one head: the Fourier coefficient of its QK or OV circuit in one plane per panel "
                  f"({planes}); shifting every token by s turns the dots of an orbit into each other.")
@@ -119,5 +121,5 @@ def figcaption(run: Run, n_heads: int, history: OrbitHistory | None, tracks: lis
         if key in met and len(met[key]):
             final.append(f"{words} {fmt.format(float(met[key][-1]))}")
     if final:
-        parts.append("At the end: " + ", ".join(final) + ".")
+        parts.append(("At the end: " if run.complete else "At the last snapshot: ") + ", ".join(final) + ".")
     return " ".join(parts)

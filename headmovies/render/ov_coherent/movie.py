@@ -158,8 +158,9 @@ def figcaption(run: Run, label: str, qk: np.ndarray, timeline: Timeline, acc_fin
     """The movie's text alternative: what trained, what the dots are, what happened when."""
     cfg = run.config
     H = qk.shape[1]
+    so_far = "" if run.complete else f" so far (of {int(cfg.get('epochs', 0) or 0):,}; the run is unfinished)"
     parts = [f"{H} attention heads (d_head {cfg.get('d_head', '?')}) of one layer trained {int(run.epochs[-1]):,} "
-             f"epochs to name the unordered pair of signal tokens (1-4) among noise tokens at a read-off token "
+             f"epochs{so_far} to name the unordered pair of signal tokens (1-4) among noise tokens at a read-off token "
              f"(ov-coherent, {label}, seed {run.seed})."]
     parts.append("Each coloured dot is one signal token at its read-off QK score in head 1 (across) and head 2 (up), "
                  "each minus that head's mean noise score; grey dots are the noise tokens.")
