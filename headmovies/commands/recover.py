@@ -48,7 +48,10 @@ def run(args: argparse.Namespace) -> int:
         then = f"`headmovies train {experiment} --out {src} --resume` continues it"
     else:
         if out.is_dir():
-            raise UserError(f"--out {out} is a folder; name the copy, e.g. {out / src.name}")
+            example = out / src.name
+            if example.resolve() == src.resolve():      # not the source itself
+                example = out / f"{src.stem}.clean{src.suffix}"
+            raise UserError(f"--out {out} is a folder; name the copy, e.g. {example}")
         disk.check_folder(out.parent, may_create=False)
         if out.exists() and not args.force:
             raise UserError(f"{out} exists; pass --force to replace it")
