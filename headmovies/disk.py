@@ -34,7 +34,7 @@ def check_folder(folder: str | os.PathLike, may_create: bool = True) -> None:
     """UserError (one line, the same wording in every command) unless files can be written in
     `folder`, or, with `may_create`, it can be created: it is not a file, the nearest existing
     folder above it is a folder, writable, and on a disk (not /proc). Creates nothing."""
-    folder = Path(folder).absolute()
+    folder = Path(folder)                # shown as given; relative paths are checked as they are
     if folder.exists() and not folder.is_dir():
         raise UserError(f"output folder {folder} is a file; remove it or choose another --out")
     base = _nearest_existing(folder)
