@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from contextlib import contextmanager
 from typing import Callable
 
 
@@ -54,3 +55,27 @@ class deferred_signals:
         for sig, handler in self._before.items():
             signal.signal(sig, handler)
         return False
+
+
+def ignore_between_jobs() -> None:
+    """Process-pool initializer: a spawned worker ignores Ctrl-C while it starts and while it
+    waits for a job (importing torch, reading its queue: a KeyboardInterrupt there prints a
+    traceback per worker); each job takes it back with `interrupts_in_pool_jobs`. The parent
+    stops idle workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def interrupts_in_pool_jobs():
+    """Around a job: in a pool worker started with `ignore_between_jobs`, Ctrl-C raises
+    KeyboardInterrupt within the job and is ignored again after it. Elsewhere: nothing."""
+    import multiprocessing
+    worker = (multiprocessing.parent_process() is not None and threading.current_thread() is threading.main_thread()
+              and signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+    if worker:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if worker:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

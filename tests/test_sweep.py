@@ -290,6 +290,30 @@ def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_p
         assert torch.load(loop.checkpoint_path(out / f"seed{seed}.h5"), weights_only=False)["epoch"] == epochs[-1]
 
 
+def test_ctrl_c_in_a_terminal_stops_a_two_worker_sweep_without_tracebacks(tmp_path):
+    """Ctrl-C in a terminal reaches the whole process group: the sweep and its spawned workers.
+    Each worker stops its run at a snapshot; none prints a traceback (a worker waiting for a job
+    ignores Ctrl-C, the parent stops it)."""
+    out = tmp_path / "sw"
+    sets = {**SWEEP_SETS, "epochs": "100000"}
+    argv = [sys.executable, "-m", "headmovies", "sweep", "orbits", "--out", str(out), "--seeds", "0-1", "--workers",
+            "2", "--batch", "1", "--no-progress"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        for seed in (0, 1):
+            _wait_for_snapshots(out / f"seed{seed}.h5", 3, proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            err = proc.communicate(timeout=30)[1]
+        finally:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "interrupted: no run finished; rerun the same command to resume"
+    assert err.count("stopping after the snapshot at epoch") == 2
+
+
 def test_ray_sweep_equals_the_local_one(local_sweep, tmp_path):
     """The same sweep as Ray tasks on a real local Ray instance: the same rows (but wall time and
     host) and the same weights, bit for bit."""

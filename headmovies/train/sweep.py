@@ -18,6 +18,7 @@ writes sweep.jsonl.
 from __future__ import annotations
 
 import fcntl
+import contextlib
 import importlib
 import importlib.util
 import itertools
@@ -38,6 +39,7 @@ from urllib.parse import urlsplit
 
 from headmovies import runfile, tasks
 from headmovies.errors import ConfigError, RunFileError, UserError, warn
+from headmovies.interrupts import ignore_between_jobs, interrupts_in_pool_jobs
 from headmovies.render.core.sweep_report import latest, read_rows  # noqa: F401 (also S.read_rows)
 from headmovies.train import config, experiments, loop
 from headmovies.train.config import TrainConfig
@@ -429,6 +431,11 @@ def make_row(experiment: str, r: PlannedRun, seconds: float, batch: int, error: 
 def run_job(job: Job) -> list[dict]:
     """Train the job's runs (one torch thread) and return their rows. Never raises for a
     failing run: its row carries the error."""
+    with interrupts_in_pool_jobs():      # a pool worker ignores Ctrl-C between jobs
+        return _run_job(job)
+
+
+def _run_job(job: Job) -> list[dict]:
     import torch
     from tqdm import tqdm
     torch.set_num_threads(1)
@@ -479,7 +486,8 @@ def run_local(jobs: list[Job], workers: int, on_rows: Callable[[list[dict]], Non
             on_rows(run_job(job))
         return
     os.environ["OMP_NUM_THREADS"] = "1"            # inherited by the spawned workers
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=ignore_between_jobs)
     try:
         futures = {pool.submit(run_job, job): job for job in jobs}
         for future in as_completed(futures):
@@ -491,8 +499,15 @@ def run_local(jobs: list[Job], workers: int, on_rows: Callable[[list[dict]], Non
     except BaseException:            # Ctrl-C, SIGTERM: stop the workers as Ctrl-C stops `train`
         pool.shutdown(wait=False, cancel_futures=True)
         children = multiprocessing.active_children()          # the pool's workers
+        # A terminal's Ctrl-C reached them too: give them time to stop their runs at a snapshot,
+        # since a second SIGINT from here would stop them at once, without that checkpoint.
+        deadline = time.monotonic() + 3
         for child in children:
-            os.kill(child.pid, signal.SIGINT)                   # their run files close, resumable
+            child.join(timeout=max(0.0, deadline - time.monotonic()))
+        for child in children:
+            if child.is_alive():
+                with contextlib.suppress(ProcessLookupError):   # it ended just now
+                    os.kill(child.pid, signal.SIGINT)           # their run files close, resumable
         for child in children:
             child.join(timeout=10)
             if child.is_alive():
