@@ -538,7 +538,7 @@ def census_figure(rows: list[dict], settings: dict[str, dict]):
     a.set_xlabel("fraction of seeds (numbers: seeds)")
     a.set_title("verified orbit structure at the last snapshot\n(lower, hatched bars: the same check in the bias gauge;"
                 "\nwhiskers: 95 % interval of the share of seeds with any orbit)",
-                fontsize=10, pad=36)
+                fontsize=10, pad=14 + 15 * (1 + -(-len(outcomes) // 8)))      # room for the legend's rows
     a.legend(title="orbit sizes", fontsize=8, title_fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0),
              ncol=min(len(outcomes), 8), frameon=False, columnspacing=1.0, handlelength=1.6)
 
