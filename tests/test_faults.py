@@ -355,6 +355,29 @@ def test_sigterm_stops_training_at_the_next_snapshot_with_a_checkpoint_every_tim
     assert "trained again" not in capsys.readouterr().err                                 # nothing retrained
 
 
+@pytest.mark.parametrize("signal_at, stop_at, complete", [(25, 30, False), (55, 60, True)])
+def test_a_signal_stops_at_the_next_snapshot_and_one_in_the_last_interval_completes_the_run(
+        signal_at, stop_at, complete, tmp_path, monkeypatch, capsys):
+    """Deterministic: SIGTERM arrives during epoch `signal_at` of a 60-epoch run (snapshots
+    every 10 epochs to 30, then every 20, and at 60): training stops after the next snapshot
+    with its checkpoint; in the last interval the run is first marked complete."""
+    import torch
+    from headmovies.train.orbits import OrbitTask
+    step = OrbitTask.step
+
+    def step_with_signal(self, epoch):
+        if epoch == signal_at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        step(self, epoch)
+    monkeypatch.setattr(OrbitTask, "step", step_with_signal)
+    out = tmp_path / "run.h5"
+    assert main(train_argv(out, 60, every="1000")) == 130
+    assert f"stopping after the snapshot at epoch {stop_at}, with a checkpoint there" in capsys.readouterr().err
+    with runfile.open_for_reading(out) as f:
+        assert int(f["snapshots/epoch"][-1]) == stop_at and runfile.is_complete(f) == complete
+    assert torch.load(checkpoint_path(out), weights_only=False)["epoch"] == stop_at
+
+
 def test_resume_after_a_kill_says_which_snapshots_it_trains_again(tmp_path, capsys):
     out = tmp_path / "run.h5"
     proc = headmovies(*train_argv(out, 100_000, every="30"))        # only the checkpoint of epoch 0

@@ -78,7 +78,7 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
                                               batch.torch_rng(i))
                 if save:
                     last_ckpt = time.monotonic()
-                if stopping:
+                if stopping and epoch < cfg.epochs:      # at the last epoch: mark the runs complete first
                     signals.deliver()
             for i, writer in enumerate(writers):
                 if writer is not None:

@@ -458,7 +458,7 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
                         _save_checkpoint(ckpt_path, task, epoch,
                                          f"{out} holds every snapshot through epoch {epoch}; {hint}")
                         last_ckpt = time.monotonic()
-                    if stopping:
+                    if stopping and epoch < last:      # at the last epoch: mark the run complete first
                         signals.deliver()
             bar.close()
             if not metrics:  # last == start: nothing trained now
