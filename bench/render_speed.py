@@ -36,7 +36,7 @@ from headmovies.render.core.encode import Quality, encode, find_ffmpeg          
 from headmovies.render.orbits.movie import OrbitMovie, panel_coordinates         # noqa: E402
 from headmovies.render.core.panels import PanelFigure, frame_states             # noqa: E402
 from headmovies.render.orbits.panel_choice import SEED_PANELS                      # noqa: E402
-from headmovies.render.core.reader import Run                                   # noqa: E402
+from headmovies.runfile.reader import Run                                   # noqa: E402
 
 FPS = 24
 

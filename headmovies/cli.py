@@ -1,17 +1,15 @@
 """The `headmovies` command (also `python -m headmovies`).
 
-Commands are found, not listed: every module in `headmovies/commands/` (shared commands such
-as `train`) and the `command` module of every experiment's render package
-(`headmovies/render/<experiment>/command.py`). Each defines NAME, HELP, optional DESCRIPTION,
-`add_arguments(parser)` and `run(args) -> int`. Errors users can cause (`UserError`) print as
+Every command is one module of `headmovies/commands/`, listed in `COMMANDS` below (shared
+commands such as `train`, then one per experiment family). Each defines NAME, HELP, optional
+DESCRIPTION, `add_arguments(parser)` and `run(args) -> int`, and imports what it runs only
+when it runs. Errors users can cause (`UserError`) print as
 one line with exit code 2; Ctrl-C and SIGTERM unwind (temporary files removed) with 130.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import pkgutil
 import signal
 import sys
 from pathlib import Path
@@ -20,15 +18,14 @@ from pathlib import Path
 # models ~30x (measured); sleeping threads cost little. Set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from headmovies import __version__, commands, disk, tasks  # noqa: E402
+from headmovies import __version__, disk  # noqa: E402
+from headmovies.commands import induction, orbits, ov_coherent, recover, sweep, train  # noqa: E402
 from headmovies.errors import UserError, forget_warnings  # noqa: E402
 
 
-def command_modules() -> list:
-    """The shared command modules, then one per experiment family, in name order."""
-    shared = [f"{commands.__name__}.{m.name}" for m in pkgutil.iter_modules(commands.__path__)]
-    per_experiment = [f"headmovies.render.{family}.command" for family in tasks.families()]
-    return [importlib.import_module(name) for name in sorted(shared) + per_experiment]
+# The commands, in the order `headmovies --help` lists them: shared ones, then one per
+# experiment family (a new family adds its module here).
+COMMANDS = (recover, sweep, train, induction, orbits, ov_coherent)
 
 
 class Parser(argparse.ArgumentParser):
@@ -61,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                "a run's random seed is its config key `seed` (`--set seed=N`).")
     parser.add_argument("--version", action="version", version=f"headmovies {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for mod in command_modules():
+    for mod in COMMANDS:
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)

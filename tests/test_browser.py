@@ -22,7 +22,7 @@ from headmovies.render.core.circuits import centre_qk, qk_circuit
 from headmovies.render.core.encode import encode
 from headmovies.render.core.panels import frame_states
 from headmovies.render.core.projections import irrep_coordinate
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.history import orbit_history
 from headmovies.render.orbits.movie import panel_coordinates

@@ -12,7 +12,7 @@ import pytest
 
 from headmovies.cli import main as cli_main
 from headmovies.errors import UserError
-from headmovies.render.orbits import census as C
+from headmovies.sweeps import census as C
 from equivariant import equivariant_run
 
 

@@ -29,7 +29,7 @@ from headmovies.cli import main
 from headmovies.errors import DiskFullError, RunFileError
 from headmovies.interrupts import deferred_signals
 from headmovies.train.loop import checkpoint_path
-from headmovies.train.writer import RunWriter
+from headmovies.runfile.writer import RunWriter
 from equivariant import equivariant_run, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -431,7 +431,7 @@ def test_kills_at_random_points_resume_exactly_and_live_reads_are_never_torn(tmp
     live file over and over. Every read and every killed file holds only snapshots equal to
     the uninterrupted run's; the killed file opens with SWMR, not with a plain open, until
     `headmovies recover` closes it; and the last resume ends equal to the uninterrupted run."""
-    from headmovies.render.core.reader import Run
+    from headmovies.runfile.reader import Run
     epochs = 200 * (KILLS + 2)
     ref_path = tmp_path / "ref.h5"
     assert main(train_argv(ref_path, epochs)) == 0

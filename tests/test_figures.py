@@ -12,7 +12,7 @@ from equivariant import equivariant_run, write_run
 from headmovies.cli import main
 from headmovies.render.orbits.figures import head_order, make_figures, orbits_over_time
 from headmovies.render.orbits.check import check_orbits
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 
 EPOCHS = np.arange(0, 251, 50)   # 6 snapshots; the layer is exactly equivariant from epoch 200
 

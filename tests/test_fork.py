@@ -13,7 +13,7 @@ from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import ConfigError, UserError
 from headmovies.train import config, loop
-from headmovies.train import sweep as S
+from headmovies.sweeps import sweep as S
 from headmovies.train.orbits import OrbitConfig
 from test_sweep import SWEEP_SETS, assert_same_run_files
 

@@ -22,7 +22,7 @@ from headmovies.render.induction import analysis as ind
 from headmovies.tasks import induction as task
 from headmovies.tasks.induction import sinusoidal_table
 from headmovies.cli import main as render_main
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"epochs": "40", "early_every": "10", "batch_size": "32", "eval_size": "64"}

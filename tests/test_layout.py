@@ -13,7 +13,7 @@ import pytest
 import headmovies
 from headmovies import tasks
 
-RENDER_PARTS = ("command", "figures", "movie", "report")       # docs/extending.md
+RENDER_PARTS = ("figures", "movie", "report")       # docs/extending.md
 COMMAND_API = ("NAME", "HELP", "add_arguments", "run")
 REPORT_API = ("sweep_summary", "SWEEP_OUTCOME")                # what `headmovies sweep` calls per run
 
@@ -33,7 +33,7 @@ def test_every_registered_experiment_has_every_part():
     for family in tasks.families():
         for part in RENDER_PARTS:
             importlib.import_module(f"headmovies.render.{family}.{part}")
-        command = importlib.import_module(f"headmovies.render.{family}.command")
+        command = importlib.import_module(f"headmovies.commands.{family}")
         assert all(hasattr(command, attr) for attr in COMMAND_API), family
         report = importlib.import_module(f"headmovies.render.{family}.report")
         assert all(hasattr(report, attr) for attr in REPORT_API), family
@@ -46,7 +46,7 @@ def test_a_family_missing_a_part_is_caught(monkeypatch):
     monkeypatch.setattr(tasks, "families", lambda: ["orbits", "no_such_family"])
     with pytest.raises(ModuleNotFoundError):
         for family in tasks.families():
-            importlib.import_module(f"headmovies.render.{family}.command")
+            importlib.import_module(f"headmovies.commands.{family}")
 
 
 def _modules(package: str) -> list[str]:
@@ -57,7 +57,7 @@ def _modules(package: str) -> list[str]:
 def test_rendering_never_imports_torch():
     """Import every rendering module, the run-file schema, the task facts and the CLI parser in
     a fresh interpreter: torch and headmovies.train stay unloaded."""
-    mods = ["headmovies.runfile", "headmovies.errors", "headmovies.cli"] + _modules("headmovies.render") \
+    mods = ["headmovies.errors", "headmovies.cli"] + _modules("headmovies.runfile") + _modules("headmovies.render") \
         + _modules("headmovies.tasks")
     code = ("import sys\n" + "".join(f"import {m}\n" for m in mods)
             + "from headmovies.cli import build_parser\nbuild_parser()\n"

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from equivariant import equivariant_run
 from headmovies.cli import main
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 from headmovies.render.core.timeline import Event, Timeline, TimelineStrip, first_lasting, hold_frames
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour

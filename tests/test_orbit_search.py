@@ -14,7 +14,7 @@ from headmovies.train import config
 from headmovies.train.orbits import M_SHIFT, OrbitConfig, OrbitTask, ov_bias_penalty
 from equivariant import equivariant_weights
 
-from headmovies.train import search as orbit_search
+from headmovies.sweeps import search as orbit_search
 
 
 def task_of(**sets) -> OrbitTask:
@@ -227,7 +227,7 @@ def test_bench_load_and_prune_errors_are_one_line(tmp_path):
     torch.save(task.model.state_dict(), tmp_path / "p5.pt")
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "headmovies.train.search", *tiny, *args], capture_output=True,
+        return subprocess.run([sys.executable, "-m", "headmovies.sweeps.search", *tiny, *args], capture_output=True,
                               text=True)
 
     for name, says in (("empty.pt", "EOFError"), ("text.pt", "not a weights file"), ("p6.pt", "size mismatch")):
@@ -251,7 +251,7 @@ def test_search_table_and_numbers_errors_are_one_line(tmp_path):
     (tmp_path / "other.jsonl").write_text('{"version": 4, "recipe": "x"}\n')
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "headmovies.train.search", *args], capture_output=True, text=True)
+        return subprocess.run([sys.executable, "-m", "headmovies.sweeps.search", *args], capture_output=True, text=True)
 
     for args, says in ((["--table", str(tmp_path / "nope.jsonl")], "cannot read search log"),
                        (["--table", str(tmp_path)], "cannot read search log"),

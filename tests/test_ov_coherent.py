@@ -17,7 +17,7 @@ from headmovies.train.orbits import OrbitConfig
 from headmovies.render.ov_coherent import analysis as S
 from headmovies.tasks import ov_coherent as T
 from headmovies.cli import main as render_main
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 
 
 # ------------------------------------------------------------------ generator

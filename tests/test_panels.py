@@ -13,7 +13,7 @@ from headmovies.render.orbits.looks import OrbitLooks
 from headmovies.render.orbits.movie import panel_coordinates
 from headmovies.render.core.panels import PanelFigure, frame_states, grid_shape
 from headmovies.render.orbits.panel_choice import SEED_PANELS
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from equivariant import equivariant_run
 
 

@@ -465,7 +465,7 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout=60.0):
 
 
 def test_reader_sees_only_complete_snapshots_while_run_grows(tmp_path):
-    from headmovies.render.core.reader import Run
+    from headmovies.runfile.reader import Run
     out = tmp_path / "live.h5"
     proc = subprocess.Popen(_cli(out, epochs=800), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

@@ -20,12 +20,12 @@ import torch
 from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import RunFileError, UserError
-from headmovies.render.core import sweep_report
-from headmovies.render.core.reader import Run
+from headmovies.sweeps import report as sweep_report
+from headmovies.runfile.reader import Run
 from headmovies.render.orbits import report as orbit_report
 from headmovies.render.orbits.check import run_report
 from headmovies.train import config, loop
-from headmovies.train import sweep as S
+from headmovies.sweeps import sweep as S
 from headmovies.train.batch_loop import train_batch
 from headmovies.train.orbits import OrbitConfig, OrbitTask
 from headmovies.train.orbits_batch import OrbitBatch, batch_key, max_batch

@@ -30,8 +30,8 @@ def run(args: argparse.Namespace) -> int:
     import h5py
 
     from headmovies import runfile
-    from headmovies.train.lock import RunLock, holder
-    from headmovies.train.writer import clean_copy
+    from headmovies.runfile.lock import RunLock, holder
+    from headmovies.runfile.writer import clean_copy
     src, out = args.run, args.out
     with runfile.open_for_reading(src) as f:               # one line if missing or not a run file
         complete, experiment = runfile.is_complete(f), str(f.attrs["experiment"])

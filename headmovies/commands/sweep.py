@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from headmovies.train import config
-    from headmovies.train import sweep as S
+    from headmovies.sweeps import sweep as S
     seeds = S.parse_seeds(args.seeds) if args.seeds is not None else None
     grid = S.parse_grid(args.grid)
     toml = config.load_toml(args.config) if args.config else None

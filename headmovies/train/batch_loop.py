@@ -18,8 +18,8 @@ from headmovies.interrupts import deferred_signals
 from headmovies.train import experiments, loop
 from headmovies.train.config import TrainConfig
 from headmovies.train.schedule import config_schedule
-from headmovies.train.lock import RunLock
-from headmovies.train.writer import RunWriter
+from headmovies.runfile.lock import RunLock
+from headmovies.runfile.writer import RunWriter
 
 
 def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.PathLike], *,

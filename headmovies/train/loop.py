@@ -31,9 +31,9 @@ from headmovies.errors import ConfigError, DiskFullError, RunFileError, UserErro
 from headmovies.interrupts import deferred_signals
 from headmovies.train import experiments
 from headmovies.train.config import TrainConfig
-from headmovies.train.lock import RunLock
+from headmovies.runfile.lock import RunLock
 from headmovies.train.schedule import config_schedule, neighbours
-from headmovies.train.writer import RunWriter, fork_copy
+from headmovies.runfile.writer import RunWriter, fork_copy
 
 
 def checkpoint_path(run_path: str | os.PathLike) -> Path:
@@ -220,7 +220,7 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
     `resume` continues it later, bit for bit as if it had not stopped (a cheap early screen of
     full runs, docs/sweeps.md). UserError unless it is an epoch of the snapshot schedule.
 
-    Holds `out`'s lock (`<out>.lock`, train/lock.py) throughout: a second writer stops at once with
+    Holds `out`'s lock (`<out>.lock`, runfile/lock.py) throughout: a second writer stops at once with
     RunLockedError. Raises UserError (before touching any file) if `out` exists without
     `resume`/`force`, or if `resume` is asked for a run whose checkpoint is missing, damaged
     or from another run, or with a different config; DiskFullError when the disk fills (the

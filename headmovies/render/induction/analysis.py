@@ -313,7 +313,7 @@ def immediate_repeats(completion: str, prompt: str) -> int:
 # ----------------------------------------------------------------------------- whole runs
 
 def check_run(run) -> np.ndarray:
-    """Raise UserError unless `run` (a render.core.reader.Run) is an induction run; return W_pos
+    """Raise UserError unless `run` (a runfile.reader.Run) is an induction run; return W_pos
     float64 [T, width]."""
     if not run.experiment.startswith("induction"):
         raise UserError(f"{run.path} is a run of {run.experiment!r}, not an induction experiment; "

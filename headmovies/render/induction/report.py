@@ -10,7 +10,7 @@ import numpy as np
 
 from headmovies.render.core.encode import FORMATS
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
 from headmovies.tasks.induction import BLOCK_LENGTHS, correct_completion, decode, encode_prompt, positions_of

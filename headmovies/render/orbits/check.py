@@ -63,7 +63,7 @@ from headmovies.render.core.circuits import centre_ov, centre_qk, circuits
 from headmovies.errors import RunFileError, UserError
 
 if TYPE_CHECKING:
-    from headmovies.render.core.reader import Run
+    from headmovies.runfile.reader import Run
 
 TOL = 0.02        # seed 000: "within 2 % in relative Frobenius norm"
 DEAD_TOL = 0.01   # a head whose centred OV norm is below 1 % of the largest head's is dead

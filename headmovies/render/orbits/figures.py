@@ -33,7 +33,7 @@ from matplotlib.patches import Rectangle
 from headmovies.errors import UserError
 from headmovies.render.core.outputs import FIGURE_FORMATS, prepare_out_dir, save_figure, write_text
 from headmovies.render.core.projections import Panel
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import (DEAD_TOL, TOL, Orbit, OrbitReport, format_error,
                                            group_of, heads)
 from headmovies.render.orbits.history import OrbitHistory, orbit_history

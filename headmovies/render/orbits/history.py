@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from headmovies.render.core.circuits import circuits
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of
 
 

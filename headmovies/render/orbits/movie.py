@@ -22,7 +22,7 @@ from headmovies.render.core.encode import FORMATS, EncodeResult, Quality, encode
 from headmovies.render.core.outputs import prepare_out_dir
 from headmovies.render.core.panels import TRAIL_EPOCHS, PanelFigure, frame_states
 from headmovies.render.core.projections import Panel, irrep_coordinate
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, run_report, snapshot_circuits
 from headmovies.render.core.timeline import EVENT_HOLD_S, Curve, Timeline, hold_frames, schedule_events
 from headmovies.render.orbits.colours import ONE_COLOUR

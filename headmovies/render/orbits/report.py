@@ -59,7 +59,7 @@ def outcome(summary: dict) -> str:
 
 
 def sweep_summary(run) -> dict:
-    """A sweep row's summary of an orbits run (a `render.core.reader.Run`): `orbit_summary` of
+    """A sweep row's summary of an orbits run (a `runfile.reader.Run`): `orbit_summary` of
     its final snapshot at the default tolerances, the frequency groups with string keys (JSON),
     the epoch, and "outcome" (`outcome`). Raises RunFileError for a run without group data."""
     n, m = group_of(run)

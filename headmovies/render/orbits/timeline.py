@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from headmovies.render.core.projections import Panel
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.core.timeline import Curve, Event, Timeline, schedule_events
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.history import OrbitHistory

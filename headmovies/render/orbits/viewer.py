@@ -43,7 +43,7 @@ from headmovies.errors import UserError
 from headmovies.render.core.outputs import prepare_out_dir, write_text
 from headmovies.render.core.panels import TRAIL_EPOCHS
 from headmovies.render.core.projections import Panel, polygon_order
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, group_of
 from headmovies.render.orbits.colours import DEAD_COLOUR, OTHER_COLOUR, orbit_colour, shape_name
 from headmovies.render.orbits.history import OrbitHistory, orbit_history

@@ -25,7 +25,7 @@ import numpy as np
 
 from headmovies.errors import RunFileError, UserError
 from headmovies.interrupts import deferred_signals
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
 from headmovies.render.orbits.viewer import ViewerData, page
 

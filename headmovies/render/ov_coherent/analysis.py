@@ -225,7 +225,7 @@ def analyse(weights: dict[str, np.ndarray], cases: Cases) -> dict:
 
 def qk_trajectory(run, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """(epochs [T], read-off QK rows [T, n_heads, 12]) over every snapshot of `run`
-    (a `render.core.reader.Run`), read chunk by chunk."""
+    (a `runfile.reader.Run`), read chunk by chunk."""
     epochs, rows = [], []
     for epoch, w in run.iter_weights(["W_E", "W_Q", "W_K"], chunk=chunk):
         epochs.append(epoch)

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 
 from headmovies.errors import UserError  # noqa: E402
 from headmovies.render.core.encode import EncodeResult, encode  # noqa: E402
-from headmovies.render.core.reader import Run  # noqa: E402
+from headmovies.runfile.reader import Run  # noqa: E402
 from headmovies.render.core.timeline import (EVENT_HOLD_S, STRIP_PX, Curve, Event, Timeline,  # noqa: E402
                                              TimelineStrip, first_lasting, hold_frames, schedule_events)
 from headmovies.render.ov_coherent import analysis as S  # noqa: E402

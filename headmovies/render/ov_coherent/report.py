@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
-from headmovies.render.core.reader import Run
+from headmovies.runfile.reader import Run
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.ov_coherent import analysis as S
 from headmovies.tasks import ov_coherent as T

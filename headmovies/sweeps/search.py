@@ -4,7 +4,7 @@ verified G-orbits, and print one table row per (setting, seed).
 Runs `OrbitTask` in-process (no run files), one run at a time, and at every `--every` epochs
 prints train / held-out accuracy, equivariance error and the orbit check of the current heads.
 
-    .venv/bin/python -m headmovies.train.search --epochs 6000 --seeds 0,1,2 \
+    .venv/bin/python -m headmovies.sweeps.search --epochs 6000 --seeds 0,1,2 \
         --set split=orbit --grid eq_weight=1,10 --grid weight_decay=0.1,1
 
 `--set KEY=VALUE` fixes a config key for every run; `--grid KEY=V1,V2,...` runs the product
@@ -124,7 +124,7 @@ def _groups_text(o: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(prog="python -m headmovies.train.search", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m headmovies.sweeps.search", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override one orbit config key for every run (repeatable)")
     ap.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",

@@ -3,7 +3,7 @@ cluster, one ordinary run file per run (docs/sweeps.md).
 
     plan (names, what each run needs) -> jobs (batches where configs allow) -> backend (a
     process pool, or Ray tasks) -> one row per run, appended to DIR/sweep.jsonl by the driver
-    -> the table and the census figure (`render.core.sweep_report`)
+    -> the table and the census figure (`sweeps.report`)
 
 Each run file is named from its seed and grid point (`seed3-eq_weight10.h5`). Rerunning the
 same command skips runs that are complete and recorded, records complete ones that are not,
@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 from headmovies import runfile, tasks
 from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.interrupts import ignore_between_jobs, interrupts_in_pool_jobs
-from headmovies.render.core.sweep_report import latest, read_rows  # noqa: F401 (also S.read_rows)
+from headmovies.sweeps.report import latest, read_rows  # noqa: F401 (also S.read_rows)
 from headmovies.train import config, experiments, loop
 from headmovies.train.config import TrainConfig
 
@@ -391,7 +391,7 @@ def make_jobs(plan: Plan, workers: int, batch: int | None = None) -> list[Job]:
 def summarise(experiment: str, path: Path) -> tuple[dict, dict]:
     """(final metrics, the family's `sweep_summary`) of a finished run file, read by the
     rendering side."""
-    from headmovies.render.core.reader import Run
+    from headmovies.runfile.reader import Run
     report = importlib.import_module(f"headmovies.render.{tasks.experiments()[experiment]}.report")
     with Run(path) as run:
         metrics = {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch" and len(v)}
@@ -635,7 +635,7 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
     """The sweep in its (created, locked) folder: jobs, backend, rows, then the report."""
     from tqdm import tqdm
 
-    from headmovies.render.core import sweep_report
+    from headmovies.sweeps import report as sweep_report
     from headmovies.render.core.outputs import write_text
     out, experiment = plan.out, plan.experiment
     if plan.new_settings:

@@ -21,9 +21,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from headmovies import disk, runfile
+from headmovies import disk
+from headmovies.runfile import schema
 from headmovies.errors import DiskFullError
-from headmovies.runfile import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
+from headmovies.runfile.schema import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
 
 
 def partial_path(path: str | os.PathLike) -> Path:
@@ -73,7 +74,7 @@ def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None 
     keep_m = int(np.searchsorted(src[METRICS][EPOCH][()], last, side="right")) if METRICS in src else 0
     for key, value in src.attrs.items():
         dst.attrs[key] = value
-    done = keep_through_epoch is None and runfile.is_complete(src)
+    done = keep_through_epoch is None and schema.is_complete(src)
     dst.create_dataset(COMPLETE, data=np.array([int(done)], np.int8), maxshape=(1,), chunks=(1,))
     for group, n in ((SNAPSHOTS, keep), (METRICS, keep_m)):
         g = dst.create_group(group)
@@ -96,7 +97,7 @@ def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike) -> int:
     snapshots. Raises RunFileError for an unreadable source, DiskFullError when there is no room."""
     src_path, out = Path(src_path), Path(out)
     tmp = partial_path(out)
-    src = runfile.open_for_reading(src_path)
+    src = schema.open_for_reading(src_path)
     try:
         disk.require_free(out.parent, src_path.stat().st_size, f"a copy of {src_path}")
         tmp.unlink(missing_ok=True)
@@ -230,7 +231,7 @@ class RunWriter:
         path = Path(path)
         tmp = partial_path(path)
         tmp.unlink(missing_ok=True)
-        src = runfile.open_for_reading(path)
+        src = schema.open_for_reading(path)
         try:
             disk.require_free(path.parent, path.stat().st_size, f"resuming {path} (a fresh copy of it)",
                               f"{path} is unchanged")

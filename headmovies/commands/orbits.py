@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from headmovies.render.core.reader import Run
+    from headmovies.runfile.reader import Run
     from headmovies.render.orbits.check import run_report
     with Run(args.run) as r:
         report = run_report(r, args.epoch, args.tol, args.dead_tol, args.gauge)
@@ -249,7 +249,7 @@ def figures(args: argparse.Namespace) -> int:
 
 def census(args: argparse.Namespace) -> int:
     from headmovies.render.core.outputs import check_out_dir, prepare_out_dir
-    from headmovies.render.orbits import census as c
+    from headmovies.sweeps import census as c
     formats = _formats(args.formats)
     try:
         screen = sorted({int(e) for e in args.screen_epochs.split(",") if e.strip()})

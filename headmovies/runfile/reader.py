@@ -11,9 +11,9 @@ from typing import Iterator
 
 import numpy as np
 
-from headmovies import runfile
+from headmovies.runfile import schema
 from headmovies.errors import RunFileError, warn
-from headmovies.runfile import EPOCH, METRICS, SNAPSHOTS
+from headmovies.runfile.schema import EPOCH, METRICS, SNAPSHOTS
 
 
 class Run:
@@ -26,10 +26,10 @@ class Run:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self.f = runfile.open_for_reading(self.path)
+        self.f = schema.open_for_reading(self.path)
         try:
             self.experiment = str(self.f.attrs["experiment"])
-            self.config = runfile.read_config(self.f)
+            self.config = schema.read_config(self.f)
             self.seed = int(self.f.attrs["seed"])
             self.n = int(self.f.attrs["n"]) if "n" in self.f.attrs else None
             self.m = int(self.f.attrs["m"]) if "m" in self.f.attrs else None
@@ -59,7 +59,7 @@ class Run:
             raise RunFileError(f"{self.path}: every snapshot holds non-finite weights (NaN or inf: training "
                                "diverged at once); retrain with a lower lr or init_scale")
         self.epochs = ep[:finite]
-        self.complete = runfile.is_complete(self.f)
+        self.complete = schema.is_complete(self.f)
         if finite < count:                  # `warn` says it once per command, however often opened
             bad = ep[finite:count]
             which = f"the snapshot at epoch {bad[0]} holds" if len(bad) == 1 else \
@@ -83,7 +83,7 @@ class Run:
 
     @property
     def weight_names(self) -> list[str]:
-        return runfile.weight_names(self.f)
+        return schema.weight_names(self.f)
 
     def __len__(self) -> int:
         return len(self.epochs)
@@ -125,17 +125,17 @@ class Run:
 
     def metrics(self) -> dict[str, np.ndarray]:
         """{'epoch': int64 [K], name: float64 [K], ...} for every logged metric, under today's
-        names (`runfile.RENAMED_METRICS` maps those of older files)."""
+        names (`schema.RENAMED_METRICS` maps those of older files)."""
         if METRICS not in self.f:
             return {}
         g = self.f[METRICS]
         for ds in g.values():
             ds.refresh()
         k = g[EPOCH].shape[0]
-        return {runfile.RENAMED_METRICS.get(name, name): ds[:k] for name, ds in g.items()}
+        return {schema.RENAMED_METRICS.get(name, name): ds[:k] for name, ds in g.items()}
 
     def split(self) -> dict[str, np.ndarray]:
-        return runfile.read_split(self.f)
+        return schema.read_split(self.f)
 
     def close(self) -> None:
         self.f.close()

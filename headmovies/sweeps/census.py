@@ -25,8 +25,8 @@ import numpy as np
 
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.outputs import FIGURE_FORMATS, atomic, save_figure, write_text
-from headmovies.render.core.reader import Run
-from headmovies.render.core.sweep_report import latest, read_rows as read_sweep_rows
+from headmovies.runfile.reader import Run
+from headmovies.sweeps.report import latest, read_rows as read_sweep_rows
 from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of, sig6
 from headmovies.render.orbits.history import orbit_history
 from headmovies.render.orbits.report import head_frequencies
