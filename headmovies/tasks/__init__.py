@@ -3,24 +3,23 @@
 One module per experiment family (`orbits`, `induction`, `ov_coherent`): its constants, numpy
 samplers, exact enumerations and the names of the experiments it serves (`EXPERIMENTS`).
 Training (`headmovies.train.<family>`) and rendering (`headmovies.render.<family>`) import
-these facts from here, so neither side restates them. Adding an experiment adds a module
-here, a model module in `train/` and a package in `render/` (docs/extending.md).
+these facts from here, so neither side restates them. Adding an experiment family adds a module
+here (listed in `FAMILIES`), a model module in `train/` and a package in `render/`
+(docs/extending.md).
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from headmovies.tasks import induction, orbits, ov_coherent
+
+# {family: its module}, in name order
+FAMILIES = {"induction": induction, "orbits": orbits, "ov_coherent": ov_coherent}
 
 
 def families() -> list[str]:
-    """Module names of the experiment families, e.g. ['induction', 'orbits', 'ov_coherent']."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__))
+    """Names of the experiment families, e.g. ['induction', 'orbits', 'ov_coherent']."""
+    return list(FAMILIES)
 
 
 def experiments() -> dict[str, str]:
     """{experiment name: family}, e.g. {'induction-1l': 'induction', 'orbits': 'orbits', ...}."""
-    out = {}
-    for family in families():
-        for name in importlib.import_module(f"{__name__}.{family}").EXPERIMENTS:
-            out[name] = family
-    return dict(sorted(out.items()))
+    return dict(sorted((name, family) for family, module in FAMILIES.items() for name in module.EXPERIMENTS))

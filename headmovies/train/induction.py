@@ -39,7 +39,7 @@ from torch import nn
 from headmovies.errors import ConfigError
 from headmovies.tasks.induction import DEFAULT_POSITIONS, POSITIONS, repeat_blocks, sinusoidal_table
 from headmovies.train.config import TrainConfig, require_memory, require_signs
-from headmovies.train.experiments import Task, register
+from headmovies.train.task import Task
 
 
 
@@ -258,22 +258,22 @@ class Induction2LConfig(InductionConfig):
     n_layers: int = 2
 
 
-@register
 class Induction1L(InductionTask):
     name = "induction-1l"
     description = "seed 003: 1-layer attention-only transformer on repeated 6-letter blocks"
     Config = Induction1LConfig
 
 
-@register
 class InductionSmeared(InductionTask):
     name = "induction-smeared"
     description = "seed 003: 1-layer attention-only transformer with smeared keys"
     Config = InductionSmearedConfig
 
 
-@register
 class Induction2L(InductionTask):
     name = "induction-2l"
     description = "seed 003: 2-layer attention-only transformer (K-composition)"
     Config = Induction2LConfig
+
+
+TASKS = (Induction1L, InductionSmeared, Induction2L)    # the registered experiments (train/experiments.py)

@@ -31,7 +31,7 @@ from torch import nn
 from headmovies.errors import ConfigError
 from headmovies.tasks.ov_coherent import D_VOCAB, N_CLASSES, NOISE, READOFF, SIGNAL, class_table, task_cases
 from headmovies.train.config import TrainConfig, require_memory, require_signs
-from headmovies.train.experiments import Task, register
+from headmovies.train.task import Task
 
 
 @dataclass
@@ -118,7 +118,6 @@ class ReadoffAttention(nn.Module):
         return resid @ self.W_U
 
 
-@register
 class OVCoherentTask(Task):
     name = "ov-coherent"
     description = "seed 004: 2 heads of d_head 1 name the pair of signal tokens at a read-off token"
@@ -162,3 +161,6 @@ class OVCoherentTask(Task):
         kind = "exact" if self.exact else "sampled"
         return (f"read-off accuracy {metrics['acc']:.2%} ({kind}), worst class {metrics['worst_class_acc']:.2%}, "
                 f"loss {metrics['loss']:.3g}")
+
+
+TASKS = (OVCoherentTask,)    # the registered experiment (train/experiments.py)
