@@ -1,11 +1,10 @@
 """The viewer page's parts: the build that inlines them (headmovies/render/orbits/viewer_page/
 build.py) and unit tests of the pure JavaScript functions, loaded into a blank page of Debian's
-Chromium through Playwright (as tests/test_browser.py launches it) and checked on known answers
-and against the Python they mirror. The page as a whole is tested in tests/test_browser.py."""
+Chromium through Playwright (the `browser` fixture, tests/conftest.py) and checked on known
+answers and against the Python they mirror. The whole page is tested in tests/test_browser.py."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import tomllib
 from pathlib import Path
@@ -20,9 +19,6 @@ from headmovies.render.orbits.viewer import (dequantise_rows, fourier_rows, heat
                                              quantise_rows, rows_to_factors, time_delta)
 from headmovies.render.orbits.viewer_page import build
 
-CHROMIUM = os.environ.get("HEADMOVIES_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-dev-shm-usage"]
 FOLDER = Path(build.__file__).parent
 RULE = {"lookahead": 8, "ease": 0.25, "margin": 1.12, "floor": 1e-30}
 
@@ -65,26 +61,21 @@ def test_every_part_is_package_data_and_under_450_lines():
 # --- the scripts in Chromium --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def js():
-    """A blank page holding every script but main.js: js(expression) -> its value (awaited)."""
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"these tests need Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium) or "
-                    "point HEADMOVIES_CHROMIUM at it", pytrace=False)
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page()
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.set_content("<!DOCTYPE html><html><body></body></html>")
-        for name in build.scripts():
-            if name != "main.js":
-                page.add_script_tag(content=build.part(name))
-        assert errors == [] and page.evaluate("Object.keys(viewerModules).length") == len(build.scripts()) - 1
-        yield lambda expression, arg=None: page.evaluate(f"async (arg) => {{ const M = viewerModules; "
-                                                         f"return {expression}; }}", arg)
-        assert errors == []
-        browser.close()
+def js(browser):
+    """A blank page holding every script but main.js: js(expression, arg) -> the expression's
+    value (awaited), with `M` the scripts' functions (viewerModules) and `arg` the argument."""
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content("<!DOCTYPE html><html><body></body></html>")
+    for name in build.scripts():
+        if name != "main.js":
+            page.add_script_tag(content=build.part(name))
+    assert errors == [] and page.evaluate("Object.keys(viewerModules).length") == len(build.scripts()) - 1
+    yield lambda expression, arg=None: page.evaluate(f"async (arg) => {{ const M = viewerModules; "
+                                                     f"return {expression}; }}", arg)
+    assert errors == []
+    page.close()
 
 
 def test_numbers_in_words(js):
