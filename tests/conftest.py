@@ -19,3 +19,23 @@ def one_torch_thread():
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
     yield
+
+
+CHROMIUM = os.environ.get("HEADMOVIES_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-dev-shm-usage"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium (/usr/bin/chromium, or $HEADMOVIES_CHROMIUM; `make test` installs it)
+    driven by Playwright, which cannot download its own browsers here; one for the session, as
+    Playwright's sync API runs one instance at a time (tests/test_browser.py, test_viewer_page.py)."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium; "
+                    "`make test` does this when run as root) or point HEADMOVIES_CHROMIUM at it", pytrace=False)
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()

@@ -1,6 +1,7 @@
 """The viewer, the live view and the movie's HTML snippet in a real browser: Playwright driving
 Debian's Chromium (/usr/bin/chromium, or $HEADMOVIES_CHROMIUM; `make test` installs it).
-Playwright cannot download its own browsers here, so it is pointed at the system one."""
+Playwright cannot download its own browsers here, so it is pointed at the system one (the
+`browser` fixture, tests/conftest.py)."""
 from __future__ import annotations
 
 import io
@@ -28,23 +29,8 @@ from headmovies.render.orbits.history import orbit_history
 from headmovies.render.orbits.movie import panel_coordinates
 from headmovies.render.orbits.viewer import dequantise_rows, make_viewer, unpack
 
-CHROMIUM = os.environ.get("HEADMOVIES_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-dev-shm-usage"]
 EPOCHS = np.arange(0, 501, 25)        # 21 snapshots; the orbits are exact and verified from index 19
 ORBIT_12 = "12-orbit (heads 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)"
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium; "
-                    "`make test` does this when run as root) or point HEADMOVIES_CHROMIUM at it", pytrace=False)
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture()

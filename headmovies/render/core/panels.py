@@ -39,6 +39,11 @@ from headmovies.render.core.timeline import STRIP_PX, Timeline, TimelineStrip
 
 MIN_PANEL_PX = 220   # text stops shrinking here (half size); smaller panels would not leave it room
 TRAIL_EPOCHS = 250   # seed 000: "each dot trails its last 250 epochs"
+# the axes' rule (`frame_states`; the viewer page gets these in its payload)
+LOOKAHEAD = 8        # frames the axes look ahead
+EASE = 0.25          # share of the way (in log scale) to the radius ahead covered per frame
+MARGIN = 1.12        # half-width over the eased radius
+FLOOR = 1e-30        # radii below this count as 0 on the log scale
 
 
 @dataclass
@@ -84,7 +89,7 @@ class FrameState:
 
 
 def frame_states(coords: Iterable[tuple[int, np.ndarray]], trail_epochs: float = TRAIL_EPOCHS,
-                 lookahead: int = 8, ease: float = 0.25, margin: float = 1.12,
+                 lookahead: int = LOOKAHEAD, ease: float = EASE, margin: float = MARGIN,
                  caption: Callable[[int], str] | None = None) -> Iterator[FrameState]:
     """FrameStates from (epoch, complex [P, H]) pairs in increasing epoch order.
 
@@ -102,12 +107,12 @@ def frame_states(coords: Iterable[tuple[int, np.ndarray]], trail_epochs: float =
         nonlocal log_l
         state = pending.popleft()
         ahead = np.max([s.radius for s in (state, *pending)], axis=0)            # [P]
-        log_a = np.log(np.maximum(ahead, 1e-30))
+        log_a = np.log(np.maximum(ahead, FLOOR))
         if log_l is None:
             log_l = log_a
-        else:  # a panel that was all at 0 so far starts at its new scale, not eased up from 1e-30
-            log_l = np.where(log_l <= np.log(1e-30), log_a, log_l + ease * (log_a - log_l))
-        log_l = np.maximum(log_l, np.log(np.maximum(state.radius, 1e-30)))
+        else:  # a panel that was all at 0 so far starts at its new scale, not eased up from FLOOR
+            log_l = np.where(log_l <= np.log(FLOOR), log_a, log_l + ease * (log_a - log_l))
+        log_l = np.maximum(log_l, np.log(np.maximum(state.radius, FLOOR)))
         level = np.maximum(np.exp(log_l), state.radius)                          # exact, despite rounding
         state.limits = np.where(ahead > 0, margin * level, 1.0)                  # all at 0: any scale
         return state

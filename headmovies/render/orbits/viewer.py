@@ -21,37 +21,43 @@ base64-encoded, unpacked by the browser's DecompressionStream):
 - the orbit check of every snapshot (`history.orbit_history`): verified orbits, each head's
   worst-shift match error, dead heads; when each orbit locks in (`OrbitHistory.locked_in`).
 - per snapshot the movie's caption (accuracies, equivariance error) and the run's events.
+- the constants the page's arithmetic shares with Python (meta: `fourier_rows`, `axes`,
+  `trail_epochs`, `tol`, `dead_tol`, `colours`), so the page copies none.
+
+The page itself (markup, stylesheet, scripts) lives in viewer_page/; `viewer_page.build.page`
+inlines it with the payload into one file.
 
 `ViewerData` builds this incrementally, so the live view (`watch.py`) sends only new snapshots.
 """
 from __future__ import annotations
 
 import base64
-import json
 import math
 import time
 import zlib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
 from headmovies.errors import UserError
 from headmovies.render.core.outputs import prepare_out_dir, write_text
-from headmovies.render.core.panels import TRAIL_EPOCHS
+from headmovies.render.core.panels import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.projections import Panel, polygon_order
 from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, group_of
-from headmovies.render.orbits.colours import DEAD_COLOUR, OTHER_COLOUR, orbit_colour, shape_name
+from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, orbit_colour, shape_name
 from headmovies.render.orbits.history import OrbitHistory, orbit_history
 from headmovies.render.orbits.movie import caption, check_panels, final_report, panel_coordinates
 from headmovies.render.orbits.panel_choice import resolve_panels
+from headmovies.render.orbits.viewer_page.build import page
 
 PAYLOAD_VERSION = 1
 MAX_MB = 5.0          # issue 13: the default run's page stays under this
+HEATMAP = "RdBu_r"    # the heads' circuits in the page: red positive, blue negative
 
 
 def circuit_factors(weights: dict[str, np.ndarray]) -> np.ndarray:
@@ -314,22 +320,21 @@ class ViewerData:
             "panel_note": self.panel_note,
             "events": events(run),
             "orbits": orbits,
-            "colours": {"other": to_hex(OTHER_COLOUR), "dead": to_hex(DEAD_COLOUR)},
+            "colours": {"other": to_hex(OTHER_COLOUR), "dead": to_hex(DEAD_COLOUR), "dead_edge": to_hex(DEAD_EDGE),
+                        "heatmap": heatmap_stops()},
+            "fourier_rows": {"scale_steps": SCALE_STEPS, "zero_code": ZERO_CODE},
+            "axes": {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR},
         }
 
     def payload(self, run: Run, live: dict | None = None) -> dict:
         return {"meta": self.meta(run), "chunks": [c.data for c in self.chunks], "live": live}
 
 
-def page(payload: dict) -> str:
-    """The viewer page with `payload` inside: the template and script shipped with the package
-    (headmovies/render/orbits/viewer_page/), no external resource."""
-    folder = resources.files("headmovies.render.orbits") / "viewer_page"
-    html = (folder / "viewer.html").read_text(encoding="utf-8")
-    script = (folder / "viewer.js").read_text(encoding="utf-8")
-    data = json.dumps(payload, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
-    html = html.replace("/*VIEWER_JS*/", script.replace("</script", "<\\/script"), 1)
-    return html.replace("__PAYLOAD__", data, 1)
+def heatmap_stops(stops: int = 11) -> list[list[int]]:
+    """[stops][3] RGB (0..255) of HEATMAP at equally spaced points from -1 to 1 (RdBu_r's 11
+    ColorBrewer colours); the page interpolates linearly between them."""
+    rgb = colormaps[HEATMAP].resampled(stops)(np.arange(stops))[:, :3]
+    return np.round(rgb * 255).astype(int).tolist()
 
 
 @dataclass

@@ -1,0 +1,112 @@
+// The heads in words: the legend (orbits at the current snapshot, other and dead heads) and the
+// box of the head under the mouse, with the heatmaps of its circuits. app: as in panels.js.
+"use strict";
+(function (exports) {
+  const { fmtEpoch, formatError } = viewerModules.format;
+  const { circuitMatrix } = viewerModules.planes;
+  const { heatmap } = viewerModules.heatmap;
+  const $ = (id) => document.getElementById(id);
+  const HINT = "Hover over a dot to see that head; click it to keep it.";
+
+  // "12-orbit (heads 0, 1, 2)"
+  function orbitName(o) { return `${o.size}-orbit (heads ${o.heads.join(", ")})`; }
+
+  // What the check says of orbit o ({locked_in: epoch | null}) at `epoch`, where it is verified
+  // (verifiedNow) or not
+  function orbitStatus(o, epoch, verifiedNow) {
+    if (verifiedNow) {
+      if (o.locked_in !== null && epoch >= o.locked_in) return `verified since epoch ${fmtEpoch(o.locked_in)}`;
+      return "verified at this snapshot" + (o.locked_in !== null ? `; for good from epoch ${fmtEpoch(o.locked_in)}`
+                                                                  : "; not at the latest snapshot");
+    }
+    return o.locked_in !== null ? `not yet verified: from epoch ${fmtEpoch(o.locked_in)}` : "not verified at this snapshot";
+  }
+
+  // "2 %" of a tolerance
+  const percent = (x) => `${(100 * x).toFixed(0)} %`;
+
+  function swatch(colour, hollow) {
+    const s = document.createElement("span");
+    s.className = "swatch";
+    if (hollow) { s.style.border = `2px solid ${colour}`; s.style.opacity = "0.6"; }
+    else s.style.background = colour;
+    return s;
+  }
+
+  function legendItem(colour, hollow, text, faint) {
+    const li = document.createElement("li");
+    if (faint) li.className = "faint";
+    const span = document.createElement("span");
+    span.textContent = text;
+    li.append(swatch(colour, hollow), span);
+    return li;
+  }
+
+  function updateLegend(app) {
+    const snaps = app.snaps, meta = snaps.meta, t = app.view.t, H = snaps.H, ul = document.createElement("ul");
+    const now = new Map(snaps.orbits[t].map(([k, e]) => [k, e]));
+    let dead = 0, other = 0;
+    for (let h = 0; h < H; h++) {
+      if (snaps.dead[t * H + h]) dead++;
+      else if (!snaps.orbitAt(t, h)) other++;
+    }
+    for (const o of meta.orbits) {
+      const verified = now.has(o.key);
+      if (!o.final && !verified) continue;
+      const text = `${orbitName(o)}: ${orbitStatus(o, snaps.epochs[t], verified)}` +
+                   (verified ? `, worst error ${formatError(now.get(o.key), meta.tol)}` : "");
+      ul.appendChild(legendItem(o.colour, !verified, text, !verified));
+    }
+    const plain = [[other, `live head${other === 1 ? "" : "s"} in no verified orbit`, meta.colours.other],
+                   [dead, `dead head${dead === 1 ? "" : "s"} (OV circuit below ${percent(meta.dead_tol)} of the largest)`,
+                    meta.colours.dead]];
+    for (const [count, label, colour] of plain) if (count) ul.appendChild(legendItem(colour, false, `${count} ${label}`));
+    const note = document.createElement("div");
+    note.className = "note";
+    note.textContent = "Filled dot: in an orbit the check verifies at this snapshot. Ring: will be in that orbit " +
+      "later, not verified yet. Lines join an orbit's heads in planes where it draws its polygon.";
+    $("legend").replaceChildren(ul, note);
+  }
+
+  function line(className, text) {
+    const div = document.createElement("div");
+    div.className = className;
+    div.textContent = text;
+    return div;
+  }
+
+  // The hovered head (else the kept one): its orbit, its error and its circuits at this snapshot
+  function showHead(app) {
+    const snaps = app.snaps, meta = snaps.meta, view = app.view, box = $("head-info");
+    const h = view.hovered !== null ? view.hovered : view.selected;
+    if (h === null || !snaps.T) {
+      const hint = document.createElement("span");
+      hint.className = "muted";
+      hint.textContent = HINT;
+      box.replaceChildren(hint);
+      box.dataset.head = "";
+      return;
+    }
+    const t = view.t, E = snaps.epochs[t], st = snaps.styleOf(t, h), err = snaps.headError[t * snaps.H + h];
+    box.dataset.head = String(h);
+    let orbit = "in no verified orbit at this snapshot";
+    if (st.kind === "dead") orbit = `dead at this snapshot: OV circuit below ${percent(meta.dead_tol)} of the largest head's`;
+    else if (st.kind === "orbit") orbit = `${orbitName(st.orbit)}: ${orbitStatus(st.orbit, E, true)}`;
+    else if (st.kind === "hint") orbit = `${orbit}; ${orbitName(st.orbit)} ${orbitStatus(st.orbit, E, false)}`;
+    const error = Number.isFinite(err)
+      ? `worst-shift match error ${formatError(err, meta.tol)} (an orbit needs ≤ ${percent(meta.tol)})`
+      : "worst-shift match error: none (dead head)";
+    const maps = document.createElement("div");
+    maps.className = "heatmaps";
+    const stops = meta.colours.heatmap;
+    maps.append(heatmap(circuitMatrix(snaps, t, h, 0), snaps.N,
+                        "centred QK circuit M[a, b]: query token a (rows), key token b (columns)", stops),
+                heatmap(circuitMatrix(snaps, t, h, 1), snaps.N,
+                        "centred OV circuit R[c, b]: output class c (rows), attended token b (columns)", stops));
+    box.replaceChildren(line("hid", `head ${h}`), line("orbit", orbit), line("error", error),
+                        line("muted", `at epoch ${fmtEpoch(E)}` + (view.selected === h ? " · kept (click again to let go)" : "")),
+                        maps);
+  }
+
+  Object.assign(exports, { orbitName, orbitStatus, updateLegend, showHead });
+})((globalThis.viewerModules ??= {}).heads = {});

@@ -1,0 +1,183 @@
+// The headmovies viewer (docs/viewer.md): the wiring. Reads the payload written by
+// headmovies/render/orbits/viewer.py, holds the state (which snapshot, playing, which head),
+// and connects the controls, panels, legend, timeline and live view (the other scripts).
+"use strict";
+(function () {
+  const { fmtEpoch, formatError } = viewerModules.format;
+  const { mod, planeWords, centredAway } = viewerModules.planes;
+  const { pointAt } = viewerModules.axes;
+  const { Snapshots } = viewerModules.snapshots;
+  const { panelSize, makePanel, sizePanel, layoutPanels, fillCoords, drawPanel } = viewerModules.panels;
+  const heads = viewerModules.heads;
+  const timeline = viewerModules.timeline;
+  const { follow } = viewerModules.live;
+  const $ = (id) => document.getElementById(id);
+
+  const PAYLOAD = JSON.parse($("payload").textContent);
+  const LIVE = PAYLOAD.live;
+  const snaps = new Snapshots(PAYLOAD.meta);
+  const view = { t: 0, playing: false, epoch: 0, last: 0, hold: 0, selected: null, hovered: null, trails: true };
+  const app = {
+    snaps, view, panels: [], tl: timeline.createTimeline($("timeline")),
+    redraw: drawAll,
+    showHead: () => heads.showHead(app),
+    updateLegend: () => heads.updateLegend(app),
+    setMeta, refresh, setSnapshot,
+  };
+
+  function fail(message) {
+    const el = $("error");
+    el.hidden = false;
+    el.textContent = message;
+  }
+
+  function setMeta(meta) {
+    snaps.setMeta(meta);
+    $("runline").textContent = `${meta.experiment} · ${meta.file} · C_${snaps.N} shifts tokens by s, outputs by ` +
+      `${meta.m}s · ${snaps.H} heads · orbit check at every snapshot (${(100 * meta.tol).toFixed(0)} % tolerance) · ` +
+      meta.panel_note;
+    document.title = `${meta.file} · headmovies viewer`;
+  }
+
+  function layout() {
+    layoutPanels(app);
+    timeline.sizeTimeline(app.tl, parseFloat($("panels-area").style.width) || 640);
+  }
+
+  function drawAll() {
+    if (!snaps.T) return;
+    for (const p of app.panels) drawPanel(app, p);
+    timeline.drawTimeline(app);
+  }
+
+  // Show snapshot t; keepEpoch: playback keeps its own epoch between snapshots
+  function setSnapshot(t, keepEpoch) {
+    view.t = Math.max(0, Math.min(snaps.T - 1, t));
+    const epoch = snaps.epochs[view.t];
+    if (!keepEpoch) view.epoch = epoch;
+    $("scrubber").value = String(epoch);
+    const el = $("epoch");
+    el.textContent = `epoch ${fmtEpoch(epoch)}`;
+    el.dataset.epoch = String(epoch);
+    el.dataset.snapshot = String(view.t);
+    $("caption").textContent = `${snaps.captions[view.t]}   ·   snapshot ${view.t + 1} of ${snaps.T}`;
+    app.updateLegend();
+    app.showHead();
+    drawAll();
+  }
+
+  function setEpoch(epoch) { setSnapshot(snaps.indexAtOrBefore(Math.round(epoch))); }
+
+  // After new snapshots: every panel's coordinates and axes, the scrubber's range, the note
+  function refresh() {
+    for (const p of app.panels) fillCoords(app, p);
+    const scr = $("scrubber");
+    scr.min = String(snaps.epochs[0]);
+    scr.max = String(snaps.epochs[snaps.T - 1]);
+    $("timeline-note").textContent = timeline.timelineNote(snaps);
+  }
+
+  // ---- playback: a fixed number of epochs per second, holding ~1 s at events and lock-ins ----
+  function play(on) {
+    view.playing = on;
+    $("play").textContent = on ? "❚❚ pause" : "▶ play";
+    if (on) {
+      if (view.t >= snaps.T - 1) setSnapshot(0);
+      view.epoch = snaps.epochs[view.t]; view.last = performance.now(); view.hold = 0;
+      requestAnimationFrame(tick);
+    }
+  }
+
+  function tick(now) {
+    if (!view.playing) return;
+    const dt = (now - view.last) / 1000;
+    view.last = now;
+    if (now < view.hold) { requestAnimationFrame(tick); return; }
+    const speed = Number($("speed").value);
+    let next = view.epoch + speed * dt;
+    for (const e of timeline.holdEpochs(snaps.meta)) if (view.epoch < e && next >= e) { next = e; view.hold = now + 1000; }
+    view.epoch = next;
+    const t = snaps.indexAtOrBefore(next);
+    if (t !== view.t) setSnapshot(t, true);
+    const newest = snaps.epochs[snaps.T - 1];
+    if (next >= newest) {
+      if (!LIVE || snaps.meta.complete) { setSnapshot(snaps.T - 1); play(false); return; }
+      view.epoch = newest;   // live: wait at the newest snapshot
+    }
+    requestAnimationFrame(tick);
+  }
+
+  // ---- a plane chosen in the page ----------------------------------------------------------
+  function addPlane(ev) {
+    ev.preventDefault();
+    const circuit = $("plane-circuit").value, N = snaps.N;
+    const u = Number($("plane-u").value), v = Number($("plane-v").value), msg = $("plane-msg");
+    if (!Number.isInteger(u) || !Number.isInteger(v)) { msg.textContent = "u and v must be integers"; return; }
+    const refused = centredAway(circuit, u, v, N);
+    if (refused) { msg.textContent = refused; return; }
+    if (app.panels.some((p) => p.spec.circuit === circuit && mod(p.spec.u - u, N) === 0 && mod(p.spec.v - v, N) === 0)) {
+      msg.textContent = "that plane is already shown"; return;
+    }
+    msg.textContent = "";
+    const panel = makePanel(app, planeWords(circuit, u, v, N, snaps.meta.m), app.panels.length, true);
+    app.panels.push(panel);
+    $("custom-panels").appendChild(panel.el);
+    sizePanel(panel, panelSize());
+    fillCoords(app, panel);
+    drawPanel(app, panel);
+  }
+
+  function listen() {
+    $("play").addEventListener("click", () => play(!view.playing));
+    $("scrubber").addEventListener("input", (ev) => { play(false); setEpoch(Number(ev.target.value)); });
+    $("trails").addEventListener("change", (ev) => { view.trails = ev.target.checked; drawAll(); });
+    let dragging = false;
+    app.tl.canvas.addEventListener("mousedown", (ev) => { dragging = true; play(false); setEpoch(timeline.timelineEpoch(app, ev)); });
+    window.addEventListener("mousemove", (ev) => { if (dragging) setEpoch(timeline.timelineEpoch(app, ev)); });
+    window.addEventListener("mouseup", () => { dragging = false; });
+    document.addEventListener("keydown", (ev) => {
+      if (ev.target.tagName === "INPUT" && ev.target.type !== "range" || ev.target.tagName === "SELECT") return;
+      if (ev.key === " ") { ev.preventDefault(); play(!view.playing); }
+      else if (ev.key === "ArrowRight") { ev.preventDefault(); play(false); setSnapshot(view.t + 1); }
+      else if (ev.key === "ArrowLeft") { ev.preventDefault(); play(false); setSnapshot(view.t - 1); }
+    });
+    $("add-plane").addEventListener("submit", addPlane);
+    window.addEventListener("resize", () => { layout(); drawAll(); });
+  }
+
+  async function start() {
+    setMeta(snaps.meta);
+    for (const c of PAYLOAD.chunks) await snaps.append(c);
+    if (!snaps.T) { fail("This run has no snapshot yet."); return; }
+    app.panels = snaps.meta.panels.map((spec, i) => makePanel(app, spec, i, false));
+    $("panels").append(...app.panels.map((p) => p.el));
+    layout();
+    refresh();
+    setSnapshot(LIVE ? snaps.T - 1 : 0);
+    listen();
+    if (LIVE) follow(app, LIVE);
+    document.body.dataset.state = "ready";
+  }
+
+  // hooks for tests and the curious: where each dot is drawn, in data and in page pixels
+  window.headmovies = {
+    formatError: (x) => formatError(x, snaps.meta.tol),
+    get snapshot() { return view.t; },
+    get epochs() { return snaps.epochs.slice(); },
+    panels: () => app.panels.map((p) => ({ circuit: p.spec.circuit, u: p.spec.u, v: p.spec.v, custom: p.custom })),
+    dots(i) {
+      const p = app.panels[i], t = view.t, H = snaps.H, rect = p.canvas.getBoundingClientRect();
+      const out = [];
+      for (let h = 0; h < H; h++) {
+        const [x, y] = pointAt(p.xy, H, t, h);
+        out.push({ head: h, x, y, px: rect.left + p.canvas.clientLeft + p.screen[h][0],
+                   py: rect.top + p.canvas.clientTop + p.screen[h][1], kind: snaps.styleOf(t, h).kind,
+                   bound: p.bound ? p.bound[t * H + h] : 0 });
+      }
+      return { limit: p.limits[t], size: p.size, left: rect.left + p.canvas.clientLeft, top: rect.top + p.canvas.clientTop,
+               dots: out };
+    },
+  };
+
+  start().catch((err) => fail(`The viewer could not start: ${err.message}`));
+})();
