@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from headmovies import runfile
 from headmovies.errors import RunFileError, UserError, warn
 from headmovies.train import loop
 from headmovies.train.config import TrainConfig
-
-if TYPE_CHECKING:
-    from headmovies.sweeps.plan import PlannedRun
 
 SETTINGS_FILE = "sweep.json"      # the experiment and its fixed settings, checked on every rerun
 
@@ -45,9 +41,9 @@ def refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
 
 def check_settings(out: Path, experiment: str, settings: dict) -> str:
     """'new' (no sweep.json yet), 'same' (the recorded settings), or 'changed': other settings
-    for the same experiment, accepted only if they make exactly the configs of the folder's run
-    files (`runs_match`, e.g. `--set refine_prune=0.25` for runs trained when 0.25 was the
-    default). UserError for another experiment or an unreadable sweep.json."""
+    for the same experiment, accepted (by `plan.make_plan`) only if they make exactly the configs
+    of the folder's run files, e.g. `--set refine_prune=0.25` for runs trained when 0.25 was the
+    default. UserError for another experiment or an unreadable sweep.json."""
     path = out / SETTINGS_FILE
     if out.exists() and not out.is_dir():
         raise UserError(f"output folder {out} is a file; remove it or choose another --out")
@@ -72,28 +68,3 @@ def settings_error(out: Path, experiment: str, settings: dict) -> UserError:
     diff = ", ".join(f"{k}={was.get(k, '(unset)')} there, {now.get(k, '(unset)')} here" for k in keys)
     return UserError(f"{out} holds a sweep of {experiment} with other fixed settings ({diff}): rerun with its "
                      f"--set/--config values, or choose a new --out")
-
-
-def runs_match(out: Path, base: TrainConfig, runs: list[PlannedRun]) -> bool:
-    """Every run file in `out` (at least one) has the config this sweep gives it: a planned run's
-    exactly, or, for a run of another seed, `base` with one of this grid's values for each grid key."""
-    planned = {r.path.name: loop.config_dict(r.cfg) for r in runs}
-    grid_values: dict[str, list] = {}
-    for r in runs:
-        for k, v in json.loads(json.dumps(r.grid)).items():
-            grid_values.setdefault(k, []).append(v)
-    want = loop.config_dict(base)
-    files = sorted(out.glob("*.h5"))
-    for path in files:
-        try:
-            with runfile.open_for_reading(path) as f:
-                have = runfile.read_config(f)
-        except RunFileError:
-            return False
-        if path.name in planned:
-            if have != planned[path.name]:
-                return False
-        elif any(k != "seed" and (have.get(k) not in grid_values[k] if k in grid_values else have.get(k) != want.get(k))
-                 for k in set(have) | set(want)):
-            return False
-    return bool(files)

@@ -13,14 +13,16 @@ files are checked first (`folder`); a new run may fork from another sweep's run 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from headmovies.errors import ConfigError, UserError, warn
-from headmovies.sweeps.folder import check_settings, refuse_overwrite, runs_match, settings_error
+from headmovies import runfile
+from headmovies.errors import ConfigError, RunFileError, UserError, warn
+from headmovies.sweeps.folder import check_settings, refuse_overwrite, settings_error
 from headmovies.sweeps.forks import fork_source, source_rows
 from headmovies.sweeps.sweep_rows import ROWS_FILE, read_sweep_rows
 from headmovies.train import config, experiments, loop
@@ -175,7 +177,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
     if fork_from is not None and not any(r.fork_from for r in runs) and any(r.action == "new" for r in runs):
         warn(f"no new run can fork: {fork_from} holds no run of the same seed that reached the fork epoch with a "
              "config differing only in what acts after it; they train from scratch")
-    if state == "changed" and not runs_match(out, base, runs):
+    if state == "changed" and not _runs_match(out, base, runs):
         raise settings_error(out, experiment, settings)
     return Plan(experiment, out, settings, runs, state != "same")
 
@@ -201,6 +203,31 @@ def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None 
             raise UserError(f"{path.name} was stopped at epoch {epoch:,}, past --stop-at {stop_at:,}: rerun with "
                             f"--stop-at {epoch} (or later), or without --stop-at to finish the runs")
     return plan
+
+
+def _runs_match(out: Path, base: TrainConfig, runs: list[PlannedRun]) -> bool:
+    """Every run file in `out` (at least one) has the config this sweep gives it: a planned run's
+    exactly, or, for a run of another seed, `base` with one of this grid's values for each grid key."""
+    planned = {r.path.name: loop.config_dict(r.cfg) for r in runs}
+    grid_values: dict[str, list] = {}
+    for r in runs:
+        for k, v in json.loads(json.dumps(r.grid)).items():
+            grid_values.setdefault(k, []).append(v)
+    want = loop.config_dict(base)
+    files = sorted(out.glob("*.h5"))
+    for path in files:
+        try:
+            with runfile.open_for_reading(path) as f:
+                have = runfile.read_config(f)
+        except RunFileError:
+            return False
+        if path.name in planned:
+            if have != planned[path.name]:
+                return False
+        elif any(k != "seed" and (have.get(k) not in grid_values[k] if k in grid_values else have.get(k) != want.get(k))
+                 for k in set(have) | set(want)):
+            return False
+    return bool(files)
 
 
 # ----------------------------------------------------------------------------- jobs
