@@ -12,7 +12,8 @@ import pytest
 
 from headmovies.cli import main as cli_main
 from headmovies.errors import UserError
-from headmovies.sweeps import census as C
+from headmovies.sweeps import census_rows
+from headmovies.sweeps import census_tables as C
 from equivariant import equivariant_run
 
 
@@ -74,7 +75,7 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     out = tmp_path / "census"
     assert cli_main(["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress",
                      "--screen-epochs", "300,500,700"]) == 0
-    rows = C.read_rows(out / "census.jsonl")
+    rows = census_rows.read_census_rows(out / "census.jsonl")
     assert [(r["recipe"], r["seed"], r["outcome"]) for r in rows] == [
         ("exact", 0, "12+4"), ("exact", 1, "4+2"), ("other", 0, "12+4"), ("other", 1, "none")]
     first = rows[0]
@@ -103,7 +104,7 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     # ... and from the sweeps again, into the same folder: the rows of deleted files stand
     assert cli_main(["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress",
                      "--screen-epochs", "300,500,700"]) == 0
-    assert C.read_rows(out / "census.jsonl") == rows and (out / "census.md").read_text() == md
+    assert census_rows.read_census_rows(out / "census.jsonl") == rows and (out / "census.md").read_text() == md
     again = tmp_path / "again"
     assert cli_main(["orbits", "census", "--rows", str(out / "census.jsonl"), "--out", str(again)]) == 0
     assert (again / "census.md").read_text() == md
@@ -114,27 +115,27 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (4,), "extra_heads": 1}})
     out = tmp_path / "census"
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--formats", "png,svg"]) == 0
-    first = C.read_rows(out / "census.jsonl")[0]
+    first = census_rows.read_census_rows(out / "census.jsonl")[0]
     assert first["outcome"] == "4" and (out / "census.svg").exists()
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
-    assert C.read_rows(out / "census.jsonl")[0] == first      # same file: the row is reused as it was
+    assert census_rows.read_census_rows(out / "census.jsonl")[0] == first      # same file: the row is reused as it was
     assert not (out / "census.svg").exists()                  # no stale figure beside new tables
     # retrained in place with the same shapes (so the same size): other orbits, a new row
     equivariant_run(a / "seed0.h5", np.arange(0, 1100, 100), seed=0, config={"refine_start": 600},
                     orbit_sizes=(2,), extra_heads=3)
     assert (a / "seed0.h5").stat().st_size == first["file_bytes"]
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
-    assert C.read_rows(out / "census.jsonl")[0]["outcome"] == "2"
+    assert census_rows.read_census_rows(out / "census.jsonl")[0]["outcome"] == "2"
     # other screen epochs: recomputed too
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 0
-    assert sorted(C.read_rows(out / "census.jsonl")[0]["omega"]) == ["1000", "400"]
+    assert sorted(census_rows.read_census_rows(out / "census.jsonl")[0]["omega"]) == ["1000", "400"]
     # rows of an older version (here: 2, before the bias gauge) are recomputed, not refused
-    old = {k: v for k, v in C.read_rows(out / "census.jsonl")[0].items() if "bias_gauge" not in k}
+    old = {k: v for k, v in census_rows.read_census_rows(out / "census.jsonl")[0].items() if "bias_gauge" not in k}
     (out / "census.jsonl").write_text(json.dumps({**old, "version": 2}) + "\n")
     with pytest.raises(UserError, match="holds census rows of version 2, this headmovies writes 4"):
-        C.read_rows(out / "census.jsonl")
+        census_rows.read_census_rows(out / "census.jsonl")
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 0
-    row = C.read_rows(out / "census.jsonl")[0]
+    row = census_rows.read_census_rows(out / "census.jsonl")[0]
     assert row["version"] == 4 and row["outcome_bias_gauge"] == row["outcome"] == "2"
 
 
@@ -144,7 +145,7 @@ def test_a_cut_off_run_file_is_named_keeps_an_earlier_row_and_the_rest_is_counte
                                     2: {"orbit_sizes": (2,), "extra_heads": 2}})
     counted = tmp_path / "counted"
     assert cli_main(["orbits", "census", str(a), "--out", str(counted), "--no-progress", "--formats", "png"]) == 0
-    before = C.read_rows(counted / "census.jsonl")
+    before = census_rows.read_census_rows(counted / "census.jsonl")
     assert [(r["seed"], r["outcome"]) for r in before] == [(0, "4"), (1, "3"), (2, "2")]
     capsys.readouterr()
     broken = a / "seed1.h5"
@@ -159,12 +160,12 @@ def test_a_cut_off_run_file_is_named_keeps_an_earlier_row_and_the_rest_is_counte
     assert "--force" not in err and "Traceback" not in err
     assert f"census: {a / 'seed2.h5'} is listed as done in its sweep.jsonl but does not exist" in err
     assert "2 run files missing or unreadable: rerun the sweep" in err
-    assert [(r["seed"], r["outcome"]) for r in C.read_rows(out / "census.jsonl")] == [(0, "4")]
+    assert [(r["seed"], r["outcome"]) for r in census_rows.read_census_rows(out / "census.jsonl")] == [(0, "4")]
     # into the census that counted them before the damage: every earlier row is kept, as for a deleted file
     assert cli_main(["orbits", "census", str(a), "--out", str(counted), "--no-progress", "--formats", "png"]) == 1
     err = capsys.readouterr().err
     assert "(its earlier row is kept)" in err and "1 run file missing or unreadable" in err
-    assert C.read_rows(counted / "census.jsonl") == before
+    assert census_rows.read_census_rows(counted / "census.jsonl") == before
     # nothing readable at all: the files are named before the error
     (a / "seed0.h5").write_bytes(b"")
     assert cli_main(["orbits", "census", str(a), "--out", str(tmp_path / "none"), "--no-progress"]) == 2
@@ -172,7 +173,7 @@ def test_a_cut_off_run_file_is_named_keeps_an_earlier_row_and_the_rest_is_counte
     assert f"census: {a / 'seed0.h5'} is not a readable" in err and "could be read" in err.splitlines()[-1]
     # the library call without a handler still refuses, naming the file
     with pytest.raises(UserError, match="seed0.h5 is not a readable"):
-        C.collect([a])
+        census_rows.collect([a])
 
 
 def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path, capsys):
@@ -186,7 +187,7 @@ def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path,
         f["snapshots/W_V"][-1] = W_V.astype(np.float32)
     out = tmp_path / "census"
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
-    row = C.read_rows(out / "census.jsonl")[0]
+    row = census_rows.read_census_rows(out / "census.jsonl")[0]
     assert (row["outcome"], row["outcome_bias_gauge"]) == ("12", "12+4")
     square = row["orbits_bias_gauge"][1]
     assert square["heads"] == [12, 13, 14, 15] and 4 * square["omega"] % 24 == 0 and square["worst"] < 1e-3
@@ -260,14 +261,14 @@ def test_census_continues_in_fresh_folders_on_another_machine(tmp_path, capsys):
     b = _sweep(first / "other", {0: {"orbit_sizes": (4,), "extra_heads": 4}})
     out = tmp_path / "census"
     assert cli_main(["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
-    before = C.read_rows(out / "census.jsonl")
+    before = census_rows.read_census_rows(out / "census.jsonl")
     md_before = (out / "census.md").read_text()
     settings = json.loads((out / "census.settings.json").read_text())
     import shutil
     shutil.rmtree(first)                                            # a new machine: only the rows are left
     a2 = _sweep(tmp_path / "second" / "exact", {1: {"orbit_sizes": (2,), "extra_heads": 6}}, {"refine_prune": 0.0})
     assert cli_main(["orbits", "census", str(a2), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
-    rows = C.read_rows(out / "census.jsonl")
+    rows = census_rows.read_census_rows(out / "census.jsonl")
     assert [(r["recipe"], r["seed"], r["outcome"]) for r in rows] == [
         ("exact", 0, "12+4"), ("exact", 1, "2"), ("other", 0, "4")]
     assert rows[0] == before[0] and rows[2] == before[1]             # the old rows as they were
@@ -284,7 +285,7 @@ def test_census_continues_in_fresh_folders_on_another_machine(tmp_path, capsys):
     # rows read at other screen epochs cannot be recomputed without their files
     assert cli_main(["orbits", "census", str(a2), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 2
     assert "read at screen epochs 250,500,1000,1500,2000,3000: pass --screen-epochs" in capsys.readouterr().err
-    assert C.read_rows(out / "census.jsonl") == rows and (out / "census.md").read_text() == md
+    assert census_rows.read_census_rows(out / "census.jsonl") == rows and (out / "census.md").read_text() == md
 
 
 def test_a_bad_out_fails_before_any_run_is_read(tmp_path, capsys):

@@ -14,6 +14,7 @@ from headmovies.cli import main as cli_main
 from headmovies.errors import ConfigError, UserError
 from headmovies.train import config, loop
 from headmovies.sweeps import sweep as S
+from headmovies.sweeps.sweep_rows import ROWS_FILE, read_sweep_rows
 from headmovies.train.orbits import OrbitConfig
 from test_sweep import SWEEP_SETS, assert_same_run_files
 
@@ -152,7 +153,7 @@ def test_a_sweep_forks_where_it_can(tmp_path):
     res = S.sweep("orbits", tmp_path / "fork", seeds=[0, 1, 2], sets={**common, **ADDITIONS}, workers=1,
                   progress=False, fork_from=tmp_path / "src")
     assert (res.done, res.failed, res.forked) == (3, 0, 1)
-    rows = {r["run"]: r for r in S.read_rows(tmp_path / "fork" / S.ROWS_FILE)}
+    rows = {r["run"]: r for r in read_sweep_rows(tmp_path / "fork" / ROWS_FILE)}
     assert {k: r["forked_from"] for k, r in rows.items()} == {"seed0": "../src/seed0.h5@120", "seed1": None,
                                                             "seed2": None}
     md = (tmp_path / "fork" / "summary.md").read_text()
@@ -182,7 +183,7 @@ def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, caps
     assert (res.done, res.forked) == (2, 2)
     res = S.sweep("orbits", tmp_path / "prune", seeds=[0], grid=grid, sets=sets, workers=1, progress=False,
                   fork_from=tmp_path / "src")
-    rows = S.read_rows(tmp_path / "prune" / S.ROWS_FILE)[-2:]
+    rows = read_sweep_rows(tmp_path / "prune" / ROWS_FILE)[-2:]
     assert [(r["run"], r["action"], r["forked_from"]) for r in rows] == [
         ("seed0-refine_prune0.25", "resume", "../src/seed0.h5@120"), ("seed0-refine_prune0.99", "resume",
                                                                        "../src/seed0.h5@120")]
@@ -210,5 +211,5 @@ def test_a_ray_sweep_forks_from_a_relative_source_folder(tmp_path, monkeypatch):
     res = S.sweep("orbits", "ray", seeds=[0], sets={**PHASES, **ADDITIONS}, backend="ray", workers=1,
                   progress=False, fork_from="src")
     assert (res.done, res.failed, res.forked) == (1, 0, 1)
-    assert S.read_rows(tmp_path / "ray" / S.ROWS_FILE)[0]["forked_from"] == "../src/seed0.h5@120"
+    assert read_sweep_rows(tmp_path / "ray" / ROWS_FILE)[0]["forked_from"] == "../src/seed0.h5@120"
     assert_same_run_files(tmp_path / "ray" / "seed0.h5", tmp_path / "local" / "seed0.h5")

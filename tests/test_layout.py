@@ -13,15 +13,16 @@ import pytest
 import headmovies
 from headmovies import tasks
 
-RENDER_PARTS = ("figures", "movie", "report")       # docs/extending.md
+RENDER_PARTS = ("figures", "movie", "summary")      # docs/extending.md
 COMMAND_API = ("NAME", "HELP", "add_arguments", "run")
-REPORT_API = ("sweep_summary", "SWEEP_OUTCOME")                # what `headmovies sweep` calls per run
+SUMMARY_API = ("sweep_summary", "SWEEP_OUTCOME")               # what `headmovies sweep` calls per run
 
 
 def test_every_registered_experiment_has_every_part():
     """A family in tasks/ names its experiments; each is registered by train/<family>.py with a
-    Config, and render/<family>/ has a command (with the command API), figures, movie and report
-    (with the sweep's summary of a run)."""
+    Config, and render/<family>/ has a command (with the command API), figures, movie and summary
+    (with the sweep's summary of a run, named in the sweeps' registry)."""
+    from headmovies.sweeps import registry
     from headmovies.train import experiments
     from headmovies.train.config import TrainConfig
     registered = experiments.all_experiments()
@@ -37,9 +38,11 @@ def test_every_registered_experiment_has_every_part():
             importlib.import_module(f"headmovies.render.{family}.{part}")
         command = importlib.import_module(f"headmovies.commands.{family}")
         assert all(hasattr(command, attr) for attr in COMMAND_API), family
-        report = importlib.import_module(f"headmovies.render.{family}.report")
-        assert all(hasattr(report, attr) for attr in REPORT_API), family
-        assert callable(report.sweep_summary) and isinstance(report.SWEEP_OUTCOME, str), family
+        summary = importlib.import_module(f"headmovies.render.{family}.summary")
+        assert all(hasattr(summary, attr) for attr in SUMMARY_API), family
+        assert callable(summary.sweep_summary) and isinstance(summary.SWEEP_OUTCOME, str), family
+        assert registry.SUMMARIES[family] == (summary.sweep_summary, summary.SWEEP_OUTCOME), family
+    assert set(registry.SUMMARIES) == set(tasks.families())
 
 
 def test_a_family_missing_a_part_is_caught(monkeypatch):

@@ -20,12 +20,15 @@ import torch
 from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import RunFileError, UserError
-from headmovies.sweeps import report as sweep_report
 from headmovies.runfile.reader import Run
-from headmovies.render.orbits import report as orbit_report
+from headmovies.render.orbits import summary as orbits_summary
 from headmovies.render.orbits.check import run_report
 from headmovies.train import config, loop
+from headmovies.sweeps import plan as P
+from headmovies.sweeps import report as sweep_report
 from headmovies.sweeps import sweep as S
+from headmovies.sweeps.folder import SETTINGS_FILE
+from headmovies.sweeps.sweep_rows import ROWS_FILE, latest, read_sweep_rows
 from headmovies.train.batch_loop import train_batch
 from headmovies.train.orbits import OrbitConfig, OrbitTask
 from headmovies.train.orbits_batch import OrbitBatch, batch_key, max_batch
@@ -62,7 +65,7 @@ def assert_same_run_files(a: Path, b: Path) -> None:
 
 
 def rows_by_run(out: Path) -> dict[str, dict]:
-    rows = S.read_rows(out / S.ROWS_FILE)
+    rows = read_sweep_rows(out / ROWS_FILE)
     return {r["run"]: {k: v for k, v in r.items() if k not in VOLATILE} for r in rows}
 
 
@@ -143,29 +146,29 @@ def test_a_diverging_instance_stops_alone(tmp_path):
 # --- plan, names, parsing --------------------------------------------------------------------------
 
 def test_seeds_grid_and_run_names():
-    assert S.parse_seeds("0-3,10") == [0, 1, 2, 3, 10]
-    assert S.parse_seeds("5") == [5] and S.parse_seeds("3,1,3") == [1, 3]
-    assert S.parse_grid(["eq_weight=1,10", "eq_seq_lens=3;2,4"]) == [("eq_weight", ["1", "10"]),
+    assert P.parse_seeds("0-3,10") == [0, 1, 2, 3, 10]
+    assert P.parse_seeds("5") == [5] and P.parse_seeds("3,1,3") == [1, 3]
+    assert P.parse_grid(["eq_weight=1,10", "eq_seq_lens=3;2,4"]) == [("eq_weight", ["1", "10"]),
                                                                      ("eq_seq_lens", ["3", "2,4"])]
-    assert S.run_name(3, {"eq_weight": 10.0}) == "seed3-eq_weight10"
-    assert S.run_name(0, {"lr": 0.0003, "split": "orbit", "residual": True, "eq_seq_lens": "2,4"}) == \
+    assert P.run_name(3, {"eq_weight": 10.0}) == "seed3-eq_weight10"
+    assert P.run_name(0, {"lr": 0.0003, "split": "orbit", "residual": True, "eq_seq_lens": "2,4"}) == \
         "seed0-lr0.0003-splitorbit-residualtrue-eq_seq_lens2_4"
-    assert S.run_name(1, {}) == "seed1"
+    assert P.run_name(1, {}) == "seed1"
 
 
 def test_plan_and_jobs(tmp_path):
-    plan = S.make_plan("orbits", tmp_path / "sw", [0, 1, 2], [("eq_weight", ["1", "10"])], {"p": "5", "n_heads": "3",
+    plan = P.make_plan("orbits", tmp_path / "sw", [0, 1, 2], [("eq_weight", ["1", "10"])], {"p": "5", "n_heads": "3",
                        "d_model": "8"})
     assert [r.name for r in plan.runs] == [f"seed{s}-eq_weight{w}" for w in (1, 10) for s in (0, 1, 2)]
     assert {r.action for r in plan.runs} == {"new"} and plan.settings == {"p": 5, "n_heads": 3, "d_model": 8}
     assert plan.runs[4].cfg.eq_weight == 10.0 and plan.runs[4].cfg.seed == 1
     assert not (tmp_path / "sw").exists()                       # planning creates nothing
-    jobs = S.make_jobs(plan, workers=2)                         # 6 batchable runs over 2 workers: 2 x 3
+    jobs = P.make_jobs(plan, workers=2)                         # 6 batchable runs over 2 workers: 2 x 3
     assert [len(j.runs) for j in jobs] == [3, 3] and all(j.batched for j in jobs)
-    assert [len(j.runs) for j in S.make_jobs(plan, workers=2, batch=2)] == [2, 2, 2]
-    assert [len(j.runs) for j in S.make_jobs(plan, workers=8, batch=1)] == [1] * 6
-    big = S.make_plan("orbits", tmp_path / "sw", [0, 1], [], {})   # the default model: one run per job
-    assert [j.batched for j in S.make_jobs(big, workers=1)] == [False, False]
+    assert [len(j.runs) for j in P.make_jobs(plan, workers=2, batch=2)] == [2, 2, 2]
+    assert [len(j.runs) for j in P.make_jobs(plan, workers=8, batch=1)] == [1] * 6
+    big = P.make_plan("orbits", tmp_path / "sw", [0, 1], [], {})   # the default model: one run per job
+    assert [j.batched for j in P.make_jobs(big, workers=1)] == [False, False]
 
 
 # --- the sweep -------------------------------------------------------------------------------------
@@ -181,7 +184,7 @@ def local_sweep(tmp_path_factory):
 def test_local_sweep_rows_files_and_report(local_sweep):
     out, res = local_sweep
     assert (res.done, res.failed, res.skipped) == (4, 0, 0)
-    rows = S.read_rows(out / S.ROWS_FILE)
+    rows = read_sweep_rows(out / ROWS_FILE)
     assert sorted(r["run"] for r in rows) == ["seed0-eq_weight1", "seed0-eq_weight10", "seed1-eq_weight1",
                                                "seed1-eq_weight10"]
     for row in rows:
@@ -192,8 +195,8 @@ def test_local_sweep_rows_files_and_report(local_sweep):
             assert row["metrics"] == {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch"}
             report = run_report(run)
             assert row["summary"]["nontrivial"] == [o.size for o in report.orbits if o.size > 1]
-            assert row["summary"] == json.loads(json.dumps(orbit_report.sweep_summary(run)))
-    assert json.loads((out / S.SETTINGS_FILE).read_text()) == {
+            assert row["summary"] == json.loads(json.dumps(orbits_summary.sweep_summary(run)))
+    assert json.loads((out / SETTINGS_FILE).read_text()) == {
         "experiment": "orbits", "settings": {k: config.resolve(OrbitConfig, sets=SWEEP_SETS).__dict__[k]
                                              for k in SWEEP_SETS}}
     md = (out / "summary.md").read_text()
@@ -205,26 +208,26 @@ def test_rerun_skips_complete_runs_and_a_bigger_grid_adds_only_new_runs(local_sw
     out, _ = local_sweep
     again = S.sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=2, progress=False)
     assert (again.done, again.failed, again.skipped) == (0, 0, 4)
-    assert len(S.read_rows(out / S.ROWS_FILE)) == 4
+    assert len(read_sweep_rows(out / ROWS_FILE)) == 4
     # A complete run without a row (killed between training and recording) is recorded, not retrained.
     copy = tmp_path / "copy"
     copy.mkdir()
-    for name in ("seed0-eq_weight1.h5", S.SETTINGS_FILE):
+    for name in ("seed0-eq_weight1.h5", SETTINGS_FILE):
         (copy / name).write_bytes((out / name).read_bytes())
     mtime = (copy / "seed0-eq_weight1.h5").stat().st_mtime_ns
-    plan = S.make_plan("orbits", copy, [0], [("eq_weight", ["1"])], SWEEP_SETS)
+    plan = P.make_plan("orbits", copy, [0], [("eq_weight", ["1"])], SWEEP_SETS)
     assert [r.action for r in plan.runs] == ["record"]
     # A bigger grid: the 2 new runs only, one of them diverging (recorded, the sweep goes on).
     grown = S.sweep("orbits", out, seeds=[0], grid=[("eq_weight", ["1", "10", "1e308"])], sets=SWEEP_SETS, workers=1,
                     progress=False)
     assert (grown.done, grown.failed, grown.skipped) == (0, 1, 2)
-    rows = S.read_rows(out / S.ROWS_FILE)
+    rows = read_sweep_rows(out / ROWS_FILE)
     assert len(rows) == 5 and rows[-1]["run"] == "seed0-eq_weight1e+308"
     assert rows[-1]["status"] == "failed" and rows[-1]["error"].startswith("training diverged by epoch 30 (")
     assert "\n" not in rows[-1]["error"] and rows[-1]["metrics"] is None
     S.sweep("orbits", copy, seeds=[0], grid=[("eq_weight", ["1"])], sets=SWEEP_SETS, workers=1, progress=False)
     assert (copy / "seed0-eq_weight1.h5").stat().st_mtime_ns == mtime
-    assert [r["action"] for r in S.read_rows(copy / S.ROWS_FILE)] == ["record"]
+    assert [r["action"] for r in read_sweep_rows(copy / ROWS_FILE)] == ["record"]
     assert "| eq_weight=1e+308 | 0 | 0 | 1 | — |" in (out / "summary.md").read_text()
 
 
@@ -254,10 +257,10 @@ def test_a_killed_run_is_resumed_and_ends_equal_to_an_uninterrupted_one(tmp_path
     _wait_for_snapshots(run, 3, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    plan = S.make_plan("orbits", out, [1], [("eq_weight", ["10"])], sets)
+    plan = P.make_plan("orbits", out, [1], [("eq_weight", ["10"])], sets)
     assert plan.runs[0].action == "resume"
     res = S.sweep("orbits", out, seeds=[1], grid=[("eq_weight", ["10"])], sets=sets, workers=1, progress=False)
-    assert res.done == 1 and S.read_rows(out / S.ROWS_FILE)[0]["action"] == "resume"
+    assert res.done == 1 and read_sweep_rows(out / ROWS_FILE)[0]["action"] == "resume"
     loop.train("orbits", plan.runs[0].cfg, tmp_path / "whole.h5", progress=False)
     assert_same_run_files(run, tmp_path / "whole.h5")
 
@@ -281,7 +284,7 @@ def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_p
             assert proc.wait(timeout=20) == 130, proc.stderr.read()
         finally:
             proc.kill()
-    plan = S.make_plan("orbits", out, [0, 1], [], sets)
+    plan = P.make_plan("orbits", out, [0, 1], [], sets)
     assert [r.action for r in plan.runs] == ["resume", "resume"]
     for seed in (0, 1):
         with runfile.open_for_reading(out / f"seed{seed}.h5") as f:
@@ -340,13 +343,13 @@ def test_summary_and_census_count_outcomes_per_config():
     rows = [_row("a0", 0, {"eq_weight": 1.0}, "none", 0.5), _row("a1", 1, {"eq_weight": 1.0}, "4+2", 1.0),
             _row("a2", 2, {"eq_weight": 1.0}, error="boom"), _row("b0", 0, {"eq_weight": 10.0}, "none", 0.25),
             _row("b1", 1, {"eq_weight": 10.0}, "none", 0.75), _row("a2", 2, {"eq_weight": 1.0}, "none", 0.0)]
-    latest = sweep_report.latest(rows)
-    assert [r["run"] for r in latest] == ["a0", "a1", "a2", "b0", "b1"] and latest[2]["status"] == "done"
+    last = latest(rows)
+    assert [r["run"] for r in last] == ["a0", "a1", "a2", "b0", "b1"] and last[2]["status"] == "done"
     md = sweep_report.summary_markdown(rows, "orbits", "orbit structure", {"epochs": 2000})
     assert "| eq_weight=1 | 0–2 | 3 | 0 | none ×2, 4+2 ×1 | 50.0% [0.0%, 100.0%] | 2 |" in md
     assert "| eq_weight=10 | 0–1 | 2 | 0 | none ×2 | 50.0% [25.0%, 75.0%] | 2 |" in md
     assert "Fixed settings: epochs=2000" in md
-    fig = sweep_report.census_figure(rows[:5], "orbits", "orbit structure")
+    fig = sweep_report.outcome_figure(rows[:5], "orbits", "orbit structure")
     ax = fig.axes[0]
     widths = {(c.get_label(), round(p.get_y() + p.get_height() / 2)): p.get_width()
               for c in ax.containers for p in c}
@@ -360,7 +363,7 @@ def test_orbit_sweep_summary_of_a_known_layer(tmp_path):
     """An exactly equivariant layer with orbits of 12 and 4 heads and 2 heads in none."""
     path = equivariant_run(tmp_path / "eq.h5", [0, 100, 200], orbit_sizes=(12, 4), extra_heads=2)
     with Run(path) as run:
-        s = orbit_report.sweep_summary(run)
+        s = orbits_summary.sweep_summary(run)
     assert s["outcome"] == "12+4" and s["nontrivial"] == [12, 4] and s["epoch"] == 200
     assert s["n_dead"] == 0 and sum(s["groups"].values()) == 18 and all(isinstance(k, str) for k in s["groups"])
 
@@ -427,7 +430,7 @@ def test_a_finished_run_of_another_config_is_never_replaced(local_sweep, tmp_pat
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "was trained with eq_ramp=50 (this sweep: 2000)" in err and "--set eq_ramp=50" in err
     assert (copy / "seed0-eq_weight1.h5").read_bytes() == before
-    assert not (copy / S.ROWS_FILE).exists()
+    assert not (copy / ROWS_FILE).exists()
 
 
 def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_path):
@@ -440,17 +443,17 @@ def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_p
     for f in out.iterdir():       # the four runs of SWEEP_GRID (an earlier test may have grown the sweep)
         if f.suffix in (".jsonl", ".json") or f.name in {f"seed{s}-eq_weight{w}.h5" for s in (0, 1) for w in (1, 10)}:
             (copy / f.name).write_bytes(f.read_bytes())
-    old = {k: v for k, v in json.loads((out / S.SETTINGS_FILE).read_text())["settings"].items() if k != "eq_ramp"}
-    (copy / S.SETTINGS_FILE).write_text(json.dumps({"experiment": "orbits", "settings": old}))
+    old = {k: v for k, v in json.loads((out / SETTINGS_FILE).read_text())["settings"].items() if k != "eq_ramp"}
+    (copy / SETTINGS_FILE).write_text(json.dumps({"experiment": "orbits", "settings": old}))
     sets = {k: v for k, v in SWEEP_SETS.items() if k != "eq_ramp"}
     again = S.sweep("orbits", copy, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=1, progress=False)
     assert (again.done, again.failed, again.skipped) == (0, 0, 4)
-    assert json.loads((copy / S.SETTINGS_FILE).read_text())["settings"]["eq_ramp"] == 50
+    assert json.loads((copy / SETTINGS_FILE).read_text())["settings"]["eq_ramp"] == 50
     with pytest.raises(UserError, match=r"seed0-eq_weight1.h5 was trained with eq_ramp=50 \(this sweep: 60\)"):
-        S.make_plan("orbits", copy, [0], SWEEP_GRID, {**SWEEP_SETS, "eq_ramp": "60"})
+        P.make_plan("orbits", copy, [0], SWEEP_GRID, {**SWEEP_SETS, "eq_ramp": "60"})
     # a grid over the fixed key does not make the old runs (eq_ramp 50) runs of this sweep
     with pytest.raises(UserError, match=r"other fixed settings \(eq_ramp=50 there, \(unset\) here\)"):
-        S.make_plan("orbits", copy, [0], SWEEP_GRID + [("eq_ramp", ["60"])], sets)
+        P.make_plan("orbits", copy, [0], SWEEP_GRID + [("eq_ramp", ["60"])], sets)
 
 
 @pytest.mark.parametrize("experiment, sets", [
@@ -459,32 +462,32 @@ def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_p
 ])
 def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, sets):
     """Experiments without a batched trainer sweep one run per job; their rows carry the summary
-    their render package computes from the run file (`report.sweep_summary`)."""
+    their render package computes from the run file (`summary.sweep_summary`)."""
     from headmovies.render.induction import analysis as ind
-    from headmovies.render.induction import report as ind_report
+    from headmovies.render.induction import summary as ind_summary
     from headmovies.render.ov_coherent import analysis as ovc
-    from headmovies.render.ov_coherent import report as ovc_report
+    from headmovies.render.ov_coherent import summary as ovc_summary
     from headmovies.tasks.ov_coherent import WEIGHT_NAMES, task_cases
     res = S.sweep(experiment, tmp_path / "sw", seeds=[0], sets=sets, workers=1, progress=False)
     assert (res.done, res.failed) == (1, 0)
-    for row in S.read_rows(tmp_path / "sw" / S.ROWS_FILE):
+    for row in read_sweep_rows(tmp_path / "sw" / ROWS_FILE):
         with Run(tmp_path / "sw" / row["file"]) as run:
             if experiment == "ov-coherent":
                 full = ovc.analyse(run.weights(-1, WEIGHT_NAMES), task_cases(6))
                 assert row["summary"]["acc"] == full["acc"] and row["summary"]["opposite"] == full["opposite"]
-                assert row["summary"]["outcome"] == ovc_report.outcome(full)
+                assert row["summary"]["outcome"] == ovc_summary.outcome(full)
             else:
                 full = ind.analyse(run)
                 assert row["summary"]["accuracy"] == full["accuracy"]
                 assert row["summary"]["block_length_accuracy"] == full["block_length_accuracy"]
                 assert row["summary"]["copying"] == {r["circuit"]: r["copying"] for r in full["copying"]}
-                assert row["summary"]["outcome"] == ind_report.outcome(full["accuracy"], full["block_length_accuracy"], 6)
+                assert row["summary"]["outcome"] == ind_summary.outcome(full["accuracy"], full["block_length_accuracy"], 6)
     assert (tmp_path / "sw" / "census.png").exists()
 
 
 def test_induction_and_ov_coherent_outcomes():
-    from headmovies.render.induction.report import outcome as ind_outcome
-    from headmovies.render.ov_coherent.report import outcome as ovc_outcome
+    from headmovies.render.induction.summary import outcome as ind_outcome
+    from headmovies.render.ov_coherent.summary import outcome as ovc_outcome
     assert ind_outcome(1.0, {"4": 0.95, "5": 0.97, "6": 1.0, "7": 0.93, "8": 0.9}, 6) == "induction"
     assert ind_outcome(1.0, {"4": 0.09, "5": 0.1, "6": 1.0, "7": 0.09, "8": 0.1}, 6) == "trained length only"
     assert ind_outcome(0.2, {"4": 0.2, "5": 0.2, "6": 0.2, "7": 0.2, "8": 0.2}, 6) == "not learned"
@@ -506,7 +509,7 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     sets = {**SWEEP_SETS, "eq_weight": "10"}
     res = S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
     assert (res.done, res.failed) == (2, 0)
-    rows = S.read_rows(out / S.ROWS_FILE)
+    rows = read_sweep_rows(out / ROWS_FILE)
     assert [(r["run"], r["status"], r["summary"]["epoch"], r["batch"]) for r in rows] == [
         ("seed0", "stopped", 120, 1), ("seed1", "stopped", 120, 1)]
     with Run(out / "seed0.h5") as run:
@@ -517,9 +520,9 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     # an earlier --stop-at than the runs' is refused up front, nothing recorded
     with pytest.raises(UserError, match="seed0.h5 was stopped at epoch 120, past --stop-at 80: rerun with"):
         S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=80)
-    assert len(S.read_rows(out / S.ROWS_FILE)) == 2
+    assert len(read_sweep_rows(out / ROWS_FILE)) == 2
     # a rows line cut short by a kill: the next row still gets a line of its own
-    with open(out / S.ROWS_FILE, "a") as fh:
+    with open(out / ROWS_FILE, "a") as fh:
         fh.write('{"run": "seed7", "sta')
     # census: a screen alone lists its runs and draws nothing
     assert cli_main(["orbits", "census", str(out), "--out", str(tmp_path / "census"), "--no-progress"]) == 0
@@ -529,8 +532,8 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     line = next(ln.strip() for ln in md.splitlines() if ln.strip().startswith("headmovies sweep orbits --out"))
     args = line.replace("PATH/TO/screen", str(out)).replace("SEEDS", "0").split()[1:]
     assert cli_main(args + ["--workers", "1", "--no-progress"]) == 0
-    assert len(S.read_rows(out / S.ROWS_FILE)) == 3
-    last = S.read_rows(out / S.ROWS_FILE)[-1]
+    assert len(read_sweep_rows(out / ROWS_FILE)) == 3
+    last = read_sweep_rows(out / ROWS_FILE)[-1]
     assert (last["run"], last["status"], last["action"], last["summary"]["epoch"]) == ("seed0", "done", "resume", 200)
     assert_same_run_files(out / "seed0.h5", full / "seed0-eq_weight10.h5")
 

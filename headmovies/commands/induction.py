@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from headmovies.render.induction.report import write_report
+    from headmovies.render.induction.summary import write_report
     if not 1 <= args.sequences <= MAX_SEQUENCES:
         raise UserError(f"--sequences must be in 1..{MAX_SEQUENCES}, got {args.sequences}")
     formats, fps, hold = movie_arguments(args)
@@ -63,7 +63,7 @@ def report(args: argparse.Namespace) -> int:
 
 
 def complete(args: argparse.Namespace) -> int:
-    from headmovies.render.induction.report import completions
+    from headmovies.render.induction.summary import completions
     if not args.prompt:
         raise UserError("the prompt is empty; give letters such as --prompt ABCDEF")
     for line in completions(args.runs, args.prompt):

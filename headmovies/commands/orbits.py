@@ -249,7 +249,8 @@ def figures(args: argparse.Namespace) -> int:
 
 def census(args: argparse.Namespace) -> int:
     from headmovies.render.core.outputs import check_out_dir, prepare_out_dir
-    from headmovies.sweeps import census as c
+    from headmovies.sweeps.census import write_census
+    from headmovies.sweeps.census_rows import collect, read_census_rows, write_settings
     formats = _formats(args.formats)
     try:
         screen = sorted({int(e) for e in args.screen_epochs.split(",") if e.strip()})
@@ -270,7 +271,7 @@ def census(args: argparse.Namespace) -> int:
             raise UserError(f"{folder} is a file; give the sweep's folder (the --out of `headmovies sweep`)")
     check_out_dir(args.out)                 # before reading any run: a bad --out fails at once
     if args.rows:
-        rows = c.read_rows(args.rows)
+        rows = read_census_rows(args.rows)
         if not rows:
             raise UserError(f"{args.rows} holds no census rows")
         settings = {r["recipe"]: None for r in rows}                 # None: not recorded
@@ -278,7 +279,7 @@ def census(args: argparse.Namespace) -> int:
                         if args.rows.with_suffix(".settings.json").is_file() else {})
     else:
         old_path = args.out / "census.jsonl"
-        old = c.read_rows(old_path, any_version=True) if old_path.is_file() else []   # other versions: recomputed
+        old = read_census_rows(old_path, any_version=True) if old_path.is_file() else []   # other versions: recomputed
         settings_path = args.out / "census.settings.json"
         try:
             old_settings = json.loads(settings_path.read_text()) if old and settings_path.is_file() else {}
@@ -289,16 +290,16 @@ def census(args: argparse.Namespace) -> int:
         if not args.no_progress:
             from tqdm import tqdm
             progress = lambda it: tqdm(it, desc="census", unit="run")   # noqa: E731
-        rows, settings = c.collect(args.sweeps, old, screen, progress, old_settings,
+        rows, settings = collect(args.sweeps, old, screen, progress, old_settings,
                                    on_unreadable=lambda path, message: skipped.append(message))
         if not rows:
             _say_skipped(skipped)
             raise UserError("no finished run in " + ", ".join(map(str, args.sweeps))
                             + (" could be read" if skipped else ""))
     out = prepare_out_dir(args.out)
-    paths = c.write_census(out, rows, settings, formats, write_jsonl=not args.rows)
+    paths = write_census(out, rows, settings, formats, write_jsonl=not args.rows)
     if not args.rows:
-        paths.append(c.write_settings(out / "census.settings.json", settings))
+        paths.append(write_settings(out / "census.settings.json", settings))
     for path in paths:
         print(path)
     if skipped:

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from headmovies.render.ov_coherent.report import summary_text, write_report
+    from headmovies.render.ov_coherent.summary import summary_text, write_report
     formats, fps, hold = movie_arguments(args)
     event_hold = timeline_arguments(args)
     if args.trail < 0:

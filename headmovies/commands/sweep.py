@@ -67,16 +67,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from headmovies.train import config
-    from headmovies.sweeps import sweep as S
-    seeds = S.parse_seeds(args.seeds) if args.seeds is not None else None
-    grid = S.parse_grid(args.grid)
+    from headmovies.sweeps.plan import parse_grid, parse_seeds
+    from headmovies.sweeps.sweep import sweep
+    from headmovies.sweeps.sweep_rows import ROWS_FILE
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    grid = parse_grid(args.grid)
     toml = config.load_toml(args.config) if args.config else None
     try:
-        res = S.sweep(args.experiment, args.out, seeds=seeds, grid=grid, sets=config.parse_sets(args.sets), toml=toml,
-                      backend=args.backend, workers=args.workers, address=args.address, batch=args.batch,
-                      progress=not args.no_progress, stop_at=args.stop_at, fork_from=args.fork_from)
+        res = sweep(args.experiment, args.out, seeds=seeds, grid=grid, sets=config.parse_sets(args.sets), toml=toml,
+                    backend=args.backend, workers=args.workers, address=args.address, batch=args.batch,
+                    progress=not args.no_progress, stop_at=args.stop_at, fork_from=args.fork_from)
     except KeyboardInterrupt:
-        rows = Path(args.out) / S.ROWS_FILE
+        rows = Path(args.out) / ROWS_FILE
         done = f"finished runs are recorded in {rows}" if rows.exists() else "no run finished"
         print(f"interrupted: {done}; rerun the same command to resume", file=sys.stderr)
         return 130

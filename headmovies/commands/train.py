@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
     import torch
     from headmovies.train import config, experiments, loop
-    from headmovies.sweeps.sweep import default_workers
+    from headmovies.sweeps.backend_local import default_workers
     torch.set_num_threads(args.threads)
     task_cls = experiments.get(args.experiment)
     toml = config.load_toml(args.config) if args.config else None

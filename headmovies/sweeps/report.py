@@ -1,13 +1,13 @@
-"""The table and the census figure of a sweep (`headmovies sweep`, docs/sweeps.md), made from
-the rows of DIR/sweep.jsonl alone.
+"""A sweep's report (`headmovies sweep`, docs/sweeps.md): its table and its census figure, made
+from the rows of DIR/sweep.jsonl alone.
 
 summary.md groups runs by config (their grid point) across seeds: runs done and failed, the
-outcomes and their counts, and each final metric's median and range. census.{png,svg} draws, per
-config, how many seeds reached each outcome (for orbits: the orbit structure, e.g. '4+2').
+outcomes and their counts, and each final metric's median and range. census.{png,svg}
+(`outcome_figure`) draws, per config, how many seeds reached each outcome (for orbits: the
+orbit structure, e.g. '4+2'). The orbit census across sweeps is another thing: `census`.
 """
 from __future__ import annotations
 
-import json
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -15,33 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from headmovies.render.core.outputs import save_figure, write_text
+from headmovies.sweeps.sweep_rows import latest
 
 FAILED = "failed"
 FINISHED = ("done", "stopped")      # stopped: trained through --stop-at only, summarised there
-
-
-def read_rows(path: str | Path) -> list[dict]:
-    """Rows of a sweep.jsonl: each line a JSON object with at least run, seed and status; a line
-    cut short by a killed sweep (or anything else that is not such a row) is skipped."""
-    path, rows = Path(path), []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and {"run", "seed", "status"} <= row.keys():
-                rows.append(row)
-    return rows
-
-
-def latest(rows: list[dict]) -> list[dict]:
-    """The last row of each run (a rerun appends a new row for a run that failed before), in
-    the order the runs first appear."""
-    last: dict[str, dict] = {}
-    for row in rows:
-        last[row["run"]] = row          # a dict keeps a key where it was first inserted
-    return list(last.values())
 
 
 def value_text(value) -> str:
@@ -154,7 +131,7 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
     return "\n".join(out) + "\n"
 
 
-def census_figure(rows: list[dict], experiment: str, outcome_text: str):
+def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     """Horizontal bars, one per config, split by outcome: how many seeds reached each."""
     from matplotlib.figure import Figure
     rows = latest(rows)
@@ -195,5 +172,5 @@ def write_report(out: str | Path, rows: list[dict], experiment: str, outcome_tex
         return []
     out = Path(out)
     paths = [write_text(out / "summary.md", summary_markdown(rows, experiment, outcome_text, settings))]
-    paths += save_figure(census_figure(rows, experiment, outcome_text), out, "census", dpi=120)
+    paths += save_figure(outcome_figure(rows, experiment, outcome_text), out, "census", dpi=120)
     return paths

@@ -26,9 +26,9 @@ from pathlib import Path
 
 
 def orbit_summary(task, m: int, tol: float) -> dict:
-    """`render.orbits.report.orbit_summary` of the task's current heads, for a table row."""
+    """`render.orbits.summary.orbit_summary` of the task's current heads, for a table row."""
     import torch
-    from headmovies.render.orbits.report import orbit_summary as summary
+    from headmovies.render.orbits.summary import orbit_summary as summary
     with torch.no_grad():
         M, R = task.model.circuits()
     M = M.double().numpy()

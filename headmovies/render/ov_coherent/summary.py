@@ -1,5 +1,7 @@
-"""The ov-coherent report across runs (seed 004): per-run analysis sheets, the summary table,
-training curves, the QK planes and the QK-plane movie, written into one folder."""
+"""Summaries of ov-coherent runs (Source 004): per-run analysis sheets, the summary table,
+training curves, the QK planes and the QK-plane movie, written into one folder by
+`headmovies ov-coherent report` (`write_report`); and a sweep row's summary of one run
+(`sweep_summary`, `SWEEP_OUTCOME`, docs/sweeps.md)."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,7 @@
-"""The induction report (seed 003): per-run analyses, tables, figures and attention movies, and
-tables across runs (docs/results/induction.md), written into one folder."""
+"""Summaries of induction runs (Source 003): per-run analyses, tables, figures and attention
+movies, and tables across runs (docs/results/induction.md), written into one folder by
+`headmovies induction report` (`write_report`); and a sweep row's summary of one run
+(`sweep_summary`, `SWEEP_OUTCOME`, docs/sweeps.md)."""
 from __future__ import annotations
 
 import json
