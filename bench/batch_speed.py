@@ -22,8 +22,8 @@ import time
 import torch
 
 from headmovies.train import config
-from headmovies.train.orbits import OrbitConfig, OrbitTask
-from headmovies.train.orbits_batch import OrbitBatch
+from headmovies.train.orbits.task import OrbitConfig, OrbitTask
+from headmovies.train.orbits.batch import OrbitBatch
 
 
 def configs(sets: dict, n: int) -> list[OrbitConfig]:

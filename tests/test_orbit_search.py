@@ -11,7 +11,7 @@ import torch
 
 from headmovies.errors import ConfigError
 from headmovies.train import config
-from headmovies.train.orbits import M_SHIFT, OrbitConfig, OrbitTask, ov_bias_penalty
+from headmovies.train.orbits.task import M_SHIFT, OrbitConfig, OrbitTask, ov_bias_penalty
 from equivariant import equivariant_weights
 
 from headmovies.sweeps import search as orbit_search

@@ -459,7 +459,7 @@ class OrbitTask(Task):
 
     @classmethod
     def batching(cls):
-        from headmovies.train.orbits_batch import OrbitBatch   # it imports this module
+        from headmovies.train.orbits.batch import OrbitBatch   # it imports this module
         return OrbitBatch
 
     def _losses(self, logits: torch.Tensor, with_eq: bool = True):
