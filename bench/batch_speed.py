@@ -22,7 +22,8 @@ import time
 import torch
 
 from headmovies.train import config
-from headmovies.train.orbits.task import OrbitConfig, OrbitTask
+from headmovies.train.orbits.config import OrbitConfig
+from headmovies.train.orbits.task import OrbitTask
 from headmovies.train.orbits.batch import OrbitBatch
 
 

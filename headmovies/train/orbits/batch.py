@@ -29,7 +29,9 @@ import math
 import torch
 
 from headmovies.tasks.orbits import M_SHIFT
-from headmovies.train.orbits.task import OrbitConfig, OrbitTask, ov_bias_penalty, seq_eq_loss
+from headmovies.train.orbits.config import OrbitConfig
+from headmovies.train.orbits.losses import ov_bias_penalty, seq_eq_loss
+from headmovies.train.orbits.task import OrbitTask
 
 # Config keys every instance of a batch shares; the rest may differ per instance.
 SHARED_KEYS = ("p", "n_heads", "d_model", "d_head", "residual",                       # shapes
