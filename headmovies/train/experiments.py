@@ -18,11 +18,22 @@ from headmovies.errors import ConfigError, UserError
 from headmovies.train.config import TrainConfig
 
 EXPERIMENTS: dict[str, type["Task"]] = {}
+BATCHING: dict[str, type] = {}      # experiment name -> its batched trainer (`Task.batching`)
 
 
 def register(cls: type["Task"]) -> type["Task"]:
     EXPERIMENTS[cls.name] = cls
     return cls
+
+
+def register_batching(name: str):
+    """Class decorator: the decorated class is experiment `name`'s batched trainer, what
+    `Task.batching()` returns (e.g. `orbits.batch.OrbitBatch`). It lives beside the Task and
+    imports it, so the Task never imports its batched trainer."""
+    def decorate(cls: type) -> type:
+        BATCHING[name] = cls
+        return cls
+    return decorate
 
 
 class Task:
@@ -90,10 +101,11 @@ class Task:
     @classmethod
     def batching(cls):
         """The experiment's batched trainer, which trains several runs as one computation in one
-        process (`headmovies.train.batch_loop`; e.g. `orbits_batch.OrbitBatch`), or None: one run
-        per process. Such a class has `key(cfg)` (runs with equal keys can share a batch),
-        `max_size(cfg)` (the most runs per batch worth batching) and a `(cfgs, device)` constructor."""
-        return None
+        process (`headmovies.train.batch_loop`; e.g. `orbits.batch.OrbitBatch`, registered with
+        `register_batching`), or None: one run per process. Such a class has `key(cfg)` (runs with
+        equal keys can share a batch), `max_size(cfg)` (the most runs per batch worth batching)
+        and a `(cfgs, device)` constructor."""
+        return BATCHING.get(cls.name)
 
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 
 from headmovies.tasks.orbits import M_SHIFT
+from headmovies.train.experiments import register_batching
 from headmovies.train.orbits.attention import GridAttention
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.losses import grid_losses, ov_bias_penalty, seq_eq_loss
@@ -62,6 +63,7 @@ def max_batch(cfg: OrbitConfig) -> int:
     return max(1, min(MAX_BATCH, BATCH_ELEMENTS // (cfg.n_heads * cfg.p ** 3)))
 
 
+@register_batching(OrbitTask.name)
 class OrbitBatch:
     """B orbit runs as one computation. `views[i]` is instance i as an `OrbitTask`; call
     `sync(i)` before reading its weights (evaluate, snapshot) or its state (checkpoint).

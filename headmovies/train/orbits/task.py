@@ -98,11 +98,6 @@ class OrbitTask(Task):
                             "its random sequences are not in the source's run file")
         return cfg.refine_start
 
-    @classmethod
-    def batching(cls):
-        from headmovies.train.orbits.batch import OrbitBatch   # it imports this module
-        return OrbitBatch
-
     def _losses(self, logits: torch.Tensor, with_eq: bool = True):
         """`losses.grid_losses` of this run: (logp, nll, ce, eq) of grid logits [n, n, n, n]."""
         return grid_losses(logits, self.target, self.w_train, self.gather, self.w_eq, with_eq)
