@@ -27,9 +27,9 @@ from headmovies.render.orbits.check import run_report
 from headmovies.train import config, loop
 from headmovies.sweeps import sweep as S
 from headmovies.train.batch_loop import train_batch
+from headmovies.train.orbits.batch import OrbitBatch, batch_key, max_batch
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.task import OrbitTask
-from headmovies.train.orbits.batch import OrbitBatch, batch_key, max_batch
 from equivariant import equivariant_run
 
 ROOT = Path(__file__).resolve().parents[1]
