@@ -1,5 +1,5 @@
 """Many orbit models per process: model-epochs per second per core of the batched orbit trainer
-(`headmovies/train/orbits_batch.py`) at B = 1, 4, 16, 64 instances, against B = 1 and against the
+(`headmovies/train/orbits/batch.py`) at B = 1, 4, 16, 64 instances, against B = 1 and against the
 single-run trainer (`OrbitTask.step`), in one run (docs/benchmarks.md, "Many models per process").
 
 Each size trains B seeds of one config for a few steps at the same epoch (by default the first
@@ -22,8 +22,9 @@ import time
 import torch
 
 from headmovies.train import config
-from headmovies.train.orbits import OrbitConfig, OrbitTask
-from headmovies.train.orbits_batch import OrbitBatch
+from headmovies.train.orbits.batch import OrbitBatch
+from headmovies.train.orbits.config import OrbitConfig
+from headmovies.train.orbits.task import OrbitTask
 
 
 def configs(sets: dict, n: int) -> list[OrbitConfig]:

@@ -30,7 +30,9 @@ import torch
 import torch.nn.functional as F
 
 from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets  # noqa: E402
-from headmovies.train.orbits import OrbitConfig, OrbitTask, seq_eq_loss, seq_eq_loss_indexed  # noqa: E402
+from headmovies.train.orbits.config import OrbitConfig  # noqa: E402
+from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed  # noqa: E402
+from headmovies.train.orbits.task import OrbitTask  # noqa: E402
 from headmovies.runfile.writer import RunWriter  # noqa: E402
 
 

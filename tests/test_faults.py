@@ -362,7 +362,7 @@ def test_a_signal_stops_at_the_next_snapshot_and_one_in_the_last_interval_comple
     every 10 epochs to 30, then every 20, and at 60): training stops after the next snapshot
     with its checkpoint; in the last interval the run is first marked complete."""
     import torch
-    from headmovies.train.orbits import OrbitTask
+    from headmovies.train.orbits.task import OrbitTask
     step = OrbitTask.step
 
     def step_with_signal(self, epoch):

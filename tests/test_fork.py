@@ -15,7 +15,7 @@ from headmovies.errors import ConfigError, UserError
 from headmovies.train import config, loop
 from headmovies.sweeps import sweep as S
 from headmovies.sweeps.sweep_rows import ROWS_FILE, read_sweep_rows
-from headmovies.train.orbits import OrbitConfig
+from headmovies.train.orbits.config import OrbitConfig
 from test_sweep import SWEEP_SETS, assert_same_run_files
 
 # Second phase from epoch 120 of 200; the source has neither addition, the fork both (strong

@@ -19,9 +19,9 @@ SUMMARY_API = ("sweep_summary", "SWEEP_OUTCOME")               # what `headmovie
 
 
 def test_every_registered_experiment_has_every_part():
-    """A family in tasks/ names its experiments; each is registered by train/<family>.py with a
-    Config, and render/<family>/ has a command (with the command API), figures, movie and summary
-    (with the sweep's summary of a run, named in the sweeps' registry)."""
+    """A family in tasks/ names its experiments; each is registered by train/<family>(.py or /) with a
+    Config, and render/<family>/ has figures, movie and summary (with the sweep's summary of a run,
+    named in the sweeps' registry); commands/<family>.py has the command API."""
     from headmovies.sweeps import registry
     from headmovies.train import experiments
     from headmovies.train.config import TrainConfig
@@ -31,7 +31,7 @@ def test_every_registered_experiment_has_every_part():
     assert list(experiments.FAMILIES) == tasks.families()
     for name, cls in registered.items():
         family = families[name]
-        assert cls.__module__.startswith(f"headmovies.train.{family}"), (name, cls.__module__)
+        assert f"{cls.__module__}.".startswith(f"headmovies.train.{family}."), (name, cls.__module__)
         assert cls.Config is not TrainConfig and cls.description, name
     for family in tasks.families():
         for part in RENDER_PARTS:

@@ -13,7 +13,7 @@ from headmovies.train import config as pconfig
 from headmovies.cli import main as pipeline_main
 from headmovies.train import ov_coherent as P
 from headmovies.train.loop import train
-from headmovies.train.orbits import OrbitConfig
+from headmovies.train.orbits.config import OrbitConfig
 from headmovies.render.ov_coherent import analysis as S
 from headmovies.tasks import ov_coherent as T
 from headmovies.cli import main as render_main

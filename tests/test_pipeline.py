@@ -20,8 +20,11 @@ from headmovies.errors import RunFileError
 from headmovies.train import config
 from headmovies.cli import main as pipeline_main
 from headmovies.tasks.orbits import all_inputs
-from headmovies.train.orbits import (AttentionLayer, OrbitConfig, OrbitTask, eq_error_pooled, eq_error_worst_input,
-                                     eq_loss, orbit_gather_index)
+from headmovies.train.orbits.config import OrbitConfig
+from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
+from headmovies.train.orbits.losses import eq_loss, orbit_gather_index
+from headmovies.train.orbits.model import AttentionLayer
+from headmovies.train.orbits.task import OrbitTask
 from headmovies.train.schedule import snapshot_epochs
 from headmovies.train.loop import checkpoint_path, train
 
@@ -168,7 +171,7 @@ def test_grid_logits_equal_per_sample_forward(residual):
 
 
 def test_grid_attention_gradient_is_exact():
-    from headmovies.train.orbits import GridAttention
+    from headmovies.train.orbits.attention import GridAttention
     g = torch.Generator().manual_seed(0)
     M = torch.randn(3, 5, 5, dtype=torch.double, generator=g, requires_grad=True)
     R = torch.randn(3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)   # (H, n_out, n)
@@ -307,7 +310,7 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
     Here with the default run's shapes (p = 24, 32 heads, 16 sequences of length 6: each QK cell
     collects about 24 terms, so a different summation order would show)."""
     from headmovies.tasks.orbits import M_SHIFT
-    from headmovies.train.orbits import seq_eq_loss, seq_eq_loss_indexed
+    from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed
     n, H, B, L = 24, 32, 16, 6
     g = torch.Generator().manual_seed(0)
     M0, R0 = torch.randn(H, n, n, generator=g), torch.randn(H, n, n, generator=g)
@@ -346,7 +349,8 @@ def test_overlapped_step_trains_the_same_run_bit_for_bit():
     census's) would not reproduce. Default shapes, sequence terms in both phases (two lengths in
     the second), pruning and the OV-bias penalty; compared after every step of both phases. The
     overlapped run asks for 2 threads (`make movie` does): its overlapped steps use one a term."""
-    from headmovies.train.orbits import OrbitConfig, OrbitTask
+    from headmovies.train.orbits.config import OrbitConfig
+    from headmovies.train.orbits.task import OrbitTask
     cfg = OrbitConfig(epochs=40, eq_start=0, eq_ramp=5, refine_start=20, refine_ramp=5, eq_seq_lens="3",
                       refine_seq_lens="2,6", refine_prune=0.25, refine_ov_bias_weight=0.01)
     plain, overlapped = [OrbitTask(cfg) for _ in range(2)]
@@ -368,7 +372,8 @@ def test_only_grid_term_epochs_use_more_threads(overlap):
     """`train --threads 2` (`make movie`): the first phase (grid term alone) runs on 2 torch
     threads; the second phase's epochs, with sequence terms, on one (a term each when overlapped),
     overlap or not (a one-core machine has none), because more threads change their bits."""
-    from headmovies.train.orbits import OrbitConfig, OrbitTask
+    from headmovies.train.orbits.config import OrbitConfig
+    from headmovies.train.orbits.task import OrbitTask
     cfg = OrbitConfig(p=5, n_heads=3, d_model=8, d_head=2, epochs=8, eq_start=0, eq_ramp=2, refine_start=4,
                       refine_ramp=2)
     task = OrbitTask(cfg)

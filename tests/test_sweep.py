@@ -30,8 +30,9 @@ from headmovies.sweeps import sweep as S
 from headmovies.sweeps.folder import SETTINGS_FILE
 from headmovies.sweeps.sweep_rows import ROWS_FILE, latest, read_sweep_rows
 from headmovies.train.batch_loop import train_batch
-from headmovies.train.orbits import OrbitConfig, OrbitTask
-from headmovies.train.orbits_batch import OrbitBatch, batch_key, max_batch
+from headmovies.train.orbits.batch import OrbitBatch, batch_key, max_batch
+from headmovies.train.orbits.config import OrbitConfig
+from headmovies.train.orbits.task import OrbitTask
 from equivariant import equivariant_run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -241,10 +241,10 @@ class Job:
 
 
 def make_jobs(plan: Plan, workers: int, batch: int | None = None) -> list[Job]:
-    """New runs whose configs can share a batch (`Task.batching().key`) go in batches of at most
+    """New runs whose configs can share a batch (`experiments.batching(name).key`) go in batches of at most
     `batch` runs (default: `max_size`, what pays for the config), cut so that every worker gets
     work; every other run is a job of its own."""
-    batching = experiments.get(plan.experiment).batching()
+    batching = experiments.batching(plan.experiment)
     groups: dict = {}
     jobs = []
     for r in plan.todo:

@@ -61,7 +61,9 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
             load: str | None = None, prune: float = 0.0) -> list[dict]:
     import torch
     from headmovies.train.config import resolve
-    from headmovies.train.orbits import M_SHIFT, OrbitConfig, OrbitTask
+    from headmovies.tasks.orbits import M_SHIFT
+    from headmovies.train.orbits.config import OrbitConfig
+    from headmovies.train.orbits.task import OrbitTask
     cfg = resolve(OrbitConfig, None, {**overrides, "epochs": str(epochs)})
     torch.manual_seed(cfg.seed)
     task = OrbitTask(cfg)
@@ -156,7 +158,7 @@ def main() -> int:
     import torch
     torch.set_num_threads(args.threads)
     from headmovies.train.config import parse_sets
-    from headmovies.train.orbits import OrbitConfig
+    from headmovies.train.orbits.config import OrbitConfig
     fixed = parse_sets(args.set)
     grids = [(k, v.split(",")) for k, v in parse_sets(args.grid).items()]
     finals = []

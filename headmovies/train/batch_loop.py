@@ -1,5 +1,5 @@
 """The training loop for several new runs trained as one batched computation in one process
-(an experiment's `Task.batching()`, e.g. `orbits_batch.OrbitBatch`; docs/sweeps.md).
+(an experiment's batched trainer, `experiments.batching(name)`, e.g. `orbits.batch.OrbitBatch`; docs/sweeps.md).
 
 Each run still gets its own ordinary run file and checkpoint, written as `loop.train` writes
 them (same attributes, snapshot schedule, metrics and checkpoint format), so any run of a batch
@@ -30,8 +30,8 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
 
     Returns, per run, its TrainResult (seconds: the batch's wall time) or the UserError that
     stopped it (a diverged run stops alone; the others go on). Raises ValueError if the
-    experiment has no batched trainer or the configs cannot share a batch (`batching().key`)."""
-    batching = experiments.get(experiment).batching()
+    experiment has no batched trainer or the configs cannot share a batch (its `key`)."""
+    batching = experiments.batching(experiment)
     if batching is None:
         raise ValueError(f"{experiment} has no batched trainer")
     outs = [Path(o) for o in outs]

@@ -1,8 +1,11 @@
 """The registry of experiments, by name: every family's `TASKS`, listed here.
 
-Each family's model module (`headmovies/train/<family>`, one per module of `headmovies.tasks`)
-defines `Task` subclasses (`headmovies.train.task`) and lists them in `TASKS`; a new family adds
-its module to `FAMILIES` below (docs/extending.md).
+Each family's model module or package (`headmovies/train/<family>`, one per module of
+`headmovies.tasks`) defines `Task` subclasses (`headmovies.train.task`) and lists them in
+`TASKS`, and its batched trainers, which train several runs as one computation in one process
+(`headmovies.train.batch_loop`; e.g. `orbits.batch.OrbitBatch`), in `BATCHING` ({experiment
+name: class}, empty when it has none). A new family adds its module to `FAMILIES` below
+(docs/extending.md).
 """
 from __future__ import annotations
 
@@ -17,6 +20,10 @@ EXPERIMENTS: dict[str, type[Task]] = dict(sorted(
     (cls.name, cls) for module in FAMILIES.values() for cls in module.TASKS))
 
 
+# {experiment name: its batched trainer}, for the experiments that have one
+BATCHING: dict[str, type] = {name: cls for module in FAMILIES.values() for name, cls in module.BATCHING.items()}
+
+
 def get(name: str) -> type[Task]:
     """The Task class registered as `name`; ConfigError lists the known ones otherwise."""
     if name not in EXPERIMENTS:
@@ -27,3 +34,10 @@ def get(name: str) -> type[Task]:
 def all_experiments() -> dict[str, type[Task]]:
     """{name: Task class} of every experiment, in name order."""
     return dict(EXPERIMENTS)
+
+
+def batching(name: str) -> type | None:
+    """The batched trainer of experiment `name`, or None: one run per process. Such a class has
+    `key(cfg)` (runs with equal keys can share a batch), `max_size(cfg)` (the most runs per batch
+    worth batching) and a `(cfgs, device)` constructor (docs/extending.md)."""
+    return BATCHING.get(name)

@@ -277,3 +277,4 @@ class Induction2L(InductionTask):
 
 
 TASKS = (Induction1L, InductionSmeared, Induction2L)    # the registered experiments (train/experiments.py)
+BATCHING: dict[str, type] = {}    # no batched trainer: one run per process

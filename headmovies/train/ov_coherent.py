@@ -164,3 +164,4 @@ class OVCoherentTask(Task):
 
 
 TASKS = (OVCoherentTask,)    # the registered experiment (train/experiments.py)
+BATCHING: dict[str, type] = {}    # no batched trainer: one run per process

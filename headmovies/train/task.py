@@ -77,13 +77,6 @@ class Task:
         and equal its own full run bit for bit. UserError, saying why, when there is none."""
         raise UserError(f"runs of {cls.name} cannot be forked: no epoch of its schedule starts from weights alone")
 
-    @classmethod
-    def batching(cls):
-        """The experiment's batched trainer, which trains several runs as one computation in one
-        process (`headmovies.train.batch_loop`; e.g. `orbits_batch.OrbitBatch`), or None: one run
-        per process. Such a class has `key(cfg)` (runs with equal keys can share a batch),
-        `max_size(cfg)` (the most runs per batch worth batching) and a `(cfgs, device)` constructor."""
-        return None
 
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),

@@ -4,8 +4,9 @@
 Each instance is a real `OrbitTask` (its *view*), built exactly as the training loop builds a
 single run (under `torch.manual_seed(cfg.seed)`), so its initial weights, data split and
 generator are that run's. The batch stacks the views' parameters along a leading instance axis
-and takes each step for all of them at once: the n^3 grid attention (`BatchedGridAttention`,
-[B, H, n, n] tables -> [B, n, n, n, n] logits), the losses over it and one AdamW over the stacked
+and takes each step for all of them at once: the n^3 grid attention (the single run's
+`attention.GridAttention` with an instance axis: [B, H, n, n] tables -> [B, n, n, n, n] logits),
+the losses over it (`losses.grid_losses`, the same way) and one AdamW over the stacked
 parameters (elementwise: B independent optimizers). The per-instance losses are summed, so each
 instance's gradient is its own. The small parts (each instance's circuits, OV-bias penalty and
 sequence term) run the single run's own operations per instance, and each instance's weights
@@ -24,12 +25,14 @@ the loss weights and their ramps (eq_*, ov_bias_weight, refine_eq_weight, ...), 
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 from headmovies.tasks.orbits import M_SHIFT
-from headmovies.train.orbits import OrbitConfig, OrbitTask, ov_bias_penalty, seq_eq_loss
+from headmovies.train.orbits.attention import GridAttention
+from headmovies.train.orbits.config import OrbitConfig
+from headmovies.train.orbits.losses import grid_losses, ov_bias_penalty, seq_eq_loss
+from headmovies.train.orbits.model import qk_ov
+from headmovies.train.orbits.task import OrbitTask
 
 # Config keys every instance of a batch shares; the rest may differ per instance.
 SHARED_KEYS = ("p", "n_heads", "d_model", "d_head", "residual",                       # shapes
@@ -38,7 +41,7 @@ SHARED_KEYS = ("p", "n_heads", "d_model", "d_head", "residual",                 
                "eq_seq_lens", "refine_seq_lens", "eq_seq_batch",                       # sequence term
                "early_every", "switch_epoch", "late_every", "log_early")               # snapshots
 
-PARAMS = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")    # AttentionLayer's parameters, in its order
+PARAMS = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")    # `model.AttentionLayer`'s parameters, in its order
 
 
 # On a CPU batching pays for small models (it shares the per-operation overhead) while a batch's
@@ -57,60 +60,6 @@ def max_batch(cfg: OrbitConfig) -> int:
     """Most instances of this config worth training as one batch on a CPU (1 for the default
     32 heads of C_24: there batching does not pay)."""
     return max(1, min(MAX_BATCH, BATCH_ELEMENTS // (cfg.n_heads * cfg.p ** 3)))
-
-
-class BatchedGridAttention(torch.autograd.Function):
-    """`orbits.GridAttention` with a leading instance axis: M [B, H, n, n], R [B, H, n_out, n] ->
-    G [B, n, n, n, n_out]. The same operations, each with one more (batch) axis."""
-
-    @staticmethod
-    def forward(ctx, M: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
-        s0 = torch.diagonal(M, dim1=2, dim2=3)[:, :, :, None, None]   # (B, H, a, 1, 1) self
-        s1 = M[:, :, :, :, None]                                      # (B, H, a, b, 1)
-        s2 = M[:, :, :, None, :]                                      # (B, H, a, 1, c)
-        mx = torch.maximum(torch.maximum(s0, s1), s2)                 # (B, H, a, b, c)
-        a0 = (s0 - mx).exp_()
-        a1 = (s1 - mx).exp_()
-        z = (s2 - mx).exp_()
-        z += a0
-        z += a1
-        r = z.reciprocal_()
-        a0 *= r
-        a1 *= r
-        t1 = torch.einsum("ihabc,ihxb->iabcx", a1, R)
-        out = torch.einsum("ihabc,ihxa->iabcx", a0, R)
-        out += t1
-        out += t1.transpose(2, 3)
-        ctx.save_for_backward(a0, a1, R)
-        return out
-
-    @staticmethod
-    def backward(ctx, g: torch.Tensor):
-        a0, a1, R = ctx.saved_tensors
-        g = 0.5 * (g + g.transpose(2, 3))
-        d0 = torch.einsum("iabcx,ihxa->ihabc", g, R)
-        d1 = torch.einsum("iabcx,ihxb->ihabc", g, R)
-        p1 = a1 * d1
-        S = a0 * d0
-        S += p1
-        S += p1.transpose(3, 4)
-        ds0 = a0 * (d0 - S)
-        ds1 = a1 * (d1 - S)
-        dM = 2 * ds1.sum(4) + torch.diag_embed(ds0.sum((3, 4)))
-        dR = torch.einsum("ihabc,iabcx->ihax", a0, g) + 2 * torch.einsum("ihabc,iabcx->ihbx", a1, g)
-        return dM, dR.transpose(2, 3)
-
-
-def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """`orbits.eq_loss` per instance: logp [B, n, n, n, n], w [B, n, n*n] -> [B]."""
-    B, n = logp.shape[:2]
-    lr = logp.reshape(B, -1)[:, gather].view(B, n, n * n, n)             # (i, a, orbit, k')
-    W = w.sum(1)                                                          # (i, orbit)
-    mu = (w[:, :, :, None] * lr).sum(1) / W.clamp_min(1e-12)[:, :, None]  # (i, orbit, k')
-    d2 = (lr - mu[:, None]).pow(2).sum(-1)                                # (i, a, orbit)
-    total = n * (w * d2).sum((1, 2)) + (W[:, None] * d2).sum((1, 2))
-    n_inputs = w.sum((1, 2)) / 3
-    return total / (n_inputs * (n - 1))
 
 
 class OrbitBatch:
@@ -167,19 +116,13 @@ class OrbitBatch:
         Each instance's circuits come from the single run's own operations, stacked: on a CPU a
         batch of small matrix products (below ~400 multiply-adds per product) takes another
         kernel than one product and rounds differently. They cost little beside the n^3 grid."""
-        Ms, OVs = [], []
-        for W_E, W_Q, W_K, W_V, W_O, W_U in self._weights():
-            q = torch.einsum("nd,hde->hne", W_E, W_Q)
-            k = torch.einsum("nd,hde->hne", W_E, W_K)
-            Ms.append(q @ k.transpose(1, 2) / math.sqrt(self.cfg.d_head))
-            v = torch.einsum("nd,hde->hne", W_E, W_V)
-            OVs.append(v @ (W_O @ W_U))
+        Ms, OVs = zip(*(qk_ov(*w) for w in self._weights()))
         return torch.stack(Ms), torch.stack(OVs).transpose(2, 3)
 
     def grid_logits(self) -> torch.Tensor:
         """Logits G [B, a, b, c, class] of every instance."""
         M, R = self.circuits()
-        out = BatchedGridAttention.apply(M, R)
+        out = GridAttention.apply(M, R)                               # (B, n, n, n, n_out)
         if self.cfg.residual:
             # per instance, as the single run adds it: the gradient of the direct path then sums
             # over (b, c) with the single run's shapes; a batched broadcast sums in another
@@ -189,12 +132,7 @@ class OrbitBatch:
 
     def _losses(self, logits: torch.Tensor, with_eq: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-instance (ce, eq) [B] of `OrbitTask._losses`."""
-        logp = logits.log_softmax(-1)
-        target = self.target.expand(len(self), *self.target.shape)
-        nll = -logp.gather(-1, target[..., None]).squeeze(-1)                 # (B, a, b, c)
-        ce = (self.w_train * nll).sum((1, 2, 3)) / self.w_train.sum((1, 2, 3))
-        eq = eq_loss(logp, self.gather, self.w_eq) if with_eq else logp.new_zeros(len(self))
-        return ce, eq
+        return grid_losses(logits, self.target, self.w_train, self.gather, self.w_eq, with_eq)[2:]
 
     def step(self, epoch: int) -> None:
         """`OrbitTask.step` for every instance at once."""
@@ -228,7 +166,7 @@ class OrbitBatch:
         self.optimizer.step()
 
     def _seq_eq_loss(self, L: int, active: list[int]) -> torch.Tensor:
-        """[B]: `orbits.seq_eq_loss` of each active instance on sequences drawn from its own
+        """[B]: `losses.seq_eq_loss` of each active instance on sequences drawn from its own
         generator (as its single run draws them), 0 for the others (which draw nothing)."""
         M, R = self.circuits()
         OV = R.mT          # slice the key-major product, so gradients reach it in the single run's layout

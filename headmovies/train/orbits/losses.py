@@ -1,0 +1,136 @@
+"""The orbit experiment's loss terms: cross-entropy and the equivariance loss over the n^3 grid
+(`grid_losses`, `eq_loss`), the equivariance loss on random sequences (`seq_eq_loss`) and the
+OV-bias penalty (`ov_bias_penalty`); docs/experiments.md, "How training is fast".
+
+The grid terms take an optional leading instance axis (a batch of runs, `batch.OrbitBatch`)
+and reduce each instance alone, so each gets its single run's values and gradients bit for bit.
+A shifted input grid is the same grid re-indexed, so the equivariance term over *all* inputs
+and *all* shifts costs one gather (`orbit_gather_index`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from headmovies.tasks.orbits import M_SHIFT
+
+
+def orbit_gather_index(n: int, m: int) -> torch.Tensor:
+    """Flat index I [n^4] with G.flatten()[I].view(n, n*n, n)[a, o, k'] = G[a, a+b', a+c', k'+m*a],
+    o = b' * n + c'. In these coordinates the shift x -> x+s, k -> k+ms moves only along a."""
+    a, b, c, k = np.meshgrid(*(np.arange(n),) * 4, indexing="ij")
+    flat = ((a * n + (a + b) % n) * n + (a + c) % n) * n + (k + m * a) % n
+    return torch.from_numpy(flat.reshape(-1))
+
+
+def grid_losses(logits: torch.Tensor, target: torch.Tensor, w_train: torch.Tensor, gather: torch.Tensor,
+                w_eq: torch.Tensor, with_eq: bool = True):
+    """(logp, nll, ce, eq) of grid logits [..., n, n, n, n_out] (`...`: none, or [B] instances).
+
+    target: the class of each cell (a, b, c) [n, n, n]; w_train: cell weights of the training
+    inputs [..., n, n, n] (from `cell_weights`); gather: `orbit_gather_index(n, M_SHIFT)`;
+    w_eq: cell weights of the equivariance term's inputs in gathered coordinates [..., n, n*n].
+    Returns log-probs [..., n, n, n, n_out], per-cell negative log-likelihood [..., n, n, n], the
+    w_train-weighted cross-entropy [...] and `eq_loss` [...] (zeros when not with_eq)."""
+    logp = logits.log_softmax(-1)
+    target = target.expand(logp.shape[:-1])
+    nll = -logp.gather(-1, target[..., None]).squeeze(-1)                 # (..., a, b, c)
+    cells = (-3, -2, -1)
+    ce = (w_train * nll).sum(cells) / w_train.sum(cells)
+    eq = eq_loss(logp, gather, w_eq) if with_eq else logp.new_zeros(logp.shape[:-4])
+    return logp, nll, ce, eq
+
+
+def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Equivariance loss: mean over inputs x (weighted by `w`) and shifts s != 0 of
+    ||l(x+s) - roll_{ms} l(x)||^2, l = log-probabilities [3, n] of all positions.
+
+    logp: grid log-probs [..., n, n, n, n]; w: cell weights in gathered coordinates [..., n, n*n]
+    (from `cell_weights`, summing to 3 * #inputs); returns [...] (`...`: none, or [B]
+    instances). Exact, all shifts at once: with d_a = l_a - mu (mu the w-weighted mean over a
+    of an orbit o), sum_{a,a'} w_a ||l_a' - l_a||^2 = n sum_a w_a ||d_a||^2 + W_o sum_a ||d_a||^2.
+    """
+    n = logp.shape[-4]
+    # index_select, not [gather]: the same values and (gather is a permutation) the same gradient,
+    # bit for bit, at a fraction of advanced indexing's cost
+    lr = logp.flatten(-4).index_select(-1, gather).unflatten(-1, (n, n * n, n))   # (..., a, orbit, k')
+    W = w.sum(-2)                                                         # (..., orbit)
+    mu = (w[..., None] * lr).sum(-3) / W.clamp_min(1e-12)[..., None]      # (..., orbit, k')
+    d2 = (lr - mu[..., None, :, :]).pow(2).sum(-1)                        # (..., a, orbit)
+    total = n * (w * d2).sum((-2, -1)) + (W[..., None, :] * d2).sum((-2, -1))
+    n_inputs = w.sum((-2, -1)) / 3
+    return total / (n_inputs * (n - 1))
+
+
+def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
+    """n * sum_h ||beta_h - mean_s roll_{ms} beta_h||^2: the squared Frobenius norm of the part
+    of each head's OV circuit that is the same for every key and that a shift moves.
+
+    R: [H, n_out, n] (output class, key token). beta_h [n_out] = head h's class-centred OV
+    circuit averaged over keys: the output it adds whatever it attends to (attention sums to 1).
+    The layer sees only sum_h beta_h, so spreading that sum unevenly over the heads of an orbit
+    changes nothing the loss can see, yet breaks the default orbit check (docs/math.md, "Orbit
+    check", bias gauge). The average over shifts is the projection onto shift-invariant
+    outputs (output frequencies k with m k = 0 mod n_out), the only part an equivariant layer's
+    total bias has. The penalty leaves that part free and acts on the moved parts, which in an
+    equivariant layer sum to zero over the heads. Returns a scalar (logits squared).
+    Source: docs/results/orbits.md."""
+    OV = R.mT                     # key-major: the memory order the circuit was computed in
+    centred = OV - OV.mean(-1, keepdim=True)
+    beta = centred.mean(1)                                                # (H, n_out)
+    n_out = beta.shape[-1]
+    invariant = torch.stack([torch.roll(beta, m * s, -1) for s in range(n_out)]).mean(0)
+    return OV.shape[1] * (beta - invariant).pow(2).sum()
+
+
+def seq_eq_loss(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor,
+                direct: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """Equivariance loss on token sequences x [B, L] (not task inputs; the layer has no
+    positions, so any length is valid), each at all n shifts: mean over x and s != 0 of
+    ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it matches `eq_loss`. Inputs of
+    length 3 leave heads free to be equivariant together without forming orbits; other lengths
+    pin each head down (docs/results/orbits.md, "Why orbits are rare here").
+
+    M [H, n, n], R [H, n_out, n]: the circuits; direct: (W_E, W_U) when the layer has a residual
+    stream. Returns a scalar."""
+    n, B, L = M.shape[-1], x.shape[0], x.shape[1]
+    x = x.to(M.device)
+    t = ((x[None] + torch.arange(n, device=M.device)[:, None, None]) % n).reshape(n * B, L)   # row s*B+i: x_i + s
+    OV = R.mT                                                               # (H, n, n_out) key-major
+    # M[:, t_i, t_j] as index_select on flat (query, key) cells: the same values, and its backward
+    # (index_add_) sums the same terms in the same order as advanced indexing's, 8x faster
+    cell = (t[:, :, None] * n + t[:, None, :]).reshape(-1)
+    score = M.reshape(M.shape[0], n * n).index_select(1, cell).view(-1, n * B, L, L)   # (H, pB, L, L)
+    e = (score - score.amax(-1, keepdim=True).detach()).exp()               # softmax (faster
+    att = e / e.sum(-1, keepdim=True)                                       # than .softmax for small L)
+    onehot = F.one_hot(t, n).to(att.dtype)                                   # (pB, L, n)
+    on_token = torch.einsum("hnij,njb->nihb", att, onehot)                   # attention per key token
+    logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])   # sum over heads, tokens
+    logits = logits.view(n * B, L, -1)                                       # (pB, L, n)
+    if direct is not None:
+        logits = logits + (direct[0] @ direct[1])[t]
+    logp = logits.log_softmax(-1).view(n, B, L, n)
+    # d_s[k] = l(x+s)[k + m s] equals l(x)[k] for an equivariant layer; loss = spread over s
+    k = (torch.arange(n, device=M.device)[None, :] + M_SHIFT * torch.arange(n, device=M.device)[:, None]) % n   # (s, k)
+    d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
+    spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))                           # (B,)
+    return 2 / (n - 1) * spread.mean() * 3 / L
+
+
+def seq_eq_loss_indexed(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """`seq_eq_loss` (no residual) with its QK gather written as advanced indexing M[:, t_i, t_j],
+    the form the census's first runs were trained with: the reference that tests and
+    bench/train_speed.py hold `seq_eq_loss` to (the same loss and gradients, bit for bit)."""
+    n, B, L = M.shape[-1], x.shape[0], x.shape[1]
+    t = ((x[None] + torch.arange(n)[:, None, None]) % n).reshape(n * B, L)
+    score = M[:, t[:, :, None], t[:, None, :]]
+    e = (score - score.amax(-1, keepdim=True).detach()).exp()
+    att = e / e.sum(-1, keepdim=True)
+    on_token = torch.einsum("hnij,njb->nihb", att, F.one_hot(t, n).to(att.dtype))
+    logits = (on_token.reshape(n * B * L, -1) @ R.mT.reshape(-1, n)).view(n * B, L, -1)
+    logp = logits.log_softmax(-1).view(n, B, L, n)
+    k = (torch.arange(n)[None, :] + M_SHIFT * torch.arange(n)[:, None]) % n
+    d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
+    return 2 / (n - 1) * (d - d.mean(0)).pow(2).sum((0, 2, 3)).mean() * 3 / L
+
