@@ -17,7 +17,7 @@ from headmovies.runfile.reader import Run
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 from headmovies.render.core.timeline import Event, Timeline, TimelineStrip, first_lasting, hold_frames
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour
-from headmovies.render.orbits.looks import DEAD, OTHER, head_ranges
+from headmovies.render.orbits.head_styles import DEAD, OTHER, head_ranges
 from headmovies.render.orbits.movie import OrbitMovie
 from test_encode import probe
 
@@ -231,7 +231,7 @@ def test_bad_event_hold_is_one_line(run_path, tmp_path, capsys):
 def test_figcaption_of_an_unfinished_run_says_so(tmp_path):
     import h5py
     from headmovies import runfile
-    from headmovies.render.orbits.timeline import figcaption
+    from headmovies.render.orbits.events import figcaption
     path = equivariant_run(tmp_path / "live.h5", EPOCHS, config={**CONFIG, "epochs": 1200})
     with Run(path) as run:
         done = figcaption(run, 16, None, [], [], 24)

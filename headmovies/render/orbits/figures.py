@@ -344,7 +344,7 @@ def panels_still(run: Run, panels: Sequence[Panel], report: OrbitReport, n: int,
     orbit check of every snapshot) the legend dates each orbit ("verified since epoch E");
     without it, the final snapshot alone is checked ("verified at epoch E")."""
     from headmovies.render.core.panels import PanelFigure, frame_states
-    from headmovies.render.orbits.looks import OrbitLooks
+    from headmovies.render.orbits.head_styles import OrbitLooks
     from headmovies.render.orbits.movie import AXIS_LABELS, caption, header_text, panel_coordinates
     start = run.epochs[-1] - trail_epochs
     first = max(0, int(np.searchsorted(run.epochs, start, side="right")) - 1)

@@ -27,9 +27,9 @@ from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, run_rep
 from headmovies.render.core.timeline import EVENT_HOLD_S, Curve, Timeline, hold_frames, schedule_events
 from headmovies.render.orbits.colours import ONE_COLOUR
 from headmovies.render.orbits.history import OrbitHistory, orbit_history
-from headmovies.render.orbits.looks import OrbitLooks
+from headmovies.render.orbits.head_styles import OrbitLooks
 from headmovies.render.orbits.panel_choice import resolve_panels
-from headmovies.render.orbits.timeline import EQ_COLOUR, figcaption, orbit_timeline, refine_event
+from headmovies.render.orbits.events import EQ_COLOUR, figcaption, orbit_timeline, refine_event
 
 
 def require_group(run: Run) -> tuple[int, int]:

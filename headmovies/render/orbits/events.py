@@ -16,7 +16,7 @@ from headmovies.runfile.reader import Run
 from headmovies.render.core.timeline import Curve, Event, Timeline, schedule_events
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.history import OrbitHistory
-from headmovies.render.orbits.looks import Track
+from headmovies.render.orbits.head_styles import Track
 
 EQ_COLOUR = "#6a6a6a"
 
