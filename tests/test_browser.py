@@ -24,8 +24,7 @@ from headmovies.render.core.panels import frame_states
 from headmovies.render.core.projections import irrep_coordinate
 from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import format_error
-from headmovies.render.orbits.history import orbit_history
-from headmovies.render.orbits.movie import panel_coordinates
+from headmovies.render.orbits.stream import orbit_history, panel_coordinates
 from headmovies.render.orbits.viewer import dequantise_rows, make_viewer, unpack
 
 CHROMIUM = os.environ.get("HEADMOVIES_CHROMIUM", "/usr/bin/chromium")

@@ -2,7 +2,7 @@
 
 Input: sweep folders of the orbit experiment (`headmovies sweep orbits --out DIR`), one per
 recipe (the folder's name). For every finished run the run file is read once: the orbit
-check runs on every snapshot (`history.orbit_history`), and each live head's frequency ω (the
+check runs on every snapshot (`stream.orbit_history`), and each live head's frequency ω (the
 key frequency holding most of its centred QK power, `report.head_frequencies`) is read at a
 few early "screen" epochs and at the end. One JSON row per run keeps what the tables and the
 figure need, so they can be rebuilt from the rows alone (`--rows`) once the run files are gone.
@@ -28,7 +28,7 @@ from headmovies.render.core.outputs import FIGURE_FORMATS, atomic, save_figure, 
 from headmovies.runfile.reader import Run
 from headmovies.sweeps.report import latest, read_rows as read_sweep_rows
 from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of, sig6
-from headmovies.render.orbits.history import orbit_history
+from headmovies.render.orbits.stream import orbit_history
 from headmovies.render.orbits.report import head_frequencies
 from headmovies.render.core.circuits import circuits
 
