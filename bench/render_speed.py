@@ -4,8 +4,8 @@ FFMpegWriter, on the same frames of one run, in one process.
     .venv/bin/python bench/render_speed.py [RUN] [--frames N] [--panel-px 480]
 
 RUN defaults to data/orbits.h5 (`make movie` trains it). The frame states (coordinates,
-trails, eased limits, each head's look from the orbit check of every snapshot) are computed
-once and shared, so every variant draws exactly the same frames (the movie's figure: seed
+trails, eased limits, each head's look from the orbit check of every snapshot, all from one
+pass over the snapshots, `render.orbits.stream`) are computed once and shared, so every variant draws exactly the same frames (the movie's figure: seed
 panels, timeline strip, legend); each variant writes one H.264 MP4 with the same encoder settings (libx264, preset
 medium, CRF 20, yuv420p) and is timed end to end (draw + encode):
 
@@ -18,7 +18,7 @@ medium, CRF 20, yuv420p) and is timed end to end (draw + encode):
 
 Then, without encoding: per-frame draw time over the run (first vs last quarter: flat?) and
 the peak of Python allocations (tracemalloc) while streaming a quarter of the run vs all of
-it (flat in run length?). Prints frames/s and the ratios.
+it through the pass and the drawing (flat in run length?). Prints frames/s and the ratios.
 """
 from __future__ import annotations
 
@@ -33,9 +33,10 @@ import numpy as np
 
 
 from headmovies.render.core.encode import Quality, encode, find_ffmpeg           # noqa: E402
-from headmovies.render.orbits.movie import OrbitMovie, panel_coordinates         # noqa: E402
+from headmovies.render.orbits.movie import OrbitMovie                            # noqa: E402
 from headmovies.render.core.panels import PanelFigure, frame_states             # noqa: E402
 from headmovies.render.orbits.panel_choice import SEED_PANELS                      # noqa: E402
+from headmovies.render.orbits.stream import panel_coordinates                       # noqa: E402
 from headmovies.runfile.reader import Run                                   # noqa: E402
 
 FPS = 24
@@ -97,8 +98,8 @@ def main() -> None:
         states = list(itertools.islice(movie.states(), T))
         prep = time.perf_counter() - t0
         w, h = movie.figure.size
-        print(f"{run.path}: {T} frames of {w}x{h} px; orbit check of every snapshot + read + circuits + "
-              f"projections + trails: {prep:.2f} s ({T / prep:.0f} frames/s)")
+        print(f"{run.path}: {T} frames of {w}x{h} px; one pass (read, circuits, projections, orbit check of "
+              f"every snapshot) + looks + trails: {prep:.2f} s ({T / prep:.0f} frames/s)")
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
             t_ours = time_ours(states, figure(movie, True), out)

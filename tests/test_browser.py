@@ -25,8 +25,7 @@ from headmovies.render.core.panels import frame_states
 from headmovies.render.core.projections import irrep_coordinate
 from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import format_error
-from headmovies.render.orbits.history import orbit_history
-from headmovies.render.orbits.movie import panel_coordinates
+from headmovies.render.orbits.stream import orbit_history, panel_coordinates
 from headmovies.render.orbits.viewer import dequantise_rows, make_viewer, unpack
 
 EPOCHS = np.arange(0, 501, 25)        # 21 snapshots; the orbits are exact and verified from index 19

@@ -12,6 +12,7 @@ from equivariant import equivariant_run, write_run
 from headmovies.cli import main
 from headmovies.render.orbits.figures import head_order, make_figures, orbits_over_time
 from headmovies.render.orbits.check import check_orbits
+from headmovies.render.orbits.stream import orbit_history
 from headmovies.runfile.reader import Run
 
 EPOCHS = np.arange(0, 251, 50)   # 6 snapshots; the layer is exactly equivariant from epoch 200
@@ -46,7 +47,7 @@ def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
 
 def test_orbits_over_time_counts(eq_run):
     with Run(eq_run) as run:
-        epochs, counts, dead = orbits_over_time(run)
+        epochs, counts, dead = orbits_over_time(orbit_history(run))
     assert epochs.tolist() == EPOCHS.tolist()
     assert sorted(counts) == [4, 12]
     # heads reach the exact orbits at the last two snapshots; before, the 2 % check fails
@@ -107,10 +108,11 @@ def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
 def test_panels_for_run(eq_run, tmp_path):
     """The movie's panel choice: one orbit check of the final snapshot serves default and auto."""
     from headmovies.render.orbits.check import run_report, snapshot_circuits
-    from headmovies.render.orbits.movie import final_report
     from headmovies.render.orbits.panel_choice import SEED_PANELS, auto_panels, resolve_panels
+    from headmovies.render.orbits.stream import final_snapshot
     with Run(eq_run) as run:
-        report, M, R = final_report(run)
+        final = final_snapshot(run)
+        report, M, R = final.report, final.M, final.R
         panels, note = resolve_panels(None, report, M, R, 24, 2)
         auto, _ = resolve_panels(["auto"], report, M, R, 24, 2)
         M, R = snapshot_circuits(run, -1)
@@ -121,14 +123,14 @@ def test_panels_for_run(eq_run, tmp_path):
     # 'seed' needs no orbit check, so it works on a run without the weights for one
     plain = write_run(tmp_path / "plain.h5", [0], [{"W_E": np.zeros((24, 4))}])
     with Run(plain) as run:
-        report, M, R = final_report(run)
+        final = final_snapshot(run)
+        report, M, R = final.report, final.M, final.R
         assert report is None and resolve_panels(["seed"], report, M, R, 24, 2)[0] == list(SEED_PANELS)
 
 
 def test_orbit_history_dates_each_orbit_from_its_verification(eq_run):
     """The hand-built run reaches its exact 12- and 4-orbits at its fifth snapshot and stays:
     both lock in there, not earlier; a set that never forms an orbit has no date."""
-    from headmovies.render.orbits.history import orbit_history
     with Run(eq_run) as run:
         h = orbit_history(run)
     assert h.epochs.tolist() == EPOCHS.tolist()
@@ -145,10 +147,10 @@ def test_both_equivariance_errors_in_curves_and_caption(eq_run, tmp_path):
     """New files store eq_error_pooled and eq_error_worst_input; files made before hold the
     pooled error as `eq_error`, which the reader renames, so figures and captions read both."""
     from headmovies.render.orbits.figures import curves_figure
-    from headmovies.render.orbits.movie import caption
+    from headmovies.render.orbits.captions import metrics_caption
     with Run(eq_run) as run:
         met = run.metrics()
-        text = caption(run)(int(EPOCHS[-1]))
+        text = metrics_caption(met)(int(EPOCHS[-1]))
     assert "eq. error pooled 1.0e-04" in text and "worst input 3.0e-04" in text
     eq_ax = curves_figure(met).axes[-1]
     assert eq_ax.get_title() == "equivariance error"
@@ -160,7 +162,7 @@ def test_both_equivariance_errors_in_curves_and_caption(eq_run, tmp_path):
         met = run.metrics()
         assert set(met) == {"epoch", "train_acc", "eq_error_pooled"}
         assert met["eq_error_pooled"].tolist() == [0.1, 0.002]
-        assert caption(run)(50) == "train 100.0%   eq. error pooled 2.0e-03"
+        assert metrics_caption(met)(50) == "train 100.0%   eq. error pooled 2.0e-03"
     labels = [t.get_text() for t in curves_figure(met).axes[-1].get_legend().get_texts()]
     assert labels == ["pooled (final 0.002)"]
 
@@ -169,9 +171,9 @@ def test_orbit_progress_figure(eq_run):
     """Per head one error curve coloured by its final orbit, the tolerance line, the
     heads-in-orbits count, and each orbit's lock-in epoch (the fifth snapshot, 200) marked."""
     from matplotlib.colors import to_hex
-    from headmovies.render.orbits.figures import history_of, orbit_progress_figure
+    from headmovies.render.orbits.figures import orbit_progress_figure
     with Run(eq_run) as run:
-        h = history_of(run)
+        h = orbit_history(run)
     fig = orbit_progress_figure(h)
     top, bottom = fig.axes[:2]
     curves = [l for l in top.get_lines() if len(l.get_xdata()) == len(EPOCHS)]

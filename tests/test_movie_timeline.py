@@ -17,7 +17,7 @@ from headmovies.runfile.reader import Run
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 from headmovies.render.core.timeline import Event, Timeline, TimelineStrip, first_lasting, hold_frames
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour
-from headmovies.render.orbits.looks import DEAD, OTHER, head_ranges
+from headmovies.render.orbits.head_styles import DEAD, OTHER, head_ranges
 from headmovies.render.orbits.movie import OrbitMovie
 from test_encode import probe
 
@@ -210,8 +210,9 @@ def test_movie_command_snippet_and_frame_count(run_path, tmp_path):
     assert 'matchMedia("(prefers-reduced-motion: reduce)")' in html and "video.play()" in html
     cap = re.search(r"<figcaption[^>]*>(.*)</figcaption>", html, re.S).group(1)
     assert cap.startswith("19 heads of one attention layer")
-    assert ("A 12-orbit (heads 0–11) is verified from epoch 500 and a 4-orbit (heads 12–15) is verified from "
-            "epoch 500") in cap
+    assert re.search(r"At epoch 500 heads 0–11 form a verified 12-orbit \(worst error [^)]+\); heads 12–15 form a "
+                     r"verified 4-orbit \(worst error [^)]+\)\. Before its verification an orbit&#x27;s heads are drawn pale",
+                     cap)                                  # in the words of the timeline's events, in epoch order
     assert "At epoch 200 phase 2 starts: heads with OV below 25% of the largest are pruned" in cap
 
 
@@ -231,14 +232,15 @@ def test_bad_event_hold_is_one_line(run_path, tmp_path, capsys):
 def test_figcaption_of_an_unfinished_run_says_so(tmp_path):
     import h5py
     from headmovies import runfile
-    from headmovies.render.orbits.timeline import figcaption
+    from headmovies.render.orbits.captions import figcaption
+    from headmovies.render.orbits.stream import RunInfo
     path = equivariant_run(tmp_path / "live.h5", EPOCHS, config={**CONFIG, "epochs": 1200})
     with Run(path) as run:
-        done = figcaption(run, 16, None, [], [], 24)
+        done = figcaption(RunInfo.of(run), 16, None, [], [], 24)
     with h5py.File(path, "a") as f:
         del f[runfile.COMPLETE]                       # as a live or killed run leaves it
     with Run(path) as run:
         assert not run.complete
-        live = figcaption(run, 16, None, [], [], 24)
+        live = figcaption(RunInfo.of(run), 16, None, [], [], 24)
     assert "trained 600 epochs so far (of 1,200; the run is unfinished)" in live and "At the last snapshot: " in live
     assert "so far" not in done and "At the end: " in done

@@ -8,9 +8,8 @@ import pytest
 from matplotlib.colors import to_rgba
 
 from headmovies.render.orbits.colours import OTHER_COLOUR
-from headmovies.render.orbits.history import orbit_history
-from headmovies.render.orbits.looks import OrbitLooks
-from headmovies.render.orbits.movie import panel_coordinates
+from headmovies.render.orbits.head_styles import OrbitLooks
+from headmovies.render.orbits.stream import orbit_history, panel_coordinates
 from headmovies.render.core.panels import PanelFigure, frame_states, grid_shape
 from headmovies.render.orbits.panel_choice import SEED_PANELS
 from headmovies.runfile.reader import Run

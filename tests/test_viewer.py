@@ -12,10 +12,10 @@ import pytest
 
 from equivariant import NAMES, equivariant_run, equivariant_weights, write_run
 from headmovies.cli import main
-from headmovies.render.core.circuits import centre_ov, centre_qk, ov_circuit, qk_circuit
+from headmovies.render.core.circuits import centre_ov, centre_qk, circuit_factors, ov_circuit, qk_circuit
 from headmovies.runfile.reader import Run
-from headmovies.render.orbits.movie import panel_coordinates
-from headmovies.render.orbits.viewer import (circuit_factors, dequantise_rows, fourier_rows, make_viewer, pack,
+from headmovies.render.orbits.stream import panel_coordinates
+from headmovies.render.orbits.viewer import (dequantise_rows, fourier_rows, make_viewer, pack,
                                             quantise_rows, row_scales, rows_to_factors, time_delta, unpack)
 from headmovies.runfile.writer import RunWriter
 

@@ -3,7 +3,7 @@ finished run of the orbit sweeps, in DIR/census.jsonl.
 
 Input: sweep folders of the orbit experiment (`headmovies sweep orbits --out DIR`), one per
 recipe (the folder's name). For every finished run the run file is read once: the orbit
-check runs on every snapshot (`history.orbit_history`), and each live head's frequency ω (the
+check runs on every snapshot (`stream.orbit_history`), and each live head's frequency ω (the
 key frequency holding most of its centred QK power, `summary.head_frequencies`) is read at a
 few early "screen" epochs and at the end. A row keeps what the tables (`census_tables`) and the
 figure (`census_figure`) need, so they can be rebuilt from the rows alone (`--rows`) once the
@@ -21,7 +21,7 @@ from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.circuits import circuits
 from headmovies.render.core.outputs import atomic, write_text
 from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of, sig6
-from headmovies.render.orbits.history import orbit_history
+from headmovies.render.orbits.stream import orbit_history
 from headmovies.render.orbits.summary import head_frequencies
 from headmovies.runfile.reader import Run
 from headmovies.sweeps.sweep_rows import latest, read_sweep_rows

@@ -47,3 +47,21 @@ def circuits(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 CIRCUIT_WEIGHTS = {"qk": ("W_E", "W_Q", "W_K"), "ov": ("W_E", "W_V", "W_O", "W_U")}
+
+
+def circuit_factors(weights: dict[str, np.ndarray]) -> np.ndarray:
+    """float64 [H, 4, n, d_head]: F0 = W_E W_Q[h] / sqrt(d_head), F1 = W_E W_K[h] centred over
+    tokens, F2 = (W_O[h] W_U)^T centred over output classes, F3 = W_E W_V[h], so that the
+    centred circuits are M_h = F0 F1^T [n, n] (query a, key b) and R_h = F2 F3^T [n_out, n]
+    (output class c, attended token b): the factored form the viewer ships (docs/viewer.md).
+    Centring a factor centres the product: M's row means come from the key factor, R's column
+    means from the output factor."""
+    E = np.asarray(weights["W_E"], np.float64)
+    d_head = weights["W_Q"].shape[-1]
+    q = E @ np.asarray(weights["W_Q"], np.float64) / np.sqrt(d_head)           # [H, n, dh]
+    k = E @ np.asarray(weights["W_K"], np.float64)
+    v = E @ np.asarray(weights["W_V"], np.float64)
+    ou = np.asarray(weights["W_O"], np.float64) @ np.asarray(weights["W_U"], np.float64)   # [H, dh, c]
+    k = k - k.mean(axis=-2, keepdims=True)
+    ou = ou - ou.mean(axis=-1, keepdims=True)
+    return np.stack([q, k, np.swapaxes(ou, -1, -2), v], axis=1)

@@ -41,11 +41,14 @@ class Event:
 
     epoch:  where it happens (epochs)
     label:  a few words on the strip, e.g. "4-orbit verified"
-    text:   one sentence shown above the strip while the event is current (default: label)
+    text:   one sentence shown above the strip while the event is current (default: "epoch E:
+            " and `words` if given, else label)
     colour: its mark's colour (results in their own colour, phases grey)
     phase:  True for a change of the training itself (schedule, phase): a dashed mark;
             False for a result seen in the weights: a solid mark
     hold:   the movie holds its frame at this event (`hold_frames`)
+    words:  what happens, undated (e.g. "heads 12–15 form a verified 4-orbit"), for texts that
+            say the epoch their own way (a caption, the viewer's page)
     """
     epoch: int
     label: str
@@ -53,6 +56,11 @@ class Event:
     colour: str = PHASE_COLOUR
     phase: bool = True
     hold: bool = True
+    words: str = ""
+
+    def __post_init__(self):
+        if not self.text and self.words:
+            object.__setattr__(self, "text", f"epoch {self.epoch:,}: {self.words}")
 
 
 @dataclass(frozen=True)
@@ -101,9 +109,8 @@ def schedule_events(config: dict, epochs: Sequence[int] | None = None) -> list[E
     last = int(epochs[-1]) if epochs is not None and len(epochs) else int(config.get("epochs", 0))
     if early == late or not 0 < switch < last:
         return []
-    return [Event(switch, f"1 frame = {late} epochs",
-                  f"epoch {switch:,}: snapshots every {late} epochs from here (every {early} before), "
-                  "so the movie runs faster", hold=False)]
+    return [Event(switch, f"1 frame = {late} epochs", hold=False,
+                  words=f"snapshots every {late} epochs from here (every {early} before)")]
 
 
 def first_lasting(epochs: np.ndarray, ok: np.ndarray) -> int | None:

@@ -403,6 +403,12 @@ def group_of(run: "Run") -> tuple[int, int]:
     return run.n, run.m
 
 
+def check_tolerances(tol: float, dead_tol: float) -> None:
+    """UserError (one line) unless 0 < tol < 1 and 0 <= dead_tol < 1."""
+    if not 0 < tol < 1 or not 0 <= dead_tol < 1:
+        raise UserError(f"--tol must be in (0, 1) and --dead-tol in [0, 1), got {tol} and {dead_tol}")
+
+
 def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
     """Uncentred QK and OV circuits M, R [H, n, n] of snapshot index t."""
     w = run.weights(t, list(CIRCUIT_NAMES))
@@ -413,8 +419,7 @@ def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
 def run_report(run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL,
                gauge: str = "spec") -> OrbitReport:
     """The orbit report of one snapshot of an open run (the last one by default)."""
-    if not 0 < tol < 1 or not 0 <= dead_tol < 1:
-        raise UserError(f"--tol must be in (0, 1) and --dead-tol in [0, 1), got {tol} and {dead_tol}")
+    check_tolerances(tol, dead_tol)
     n, m = group_of(run)
     t = snapshot_index(run, epoch)
     M, R = snapshot_circuits(run, t)

@@ -32,15 +32,19 @@ from matplotlib.patches import Rectangle
 
 from headmovies.errors import UserError
 from headmovies.render.core.outputs import FIGURE_FORMATS, prepare_out_dir, save_figure, write_text
+from headmovies.render.core.panels import TRAIL_EPOCHS, PanelFigure, frame_states
 from headmovies.render.core.projections import Panel
-from headmovies.runfile.reader import Run
-from headmovies.render.orbits.check import (DEAD_TOL, TOL, Orbit, OrbitReport, format_error,
-                                           group_of, heads)
-from headmovies.render.orbits.history import OrbitHistory, orbit_history
+from headmovies.render.orbits.captions import AXIS_LABELS, header_text, metrics_caption
+from headmovies.render.orbits.check import DEAD_TOL, TOL, Orbit, OrbitReport, format_error, group_of, heads
 from headmovies.render.orbits.colours import DEAD_COLOUR, OTHER_COLOUR, orbit_colour
+from headmovies.render.orbits.head_styles import OrbitLooks
+from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
 from headmovies.render.orbits.panel_choice import orbit_power, resolve_panels, signed
+from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
+from headmovies.runfile.reader import Run
 
 NAMES = ("curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress")
+PANELS_TRAIL = TRAIL_EPOCHS         # the panels still's trails (epochs), as the movie's default
 
 
 def orbit_colours(report: OrbitReport) -> list:
@@ -230,21 +234,9 @@ def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels
 
 # ---- orbits over time ----
 
-def history_of(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL, progress: bool = False) -> OrbitHistory:
-    """The orbit check of every snapshot (`history.orbit_history`), with a progress bar if asked."""
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = lambda it: tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot",  # noqa: E731
-                              dynamic_ncols=True)
-    return orbit_history(run, tol, dead_tol, bar)
-
-
-def orbits_over_time(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
-                     progress: bool = False) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray]:
-    """(epochs [T], {orbit size: heads in verified orbits of that size [T]}, dead [T]) from the
-    orbit check of every snapshot (`history.orbit_history`)."""
-    h = history_of(run, tol, dead_tol, progress)
+def orbits_over_time(h: OrbitHistory) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray]:
+    """(epochs [T], {orbit size: heads in verified orbits of that size [T]}, dead heads [T]) from
+    the orbit check of every snapshot."""
     return h.epochs, h.counts_by_size(), h.dead.sum(1)
 
 
@@ -337,25 +329,28 @@ def orbit_progress_figure(h: OrbitHistory, title: str = "") -> Figure:
 
 # ---- panels at the final epoch ----
 
-def panels_still(run: Run, panels: Sequence[Panel], report: OrbitReport, n: int, m: int,
-                 trail_epochs: float = 250.0, history: OrbitHistory | None = None) -> Figure:
+def trail_start(epochs: np.ndarray, trail_epochs: float) -> int:
+    """Index of the first snapshot the final frame's trails need (epochs int [T])."""
+    return max(0, int(np.searchsorted(epochs, epochs[-1] - trail_epochs, side="right")) - 1)
+
+
+def panels_still(info: RunInfo, epochs: np.ndarray, coords: np.ndarray, panels: Sequence[Panel],
+                 report: OrbitReport, n: int, m: int, trail_epochs: float = TRAIL_EPOCHS,
+                 history: OrbitHistory | None = None) -> Figure:
     """The movie's last frame as a figure (same artists, colours and legend as the movie, no
-    timeline), built from the snapshots in the final trail window only. With `history` (the
-    orbit check of every snapshot) the legend dates each orbit ("verified since epoch E");
-    without it, the final snapshot alone is checked ("verified at epoch E")."""
-    from headmovies.render.core.panels import PanelFigure, frame_states
-    from headmovies.render.orbits.looks import OrbitLooks
-    from headmovies.render.orbits.movie import AXIS_LABELS, caption, header_text, panel_coordinates
-    start = run.epochs[-1] - trail_epochs
-    first = max(0, int(np.searchsorted(run.epochs, start, side="right")) - 1)
-    states = list(frame_states(panel_coordinates(run, panels, indices=np.arange(first, len(run))),
-                               trail_epochs=trail_epochs, caption=caption(run)))
+    timeline), from the snapshots in the final trail window: epochs int [K] and coords complex
+    [K, P, H] (`stream.collect`; earlier snapshots are ignored). With `history` (the orbit check
+    of every snapshot) the legend dates each orbit ("verified since epoch E"); without it, the
+    final snapshot's report alone says "verified at epoch E"."""
+    first = trail_start(epochs, trail_epochs)
+    states = list(frame_states(zip(epochs[first:], coords[first:]), trail_epochs=trail_epochs,
+                               caption=metrics_caption(info.metrics)))
     complete = history is not None
     if history is None:
-        history = orbit_history(run, report.tol, report.dead_tol, indices=np.array([len(run) - 1]))
+        history = OrbitHistory.of([int(epochs[-1])], [SnapshotCheck.of(report)], n, m, report.tol, report.dead_tol)
     looks = OrbitLooks(history, list(panels), states[-1].points, n, m, complete=complete)
     figure = PanelFigure([p.title(n, m) for p in panels], looks.colours, looks.legend,
-                         header=header_text(run, n, m, report.n_heads, trail_epochs), blit=False,
+                         header=header_text(info, n, m, report.n_heads, trail_epochs), blit=False,
                          draw_order=looks.draw_order, trail_epochs=trail_epochs,
                          notes=[p.note(n, m) for p in panels], axis_labels=AXIS_LABELS, outlines=looks.outlines,
                          legend_cols=1)
@@ -371,32 +366,44 @@ def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels
                  over_time: bool = True, progress: bool = True,
                  log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> list[Path]:
     """Write every figure of `run_path` into `out_dir` (created); returns the paths written.
-    `panels`: as the movie's --panels (None: seed panels if the orbits live there, else auto)."""
-    from headmovies.render.orbits.movie import final_report
+    `panels`: as the movie's --panels (None: seed panels if the orbits live there, else auto).
+    One pass over the snapshots (`stream.collect`): all of them with `over_time` (the orbit
+    check of each), else only those of the final trail window."""
     paths: list[Path] = []
     with Run(run_path) as run:
         n, m = group_of(run)
-        report, M, R = final_report(run, tol, dead_tol)
+        final = final_snapshot(run, tol, dead_tol)
+        report, M, R = final.report, final.M, final.R
         chosen, note = resolve_panels(panels, report, M, R, n, m)
         out_dir = prepare_out_dir(out_dir)     # only now: bad input above leaves no folder behind
         log(f"{run.path}: {len(run)} snapshots; {note}: {' '.join(map(str, chosen))}")
-        name = f"{run.experiment} · {run.path.name}"
-        paths.append(write_text(out_dir / "orbits.json", report.to_json() + "\n"))
-        paths.append(write_text(out_dir / "orbits.txt", report.text() + "\n"))
-        metrics = run.metrics()
-        if metrics.get("epoch") is not None and len(metrics["epoch"]):
-            paths += save_figure(curves_figure(metrics, name), out_dir, "curves", formats)
-        else:
-            log(f"{run.path}: no metrics logged, no curves")
-        history = history_of(run, tol, dead_tol, progress) if over_time else None
-        if chosen:
-            paths += save_figure(panels_still(run, chosen, report, n, m, history=history), out_dir, "panels",
-                                 formats, dpi=100)
-        paths += save_figure(orbit_check_figure(report), out_dir, "orbit_check", formats)
-        if report.orbits or report.unassigned:
-            paths += save_figure(orbit_power_figure(report, M, R, chosen), out_dir, "orbit_power", formats)
-        if history is not None:
-            paths += save_figure(orbits_over_time_figure(history.epochs, history.counts_by_size(), history.dead.sum(1),
-                                                         report.n_heads, tol), out_dir, "orbits_over_time", formats)
-            paths += save_figure(orbit_progress_figure(history), out_dir, "orbit_progress", formats)
+        info = RunInfo.of(run)
+        indices = None if over_time else np.arange(trail_start(info.epochs, PANELS_TRAIL), len(run))
+        bar = None
+        if progress and over_time:
+            from tqdm import tqdm
+            bar = lambda it: tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot",  # noqa: E731
+                                  dynamic_ncols=True)
+        facts = collect(run, chosen, check=over_time, tol=tol, dead_tol=dead_tol, indices=indices, final=final,
+                        progress=bar)
+        path = run.path
+    name = f"{info.experiment} · {info.file}"
+    paths.append(write_text(out_dir / "orbits.json", report.to_json() + "\n"))
+    paths.append(write_text(out_dir / "orbits.txt", report.text() + "\n"))
+    metrics = info.metrics
+    if metrics.get("epoch") is not None and len(metrics["epoch"]):
+        paths += save_figure(curves_figure(metrics, name), out_dir, "curves", formats)
+    else:
+        log(f"{path}: no metrics logged, no curves")
+    history = facts.history
+    if chosen:
+        paths += save_figure(panels_still(info, facts.epochs, facts.coords, chosen, report, n, m, PANELS_TRAIL,
+                                          history), out_dir, "panels", formats, dpi=100)
+    paths += save_figure(orbit_check_figure(report), out_dir, "orbit_check", formats)
+    if report.orbits or report.unassigned:
+        paths += save_figure(orbit_power_figure(report, M, R, chosen), out_dir, "orbit_power", formats)
+    if history is not None:
+        paths += save_figure(orbits_over_time_figure(*orbits_over_time(history), report.n_heads, tol), out_dir,
+                             "orbits_over_time", formats)
+        paths += save_figure(orbit_progress_figure(history), out_dir, "orbit_progress", formats)
     return paths

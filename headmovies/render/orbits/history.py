@@ -1,21 +1,45 @@
-"""The orbit check at every snapshot: when each orbit forms, and how far each head is from one.
+"""The orbit check at every snapshot, condensed: when each orbit forms, and how far each head is from one.
 
 The check of one snapshot takes a few milliseconds (bench/orbit_check.py), so the whole run
-is checked: the movie colours a head as part of an orbit only from the snapshot at which that
-orbit is verified, the timeline marks the moment, and the figures draw each head's distance to
-the nearest orbit structure (its worst-shift match error, docs/math.md "Orbit check") as a
-progress measure.
+is checked (in the one pass over its snapshots, `stream`): the movie colours a head as part of
+an orbit only from the snapshot at which that orbit is verified, the timeline marks the
+moment, and the figures draw each head's distance to the nearest orbit structure (its
+worst-shift match error, docs/math.md "Orbit check") as a progress measure. Pure numpy: this
+module holds the results, `stream.orbit_history` computes them from a run file.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Iterable, Sequence
 
 import numpy as np
 
-from headmovies.render.core.circuits import circuits
-from headmovies.runfile.reader import Run
-from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of
+from headmovies.render.orbits.check import DEAD_TOL, OrbitReport
+
+
+@dataclass
+class SnapshotCheck:
+    """The orbit check of one snapshot, condensed (one row of `OrbitHistory`). H heads.
+
+    orbits: verified orbits as (size, heads tuple, worst error), largest first. head_error [H]:
+    each live head's worst-shift match error (NaN for dead heads). dead [H] bool. in_orbit [H]
+    bool: the head is in a verified orbit.
+    """
+    orbits: list[tuple[int, tuple[int, ...], float]]
+    head_error: np.ndarray
+    dead: np.ndarray
+    in_orbit: np.ndarray
+
+    @classmethod
+    def of(cls, report: OrbitReport) -> "SnapshotCheck":
+        H = report.n_heads
+        dead = np.zeros(H, bool)
+        dead[report.dead] = True
+        inside = np.zeros(H, bool)
+        for o in report.orbits:
+            inside[o.heads] = True
+        return cls([(o.size, tuple(o.heads), float(o.worst_error)) for o in report.orbits], report.head_error,
+                   dead, inside)
 
 
 @dataclass
@@ -37,8 +61,27 @@ class OrbitHistory:
     tol: float
     dead_tol: float = DEAD_TOL
 
+    @classmethod
+    def of(cls, epochs: Sequence[int], checks: Iterable[SnapshotCheck], n: int, m: int, tol: float,
+           dead_tol: float = DEAD_TOL) -> "OrbitHistory":
+        """The history of the snapshots at `epochs` [T] from their condensed checks (T of them)."""
+        checks = list(checks)
+        return cls(np.asarray(epochs, np.int64), [c.orbits for c in checks], np.array([c.head_error for c in checks]),
+                   np.array([c.dead for c in checks]), np.array([c.in_orbit for c in checks]), n, m, tol, dead_tol)
+
     def __len__(self) -> int:
         return len(self.epochs)
+
+    def concat(self, later: "OrbitHistory") -> "OrbitHistory":
+        """This history followed by `later` (the snapshots a live run added)."""
+        return OrbitHistory(np.concatenate([self.epochs, later.epochs]), self.orbits + later.orbits,
+                            np.concatenate([self.head_error, later.head_error]), np.concatenate([self.dead, later.dead]),
+                            np.concatenate([self.in_orbit, later.in_orbit]), self.n, self.m, self.tol, self.dead_tol)
+
+    def cut(self, k: int) -> "OrbitHistory":
+        """The first k snapshots (a resumed run dropped the others)."""
+        return OrbitHistory(self.epochs[:k], self.orbits[:k], self.head_error[:k], self.dead[:k], self.in_orbit[:k],
+                            self.n, self.m, self.tol, self.dead_tol)
 
     def heads_in_orbits(self) -> np.ndarray:
         """int [T]: heads in verified orbits at each snapshot."""
@@ -63,31 +106,3 @@ class OrbitHistory:
             return None
         bad = np.flatnonzero(~ok)
         return int(self.epochs[bad[-1] + 1]) if len(bad) else int(self.epochs[0])
-
-
-def orbit_history(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
-                  progress: Callable | None = None, indices: np.ndarray | None = None) -> OrbitHistory:
-    """Run the orbit check (`check.check_orbits`) on every snapshot of an open run (or on the
-    snapshot indices given, in increasing order), reading the weights chunk by chunk.
-    `progress`, if given, wraps the snapshot iterator (e.g. tqdm)."""
-    n, m = group_of(run)
-    it = run.iter_weights(list(CIRCUIT_NAMES), indices=indices)
-    if progress is not None:
-        it = progress(it)
-    epochs, orbits, errors, dead, member = [], [], [], [], []
-    for epoch, w in it:
-        c = circuits(w)
-        report = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol)
-        H = report.n_heads
-        epochs.append(epoch)
-        orbits.append([(o.size, tuple(o.heads), float(o.worst_error)) for o in report.orbits])
-        errors.append(report.head_error)
-        d = np.zeros(H, bool)
-        d[report.dead] = True
-        dead.append(d)
-        inside = np.zeros(H, bool)
-        for o in report.orbits:
-            inside[o.heads] = True
-        member.append(inside)
-    return OrbitHistory(np.asarray(epochs, np.int64), orbits, np.array(errors), np.array(dead), np.array(member),
-                        n, m, tol, dead_tol)

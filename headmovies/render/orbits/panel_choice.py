@@ -11,6 +11,7 @@ the matrices the orbit check verifies.
 `default_panels` keeps the seed's four panels when the run's orbits live in them (each
 orbit of size > 1 has, in a seed QK panel and a seed OV panel of its order, at least
 LIVES_IN of the power of its best plane of that order), and the automatic panels otherwise.
+`check_panels` says whether a run can supply the planes chosen.
 """
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from typing import Sequence
 
 import numpy as np
 
-from headmovies.render.core.circuits import centre_ov, centre_qk
-from headmovies.render.orbits.check import Orbit, OrbitReport
+from headmovies.errors import RunFileError, UserError
+from headmovies.render.core.circuits import CIRCUIT_WEIGHTS, centre_ov, centre_qk
 from headmovies.render.core.projections import CIRCUITS, Panel, fourier_power, parse_panel
-from headmovies.errors import UserError
+from headmovies.render.orbits.check import Orbit, OrbitReport
+from headmovies.runfile.reader import Run
 
 SEED_PANELS = (Panel("qk", 0, 10), Panel("ov", 10, -10), Panel("qk", 0, 6), Panel("ov", 6, -6))  # seed 000's four
 LIVES_IN = 0.5     # an orbit lives in a seed plane holding >= half the power of its best plane
@@ -164,3 +166,31 @@ def resolve_panels(words: Sequence[str] | None, report: OrbitReport | None, M: n
     if keyword == "auto":
         return auto_panels(report, M, R, n, m), "automatic panels (--panels auto)"
     return default_panels(report, M, R, n, m)
+
+
+def require_group(run: Run) -> tuple[int, int]:
+    """(n, m) of the run's symmetry group; RunFileError if the run has none."""
+    if run.n is None or run.m is None:
+        raise RunFileError(f"{run.path} ({run.experiment}) has no group data (n, m): irrep panels need "
+                           "a run of a C_n-symmetric experiment such as orbits")
+    return run.n, run.m
+
+
+def check_panels(run: Run, panels: Sequence[Panel]) -> tuple[int, int]:
+    """(n, m) of `run` after checking that every panel can be drawn from it: the run has group
+    data, the weights of each panel's circuit, and token-indexed circuits of size n x n.
+    Raises RunFileError / UserError with one line."""
+    if not panels:
+        raise UserError("no panels given")
+    n, m = require_group(run)
+    shapes = {name: run.f["snapshots"][name].shape[1:] for name in run.weight_names}
+    for panel in panels:
+        names = CIRCUIT_WEIGHTS[panel.circuit]
+        missing = [w for w in names if w not in shapes]
+        if missing:
+            raise RunFileError(f"{run.path} ({run.experiment}) has no weights {missing}, so panel {panel} "
+                               f"({panel.circuit.upper()} circuit) cannot be drawn")
+        if shapes["W_E"][0] != n or (panel.circuit == "ov" and shapes["W_U"][-1] != n):
+            raise RunFileError(f"{run.path}: panel {panel} needs {n} tokens and {n} output classes "
+                               f"(C_{n}); W_E is {shapes['W_E']}, W_U is {shapes.get('W_U')}")
+    return n, m

@@ -5,11 +5,11 @@ What the page receives (the payload, JSON inside the page; binary arrays zlib-co
 base64-encoded, unpacked by the browser's DecompressionStream):
 
 - coords   float32 [T, P, H, 2]: (Re, Im) of X^(u, v) of each head in each of the P panels
-           chosen as for the movie (`panel_choice.resolve_panels`), computed by the movie's own
-           projection (`movie.panel_coordinates`), so dots sit exactly where the movie puts them.
+           chosen as for the movie (`panel_choice.resolve_panels`), from the same pass over the
+           snapshots as the movie's (`stream`), so dots sit exactly where the movie puts them.
 - rows     int8 [T, H, 4, m, 2 d_head] with scale codes int16 [T, H, 4, m], m = n // 2 + 1:
            per head the discrete Fourier transform over tokens of the four factors of its
-           centred circuits (`circuit_factors`, `fourier_rows`), rows u = 0..n/2 (the others
+           centred circuits (`render.core.circuits.circuit_factors`, `fourier_rows`), rows u = 0..n/2 (the others
            are their complex conjugates), each row (real parts, then imaginary parts) in 8 bits
            with its own power-of-2^(1/8) scale (`quantise_rows`). The page computes from them
            X^(u, v) = (1/n) sum_e A^[u, e] B^[v, e] for any plane chosen in the page, with a
@@ -18,16 +18,18 @@ base64-encoded, unpacked by the browser's DecompressionStream):
            put their power in few frequencies: a plane then keeps its own precision (median
            error ~1 % of the panel's largest coordinate on the default run, against ~6 % with
            one scale per factor). Stored as differences between consecutive snapshots.
-- the orbit check of every snapshot (`history.orbit_history`): verified orbits, each head's
+- the orbit check of every snapshot (`history.OrbitHistory`): verified orbits, each head's
   worst-shift match error, dead heads; when each orbit locks in (`OrbitHistory.locked_in`).
-- per snapshot the movie's caption (accuracies, equivariance error) and the run's events.
+- per snapshot the movie's caption (accuracies, equivariance error, `captions.metrics_caption`),
+  and the run's training events in the words of the movie's timeline (`events`).
 - the constants the page's arithmetic shares with Python (meta: `fourier_rows`, `axes`,
   `trail_epochs`, `tol`, `dead_tol`, `colours`), so the page copies none.
 
 The page itself (markup, stylesheet, scripts) lives in viewer_page/; `viewer_page.build.page`
 inlines it with the payload into one file.
 
-`ViewerData` builds this incrementally, so the live view (`watch.py`) sends only new snapshots.
+`ViewerData` builds this incrementally, one pass over the snapshots it has not seen
+(`stream.collect`), so the live view (`watch.py`) reads and sends only new snapshots.
 """
 from __future__ import annotations
 
@@ -43,38 +45,22 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
-from headmovies.errors import UserError
 from headmovies.render.core.outputs import prepare_out_dir, write_text
 from headmovies.render.core.panels import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.projections import Panel, polygon_order
-from headmovies.runfile.reader import Run
-from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, group_of
+from headmovies.render.orbits.captions import metrics_caption
+from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, orbit_colour, shape_name
-from headmovies.render.orbits.history import OrbitHistory, orbit_history
-from headmovies.render.orbits.movie import caption, check_panels, final_report, panel_coordinates
-from headmovies.render.orbits.panel_choice import resolve_panels
+from headmovies.render.orbits.events import training_events
+from headmovies.render.orbits.history import OrbitHistory
+from headmovies.render.orbits.panel_choice import check_panels, resolve_panels
+from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
 from headmovies.render.orbits.viewer_page.build import page
+from headmovies.runfile.reader import Run
 
 PAYLOAD_VERSION = 1
 MAX_MB = 5.0          # issue 13: the default run's page stays under this
 HEATMAP = "RdBu_r"    # the heads' circuits in the page: red positive, blue negative
-
-
-def circuit_factors(weights: dict[str, np.ndarray]) -> np.ndarray:
-    """float64 [H, 4, n, d_head]: F0 = W_E W_Q[h] / sqrt(d_head), F1 = W_E W_K[h] centred over
-    tokens, F2 = (W_O[h] W_U)^T centred over output classes, F3 = W_E W_V[h], so that the
-    centred circuits of `render.core.circuits` are M_h = F0 F1^T [n, n] (query a, key b) and
-    R_h = F2 F3^T [n_out, n] (output class c, attended token b). Centring a factor centres the
-    product: M's row means come from the key factor, R's column means from the output factor."""
-    E = np.asarray(weights["W_E"], np.float64)
-    d_head = weights["W_Q"].shape[-1]
-    q = E @ np.asarray(weights["W_Q"], np.float64) / math.sqrt(d_head)          # [H, n, dh]
-    k = E @ np.asarray(weights["W_K"], np.float64)
-    v = E @ np.asarray(weights["W_V"], np.float64)
-    ou = np.asarray(weights["W_O"], np.float64) @ np.asarray(weights["W_U"], np.float64)   # [H, dh, c]
-    k = k - k.mean(axis=-2, keepdims=True)
-    ou = ou - ou.mean(axis=-1, keepdims=True)
-    return np.stack([q, k, np.swapaxes(ou, -1, -2), v], axis=1)
 
 
 SCALE_STEPS = 8          # row scales are powers of 2^(1/8)
@@ -168,38 +154,6 @@ def plane_words(panel: Panel, n: int, m: int) -> dict:
                      f"(r = {r}: {deg}° per unit shift); an orbit {shape} here.")}
 
 
-def events(run: Run) -> list[dict]:
-    """Marks for the timeline from the run's config: the snapshot schedule's switch and the
-    start of a second training phase (orbits: pruning, then fine-tuning)."""
-    cfg, out = run.config, []
-    epochs = int(cfg.get("epochs", run.epochs[-1]))
-    switch = int(cfg.get("switch_epoch", 0))
-    if 0 < switch < epochs and cfg.get("early_every") != cfg.get("late_every"):
-        out.append({"epoch": switch, "label": f"snapshots every {cfg.get('late_every')} epochs from here",
-                    "short": "schedule"})
-    start = int(cfg.get("refine_start", 0) or 0)
-    if 0 < start < epochs:
-        prune = float(cfg.get("refine_prune", 0) or 0)
-        what = f"phase 2: weak heads pruned (OV < {prune:.0%} of the largest), fine-tuning" if prune > 0 \
-            else "phase 2: fine-tuning"
-        if float(cfg.get("refine_ov_bias_weight", 0) or 0) > 0:
-            what += f" with the OV-bias penalty (μ = {float(cfg['refine_ov_bias_weight']):g})"
-        out.append({"epoch": start, "label": what, "short": "phase 2"})
-    return out
-
-
-def _concat(a: OrbitHistory | None, b: OrbitHistory) -> OrbitHistory:
-    if a is None:
-        return b
-    return OrbitHistory(np.concatenate([a.epochs, b.epochs]), a.orbits + b.orbits,
-                        np.concatenate([a.head_error, b.head_error]), np.concatenate([a.dead, b.dead]),
-                        np.concatenate([a.in_orbit, b.in_orbit]), a.n, a.m, a.tol)
-
-
-def _cut(h: OrbitHistory, k: int) -> OrbitHistory:
-    return OrbitHistory(h.epochs[:k], h.orbits[:k], h.head_error[:k], h.dead[:k], h.in_orbit[:k], h.n, h.m, h.tol)
-
-
 def _key(heads) -> str:
     return ",".join(str(int(h)) for h in sorted(heads))
 
@@ -219,22 +173,23 @@ class Chunk:
 class ViewerData:
     """The payload of a run, grown snapshot by snapshot (`grow`) as a live run grows.
 
-    Panels are resolved once, from the snapshots present when it is created (`--panels`
-    words as for the movie). Raises RunFileError / UserError (one line) for a run that lacks
-    group data or weights of the orbit check.
+    Panels are resolved once, from the final snapshot present when it is created (`--panels`
+    words as for the movie; the first `grow` reuses that snapshot instead of reading it again).
+    Raises RunFileError / UserError (one line) for a run that lacks group data or weights of
+    the orbit check, or for tolerances out of range.
     """
 
     def __init__(self, run: Run, panels: Sequence[str] | None = None, tol: float = TOL,
                  dead_tol: float = DEAD_TOL, trail_epochs: float = TRAIL_EPOCHS):
-        if not 0 < tol < 1 or not 0 <= dead_tol < 1:
-            raise UserError(f"--tol must be in (0, 1) and --dead-tol in [0, 1), got {tol} and {dead_tol}")
         self.n, self.m = group_of(run)
-        report, M, R = final_report(run, tol, dead_tol)
-        self.panels, self.panel_note = resolve_panels(panels, report, M, R, self.n, self.m)
+        self.final = final_snapshot(run, tol, dead_tol)        # used by the first `grow`, then dropped
+        self.panels, self.panel_note = resolve_panels(panels, self.final.report, self.final.M, self.final.R,
+                                                      self.n, self.m)
         check_panels(run, self.panels)
         self.tol, self.dead_tol, self.trail_epochs = tol, dead_tol, trail_epochs
         self.n_heads = int(run.f["snapshots"]["W_Q"].shape[1])
         self.d_head = int(run.f["snapshots"]["W_Q"].shape[-1])
+        self.info = RunInfo.of(run)
         self.history: OrbitHistory | None = None
         self.chunks: list[Chunk] = []
 
@@ -248,26 +203,30 @@ class ViewerData:
         while self.chunks and self.chunks[-1].stop > count:
             self.chunks.pop()
         if self.history is not None:
-            self.history = _cut(self.history, self.count)
+            self.history = self.history.cut(self.count)
         return self.count
 
     def grow(self, run: Run) -> Chunk | None:
-        """Read the snapshots of `run` past `count` into a new chunk (None if there are none)."""
+        """Read the snapshots of `run` past `count` into a new chunk (None if there are none),
+        in one pass (`stream.collect`: coordinates, orbit check, factored circuits); the run's
+        facts for `meta` (config, metrics, complete) are read again either way."""
+        self.info = RunInfo.of(run)
         start, stop = self.count, len(run)
         if stop <= start:
             return None
-        idx = np.arange(start, stop)
-        part = orbit_history(run, self.tol, self.dead_tol, indices=np.arange(start, len(run)))
-        self.history = _concat(self.history, part)
-        coords = np.array([c for _, c in panel_coordinates(run, self.panels, indices=idx)])      # [t, P, H]
-        F = np.array([circuit_factors(w) for _, w in run.iter_weights(list(CIRCUIT_NAMES), indices=idx)])
-        rows, codes = quantise_rows(fourier_rows(F))
-        cap = caption(run)
-        metrics = run.metrics()
+        facts = collect(run, self.panels, check=True, factors=True, tol=self.tol, dead_tol=self.dead_tol,
+                        indices=np.arange(start, stop), final=self.final)
+        self.final = None
+        part = facts.history
+        self.history = part if self.history is None else self.history.concat(part)
+        coords = facts.coords                                                                   # [t, P, H]
+        rows, codes = quantise_rows(fourier_rows(facts.factors))
+        cap = metrics_caption(self.info.metrics)
+        metrics = self.info.metrics
         eq = {}
         if "eq_error_pooled" in metrics:        # old files' eq_error is read as eq_error_pooled
             eq = {int(e): v for e, v in zip(metrics["epoch"], metrics["eq_error_pooled"])}
-        epochs = [int(e) for e in run.epochs[start:stop]]
+        epochs = [int(e) for e in facts.epochs]
         data = {
             "start": start,
             "epochs": epochs,
@@ -286,8 +245,9 @@ class ViewerData:
         self.chunks.append(chunk)
         return chunk
 
-    def meta(self, run: Run) -> dict:
-        """Everything but the per-snapshot data: run, panels, events, orbits and their colours."""
+    def meta(self) -> dict:
+        """Everything but the per-snapshot data: run, panels, events, orbits and their colours
+        (as of the last `grow`)."""
         h = self.history
         sets: dict[str, dict] = {}
         if h is not None:
@@ -306,19 +266,21 @@ class ViewerData:
             lock = h.locked_in(s["heads"]) if key in latest else None
             orbits.append({"key": key, "heads": s["heads"], "size": s["size"], "colour": to_hex(orbit_colour(i)),
                            "locked_in": lock, "final": key in latest})
-        cfg = run.config
+        info = self.info
+        # the page marks each orbit's verification itself (from `orbits`); its timeline spans the planned run
+        events = training_events(info.config, None, h)
         return {
             "version": PAYLOAD_VERSION,
-            "file": run.path.name,
-            "experiment": run.experiment,
+            "file": info.file,
+            "experiment": info.experiment,
             "n": self.n, "m": self.m, "n_heads": self.n_heads, "d_head": self.d_head,
-            "final_epoch": int(cfg.get("epochs", run.epochs[-1])),
-            "complete": bool(run.complete),
+            "final_epoch": int(info.config.get("epochs", info.epochs[-1])),
+            "complete": info.complete,
             "tol": self.tol, "dead_tol": self.dead_tol,
             "trail_epochs": self.trail_epochs,
             "panels": [plane_words(p, self.n, self.m) for p in self.panels],
             "panel_note": self.panel_note,
-            "events": events(run),
+            "events": [{"epoch": e.epoch, "label": e.words, "short": e.label} for e in events],
             "orbits": orbits,
             "colours": {"other": to_hex(OTHER_COLOUR), "dead": to_hex(DEAD_COLOUR), "dead_edge": to_hex(DEAD_EDGE),
                         "heatmap": heatmap_stops()},
@@ -326,8 +288,8 @@ class ViewerData:
             "axes": {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR},
         }
 
-    def payload(self, run: Run, live: dict | None = None) -> dict:
-        return {"meta": self.meta(run), "chunks": [c.data for c in self.chunks], "live": live}
+    def payload(self, live: dict | None = None) -> dict:
+        return {"meta": self.meta(), "chunks": [c.data for c in self.chunks], "live": live}
 
 
 def heatmap_stops(stops: int = 11) -> list[list[int]]:
@@ -358,6 +320,6 @@ def make_viewer(run_path: str | Path, out_dir: str | Path, panels: Sequence[str]
         data = ViewerData(run, panels, tol, dead_tol, trail_epochs)
         prepare_out_dir(out_dir)
         data.grow(run)
-        text = page(data.payload(run))
+        text = page(data.payload())
         path = write_text(out_dir / f"{name}.html", text)
         return ViewerResult(path, path.stat().st_size, time.perf_counter() - t0, data.count, data.panels)

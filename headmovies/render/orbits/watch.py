@@ -68,7 +68,7 @@ class Follower:
         self._open()
         self.data = ViewerData(self.run, panels, tol, dead_tol)
         self.data.grow(self.run)
-        self.meta = self.data.meta(self.run)
+        self.meta = self.data.meta()
 
     def _open(self) -> None:
         inode = os.stat(self.path).st_ino        # before opening: a replacement in between is seen next poll
@@ -118,7 +118,7 @@ class Follower:
                 if self.error:
                     self.error = False
                     self._say("")
-                self.meta = self.data.meta(self.run)
+                self.meta = self.data.meta()
                 return max(added, 0)
         except (RunFileError, UserError, OSError, KeyError) as exc:
             self._say(f"cannot read the run file now ({str(exc).splitlines()[0]}); retrying")

@@ -1,8 +1,9 @@
-"""How each head of the orbit movie is drawn at each snapshot: an orbit is shown only from the
-snapshot at which the orbit check verifies it (docs/movie.md, "What a frame shows").
+"""Each head's style (colour, size, outline) at each snapshot of the orbit movie and stills: an
+orbit is shown only from the snapshot at which the orbit check verifies it (docs/movie.md,
+"What a frame shows").
 
-The orbit check of every snapshot (`history.orbit_history`) says which heads are in verified
-orbits when. Each orbit of the final snapshot is a `Track`, followed back over the run. At
+The orbit check of every snapshot (`history.OrbitHistory`, from the pass over the run,
+`stream`) says which heads are in verified orbits when. Each orbit of the final snapshot is a `Track`, followed back over the run. At
 snapshot t a head is drawn
 
 - in its orbit's colour, filled (and the orbit's polygon outlined in the panels where it

@@ -1,0 +1,193 @@
+"""One pass over an orbit run's snapshots: each read once, its circuits computed once, and the
+per-snapshot facts that the movie, the figures, the viewer and the live view need.
+
+Per snapshot an output needs some of: each head's irrep coordinates X^(u, v) in the chosen
+planes (`render.core.projections`; the movie's dots), the orbit check (`check.check_orbits`;
+colours, timeline, progress figures, the viewer's orbits) and the factored circuits
+(`render.core.circuits.circuit_factors`; the viewer's heatmaps and free planes).
+`snapshot_facts` reads the snapshots in chunks (`Run.iter_weights`), computes each one's QK
+and OV circuits once (`render.core.circuits`) and derives all of these from them; `collect`
+gathers them for the whole run, or for the snapshots a live run added since the last call.
+
+The final snapshot comes first, on its own (`final_snapshot`): its orbit check chooses the
+panels (`panel_choice.resolve_panels`) before the pass can project onto them, and the pass
+reuses it instead of reading it again. `RunInfo` holds what the words around the pictures say
+about the run (name, config, metrics), read once. Memory: the weights of one chunk, plus what
+is collected (P x H complex coordinates and the condensed check per snapshot; the viewer's
+factors are larger, H x 4 x n x d_head each).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from headmovies.render.core.circuits import (CIRCUIT_WEIGHTS, centre_ov, centre_qk, circuit_factors, ov_circuit,
+                                             qk_circuit)
+from headmovies.render.core.projections import Panel, irrep_coordinate
+from headmovies.render.orbits.check import (CIRCUIT_NAMES, DEAD_TOL, TOL, OrbitReport, check_orbits,
+                                           check_tolerances, group_of)
+from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
+from headmovies.runfile.reader import Run
+
+CHUNK = 32          # snapshots per HDF5 read
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the words around an orbit picture say about its run, read once from the file.
+
+    file: the run file's name; experiment; seed; config (dict); complete: training finished;
+    epochs: int64 [T], the snapshots' epochs; metrics: `Run.metrics()` ({'epoch': [K], name: [K]}).
+    """
+    file: str
+    experiment: str
+    seed: int
+    config: dict
+    complete: bool
+    epochs: np.ndarray
+    metrics: dict
+
+    @classmethod
+    def of(cls, run: Run) -> "RunInfo":
+        return cls(run.path.name, run.experiment, run.seed, run.config, bool(run.complete), np.array(run.epochs),
+                   run.metrics())
+
+
+@dataclass
+class FinalSnapshot:
+    """The last snapshot of a run, read before the pass: its weights (every one the run holds),
+    its uncentred circuits M (QK) and R (OV) [H, n, n] where the run holds their weights (else
+    None), and its orbit report (None unless the run holds all six weights of the check)."""
+    index: int
+    epoch: int
+    weights: dict[str, np.ndarray]
+    M: np.ndarray | None
+    R: np.ndarray | None
+    report: OrbitReport | None
+
+
+def final_snapshot(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL) -> FinalSnapshot:
+    """Read the last snapshot of an open run of a C_n-symmetric experiment and check its orbits
+    (the report dated with its epoch). UserError for tolerances out of range."""
+    check_tolerances(tol, dead_tol)
+    t = len(run) - 1
+    w = run.weights(t)
+    M = qk_circuit(w["W_E"], w["W_Q"], w["W_K"]) if all(k in w for k in CIRCUIT_WEIGHTS["qk"]) else None
+    R = ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"]) if all(k in w for k in CIRCUIT_WEIGHTS["ov"]) else None
+    report = None
+    if all(k in w for k in CIRCUIT_NAMES):
+        n, m = group_of(run)
+        report = check_orbits(M, R, n, m, tol, dead_tol)
+        report.epoch = int(run.epochs[t])
+    return FinalSnapshot(t, int(run.epochs[t]), w, M, R, report)
+
+
+@dataclass
+class Snapshot:
+    """The facts of one snapshot. P panels, H heads.
+
+    index, epoch: which snapshot. coords: complex [P, H], X^(u, v) of each head's centred
+    circuit in each panel's plane (None without panels). report: its orbit report (None
+    unless asked). factors: float64 [H, 4, n, d_head], `circuit_factors` (None unless asked).
+    """
+    index: int
+    epoch: int
+    coords: np.ndarray | None
+    report: OrbitReport | None
+    factors: np.ndarray | None
+
+
+def snapshot_facts(run: Run, panels: Sequence[Panel] = (), check: bool = False, factors: bool = False,
+                   tol: float = TOL, dead_tol: float = DEAD_TOL, indices: np.ndarray | None = None,
+                   final: FinalSnapshot | None = None, chunk: int = CHUNK) -> Iterator[Snapshot]:
+    """The facts of each snapshot of an open run (or of the given increasing indices), in order:
+    irrep coordinates in `panels`, with `check` the orbit report (tolerances `tol`, `dead_tol`),
+    with `factors` the factored circuits. Each snapshot is read once, in chunks of `chunk`, and
+    its circuits computed once; `final` (from `final_snapshot`) is used instead of reading it."""
+    kinds = {p.circuit for p in panels} | ({"qk", "ov"} if check else set())
+    names = sorted({w for k in kinds for w in CIRCUIT_WEIGHTS[k]} | (set(CIRCUIT_NAMES) if factors else set()))
+    n, m = group_of(run) if check else (run.n, run.m)
+    idx = np.arange(len(run)) if indices is None else np.asarray(indices, np.int64)
+    cached = final is not None and final.index in idx
+    read = idx[idx != final.index] if cached else idx
+    weights = zip(read, run.iter_weights(names, chunk=chunk, indices=read)) if len(read) else iter(())
+    for t in idx:
+        if cached and t == final.index:
+            circ = {k: c for k, c in (("qk", final.M), ("ov", final.R)) if k in kinds}
+            report = final.report if final.report is not None and (final.report.tol, final.report.dead_tol) == \
+                (tol, dead_tol) else None
+            yield _facts(final.index, final.epoch, final.weights, circ, report, panels, kinds, check, factors,
+                         n, m, tol, dead_tol)
+        else:
+            _, (epoch, w) = next(weights)
+            yield _facts(int(t), epoch, w, {}, None, panels, kinds, check, factors, n, m, tol, dead_tol)
+
+
+def _facts(t: int, epoch: int, w: dict, circ: dict, report: OrbitReport | None, panels: Sequence[Panel],
+           kinds: set, check: bool, factors: bool, n: int, m: int, tol: float, dead_tol: float) -> Snapshot:
+    """One snapshot's facts from its weights `w` (and any circuits or report already computed)."""
+    if "qk" in kinds and "qk" not in circ:
+        circ["qk"] = qk_circuit(w["W_E"], w["W_Q"], w["W_K"])                          # [H, n, n]
+    if "ov" in kinds and "ov" not in circ:
+        circ["ov"] = ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"])                # [H, n, n]
+    coords = None
+    if panels:                     # centring leaves every coordinate with u, v != 0 unchanged (gauge-invariant)
+        centred = {k: (centre_qk if k == "qk" else centre_ov)(circ[k]) for k in {p.circuit for p in panels}}
+        coords = np.stack([irrep_coordinate(centred[p.circuit], p.u, p.v) for p in panels])   # [P, H]
+    if check and report is None:
+        report = check_orbits(circ["qk"], circ["ov"], n, m, tol, dead_tol)
+        report.epoch = int(epoch)
+    return Snapshot(t, int(epoch), coords, report if check else None, circuit_factors(w) if factors else None)
+
+
+@dataclass
+class Collected:
+    """The facts of a run's snapshots (T of them), gathered: epochs int64 [T]; coords complex
+    [T, P, H] (None without panels); history: the orbit check of each (None unless asked);
+    factors float64 [T, H, 4, n, d_head] (None unless asked)."""
+    epochs: np.ndarray
+    coords: np.ndarray | None
+    history: OrbitHistory | None
+    factors: np.ndarray | None
+
+
+def collect(run: Run, panels: Sequence[Panel] = (), check: bool = False, factors: bool = False,
+            tol: float = TOL, dead_tol: float = DEAD_TOL, indices: np.ndarray | None = None,
+            final: FinalSnapshot | None = None,
+            progress: Callable[[Iterable], Iterable] | None = None) -> Collected:
+    """`snapshot_facts` gathered into arrays. `progress`, if given, wraps the snapshot
+    iterator (e.g. tqdm)."""
+    facts: Iterable[Snapshot] = snapshot_facts(run, panels, check, factors, tol, dead_tol, indices, final)
+    if progress is not None:
+        facts = progress(facts)
+    epochs, coords, checks, F = [], [], [], []
+    for s in facts:
+        epochs.append(s.epoch)
+        if s.coords is not None:
+            coords.append(s.coords)
+        if s.report is not None:
+            checks.append(SnapshotCheck.of(s.report))
+        if s.factors is not None:
+            F.append(s.factors)
+    n, m = (run.n, run.m)
+    return Collected(np.asarray(epochs, np.int64), np.array(coords) if panels else None,
+                     OrbitHistory.of(epochs, checks, n, m, tol, dead_tol) if check else None,
+                     np.array(F) if factors else None)
+
+
+def orbit_history(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
+                  progress: Callable[[Iterable], Iterable] | None = None,
+                  indices: np.ndarray | None = None) -> OrbitHistory:
+    """The orbit check (`check.check_orbits`) of every snapshot of an open run (or of the
+    snapshot indices given, in increasing order). `progress`, if given, wraps the iterator."""
+    return collect(run, (), check=True, tol=tol, dead_tol=dead_tol, indices=indices, progress=progress).history
+
+
+def panel_coordinates(run: Run, panels: Sequence[Panel], indices: np.ndarray | None = None,
+                      chunk: int = CHUNK) -> Iterator[tuple[int, np.ndarray]]:
+    """(epoch, complex [P, H]) per snapshot: X^(u, v) of each head's centred circuit in each
+    panel's plane, as the movie draws it (the coordinates of `snapshot_facts` alone)."""
+    for s in snapshot_facts(run, panels, indices=indices, chunk=chunk):
+        yield s.epoch, s.coords
