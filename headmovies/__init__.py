@@ -4,8 +4,9 @@ Data flows one way, and the package is laid out in that order:
 
     tasks/        torch-free facts of each task (constants, samplers, exact cases)
     train/        config, schedule, one model module per experiment, the training loop,
-                  the run-file writer                                      (torch)
-    runfile.py    the run-file schema, the one contract between both sides (numpy + h5py)
+                  checkpoints, resume, forks                               (torch)
+    runfile/      the run file's format at both ends: schema, writer, reader, lock, the
+                  checkpoint file; the one contract between both sides    (numpy + h5py)
     disk.py       free disk space, checked before writing (both sides; standard library)
     render/core/  reader -> circuits -> irrep projections -> trailing-dot panels -> encoder
     render/<experiment>/  analysis, figures, movie and report of one experiment

@@ -28,7 +28,7 @@ from headmovies import disk, runfile
 from headmovies.cli import main
 from headmovies.errors import DiskFullError, RunFileError
 from headmovies.interrupts import deferred_signals
-from headmovies.train.loop import checkpoint_path
+from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.writer import RunWriter
 from equivariant import equivariant_run, write_run
 

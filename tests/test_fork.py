@@ -13,6 +13,7 @@ from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import ConfigError, UserError
 from headmovies.train import config, loop
+from headmovies.train.fork import ForkTooEarly
 from headmovies.sweeps import sweep as S
 from headmovies.sweeps.sweep_rows import ROWS_FILE, read_sweep_rows
 from headmovies.train.orbits.config import OrbitConfig
@@ -44,7 +45,7 @@ def test_a_fork_equals_the_run_from_scratch(tmp_path):
     assert_same_run_files(fork, scratch)
     with h5py.File(fork, "r") as f:
         assert json.loads(f.attrs["forked_from"]) == {"run": "src.h5", "epoch": 120}
-        assert json.loads(f.attrs["config"]) == loop.config_dict(cfg(**ADDITIONS)) and runfile.is_complete(f)
+        assert json.loads(f.attrs["config"]) == config.config_dict(cfg(**ADDITIONS)) and runfile.is_complete(f)
     # the same weights up to the fork, others after it: the additions act only from there
     for k, v in weights_at(src, 120).items():
         np.testing.assert_array_equal(v, weights_at(fork, 120)[k])
@@ -68,7 +69,7 @@ def test_a_fork_stopped_early_resumes_bit_for_bit(tmp_path):
 def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
     src, out = tmp_path / "src.h5", tmp_path / "out.h5"
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, stop_at=80)    # not yet at the fork
-    with pytest.raises(loop.ForkTooEarly, match=r"no snapshot at epoch 120, where this run forks \(it ends at "
+    with pytest.raises(ForkTooEarly, match=r"no snapshot at epoch 120, where this run forks \(it ends at "
                                                 r"epoch 80\)"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=src)
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, resume=True)

@@ -1,27 +1,67 @@
-"""The house: every experiment is complete in every layer, and rendering never loads torch."""
+"""The house: every experiment is complete in every layer, layers import downward only (training
+never loads rendering, sweeps or commands; rendering never loads torch), and only
+headmovies/runfile/ imports h5py or indexes a run file's groups."""
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import headmovies
 from headmovies import tasks
 
-RENDER_PARTS = ("figures", "movie", "summary")      # docs/extending.md
+PACKAGE = Path(headmovies.__file__).parent
 COMMAND_API = ("NAME", "HELP", "add_arguments", "run")
 SUMMARY_API = ("sweep_summary", "SWEEP_OUTCOME")               # what `headmovies sweep` calls per run
+# Each family's parts (docs/extending.md): path under headmovies/ -> the names it must define.
+# "train/{family}" is a module or a package.
+FAMILY_PARTS = {"tasks/{family}.py": ("EXPERIMENTS",), "train/{family}": ("TASKS", "BATCHING"),
+                "render/{family}/figures.py": (), "render/{family}/movie.py": (),
+                "render/{family}/summary.py": SUMMARY_API, "commands/{family}.py": COMMAND_API}
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """Names a module defines at its top level (def, class, assignment, import)."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def missing_parts(root: Path, family: str) -> list[str]:
+    """What the experiment family `family` lacks in the package folder `root` (a headmovies/):
+    each missing file as its path under `root`, each missing name as 'path: NAME'; [] when the
+    family is complete (FAMILY_PARTS)."""
+    missing = []
+    for pattern, names in FAMILY_PARTS.items():
+        part = pattern.format(family=family)
+        path = root / part
+        if part.startswith("train/"):
+            path = next((p for p in (path.with_suffix(".py"), path / "__init__.py") if p.is_file()), None)
+        if path is None or not path.is_file():
+            missing.append(part)
+            continue
+        defined = _top_level_names(path)
+        missing += [f"{part}: {name}" for name in names if name not in defined]
+    return missing
 
 
 def test_every_registered_experiment_has_every_part():
     """A family in tasks/ names its experiments; each is registered by train/<family>(.py or /) with a
-    Config, and render/<family>/ has figures, movie and summary (with the sweep's summary of a run,
-    named in the sweeps' registry); commands/<family>.py has the command API."""
+    Config; `missing_parts` finds all of its parts: render/<family>/ figures, movie and summary
+    (with the sweep's summary of a run, named in the sweeps' registry), commands/<family>.py
+    with the command API."""
     from headmovies.sweeps import registry
     from headmovies.train import experiments
     from headmovies.train.config import TrainConfig
@@ -33,30 +73,120 @@ def test_every_registered_experiment_has_every_part():
         family = families[name]
         assert f"{cls.__module__}.".startswith(f"headmovies.train.{family}."), (name, cls.__module__)
         assert cls.Config is not TrainConfig and cls.description, name
+    assert len(tasks.families()) >= 3
     for family in tasks.families():
-        for part in RENDER_PARTS:
-            importlib.import_module(f"headmovies.render.{family}.{part}")
+        assert missing_parts(PACKAGE, family) == [], family
         command = importlib.import_module(f"headmovies.commands.{family}")
-        assert all(hasattr(command, attr) for attr in COMMAND_API), family
+        assert callable(command.run) and callable(command.add_arguments), family
         summary = importlib.import_module(f"headmovies.render.{family}.summary")
-        assert all(hasattr(summary, attr) for attr in SUMMARY_API), family
         assert callable(summary.sweep_summary) and isinstance(summary.SWEEP_OUTCOME, str), family
         assert registry.SUMMARIES[family] == (summary.sweep_summary, summary.SWEEP_OUTCOME), family
     assert set(registry.SUMMARIES) == set(tasks.families())
 
 
-def test_a_family_missing_a_part_is_caught(monkeypatch):
-    """The check above fails when a family lacks its render package (a fourth experiment added
-    to tasks/ only)."""
-    monkeypatch.setattr(tasks, "families", lambda: ["orbits", "no_such_family"])
-    with pytest.raises(ModuleNotFoundError):
-        for family in tasks.families():
-            importlib.import_module(f"headmovies.commands.{family}")
+def test_a_family_missing_a_part_is_caught(tmp_path):
+    """`missing_parts` on a planted package: a fourth family added to tasks/ only lacks every
+    other part; with stubs of each part it lacks exactly the names they leave out; complete, nothing."""
+    def write(part: str, text: str) -> None:
+        (tmp_path / part).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / part).write_text(text, encoding="utf-8")
+    write("tasks/fourth.py", 'EXPERIMENTS = ("fourth",)\n')
+    assert missing_parts(tmp_path, "fourth") == ["train/fourth", "render/fourth/figures.py", "render/fourth/movie.py",
+                                                 "render/fourth/summary.py", "commands/fourth.py"]
+    write("train/fourth/__init__.py", "from headmovies.train.fourth.task import TASKS\nBATCHING = {}\n")  # a package
+    for part in ("figures", "movie"):
+        write(f"render/fourth/{part}.py", "")
+    write("render/fourth/summary.py", "def sweep_summary(run):\n    return {}\n")
+    write("commands/fourth.py", 'NAME = HELP = "fourth"\nfrom argparse import ArgumentParser as add_arguments\n')
+    assert missing_parts(tmp_path, "fourth") == ["render/fourth/summary.py: SWEEP_OUTCOME", "commands/fourth.py: run"]
+    write("render/fourth/summary.py", "SWEEP_OUTCOME: str = 'what the labels mean'\ndef sweep_summary(run): ...\n")
+    write("commands/fourth.py", 'NAME, HELP = "fourth", "help"\ndef add_arguments(p): ...\ndef run(args): ...\n')
+    assert missing_parts(tmp_path, "fourth") == []
 
 
 def _modules(package: str) -> list[str]:
     pkg = importlib.import_module(package)
     return [m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{package}.")]
+
+
+def test_training_never_imports_rendering_sweeps_or_commands():
+    """Import every module of headmovies.train in a fresh interpreter: no module of
+    headmovies.render, headmovies.sweeps or headmovies.commands (nor the CLI) gets loaded."""
+    mods = _modules("headmovies.train")
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in mods)
+            + "bad = sorted(m for m in sys.modules if m.startswith(('headmovies.render', 'headmovies.sweeps', "
+            + "'headmovies.commands')) or m == 'headmovies.cli')\n"
+            + "assert 'headmovies.train.loop' in sys.modules\nassert not bad, bad\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert {"headmovies.train.loop", "headmovies.train.checkpoints", "headmovies.train.resume",
+            "headmovies.train.fork", "headmovies.train.batch_loop"} <= set(mods)
+
+
+GROUP_CONSTANTS = {"SNAPSHOTS", "METRICS", "SPLIT", "COMPLETE"}        # runfile.schema's group names
+GROUP_PATH = re.compile(r"^/?(snapshots|metrics|split|complete)(/|$)")
+
+
+def runfile_breaches(root: Path) -> list[str]:
+    """'path:line: what' (path under `root`, a headmovies/ folder) for each place outside
+    root/runfile/ that imports h5py (an import statement, `__import__` or `import_module`) or
+    indexes a run file's groups: `run.f[...]` (a Run's open file), a subscript by a group
+    constant (`f[runfile.SNAPSHOTS]`) or by a group path (`f["metrics/train_acc"]`)."""
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("runfile/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=rel)):
+            what = None
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "h5py" for a in node.names):
+                what = "imports h5py"
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "h5py":
+                what = "imports h5py"
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and str(node.args[0].value).split(".")[0] == "h5py" \
+                    and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("__import__", "import_module"):
+                what = "imports h5py"
+            elif isinstance(node, ast.Subscript):
+                key = node.slice
+                if isinstance(node.value, ast.Attribute) and node.value.attr == "f":
+                    what = "indexes a run file's groups"
+                elif getattr(key, "attr", getattr(key, "id", None)) in GROUP_CONSTANTS:
+                    what = "indexes a run file's groups"
+                elif isinstance(key, ast.Constant) and isinstance(key.value, str) and GROUP_PATH.match(key.value) \
+                        and "/" in key.value:
+                    what = "indexes a run file's groups"
+            if what:
+                found.add((rel, node.lineno, what))
+    return [f"{rel}:{line}: {what}" for rel, line, what in sorted(found)]
+
+
+def test_only_the_runfile_package_touches_hdf5():
+    """No module outside headmovies/runfile/ imports h5py or indexes a run file's groups."""
+    assert runfile_breaches(PACKAGE) == []
+    assert len(list(PACKAGE.rglob("*.py"))) > 60              # the scan saw the whole package
+
+
+def test_the_hdf5_scan_catches_a_planted_module(tmp_path):
+    """`runfile_breaches` on a planted package reports each way of reaching into HDF5 outside
+    runfile/, by line, and nothing inside runfile/ or in look-alikes (attrs, dict keys)."""
+    (tmp_path / "render").mkdir()
+    (tmp_path / "runfile").mkdir()
+    (tmp_path / "render" / "bad.py").write_text(
+        "import numpy, h5py.h5f\n"                                    # 1
+        "from h5py import File\n"                                     # 2
+        "lib = __import__('h5py')\n"                                  # 3
+        "import importlib; importlib.import_module('h5py')\n"         # 4
+        "shape = run.f['snapshots']['W_Q'].shape\n"                   # 5
+        "epochs = f[runfile.SNAPSHOTS]['epoch']\n"                    # 6
+        "acc = f['metrics/train_acc'][-1]\n"                          # 7
+        "ok = run.f.attrs['created'], row['metrics'], st['snapshots'], cfg.MAX_SNAPSHOTS\n",  # 8: no breach
+        encoding="utf-8")
+    (tmp_path / "runfile" / "schema.py").write_text("import h5py\nepochs = f['snapshots/epoch']\n", encoding="utf-8")
+    assert runfile_breaches(tmp_path) == [
+        "render/bad.py:1: imports h5py", "render/bad.py:2: imports h5py", "render/bad.py:3: imports h5py",
+        "render/bad.py:4: imports h5py", "render/bad.py:5: indexes a run file's groups",
+        "render/bad.py:6: indexes a run file's groups", "render/bad.py:7: indexes a run file's groups"]
 
 
 def test_rendering_never_imports_torch():

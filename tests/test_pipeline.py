@@ -26,7 +26,8 @@ from headmovies.train.orbits.losses import eq_loss, orbit_gather_index
 from headmovies.train.orbits.model import AttentionLayer
 from headmovies.train.orbits.task import OrbitTask
 from headmovies.train.schedule import snapshot_epochs
-from headmovies.train.loop import checkpoint_path, train
+from headmovies.runfile.checkpoint import checkpoint_path
+from headmovies.train.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["p=5", "n_heads=3", "d_model=8", "d_head=2", "early_every=10", "switch_epoch=30", "late_every=20",

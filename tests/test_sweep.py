@@ -23,6 +23,7 @@ from headmovies.errors import RunFileError, UserError
 from headmovies.runfile.reader import Run
 from headmovies.render.orbits import summary as orbits_summary
 from headmovies.render.orbits.check import run_report
+from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.train import config, loop
 from headmovies.sweeps import plan as P
 from headmovies.sweeps import report as sweep_report
@@ -123,7 +124,7 @@ def test_batch_loop_writes_the_run_files_and_checkpoints_of_single_runs(tmp_path
     for s, cfg in zip((0, 1), cfgs):
         loop.train("orbits", cfg, tmp_path / f"s{s}.h5", progress=False)
         assert_same_run_files(tmp_path / f"b{s}.h5", tmp_path / f"s{s}.h5")
-        a, b = (torch.load(loop.checkpoint_path(tmp_path / f"{k}{s}.h5"), weights_only=False) for k in "bs")
+        a, b = (torch.load(checkpoint_path(tmp_path / f"{k}{s}.h5"), weights_only=False) for k in "bs")
         assert a["epoch"] == b["epoch"] == 40 and a["config"] == b["config"]
         assert torch.equal(a["torch_rng"], b["torch_rng"])
         assert torch.equal(a["task"]["generator"], b["task"]["generator"])
@@ -291,7 +292,7 @@ def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_p
         with runfile.open_for_reading(out / f"seed{seed}.h5") as f:
             epochs = f["snapshots/epoch"][:]
         assert len(epochs) >= 4               # stopped at a snapshot, with its checkpoint: nothing to retrain
-        assert torch.load(loop.checkpoint_path(out / f"seed{seed}.h5"), weights_only=False)["epoch"] == epochs[-1]
+        assert torch.load(checkpoint_path(out / f"seed{seed}.h5"), weights_only=False)["epoch"] == epochs[-1]
 
 
 def test_ctrl_c_in_a_terminal_stops_a_two_worker_sweep_without_tracebacks(tmp_path):

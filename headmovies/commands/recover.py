@@ -27,8 +27,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import h5py
-
     from headmovies import runfile
     from headmovies.runfile.lock import RunLock, holder
     from headmovies.runfile.writer import clean_copy
@@ -36,12 +34,9 @@ def run(args: argparse.Namespace) -> int:
     with runfile.open_for_reading(src) as f:               # one line if missing or not a run file
         complete, experiment = runfile.is_complete(f), str(f.attrs["experiment"])
     if out is None or out.resolve() == src.resolve():
-        try:
-            h5py.File(src, "r").close()
+        if runfile.is_closed_cleanly(src):
             print(f"{src} is already closed cleanly: any HDF5 tool opens it")
             return 0
-        except OSError:
-            pass
         with RunLock(src, hint="wait for it to finish, or write a copy with --out CLEAN.h5"):
             count = clean_copy(src, src)
         where = f"{src} (replaced in place)"

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.threads <= MAX_THREADS:
         raise UserError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
     import torch
-    from headmovies.train import config, experiments, loop
+    from headmovies.train import config, experiments, loop, reuse
     from headmovies.sweeps.backend_local import default_workers
     torch.set_num_threads(args.threads)
     task_cls = experiments.get(args.experiment)
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--reuse chooses by itself whether to keep, continue or replace the run: give it without "
                         f"{others}")
     if args.reuse:
-        plan = loop.reuse_plan(out, cfg)
+        plan = reuse.reuse_plan(out, cfg)
         if plan == "reuse":
             print(f"{out}: complete run with this config, reused (pass --force instead of --reuse to train anew)")
             return 0

@@ -45,13 +45,8 @@ class Run:
         """Pick up snapshots appended by a live writer (SWMR): epochs first, then weights.
         Trailing snapshots with non-finite weights (a diverged run) are left out, with one
         warning line; RunFileError if no snapshot is left."""
+        count = schema.snapshot_count(self.f, refresh=True)
         ep = self.f[SNAPSHOTS][EPOCH]
-        ep.refresh()
-        count = ep.shape[0]
-        for name in self.weight_names:
-            ds = self.f[SNAPSHOTS][name]
-            ds.refresh()
-            count = min(count, ds.shape[0])  # defensive: a snapshot is complete only when all agree
         if count == 0:
             raise RunFileError(f"{self.path} holds no snapshot yet")
         finite = self._finite_count(count)
@@ -84,6 +79,12 @@ class Run:
     @property
     def weight_names(self) -> list[str]:
         return schema.weight_names(self.f)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The shape of weight `name` in one snapshot, e.g. (n_heads, d_model, d_head) for W_Q
+        (TransformerLens order); RunFileError if the run lacks it."""
+        self.require(name)
+        return tuple(int(d) for d in self.f[SNAPSHOTS][name].shape[1:])
 
     def __len__(self) -> int:
         return len(self.epochs)

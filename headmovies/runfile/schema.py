@@ -14,8 +14,9 @@ Layout (schema version 1; docs/run-file.md):
 
 Every dataset is created before SWMR mode is switched on; each snapshot is appended by
 `resize`, write, `flush`, so a reader that opens with `swmr=True` and `refresh`es sees only
-complete snapshots (h5py's SWMR recipe). A run killed mid-write must be opened with
-`swmr=True` (HDF5 leaves its "open for write" flag set); `open_for_reading` does that.
+complete snapshots (h5py's SWMR recipe); `snapshot_count` is the one rule that counts them.
+A run killed mid-write must be opened with `swmr=True` (HDF5 leaves its "open for write" flag
+set); `open_for_reading` does that.
 """
 from __future__ import annotations
 
@@ -104,6 +105,61 @@ def read_config(f: h5py.File) -> dict:
 def weight_names(f: h5py.File) -> list[str]:
     """Names of the stored weights, e.g. ['W_E', 'W_K', 'W_O', 'W_Q', 'W_U', 'W_V']."""
     return sorted(k for k in f[SNAPSHOTS].keys() if k != EPOCH)
+
+
+def snapshot_count(f: h5py.File, refresh: bool = False) -> int:
+    """The number of complete snapshots: the rule every reader and copier of a run file follows.
+
+    A snapshot is complete once its epoch is written (the writer appends weights first, epoch
+    last), and no more are counted than any weight holds (defensive). A file opened just now
+    sees what the writer has flushed; a long-lived SWMR reader passes `refresh=True` to pick up
+    a live writer's appends since (each dataset refreshed, the epochs before the weights). No
+    other handle to these datasets may be open during a refresh: HDF5 misreads through it after.
+    """
+    snaps = f[SNAPSHOTS]
+    ep = snaps[EPOCH]
+    if refresh:
+        ep.refresh()
+    count = ep.shape[0]
+    for name in weight_names(f):
+        ds = snaps[name]
+        if refresh:
+            ds.refresh()
+        count = min(count, ds.shape[0])
+    return count
+
+
+def snapshot_epochs(f: h5py.File) -> np.ndarray:
+    """The epochs of the complete snapshots (`snapshot_count`), int64 [T], ascending."""
+    count = snapshot_count(f)
+    return f[SNAPSHOTS][EPOCH][:count]
+
+
+def read_snapshot(f: h5py.File, epoch: int) -> dict[str, np.ndarray] | None:
+    """The weights of the complete snapshot at `epoch`, float32 arrays by name (e.g.
+    {'W_Q': [n_heads, d_model, d_head], ...}), or None when `f` holds no complete snapshot there."""
+    where = np.flatnonzero(snapshot_epochs(f) == epoch)
+    if not len(where):
+        return None
+    t = int(where[0])
+    return {name: f[SNAPSHOTS][name][t] for name in weight_names(f)}
+
+
+def library_versions() -> dict[str, str]:
+    """{'numpy': ..., 'h5py': ...}: the versions of the libraries that write the file, for the
+    root attribute `versions` (the trainer adds its own)."""
+    return {"numpy": np.__version__, "h5py": h5py.__version__}
+
+
+def is_closed_cleanly(path: str | os.PathLike) -> bool:
+    """True when `path` opens without SWMR, as any HDF5 tool opens it (h5ls, h5dump, a plain
+    h5py.File); False for a live or killed run (HDF5's "open for write" flag is set) or a file
+    HDF5 cannot open."""
+    try:
+        h5py.File(path, "r").close()
+    except OSError:
+        return False
+    return True
 
 
 def read_split(f: h5py.File) -> dict[str, np.ndarray]:

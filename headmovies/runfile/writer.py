@@ -66,10 +66,9 @@ def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None 
     """Copy root attributes, /split and every complete snapshot and metric record of `src` (up to
     and including `keep_through_epoch`, or all) into the empty file `dst`, datasets growable as
     the writer makes them; /complete is copied (all records) or cleared. Returns the snapshot count."""
-    epochs = src[SNAPSHOTS][EPOCH][()]
+    epochs = schema.snapshot_epochs(src)             # the complete snapshots only
     limit = np.inf if keep_through_epoch is None else keep_through_epoch
     keep = int(np.searchsorted(epochs, limit, side="right"))
-    keep = min([keep] + [ds.shape[0] for ds in src[SNAPSHOTS].values()])
     last = epochs[keep - 1] if keep else -1          # metrics only of the snapshots kept
     keep_m = int(np.searchsorted(src[METRICS][EPOCH][()], last, side="right")) if METRICS in src else 0
     for key, value in src.attrs.items():

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from headmovies import runfile
 from headmovies.errors import RunFileError, UserError, warn
-from headmovies.train import loop
-from headmovies.train.config import TrainConfig
+from headmovies.runfile.checkpoint import checkpoint_path
+from headmovies.train.config import TrainConfig, changed_keys, config_dict
+from headmovies.train.reuse import run_status
 
 SETTINGS_FILE = "sweep.json"      # the experiment and its fixed settings, checked on every rerun
 
@@ -27,10 +28,10 @@ def refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
     except RunFileError:
         warn(f"{path} is not a readable run file (killed while being created?): training it anew")
         return
-    if loop.run_status(path) != "complete" and not loop.checkpoint_path(path).exists():
+    if run_status(path) != "complete" and not checkpoint_path(path).exists():
         return
-    new = loop.config_dict(cfg)
-    diff = loop.changed_keys(old, new)
+    new = config_dict(cfg)
+    diff = changed_keys(old, new)
     if not diff:
         return
     shown = ", ".join(f"{k}={old.get(k, '(absent)')} (this sweep: {new.get(k, '(absent)')})" for k in diff[:4])
@@ -64,7 +65,7 @@ def settings_error(out: Path, experiment: str, settings: dict) -> UserError:
     if old.get("experiment") != experiment:
         return UserError(f"{out} holds a sweep of {old.get('experiment')}, not {experiment}: choose a new --out")
     was, now = old.get("settings") or {}, json.loads(json.dumps(settings))
-    keys = loop.changed_keys(was, now)
+    keys = changed_keys(was, now)
     diff = ", ".join(f"{k}={was.get(k, '(unset)')} there, {now.get(k, '(unset)')} here" for k in keys)
     return UserError(f"{out} holds a sweep of {experiment} with other fixed settings ({diff}): rerun with its "
                      f"--set/--config values, or choose a new --out")

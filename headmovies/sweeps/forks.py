@@ -7,8 +7,9 @@ from pathlib import Path
 
 from headmovies.errors import UserError
 from headmovies.sweeps.sweep_rows import ROWS_FILE, latest, read_sweep_rows
-from headmovies.train import experiments, loop
-from headmovies.train.config import TrainConfig
+from headmovies.train import experiments
+from headmovies.train.config import TrainConfig, config_dict
+from headmovies.train.fork import ForkTooEarly, fork_check, fork_epoch
 
 
 def fork_source(experiment: str, cfg: TrainConfig, folder: Path, name: str, sources: dict | None,
@@ -19,12 +20,12 @@ def fork_source(experiment: str, cfg: TrainConfig, folder: Path, name: str, sour
     when there is none (missing, or not that far yet). UserError when runs of `cfg` cannot fork
     at all, for --stop-at before the fork, or when no candidate fits but one was refused (another
     first phase, extended, damaged): the reason of the first refusal."""
-    epoch = loop.fork_epoch(experiment, cfg)
+    epoch = fork_epoch(experiment, cfg)
     if stop_at is not None and stop_at <= epoch:
         raise UserError(f"--stop-at {stop_at:,} is not after the fork at epoch {epoch:,}; a screen before the fork "
                         "has nothing to fork")
     keys = set(experiments.get(experiment).FORK_KEYS)
-    mine = loop.config_dict(cfg)
+    mine = config_dict(cfg)
     same_seed = [folder / r["file"] for r in (sources or {}).get(cfg.seed, [])
                  if r.get("file") and all(v == mine.get(k) for k, v in (r.get("config") or {}).items() if k not in keys)
                  and set(r.get("config") or {}) == set(mine)]
@@ -34,8 +35,8 @@ def fork_source(experiment: str, cfg: TrainConfig, folder: Path, name: str, sour
         if not src.exists():
             continue
         try:
-            loop.fork_check(experiment, cfg, src)
-        except loop.ForkTooEarly:
+            fork_check(experiment, cfg, src)
+        except ForkTooEarly:
             continue
         except UserError as exc:        # of another first phase, extended, damaged: try the others
             refused = refused or exc

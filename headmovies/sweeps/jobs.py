@@ -19,6 +19,7 @@ from headmovies.errors import UserError
 from headmovies.interrupts import interrupts_in_pool_jobs
 from headmovies.sweeps.plan import Job, PlannedRun
 from headmovies.train import loop
+from headmovies.train.config import config_dict
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
@@ -64,7 +65,7 @@ def make_row(experiment: str, r: PlannedRun, seconds: float, batch: int, error: 
             row["status"] = "stopped"   # at --stop-at: the summary is of that snapshot; a rerun without it continues
     if error is not None:
         row["status"], row["error"] = "failed", one_line(error)
-    row.update(seconds=round(seconds, 2), batch=batch, host=socket.gethostname(), config=loop.config_dict(r.cfg))
+    row.update(seconds=round(seconds, 2), batch=batch, host=socket.gethostname(), config=config_dict(r.cfg))
     return row
 
 

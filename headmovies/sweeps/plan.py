@@ -5,7 +5,7 @@ config, file and action, and the jobs that train them.
     (named from both: `seed3-eq_weight10.h5`) -> Jobs (new runs in batches where their configs
     allow, every other run alone)
 
-A run's action comes from what DIR already holds (`loop.reuse_plan`, as `train --reuse` does):
+A run's action comes from what DIR already holds (`reuse.reuse_plan`, as `train --reuse` does):
 'skip' a run complete and recorded, 'record' one complete but not in sweep.jsonl, 'resume' an
 incomplete one from its checkpoint, train a 'new' one. The folder's recorded settings and run
 files are checked first (`folder`); a new run may fork from another sweep's run (`forks`).
@@ -27,6 +27,8 @@ from headmovies.sweeps.forks import fork_source, source_rows
 from headmovies.sweeps.sweep_rows import ROWS_FILE, read_sweep_rows
 from headmovies.train import config, experiments, loop
 from headmovies.train.config import TrainConfig
+from headmovies.train.fork import fork_epoch
+from headmovies.train.reuse import reuse_plan
 
 MAX_SEEDS = 1_000_000             # one sweep's seeds; a typo like 0-99999999999 fails at once
 
@@ -125,7 +127,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
     grid point), two grid points with one name, or a DIR holding another sweep.
 
     `fork_from`: the folder of another sweep; a new run forks from its run of the same name when
-    that run has reached the fork epoch (`loop.fork_check`), else trains from scratch. ConfigError
+    that run has reached the fork epoch (`fork.fork_check`), else trains from scratch. ConfigError
     when a source's config differs in what acts before the fork."""
     task_cls = experiments.get(experiment)
     if "seed" in sets or (toml and "seed" in toml):
@@ -170,7 +172,7 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
                     if run.action == "new":
                         run.fork_from = fork_source(experiment, cfg, Path(fork_from).absolute(), name, sources, stop_at)
                     else:
-                        loop.fork_epoch(experiment, cfg)
+                        fork_epoch(experiment, cfg)
                 except UserError as exc:
                     raise _at_point(exc, point) from None
             runs.append(run)
@@ -189,10 +191,10 @@ def _at_point(exc: UserError, point: dict) -> UserError:
 
 
 def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None = None) -> str:
-    plan = loop.reuse_plan(path, cfg)
+    plan = reuse_plan(path, cfg)
     if plan == "new":
         refuse_overwrite(path, cfg)
-    same = row is not None and row.get("config") == loop.config_dict(cfg)
+    same = row is not None and row.get("config") == config.config_dict(cfg)
     if plan == "reuse":
         return "skip" if same and row.get("status") == "done" else "record"
     if plan == "resume" and stop_at is not None and same and row.get("status") == "stopped":
@@ -208,12 +210,12 @@ def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None 
 def _runs_match(out: Path, base: TrainConfig, runs: list[PlannedRun]) -> bool:
     """Every run file in `out` (at least one) has the config this sweep gives it: a planned run's
     exactly, or, for a run of another seed, `base` with one of this grid's values for each grid key."""
-    planned = {r.path.name: loop.config_dict(r.cfg) for r in runs}
+    planned = {r.path.name: config.config_dict(r.cfg) for r in runs}
     grid_values: dict[str, list] = {}
     for r in runs:
         for k, v in json.loads(json.dumps(r.grid)).items():
             grid_values.setdefault(k, []).append(v)
-    want = loop.config_dict(base)
+    want = config.config_dict(base)
     files = sorted(out.glob("*.h5"))
     for path in files:
         try:

@@ -8,7 +8,7 @@ cluster, one ordinary run file per run (docs/sweeps.md).
 
 Each run file is named from its seed and grid point (`seed3-eq_weight10.h5`). Rerunning the
 same command skips runs that are complete and recorded, records complete ones that are not,
-resumes incomplete ones from their checkpoints and trains the rest anew (`loop.reuse_plan`, as
+resumes incomplete ones from their checkpoints and trains the rest anew (`reuse.reuse_plan`, as
 `train --reuse` does); a changed grid adds only its new runs. A row's summary comes from the
 rendering side reading the finished run file: `render/<family>/summary.py::sweep_summary`,
 named in `registry`.

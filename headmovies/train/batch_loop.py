@@ -15,9 +15,11 @@ import numpy as np
 
 from headmovies.errors import UserError
 from headmovies.interrupts import deferred_signals
-from headmovies.train import experiments, loop
+from headmovies.train import experiments, loop, new_run
+from headmovies.train.checkpoints import save_checkpoint
 from headmovies.train.config import TrainConfig
 from headmovies.train.schedule import config_schedule
+from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.lock import RunLock
 from headmovies.runfile.writer import RunWriter
 
@@ -45,10 +47,10 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
     locks = []
     try:
         for i, out in enumerate(outs):              # as loop.train: one writer per run file
-            loop.check_out_path(out)
+            new_run.check_out_path(out)
             locks.append(RunLock(out, hint="wait for it to finish").acquire())
             view = batch.views[i]
-            writers.append(loop.new_run(experiment, view.cfg, view, out, batch.torch_rng(i)))
+            writers.append(new_run.create(experiment, view.cfg, view, out, batch.torch_rng(i)))
         stopping = False
         with deferred_signals() as signals:      # Ctrl-C: stop at the next snapshot (loop.train)
             last_ckpt = time.monotonic()
@@ -73,9 +75,9 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
                         writer.close()
                         writers[i] = None
                     elif save:
-                        loop._save_checkpoint(loop.checkpoint_path(outs[i]), view, epoch,
-                                              f"{outs[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
-                                              batch.torch_rng(i))
+                        save_checkpoint(checkpoint_path(outs[i]), view, epoch,
+                                        f"{outs[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
+                                        batch.torch_rng(i))
                 if save:
                     last_ckpt = time.monotonic()
                 if stopping and epoch < cfg.epochs:      # at the last epoch: mark the runs complete first

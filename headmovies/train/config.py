@@ -7,6 +7,7 @@ against the dataclass annotations; a bad key or value raises `ConfigError` (one 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import tomllib
 import typing
@@ -150,3 +151,15 @@ def describe(cls: type) -> str:
     defaults = cls()
     return "\n".join(f"  {k} ({t.__name__}, default {getattr(defaults, k)!r})"
                      for k, t in field_types(cls).items())
+
+
+def config_dict(cfg) -> dict:
+    """The config as the run file stores it (root attribute `config`): a JSON round trip of the
+    dataclass, so tuples become lists and a dict compares equal to one read back from a file."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True))
+
+
+def changed_keys(old: dict, new: dict) -> list[str]:
+    """Sorted keys whose values differ between two config dicts (a key missing from one differs)."""
+    missing = object()
+    return sorted(k for k in set(old) | set(new) if old.get(k, missing) != new.get(k, missing))

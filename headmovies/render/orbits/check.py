@@ -395,8 +395,8 @@ def group_of(run: "Run") -> tuple[int, int]:
         raise RunFileError(f"{run.path} ({run.experiment}) has no group data (n, m): the orbit check needs a "
                            "run of a C_n-symmetric experiment such as orbits")
     run.require(*CIRCUIT_NAMES)
-    shape_e = run.f["snapshots"]["W_E"].shape[1:]
-    shape_u = run.f["snapshots"]["W_U"].shape[1:]
+    shape_e = run.shape("W_E")
+    shape_u = run.shape("W_U")
     if shape_e[0] != run.n or shape_u[-1] != run.n:
         raise RunFileError(f"{run.path}: the orbit check needs {run.n} tokens and {run.n} output classes (C_{run.n}); "
                            f"W_E is {shape_e}, W_U is {shape_u}")

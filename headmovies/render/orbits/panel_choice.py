@@ -183,7 +183,7 @@ def check_panels(run: Run, panels: Sequence[Panel]) -> tuple[int, int]:
     if not panels:
         raise UserError("no panels given")
     n, m = require_group(run)
-    shapes = {name: run.f["snapshots"][name].shape[1:] for name in run.weight_names}
+    shapes = {name: run.shape(name) for name in run.weight_names}
     for panel in panels:
         names = CIRCUIT_WEIGHTS[panel.circuit]
         missing = [w for w in names if w not in shapes]

@@ -187,8 +187,8 @@ class ViewerData:
                                                       self.n, self.m)
         check_panels(run, self.panels)
         self.tol, self.dead_tol, self.trail_epochs = tol, dead_tol, trail_epochs
-        self.n_heads = int(run.f["snapshots"]["W_Q"].shape[1])
-        self.d_head = int(run.f["snapshots"]["W_Q"].shape[-1])
+        self.n_heads = int(run.shape("W_Q")[0])
+        self.d_head = int(run.shape("W_Q")[-1])
         self.info = RunInfo.of(run)
         self.history: OrbitHistory | None = None
         self.chunks: list[Chunk] = []

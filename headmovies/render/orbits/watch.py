@@ -81,7 +81,7 @@ class Follower:
         if self.run is not None:
             self.run.close()
         self.run, self.inode = run, inode
-        self.identity = f"{run.f.attrs['created']}|{self.run.f['snapshots']['W_Q'].shape[1:]}"
+        self.identity = f"{run.f.attrs['created']}|{self.run.shape('W_Q')}"
 
     def _replaced(self) -> bool:
         try:

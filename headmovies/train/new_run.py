@@ -1,0 +1,92 @@
+"""A new run file: its `--out` path checked, its root attributes, and its first snapshot
+written with its checkpoint, so that the run file never exists without one (docs/run-file.md).
+Used by the training loop (`loop.train`) and by batched training (`batch_loop.train_batch`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from headmovies import disk, runfile
+from headmovies.errors import RunFileError, UserError
+from headmovies.runfile.checkpoint import checkpoint_path
+from headmovies.runfile.writer import RunWriter
+from headmovies.train.checkpoints import save_checkpoint
+from headmovies.train.config import TrainConfig
+from headmovies.train.task import Task
+
+
+def _versions() -> dict:
+    import headmovies
+    return {"headmovies": headmovies.__version__, "python": platform.python_version(), "torch": torch.__version__,
+            **runfile.library_versions()}
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def run_attrs(experiment: str, cfg: TrainConfig, task: Task) -> dict:
+    """Root attributes of a new run file (docs/run-file.md)."""
+    return {"schema_version": runfile.SCHEMA_VERSION, "experiment": experiment,
+            "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True), "seed": cfg.seed,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "versions": json.dumps(_versions(), sort_keys=True), "git_commit": _git_commit(),
+            **task.attrs()}
+
+
+def resume_hint(experiment: str, out: Path) -> str:
+    """What to do after a full disk stopped the run `out` (the end of a DiskFullError)."""
+    return f"free space, then continue with `headmovies train {experiment} --out {out} --resume`"
+
+
+def create(experiment: str, cfg: TrainConfig, task: Task, out: Path,
+           torch_rng: torch.Tensor | None = None) -> RunWriter:
+    """A writer for a new run file at `out` holding the first snapshot, with its checkpoint.
+    Built aside, checkpointed, then renamed over any old run (--force): a failure on the way
+    leaves the old run (or nothing) in place, and `out` never exists without a checkpoint.
+    `torch_rng`: the global torch RNG state to checkpoint (default: the current one)."""
+    writer = RunWriter.create(out, run_attrs(experiment, cfg, task), 0, task.snapshot(), task.evaluate(),
+                              task.split())
+    try:
+        save_checkpoint(checkpoint_path(out), task, 0, f"nothing was written to {out}", torch_rng)
+        writer.publish()
+    except BaseException:
+        writer.discard()
+        raise
+    writer.hint = resume_hint(experiment, out)
+    return writer
+
+
+def check_out_path(out: Path) -> None:
+    """UserError unless `out` can be a run file: its folder exists and is writable, and neither
+    it nor its checkpoint path is a folder."""
+    disk.check_folder(out.parent, may_create=False)
+    for path in (out, checkpoint_path(out)):
+        if path.is_dir():
+            raise UserError(f"{path} is a folder; --out names the run file, e.g. {path / 'run.h5'}")
+
+
+def exists_message(out: Path, experiment: str) -> str:
+    """Why a new run may not be written over the existing file `out` (no --resume or --force),
+    and what to pass instead."""
+    ckpt_path = checkpoint_path(out)
+    try:
+        runfile.open_for_reading(out).close()
+    except RunFileError:
+        return f"{out} exists and is not a readable run file; pass --force to replace it, or choose another --out"
+    if ckpt_path.exists():
+        return f"{out} exists; pass --resume to continue it or --force to replace it"
+    return (f"{out} exists but has no checkpoint ({ckpt_path.name}), so it cannot be resumed: pass --force to "
+            f"replace it, after keeping its snapshots with `headmovies recover {out} --out COPY.h5` if you want them")
