@@ -14,6 +14,7 @@ does not pay, it shows why: per-element work that grows with B, not per-call ove
 --check EPOCHS trains 4 instances for EPOCHS epochs batched and one by one, and prints the
 largest relative weight difference (0 when they are equal bit for bit).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ def configs(sets: dict, n: int) -> list[OrbitConfig]:
 
 def seconds_per_step(step, epoch: int, budget: float) -> float:
     """Mean seconds of step(epoch) over as many calls as fit in `budget` seconds (at least 2)."""
-    step(epoch)                                     # warm up (allocator, first-call paths)
+    step(epoch)  # warm up (allocator, first-call paths)
     calls, t0 = 0, time.perf_counter()
     while calls < 2 or time.perf_counter() - t0 < budget:
         step(epoch)
@@ -44,6 +45,7 @@ def seconds_per_step(step, epoch: int, budget: float) -> float:
 def profile(batch: OrbitBatch, epoch: int, rows: int = 12) -> str:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as prof
+
     batch.step(epoch)
     with prof(activities=[ProfilerActivity.CPU]) as p:
         for _ in range(2):
@@ -71,16 +73,21 @@ def check(sets: dict, epochs: int, device: str) -> None:
             v = view.model.state_dict()[name]
             equal &= torch.equal(w, v)
             worst = max(worst, float((w - v).abs().max() / w.abs().max().clamp_min(1e-30)))
-    print(f"check: 4 instances x {epochs} epochs, batched ({t_batch:.1f} s) vs one by one ({t_single:.1f} s): "
-          f"max relative weight difference {worst:.3g}" + (" (equal bit for bit)" if equal else ""))
+    print(
+        f"check: 4 instances x {epochs} epochs, batched ({t_batch:.1f} s) vs one by one ({t_single:.1f} s): "
+        f"max relative weight difference {worst:.3g}" + (" (equal bit for bit)" if equal else "")
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config key (default: the default)")
     ap.add_argument("--sizes", default="1,4,16,64", help="instances per batch (default 1,4,16,64)")
-    ap.add_argument("--epoch", type=int, help="epoch whose step is timed (default: eq_start + eq_ramp, the "
-                                              "equivariance term at full weight)")
+    ap.add_argument(
+        "--epoch",
+        type=int,
+        help="epoch whose step is timed (default: eq_start + eq_ramp, the equivariance term at full weight)",
+    )
     ap.add_argument("--seconds", type=float, default=3.0, help="time budget per size per round (default 3)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds; the best counts (default 2)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -93,9 +100,11 @@ def main() -> None:
     sizes = [int(b) for b in args.sizes.split(",")]
     cfg = configs(sets, 1)[0]
     epoch = args.epoch or cfg.eq_start + cfg.eq_ramp
-    print(f"config: p={cfg.p} n_heads={cfg.n_heads} d_model={cfg.d_model} d_head={cfg.d_head} residual={cfg.residual}; "
-          f"step of epoch {epoch} (lambda, sequence lengths, mu: {OrbitTask(cfg).schedule(epoch - 1)[2:]}); "
-          f"threads={torch.get_num_threads()} device={args.device}")
+    print(
+        f"config: p={cfg.p} n_heads={cfg.n_heads} d_model={cfg.d_model} d_head={cfg.d_head} residual={cfg.residual}; "
+        f"step of epoch {epoch} (lambda, sequence lengths, mu: {OrbitTask(cfg).schedule(epoch - 1)[2:]}); "
+        f"threads={torch.get_num_threads()} device={args.device}"
+    )
     batches = {b: OrbitBatch(configs(sets, b), args.device) for b in sizes}
     single = OrbitTask(cfg) if args.device == "cpu" else None
     best: dict = {}
@@ -107,8 +116,10 @@ def main() -> None:
     base = best[sizes[0]] / sizes[0]
     print(f"{'B':>8} {'ms/step':>10} {'model-epochs/s/core':>20} {f'vs B={sizes[0]}':>9}")
     if single is not None:
-        print(f"{'single':>8} {best['single'] * 1e3:10.1f} {1 / best['single'] / args.threads:20.1f} "
-              f"{base / best['single']:8.2f}x   (OrbitTask.step)")
+        print(
+            f"{'single':>8} {best['single'] * 1e3:10.1f} {1 / best['single'] / args.threads:20.1f} "
+            f"{base / best['single']:8.2f}x   (OrbitTask.step)"
+        )
     for b in sizes:
         print(f"{b:>8} {best[b] * 1e3:10.1f} {b / best[b] / args.threads:20.1f} {base / (best[b] / b):8.2f}x")
     if args.profile:

@@ -5,6 +5,7 @@
 Times `Task.step` (fresh batch of 256, forward, backward, AdamW) for each variant, after a
 short warm-up, and prints steps/s and the projected time of a 10,000-step run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,10 @@ def main() -> None:
         task.evaluate()
         ev = time.perf_counter() - t1
         rate = args.steps / dt
-        print(f"{name:18s} {rate:7.1f} steps/s  ({1e3 / rate:.2f} ms/step, eval {1e3 * ev:.1f} ms) "
-              f"-> {cfg.epochs} steps in {cfg.epochs / rate:.0f} s  [{args.threads} thread(s)]")
+        print(
+            f"{name:18s} {rate:7.1f} steps/s  ({1e3 / rate:.2f} ms/step, eval {1e3 * ev:.1f} ms) "
+            f"-> {cfg.epochs} steps in {cfg.epochs / rate:.0f} s  [{args.threads} thread(s)]"
+        )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ straightforward loop over shifts and head pairs it replaces.
 
     .venv/bin/python bench/orbit_check.py
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,8 +28,10 @@ def naive_errors(M, R, n, m):
         for h in range(H):
             SM, SR = shift_qk(Mc[h], s), shift_ov(Rc[h], s, m)
             for g in range(H):
-                err[s, h, g] = max(np.linalg.norm(SM - Mc[g]) / np.linalg.norm(Mc[h]),
-                                   np.linalg.norm(SR - Rc[g]) / np.linalg.norm(Rc[h]))
+                err[s, h, g] = max(
+                    np.linalg.norm(SM - Mc[g]) / np.linalg.norm(Mc[h]),
+                    np.linalg.norm(SR - Rc[g]) / np.linalg.norm(Rc[h]),
+                )
     return err
 
 
@@ -42,9 +45,11 @@ def median_time(f, repeat: int) -> float:
 
 
 def main() -> None:
-    cases = [("C_24, 32 random heads", *layer(24, 2, [], n_random=32)[:2], 24),
-             ("C_24, orbits 12+4 and 16 random heads", *layer(24, 2, [12, 4], n_random=16)[:2], 24),
-             ("C_113, 32 random heads", *layer(113, 2, [], n_random=32)[:2], 113)]
+    cases = [
+        ("C_24, 32 random heads", *layer(24, 2, [], n_random=32)[:2], 24),
+        ("C_24, orbits 12+4 and 16 random heads", *layer(24, 2, [12, 4], n_random=16)[:2], 24),
+        ("C_113, 32 random heads", *layer(113, 2, [], n_random=32)[:2], 113),
+    ]
     for name, M, R, n in cases:
         t = median_time(lambda: check_orbits(M, R, n, 2), 20 if n < 50 else 3)
         line = f"{name:40s} check_orbits {1e3 * t:8.2f} ms"

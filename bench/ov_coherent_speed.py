@@ -6,6 +6,7 @@ Times `Task.step` (fresh batch, forward, backward, Adam) for 2 heads x d_head 1 
 d_head 4 at a few batch sizes, and `Task.evaluate` (the exact expectation over all 17,160
 (class, noise multiset) cases of L = 10); prints steps/s and the projected time of a default run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,9 +40,11 @@ def main() -> None:
             t0 = time.perf_counter()
             task.evaluate()
             ev = time.perf_counter() - t0
-            print(f"{heads} head(s) x d_head {d_head}, batch {batch:4d}: {rate:6.0f} steps/s, "
-                  f"evaluate {ev * 1e3:5.1f} ms, {default_epochs} steps ~ {default_epochs / rate:5.1f} s "
-                  f"(+ snapshots)")
+            print(
+                f"{heads} head(s) x d_head {d_head}, batch {batch:4d}: {rate:6.0f} steps/s, "
+                f"evaluate {ev * 1e3:5.1f} ms, {default_epochs} steps ~ {default_epochs / rate:5.1f} s "
+                f"(+ snapshots)"
+            )
 
 
 if __name__ == "__main__":

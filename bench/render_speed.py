@@ -20,6 +20,7 @@ Then, without encoding: per-frame draw time over the run (first vs last quarter:
 the peak of Python allocations (tracemalloc) while streaming a quarter of the run vs all of
 it through the pass and the drawing (flat in run length?). Prints frames/s and the ratios.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 
-from headmovies.render.core.encode import Quality, encode, find_ffmpeg           # noqa: E402
-from headmovies.render.orbits.movie import OrbitMovie                            # noqa: E402
-from headmovies.render.core.panels import PanelFigure, frame_states             # noqa: E402
-from headmovies.render.orbits.panel_choice import SEED_PANELS                      # noqa: E402
-from headmovies.render.orbits.stream import panel_coordinates                       # noqa: E402
-from headmovies.runfile.reader import Run                                   # noqa: E402
+from headmovies.render.core.encode import Quality, encode, find_ffmpeg  # noqa: E402
+from headmovies.render.orbits.movie import OrbitMovie  # noqa: E402
+from headmovies.render.core.panels import PanelFigure, frame_states  # noqa: E402
+from headmovies.render.orbits.panel_choice import SEED_PANELS  # noqa: E402
+from headmovies.render.orbits.stream import panel_coordinates  # noqa: E402
+from headmovies.runfile.reader import Run  # noqa: E402
 
 FPS = 24
 
@@ -55,11 +56,14 @@ def time_ours(states, fig: PanelFigure, out: Path) -> float:
 def time_funcanimation(states, fig: PanelFigure, out: Path, q: Quality) -> float:
     import matplotlib
     from matplotlib.animation import FFMpegWriter, FuncAnimation
+
     matplotlib.rcParams["animation.ffmpeg_path"] = find_ffmpeg(["libx264"])
-    writer = FFMpegWriter(fps=FPS, codec="libx264",
-                          extra_args=["-preset", q.mp4_preset, "-crf", str(q.mp4_crf), "-pix_fmt", "yuv420p"])
-    anim = FuncAnimation(fig.fig, fig.update, frames=states, init_func=lambda: [], blit=False,
-                         cache_frame_data=False, repeat=False)
+    writer = FFMpegWriter(
+        fps=FPS, codec="libx264", extra_args=["-preset", q.mp4_preset, "-crf", str(q.mp4_crf), "-pix_fmt", "yuv420p"]
+    )
+    anim = FuncAnimation(
+        fig.fig, fig.update, frames=states, init_func=lambda: [], blit=False, cache_frame_data=False, repeat=False
+    )
     t0 = time.perf_counter()
     anim.save(str(out / "funcanimation.mp4"), writer=writer, dpi=fig.fig.dpi)
     return time.perf_counter() - t0
@@ -98,8 +102,10 @@ def main() -> None:
         states = list(itertools.islice(movie.states(), T))
         prep = time.perf_counter() - t0
         w, h = movie.figure.size
-        print(f"{run.path}: {T} frames of {w}x{h} px; one pass (read, circuits, projections, orbit check of "
-              f"every snapshot) + looks + trails: {prep:.2f} s ({T / prep:.0f} frames/s)")
+        print(
+            f"{run.path}: {T} frames of {w}x{h} px; one pass (read, circuits, projections, orbit check of "
+            f"every snapshot) + looks + trails: {prep:.2f} s ({T / prep:.0f} frames/s)"
+        )
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
             t_ours = time_ours(states, figure(movie, True), out)
@@ -109,14 +115,17 @@ def main() -> None:
         print(f"  ours (blit, buffer, stdin)   {rate(t_ours):6.1f} frames/s")
         print(f"  ours without blitting        {rate(t_noblit):6.1f} frames/s")
         print(f"  FuncAnimation.save+FFMpeg    {rate(t_fa):6.1f} frames/s")
-        print(f"  ratio ours / FuncAnimation   {t_fa / t_ours:6.2f}x   (no-blit / FuncAnimation "
-              f"{t_fa / t_noblit:.2f}x)")
+        print(
+            f"  ratio ours / FuncAnimation   {t_fa / t_ours:6.2f}x   (no-blit / FuncAnimation {t_fa / t_noblit:.2f}x)"
+        )
 
         fig = figure(movie, True)
         dt = draw_times(states, fig) * 1e3
         q = max(1, T // 4)
-        print(f"  draw only: {1e3 / dt.mean():.0f} frames/s; ms per frame first quarter "
-              f"{np.median(dt[:q]):.1f}, last quarter {np.median(dt[-q:]):.1f} (median)")
+        print(
+            f"  draw only: {1e3 / dt.mean():.0f} frames/s; ms per frame first quarter "
+            f"{np.median(dt[:q]):.1f}, last quarter {np.median(dt[-q:]):.1f} (median)"
+        )
         quarter = stream_peak(run, np.arange(q), fig)
         full = stream_peak(run, np.arange(T), fig)
         print(f"  peak Python allocations streaming {q} snapshots: {quarter:.1f} MB, all {T}: {full:.1f} MB")

@@ -19,6 +19,7 @@ Timings interleave the two trainers (ours, reference, ours, ...) so that load dr
 
     .venv/bin/python bench/train_speed.py [--epochs 30] [--rounds 3] [--threads N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,14 +52,14 @@ class ReferenceTrainer:
 
     def step(self) -> None:
         p = self.cfg.p
-        logits = self.model(self.x_train)                                  # (B, 3, p)
+        logits = self.model(self.x_train)  # (B, 3, p)
         ce = F.cross_entropy(logits.reshape(-1, p), self.y_train.reshape(-1))
-        idx = torch.randint(0, p ** 3, (self.eq_batch,), generator=self.g)
+        idx = torch.randint(0, p**3, (self.eq_batch,), generator=self.g)
         s = torch.randint(1, p, (self.eq_batch, 1), generator=self.g)
         x = self.x_all[idx]
-        lp = self.model(x).log_softmax(-1)                                  # (B, 3, p)
+        lp = self.model(x).log_softmax(-1)  # (B, 3, p)
         lp_s = self.model((x + s) % p).log_softmax(-1)
-        cls = (torch.arange(p)[None, :] - M_SHIFT * s) % p                  # roll_{ms}: out[c] = lp[c - ms]
+        cls = (torch.arange(p)[None, :] - M_SHIFT * s) % p  # roll_{ms}: out[c] = lp[c - ms]
         rolled = torch.gather(lp, 2, cls[:, None, :].expand(-1, 3, -1))
         eq = (lp_s - rolled).pow(2).sum((1, 2)).mean()
         loss = ce + self.cfg.eq_weight * eq
@@ -90,7 +91,7 @@ def main() -> None:
     torch.manual_seed(0)
     overlapped = OrbitTask(cfg)
     overlapped.overlap = True
-    phase1, phase2 = 3000, 12000          # lambda at eq_weight; second phase with its sequence term
+    phase1, phase2 = 3000, 12000  # lambda at eq_weight; second phase with its sequence term
     M, R = (c.detach().requires_grad_() for c in ours.model.circuits())
     x = torch.randint(0, cfg.p, (cfg.eq_seq_batch, 6), generator=torch.Generator().manual_seed(0))
     seq_ours = lambda: seq_eq_loss(M, R, x).backward()
@@ -114,27 +115,44 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.h5"
-        writer = RunWriter.create(path, {"schema_version": 1, "experiment": "bench", "config": {}, "seed": 0,
-                                         "created": "", "versions": {}}, 0, ours.snapshot(), ours.evaluate(),
-                                  ours.split())
+        writer = RunWriter.create(
+            path,
+            {"schema_version": 1, "experiment": "bench", "config": {}, "seed": 0, "created": "", "versions": {}},
+            0,
+            ours.snapshot(),
+            ours.evaluate(),
+            ours.split(),
+        )
         metrics = ours.evaluate()
         t_write = seconds_per_call(lambda: writer.append(0, ours.snapshot(), metrics), 40)
         t_eval = seconds_per_call(ours.evaluate, 10)
         writer.close()
     interval = cfg.early_every * t_ours  # training time between two snapshots (densest part of the schedule)
-    print(f"config: p={cfg.p} n_heads={cfg.n_heads} d_model={cfg.d_model} d_head={cfg.d_head} "
-          f"train_frac={cfg.train_frac} threads={torch.get_num_threads()}")
+    print(
+        f"config: p={cfg.p} n_heads={cfg.n_heads} d_model={cfg.d_model} d_head={cfg.d_head} "
+        f"train_frac={cfg.train_frac} threads={torch.get_num_threads()}"
+    )
     print(f"reference (per-sample, eq term on 4096 inputs): {1 / t_ref:8.1f} epochs/s  ({t_ref * 1e3:7.1f} ms/epoch)")
-    print(f"ours (p^3 grid, eq term on all inputs x shifts): {1 / t_ours:8.1f} epochs/s  ({t_ours * 1e3:7.1f} ms/epoch)")
+    print(
+        f"ours (p^3 grid, eq term on all inputs x shifts): {1 / t_ours:8.1f} epochs/s  ({t_ours * 1e3:7.1f} ms/epoch)"
+    )
     print(f"speed-up: {t_ref / t_ours:.1f}x")
-    print(f"ours, second phase (+ length-6 sequence term, OV-bias penalty): {t_two * 1e3:7.1f} ms/epoch "
-          f"({t_two / t_ours:.2f}x the first phase's)")
-    print(f"ours, second phase overlapped (grid term in a second thread): {t_over * 1e3:7.1f} ms/epoch "
-          f"({t_two / t_over:.2f}x faster than one after the other)")
-    print(f"sequence term forward + backward: {t_seq_ref * 1e3:.2f} ms with advanced indexing, "
-          f"{t_seq * 1e3:.2f} ms with index_select ({t_seq_ref / t_seq:.2f}x)")
-    print(f"streaming: {t_write * 1e3:.2f} ms per snapshot append = {t_write / interval:.2%} of training time "
-          f"at one snapshot per {cfg.early_every} epochs")
+    print(
+        f"ours, second phase (+ length-6 sequence term, OV-bias penalty): {t_two * 1e3:7.1f} ms/epoch "
+        f"({t_two / t_ours:.2f}x the first phase's)"
+    )
+    print(
+        f"ours, second phase overlapped (grid term in a second thread): {t_over * 1e3:7.1f} ms/epoch "
+        f"({t_two / t_over:.2f}x faster than one after the other)"
+    )
+    print(
+        f"sequence term forward + backward: {t_seq_ref * 1e3:.2f} ms with advanced indexing, "
+        f"{t_seq * 1e3:.2f} ms with index_select ({t_seq_ref / t_seq:.2f}x)"
+    )
+    print(
+        f"streaming: {t_write * 1e3:.2f} ms per snapshot append = {t_write / interval:.2%} of training time "
+        f"at one snapshot per {cfg.early_every} epochs"
+    )
     print(f"metrics evaluation: {t_eval * 1e3:.2f} ms per snapshot = {t_eval / interval:.2%} of training time")
 
 

@@ -15,4 +15,5 @@ Data flows one way, and the package is laid out in that order:
 `render/` never imports torch or `train/`. docs/ holds the conventions (docs/math.md) and the
 results; docs/extending.md says what a new experiment adds.
 """
+
 __version__ = "0.2.0"

@@ -1,4 +1,5 @@
 """`python -m headmovies ...` is the `headmovies` command."""
+
 import sys
 
 from headmovies.cli import main

@@ -6,6 +6,7 @@ DESCRIPTION, `add_arguments(parser)` and `run(args) -> int`, and imports what it
 when it runs. Errors users can cause (`UserError`) print as
 one line with exit code 2; Ctrl-C and SIGTERM unwind (temporary files removed) with 130.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,8 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.register("type", Path, _path)     # every `type=Path` argument of every command
-        self.set_defaults(_prog=self.prog)       # the deepest command given, for unrecognized arguments
+        self.register("type", Path, _path)  # every `type=Path` argument of every command
+        self.set_defaults(_prog=self.prog)  # the deepest command given, for unrecognized arguments
 
     def error(self, message: str):
         self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
@@ -52,15 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="headmovies",
         description="Train tiny attention-only transformers into HDF5 run files, and render movies, figures "
-                    "and reports of their heads' QK and OV circuits from those files alone.",
+        "and reports of their heads' QK and OV circuits from those files alone.",
         epilog="Run `headmovies COMMAND --help` for a command's options. Docs: docs/ in the repository. "
-               "Seeds 000, 003 and 004 are the source write-ups the experiments reproduce (docs/experiments.md); "
-               "a run's random seed is its config key `seed` (`--set seed=N`).")
+        "Seeds 000, 003 and 004 are the source write-ups the experiments reproduce (docs/experiments.md); "
+        "a run's random seed is its config key `seed` (`--set seed=N`).",
+    )
     parser.add_argument("--version", action="version", version=f"headmovies {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for mod in COMMANDS:
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            mod.NAME,
+            help=mod.HELP,
+            description=getattr(mod, "DESCRIPTION", mod.HELP),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
@@ -74,11 +80,12 @@ def _interrupt(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        parser = build_parser()              # imports every command: Ctrl-C may come here too
+        parser = build_parser()  # imports every command: Ctrl-C may come here too
         args, extra = parser.parse_known_args(argv)
-        if extra:                            # named by the command they were given to
-            parser.exit(2, f"error: {args._prog}: unrecognized arguments: {' '.join(extra)} "
-                           f"(see `{args._prog} --help`)\n")
+        if extra:  # named by the command they were given to
+            parser.exit(
+                2, f"error: {args._prog}: unrecognized arguments: {' '.join(extra)} (see `{args._prog} --help`)\n"
+            )
         forget_warnings()
         return int(args._run(args) or 0)
     except UserError as exc:
@@ -87,10 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:              # e.g. `headmovies orbits check RUN | head`: the reader left
+    except BrokenPipeError:  # e.g. `headmovies orbits check RUN | head`: the reader left
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except Exception as exc:             # a full disk met where no writer expected it: still one line
+    except Exception as exc:  # a full disk met where no writer expected it: still one line
         if not disk.is_full(exc):
             raise
         print(f"error: disk full: {str(exc).splitlines()[0][:300]}; free space and run it again", file=sys.stderr)

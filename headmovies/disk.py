@@ -4,6 +4,7 @@ Both sides use it: the run-file writer checks room for each snapshot and checkpo
 writing it, and every writer of outputs turns a full disk into one line (`DiskFullError`).
 Standard library only.
 """
+
 from __future__ import annotations
 
 import errno
@@ -13,7 +14,7 @@ from pathlib import Path
 from headmovies.errors import DiskFullError, UserError
 
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-MARGIN = 1 << 20       # bytes kept free beyond an estimate: HDF5 metadata, the close's own flush
+MARGIN = 1 << 20  # bytes kept free beyond an estimate: HDF5 metadata, the close's own flush
 
 
 def free_bytes(path: str | os.PathLike) -> int:
@@ -34,7 +35,7 @@ def check_folder(folder: str | os.PathLike, may_create: bool = True) -> None:
     """UserError (one line, the same wording in every command) unless files can be written in
     `folder`, or, with `may_create`, it can be created: it is not a file, the nearest existing
     folder above it is a folder, writable, and on a disk (not /proc). Creates nothing."""
-    folder = Path(folder)                # shown as given; relative paths are checked as they are
+    folder = Path(folder)  # shown as given; relative paths are checked as they are
     if folder.exists() and not folder.is_dir():
         raise UserError(f"output folder {folder} is a file; remove it or choose another --out")
     base = _nearest_existing(folder)
@@ -43,9 +44,11 @@ def check_folder(folder: str | os.PathLike, may_create: bool = True) -> None:
     if base != folder and not may_create:
         raise UserError(f"output folder {folder} does not exist; create it first (mkdir -p {folder})")
     if not os.access(base, os.W_OK | os.X_OK) or os.statvfs(base).f_blocks == 0:
-        raise UserError(f"cannot write to output folder {folder}: it is read-only, not yours or not on a disk"
-                        if base == folder else
-                        f"cannot create output folder {folder}: {base} is not a writable folder on a disk")
+        raise UserError(
+            f"cannot write to output folder {folder}: it is read-only, not yours or not on a disk"
+            if base == folder
+            else f"cannot create output folder {folder}: {base} is not a writable folder on a disk"
+        )
 
 
 def human(nbytes: float) -> str:
@@ -66,12 +69,14 @@ def require_free(path: str | os.PathLike, nbytes: int, what: str, then: str = ""
         raise UserError(f"cannot write {path}: {p} is not a folder")
     folder = p if p.is_dir() else p.parent
     if not os.access(folder, os.W_OK) or os.statvfs(folder).f_blocks == 0:
-        raise UserError(f"cannot write into {folder}: not a writable folder on a disk"
-                        if folder == Path(path) else f"cannot write {path}: {folder} is not a writable folder on a disk")
+        raise UserError(
+            f"cannot write into {folder}: not a writable folder on a disk"
+            if folder == Path(path)
+            else f"cannot write {path}: {folder} is not a writable folder on a disk"
+        )
     free = free_bytes(path)
     if free < nbytes + MARGIN:
-        raise DiskFullError(full_message(path, f"{what} needs {human(nbytes + MARGIN)}, {human(free)} free",
-                                         then))
+        raise DiskFullError(full_message(path, f"{what} needs {human(nbytes + MARGIN)}, {human(free)} free", then))
 
 
 def is_full(exc: BaseException) -> bool:

@@ -1,4 +1,5 @@
 """Errors a user can cause. Commands print the message on one line and exit with code 2."""
+
 from __future__ import annotations
 
 import sys

@@ -8,6 +8,7 @@ the file hangs. Long loops (training, the live viewer) therefore take signals th
 steps, which runs the handler that was installed before (the CLI's, which raises
 KeyboardInterrupt) there.
 """
+
 from __future__ import annotations
 
 import signal
@@ -70,8 +71,12 @@ def interrupts_in_pool_jobs():
     """Around a job: in a pool worker started with `ignore_between_jobs`, Ctrl-C raises
     KeyboardInterrupt within the job and is ignored again after it. Elsewhere: nothing."""
     import multiprocessing
-    worker = (multiprocessing.parent_process() is not None and threading.current_thread() is threading.main_thread()
-              and signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+
+    worker = (
+        multiprocessing.parent_process() is not None
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    )
     if worker:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:

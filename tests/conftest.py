@@ -1,5 +1,6 @@
 """Shared test setup. Helpers live beside the tests and are imported one way, by module name
 (`from equivariant import equivariant_run`): pytest puts this folder on sys.path."""
+
 from __future__ import annotations
 
 import os
@@ -16,14 +17,21 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 def one_torch_thread():
     """One torch thread in the test process (torch is imported only if a test needs it)."""
     import sys
+
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
     yield
 
 
 CHROMIUM = os.environ.get("HEADMOVIES_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-dev-shm-usage"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 
 
 @pytest.fixture(scope="session")
@@ -32,9 +40,13 @@ def browser():
     driven by Playwright, which cannot download its own browsers here; one for the session, as
     Playwright's sync API runs one instance at a time (tests/test_browser.py, test_viewer_page.py)."""
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"the browser tests need Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium; "
-                    "`make test` does this when run as root) or point HEADMOVIES_CHROMIUM at it", pytrace=False)
+        pytest.fail(
+            f"the browser tests need Chromium at {CHROMIUM}: install it (Debian: apt-get install chromium; "
+            "`make test` does this when run as root) or point HEADMOVIES_CHROMIUM at it",
+            pytrace=False,
+        )
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b

@@ -21,6 +21,7 @@ Then M_j = T_j M_0 T_j^{-1} and R_j = T_{mj} R_0 T_j^{-1} exactly (up to float r
 every j mod k. Orbits are laid out one after the other: heads 0..k1-1 are the first orbit in
 shift order, and so on; `extra_heads` random heads (in no orbit) follow.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,16 @@ def _shift_perm(n: int, d_model: int, s: int) -> np.ndarray:
     return P
 
 
-def equivariant_weights(n: int = 24, m: int = 2, orbit_sizes=(12, 4), d_model: int = 32, d_head: int = 4,
-                        seed: int = 0, extra_heads: int = 0, scale: float = 1.0):
+def equivariant_weights(
+    n: int = 24,
+    m: int = 2,
+    orbit_sizes=(12, 4),
+    d_model: int = 32,
+    d_head: int = 4,
+    seed: int = 0,
+    extra_heads: int = 0,
+    scale: float = 1.0,
+):
     """(W_E [n, d], W_Q, W_K, W_V [H, d, d_head], W_O [H, d_head, d], W_U [d, n]) float64, with
     H = sum(orbit_sizes) + extra_heads; heads form exact C_n orbits of `orbit_sizes` (each must
     divide n), in shift order, followed by `extra_heads` random heads. d_model >= n."""
@@ -54,13 +63,13 @@ def equivariant_weights(n: int = 24, m: int = 2, orbit_sizes=(12, 4), d_model: i
     rng = np.random.default_rng(seed)
     Q, _ = np.linalg.qr(rng.standard_normal((d_model, d_model)))
     E = np.eye(n, d_model)
-    W_E = E @ Q                                                             # [n, d]
-    W_U = Q.T @ E.T                                                         # [d, n]
-    G = [Q.T @ _shift_perm(n, d_model, s) @ Q for s in range(n)]            # G[s] = Q^T Pi_s Q
+    W_E = E @ Q  # [n, d]
+    W_U = Q.T @ E.T  # [d, n]
+    G = [Q.T @ _shift_perm(n, d_model, s) @ Q for s in range(n)]  # G[s] = Q^T Pi_s Q
     g = lambda s: G[s % n]
     W_Q, W_K, W_V, W_O = [], [], [], []
     for k in orbit_sizes:
-        stab = range(0, n, k)                                               # kZ_n
+        stab = range(0, n, k)  # kZ_n
         X = [scale * rng.standard_normal((d_model, d_head)) for _ in range(3)]
         Y = scale * rng.standard_normal((d_head, d_model))
         q0, k0, v0 = (sum(g(s).T @ x for s in stab) / len(stab) for x in X)
@@ -81,23 +90,43 @@ def equivariant_weights(n: int = 24, m: int = 2, orbit_sizes=(12, 4), d_model: i
 NAMES = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")
 
 
-def write_run(path, epochs, snapshots, n: int | None = 24, m: int | None = 2, metrics: dict | None = None,
-              experiment: str = "orbits", complete: bool = True, config: dict | None = None) -> Path:
+def write_run(
+    path,
+    epochs,
+    snapshots,
+    n: int | None = 24,
+    m: int | None = 2,
+    metrics: dict | None = None,
+    experiment: str = "orbits",
+    complete: bool = True,
+    config: dict | None = None,
+) -> Path:
     """Write a run file following `runfile`'s schema with plain h5py.
 
     epochs: [T] ints; snapshots: list of T dicts name -> array (same shapes across T);
     metrics: optional name -> [T] floats, logged at the same epochs; config: extra config keys."""
     path = Path(path)
     with h5py.File(path, "w", libver="latest") as f:
-        f.attrs.update({"schema_version": runfile.SCHEMA_VERSION, "experiment": experiment,
-                        "config": json.dumps({"p": n, "hand_built": True, **(config or {})}), "seed": 0,
-                        "created": "2026-01-01T00:00:00", "versions": json.dumps({})})
+        f.attrs.update(
+            {
+                "schema_version": runfile.SCHEMA_VERSION,
+                "experiment": experiment,
+                "config": json.dumps({"p": n, "hand_built": True, **(config or {})}),
+                "seed": 0,
+                "created": "2026-01-01T00:00:00",
+                "versions": json.dumps({}),
+            }
+        )
         if n is not None:
             f.attrs["n"], f.attrs["m"] = n, m
         snaps = f.create_group(runfile.SNAPSHOTS)
         for name in snapshots[0]:
-            snaps.create_dataset(name, data=np.stack([s[name] for s in snapshots]).astype(np.float32),
-                                 chunks=(1, *np.shape(snapshots[0][name])), maxshape=(None, *np.shape(snapshots[0][name])))
+            snaps.create_dataset(
+                name,
+                data=np.stack([s[name] for s in snapshots]).astype(np.float32),
+                chunks=(1, *np.shape(snapshots[0][name])),
+                maxshape=(None, *np.shape(snapshots[0][name])),
+            )
         snaps.create_dataset(runfile.EPOCH, data=np.asarray(epochs, np.int64), maxshape=(None,))
         mets = f.create_group(runfile.METRICS)
         mets.create_dataset(runfile.EPOCH, data=np.asarray(epochs, np.int64), maxshape=(None,))
@@ -111,9 +140,19 @@ def write_run(path, epochs, snapshots, n: int | None = 24, m: int | None = 2, me
     return path
 
 
-def equivariant_run(path, epochs, n: int = 24, m: int = 2, orbit_sizes=(12, 4), extra_heads: int = 0,
-                    d_model: int = 32, d_head: int = 4, seed: int = 0, config: dict | None = None,
-                    dead_heads=()) -> Path:
+def equivariant_run(
+    path,
+    epochs,
+    n: int = 24,
+    m: int = 2,
+    orbit_sizes=(12, 4),
+    extra_heads: int = 0,
+    d_model: int = 32,
+    d_head: int = 4,
+    seed: int = 0,
+    config: dict | None = None,
+    dead_heads=(),
+) -> Path:
     """A run whose weights move from random (first epoch) to the exactly equivariant layer
     (last epoch) along a straight line, then stay; metrics included. `dead_heads`: heads whose
     W_O is zero from the middle snapshot T // 2 on (pruned, as phase 2 of the orbit experiment
@@ -121,7 +160,7 @@ def equivariant_run(path, epochs, n: int = 24, m: int = 2, orbit_sizes=(12, 4), 
     target = dict(zip(NAMES, equivariant_weights(n, m, orbit_sizes, d_model, d_head, seed, extra_heads)))
     rng = np.random.default_rng(seed + 1)
     start = {k: rng.standard_normal(v.shape) * 0.3 * np.abs(v).mean() for k, v in target.items()}
-    start["W_E"], start["W_U"] = target["W_E"], target["W_U"]   # keep the embedding: only heads move
+    start["W_E"], start["W_U"] = target["W_E"], target["W_U"]  # keep the embedding: only heads move
     epochs = np.asarray(epochs)
     T = len(epochs)
     snaps = []
@@ -130,6 +169,10 @@ def equivariant_run(path, epochs, n: int = 24, m: int = 2, orbit_sizes=(12, 4), 
         snaps.append({k: (1 - w) * start[k] + w * target[k] for k in NAMES})
         if dead_heads and t >= T // 2:
             snaps[-1]["W_O"][list(dead_heads)] = 0.0
-    metrics = {"train_acc": np.linspace(0.1, 1.0, T), "heldout_acc": np.linspace(0.05, 0.76, T),
-               "eq_error_pooled": np.geomspace(1e-1, 1e-4, T), "eq_error_worst_input": np.geomspace(3e-1, 3e-4, T)}
+    metrics = {
+        "train_acc": np.linspace(0.1, 1.0, T),
+        "heldout_acc": np.linspace(0.05, 0.76, T),
+        "eq_error_pooled": np.geomspace(1e-1, 1e-4, T),
+        "eq_error_worst_input": np.geomspace(3e-1, 3e-4, T),
+    }
     return write_run(path, epochs, snaps, n, m, metrics, config=config)

@@ -2,6 +2,7 @@
 Debian's Chromium (/usr/bin/chromium, or $HEADMOVIES_CHROMIUM; `make test` installs it).
 Playwright cannot download its own browsers here, so it is pointed at the system one (the
 `browser` fixture, tests/conftest.py)."""
+
 from __future__ import annotations
 
 import io
@@ -28,7 +29,7 @@ from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.stream import orbit_history, panel_coordinates
 from headmovies.render.orbits.viewer import dequantise_rows, make_viewer, unpack
 
-EPOCHS = np.arange(0, 501, 25)        # 21 snapshots; the orbits are exact and verified from index 19
+EPOCHS = np.arange(0, 501, 25)  # 21 snapshots; the orbits are exact and verified from index 19
 ORBIT_12 = "12-orbit (heads 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)"
 
 
@@ -46,6 +47,7 @@ def open_page(browser):
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.goto(url)
         return page, errors
+
     yield opener
     for ctx in contexts:
         ctx.close()
@@ -84,10 +86,11 @@ def math_hypot(a: dict, b: dict) -> float:
 
 
 def hex_rgb(colour: str) -> np.ndarray:
-    return np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)], float)
+    return np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)], float)
 
 
 # --- the viewer from file:// -------------------------------------------------------------------
+
 
 def test_viewer_opens_from_file_offline(viewer, open_page):
     run, result = viewer
@@ -103,7 +106,7 @@ def test_viewer_opens_from_file_offline(viewer, open_page):
     assert f"{ORBIT_12}: not yet verified: from epoch 475" in legend and "20 live heads in no verified orbit" in legend
     box = page.locator(".panel canvas").first.bounding_box()
     shot = imread(io.BytesIO(page.screenshot(clip=box)))[..., :3]
-    assert (shot < 0.9).any(axis=-1).mean() > 0.002          # dots and trails drawn, not a blank square
+    assert (shot < 0.9).any(axis=-1).mean() > 0.002  # dots and trails drawn, not a blank square
 
 
 def test_scrubbing_puts_each_dot_where_the_python_projection_does(viewer, open_page):
@@ -111,11 +114,11 @@ def test_scrubbing_puts_each_dot_where_the_python_projection_does(viewer, open_p
     page, errors = open_page(result.path.as_uri())
     ready(page)
     with Run(run) as r:
-        coords = [c for _, c in panel_coordinates(r, result.panels)]                       # [T] of [P, H]
-        limits = [s.limits for s in frame_states(panel_coordinates(r, result.panels))]     # the movie's axes
+        coords = [c for _, c in panel_coordinates(r, result.panels)]  # [T] of [P, H]
+        limits = [s.limits for s in frame_states(panel_coordinates(r, result.panels))]  # the movie's axes
         history = orbit_history(r)
     for t in (12, 20):
-        page.fill("#scrubber", str(EPOCHS[t] + 10))       # between snapshots: the one at or before
+        page.fill("#scrubber", str(EPOCHS[t] + 10))  # between snapshots: the one at or before
         assert page.get_attribute("#epoch", "data-epoch") == str(EPOCHS[t])
         for p in range(len(result.panels)):
             got = page.evaluate(f"headmovies.dots({p})")
@@ -146,7 +149,7 @@ def test_play_pause_keys_and_the_timeline_move_through_epochs(viewer, open_page)
     page.select_option("#speed", "250")
     page.click("#play")
     page.wait_for_function("Number(document.getElementById('epoch').dataset.epoch) >= 100", timeout=5000)
-    page.click("#play")                                 # pause
+    page.click("#play")  # pause
     stopped = epoch()
     time.sleep(0.5)
     assert epoch() == stopped < 500 and page.inner_text("#play") == "▶ play"
@@ -155,7 +158,7 @@ def test_play_pause_keys_and_the_timeline_move_through_epochs(viewer, open_page)
     page.keyboard.press("ArrowLeft")
     page.keyboard.press("ArrowLeft")
     assert epoch() == stopped - 25
-    timeline = page.locator("#timeline")                # click at 3/4 of its epoch axis (44 px .. width - 16)
+    timeline = page.locator("#timeline")  # click at 3/4 of its epoch axis (44 px .. width - 16)
     width = timeline.bounding_box()["width"]
     timeline.click(position={"x": 44 + 0.75 * (width - 60) + 1, "y": 80})
     assert epoch() == 375
@@ -179,13 +182,15 @@ def test_hovering_a_head_shows_that_head(viewer, open_page):
     assert text.startswith(f"head {h}\n") and f"{ORBIT_12}: verified since epoch 475" in text
     assert f"worst-shift match error {format_error(history.head_error[20, h])} " in text
     values = [0.0197, 0.01996, 0.02, 0.02003, 0.0199996, 0.0199999999, 0.020000001, 6e-4, 3e-7]
-    assert page.evaluate(f"{values}.map(headmovies.formatError)") == [format_error(x) for x in values]   # as the check
+    assert page.evaluate(f"{values}.map(headmovies.formatError)") == [format_error(x) for x in values]  # as the check
     # the QK heatmap: the cell of the largest |M[a, b]| is the colour map's end of that sign
     M = centre_qk(qk_circuit(w["W_E"], w["W_Q"], w["W_K"]))[h]
     a, b = np.unravel_index(np.argmax(np.abs(M)), M.shape)
     cell = page.evaluate("document.querySelector('#head-info canvas').width") / 24
-    rgb = page.evaluate(f"Array.from(document.querySelector('#head-info canvas').getContext('2d')"
-                        f".getImageData({b * cell + cell / 2}, {a * cell + cell / 2}, 1, 1).data)")
+    rgb = page.evaluate(
+        f"Array.from(document.querySelector('#head-info canvas').getContext('2d')"
+        f".getImageData({b * cell + cell / 2}, {a * cell + cell / 2}, 1, 1).data)"
+    )
     assert rgb[:3] == ([103, 0, 31] if M[a, b] > 0 else [5, 48, 97])
     # moving away forgets it; a click keeps it
     page.mouse.move(5, 5)
@@ -209,17 +214,18 @@ def test_a_plane_chosen_in_the_page_matches_the_python_projection(viewer, open_p
     got = page.evaluate("headmovies.dots(4)")["dots"]
     js = np.array([d["x"] + 1j * d["y"] for d in got])
     bound = np.array([d["bound"] for d in got])
-    payload = json.loads(re.search(r'id="payload" type="application/json">(.*?)</script>',
-                                   result.path.read_text(), re.S).group(1))
+    payload = json.loads(
+        re.search(r'id="payload" type="application/json">(.*?)</script>', result.path.read_text(), re.S).group(1)
+    )
     arrays = unpack(payload["chunks"][0]["arrays"])
     rows = np.add.accumulate(arrays["rows"], axis=0, dtype=np.int8)[12]
     codes = np.add.accumulate(arrays["codes"], axis=0, dtype=np.int16)[12]
-    A = dequantise_rows(rows, codes)                                   # [H, 4, 13, d]
-    assert np.allclose(js, (A[:, 0, 1] * A[:, 1, 3]).sum(-1) / 24, rtol=1e-9, atol=1e-12)   # the page's arithmetic
+    A = dequantise_rows(rows, codes)  # [H, 4, 13, d]
+    assert np.allclose(js, (A[:, 0, 1] * A[:, 1, 3]).sum(-1) / 24, rtol=1e-9, atol=1e-12)  # the page's arithmetic
     with Run(run) as r:
         w = r.weights(12, list(NAMES))
     exact = irrep_coordinate(centre_qk(qk_circuit(w["W_E"], w["W_Q"], w["W_K"])), 1, 3)
-    assert np.all(np.abs(js - exact) <= bound * (1 + 1e-9))            # within the ring the page draws
+    assert np.all(np.abs(js - exact) <= bound * (1 + 1e-9))  # within the ring the page draws
     assert np.median(bound / np.abs(exact)) < 0.05
     page.fill("#plane-v", "0")
     page.click("#plane-add")
@@ -229,8 +235,26 @@ def test_a_plane_chosen_in_the_page_matches_the_python_projection(viewer, open_p
 
 # --- the live view ------------------------------------------------------------------------------
 
-TINY = ["--set", "p=5", "--set", "n_heads=3", "--set", "d_model=8", "--set", "d_head=2", "--set", "epochs=600",
-        "--set", "early_every=10", "--set", "switch_epoch=600", "--set", "eq_start=0", "--set", "eq_ramp=100"]
+TINY = [
+    "--set",
+    "p=5",
+    "--set",
+    "n_heads=3",
+    "--set",
+    "d_model=8",
+    "--set",
+    "d_head=2",
+    "--set",
+    "epochs=600",
+    "--set",
+    "early_every=10",
+    "--set",
+    "switch_epoch=600",
+    "--set",
+    "eq_start=0",
+    "--set",
+    "eq_ramp=100",
+]
 
 
 def wait_until(check, timeout: float, what: str):
@@ -258,16 +282,31 @@ def test_live_view_follows_training_through_a_kill_and_resume(tmp_path, open_pag
     Ctrl-C stops the server cleanly."""
     run = tmp_path / "tiny.h5"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    train = [sys.executable, "-m", "headmovies", "train", "orbits", "--out", str(run), *TINY,
-             "--checkpoint-every", "0", "--no-progress"]
+    train = [
+        sys.executable,
+        "-m",
+        "headmovies",
+        "train",
+        "orbits",
+        "--out",
+        str(run),
+        *TINY,
+        "--checkpoint-every",
+        "0",
+        "--no-progress",
+    ]
     trainer = subprocess.Popen(train, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     watcher = None
     try:
         wait_until(lambda: snapshots_in(run) >= 3, 120, "the first snapshots")
         trainer.send_signal(signal.SIGSTOP)
-        watcher = subprocess.Popen([sys.executable, "-m", "headmovies", "orbits", "watch", str(run), "--port", "0",
-                                    "--interval", "0.25"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True)
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "headmovies", "orbits", "watch", str(run), "--port", "0", "--interval", "0.25"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         first = watcher.stdout.readline()
         url = re.search(r"http://127\.0\.0\.1:\d+/", first).group(0)
         page, errors = open_page(url)
@@ -276,7 +315,7 @@ def test_live_view_follows_training_through_a_kill_and_resume(tmp_path, open_pag
         page.wait_for_selector("#live:not([hidden])", timeout=5000)
         assert re.fullmatch(rf"live: epoch {opened_at:,} of 600", page.inner_text("#live"))
         count = snapshots_in(run)
-        trainer.send_signal(signal.SIGCONT)             # a few more snapshots, then pause again
+        trainer.send_signal(signal.SIGCONT)  # a few more snapshots, then pause again
         wait_until(lambda: snapshots_in(run) >= count + 3, 60, "more snapshots")
         trainer.send_signal(signal.SIGSTOP)
         with Run(run) as r:
@@ -284,17 +323,18 @@ def test_live_view_follows_training_through_a_kill_and_resume(tmp_path, open_pag
         assert opened_at < latest < 600
         page.wait_for_function(f"document.getElementById('epoch').dataset.epoch === '{latest}'", timeout=5000)
         assert f"live: epoch {latest:,} of 600" in page.inner_text("#live")
-        trainer.kill()                                  # SIGKILL, mid-run
+        trainer.kill()  # SIGKILL, mid-run
         trainer.wait(10)
         resumed = subprocess.run(train + ["--resume"], env=env, capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        page.wait_for_function("document.getElementById('live').textContent.includes('epoch 600 of 600')",
-                               timeout=10000)
+        page.wait_for_function(
+            "document.getElementById('live').textContent.includes('epoch 600 of 600')", timeout=10000
+        )
         assert "training finished" in page.inner_text("#live") and page.inner_text("#epoch") == "epoch 600"
         with Run(run) as r:
             assert page.evaluate("headmovies.epochs") == r.epochs.tolist() and r.complete
         assert errors == []
-        watcher.send_signal(signal.SIGINT)              # Ctrl-C
+        watcher.send_signal(signal.SIGINT)  # Ctrl-C
         out, _ = watcher.communicate(timeout=10)
         assert watcher.returncode == 0 and out.rstrip().endswith("stopped"), out
         assert "writer restarted (--resume)" in out and "Traceback" not in out
@@ -307,11 +347,12 @@ def test_live_view_follows_training_through_a_kill_and_resume(tmp_path, open_pag
 
 # --- the movie's HTML snippet -------------------------------------------------------------------
 
+
 def moving_square(n=48, h=64, w=96):
     for i in range(n):
         f = np.full((h, w, 3), 255, np.uint8)
         x = (2 * i) % (w - 16)
-        f[20:40, x:x + 16] = (31, 119, 180)
+        f[20:40, x : x + 16] = (31, 119, 180)
         yield f
 
 
@@ -325,7 +366,7 @@ def snippet(tmp_path_factory):
 def test_snippet_video_plays(snippet, open_page):
     page, errors = open_page(snippet.as_uri())
     page.wait_for_function("document.querySelector('video').currentTime > 0.3", timeout=10000)
-    assert page.evaluate("document.querySelector('video').currentSrc").endswith(".mp4")   # MP4 first (Safari)
+    assert page.evaluate("document.querySelector('video').currentSrc").endswith(".mp4")  # MP4 first (Safari)
     assert page.evaluate("document.querySelector('video').controls") is True
     assert errors == []
 
@@ -334,13 +375,16 @@ def test_snippet_shows_the_poster_and_does_not_autoplay_under_reduced_motion(sni
     page, errors = open_page(snippet.as_uri(), reduced_motion="reduce")
     page.wait_for_load_state("load")
     time.sleep(1.0)
-    state = page.evaluate("(() => { const v = document.querySelector('video'); "
-                          "return {paused: v.paused, t: v.currentTime}; })()")
+    state = page.evaluate(
+        "(() => { const v = document.querySelector('video'); return {paused: v.paused, t: v.currentTime}; })()"
+    )
     assert state == {"paused": True, "t": 0}, state
     # paused before its first frame, a video shows its poster (HTML's "show poster" flag): the
     # poster must be the movie's poster PNG and load
-    poster = page.evaluate("new Promise((ok) => { const v = document.querySelector('video'), i = new Image(); "
-                           "i.onload = () => ok([v.getAttribute('poster'), i.naturalWidth, i.naturalHeight]); "
-                           "i.onerror = () => ok([v.getAttribute('poster'), 0, 0]); i.src = v.poster; })")
+    poster = page.evaluate(
+        "new Promise((ok) => { const v = document.querySelector('video'), i = new Image(); "
+        "i.onload = () => ok([v.getAttribute('poster'), i.naturalWidth, i.naturalHeight]); "
+        "i.onerror = () => ok([v.getAttribute('poster'), 0, 0]); i.src = v.poster; })"
+    )
     assert poster == ["sq.png", 96, 64]
     assert errors == []

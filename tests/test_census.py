@@ -1,6 +1,7 @@
 """The orbit census (docs/results/orbits.md, "Census"): rows from sweep folders of run files
 with known orbits, the screen's arithmetic on hand-made rows, the tables, the rebuild from
 saved rows, and bad input."""
+
 from __future__ import annotations
 
 import json
@@ -24,14 +25,39 @@ def _sweep(folder: Path, runs: dict[int, dict], settings: dict | None = None) ->
     (folder / "sweep.json").write_text(json.dumps({"experiment": "orbits", "settings": settings or {}}))
     rows = []
     for seed, kw in runs.items():
-        equivariant_run(folder / f"seed{seed}.h5", np.arange(0, 1100, 100), seed=seed,
-                        config={"refine_start": 600}, **kw)
-        rows.append({"run": f"seed{seed}", "file": f"seed{seed}.h5", "experiment": "orbits", "seed": seed,
-                     "grid": {}, "status": "done", "error": None, "seconds": 1.5,
-                     "metrics": {"train_acc": 1.0, "heldout_acc": 0.76, "eq_error_pooled": 1e-4,
-                                 "eq_error_worst_input": 3e-4}})
-    rows.append({"run": "seed9", "file": "seed9.h5", "seed": 9, "grid": {}, "status": "failed", "error": "boom",
-                 "seconds": 0.1, "metrics": None})
+        equivariant_run(
+            folder / f"seed{seed}.h5", np.arange(0, 1100, 100), seed=seed, config={"refine_start": 600}, **kw
+        )
+        rows.append(
+            {
+                "run": f"seed{seed}",
+                "file": f"seed{seed}.h5",
+                "experiment": "orbits",
+                "seed": seed,
+                "grid": {},
+                "status": "done",
+                "error": None,
+                "seconds": 1.5,
+                "metrics": {
+                    "train_acc": 1.0,
+                    "heldout_acc": 0.76,
+                    "eq_error_pooled": 1e-4,
+                    "eq_error_worst_input": 3e-4,
+                },
+            }
+        )
+    rows.append(
+        {
+            "run": "seed9",
+            "file": "seed9.h5",
+            "seed": 9,
+            "grid": {},
+            "status": "failed",
+            "error": "boom",
+            "seconds": 0.1,
+            "metrics": None,
+        }
+    )
     (folder / "sweep.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 
@@ -39,45 +65,65 @@ def _sweep(folder: Path, runs: dict[int, dict], settings: dict | None = None) ->
 def test_orbit_order_and_fitting_groups():
     assert [C.orbit_order(w, 24) for w in (1, 2, 3, 4, 6, 8, 10, 12)] == [24, 12, 8, 6, 4, 3, 12, 2]
     groups = {2: 12, 3: 5, 6: 8, 12: 3, 8: 2}
-    assert C.fitting(groups, 24, "fits") == {2, 6}              # 12 = 1 x 12, 8 = 2 x 4
-    assert C.fitting(groups, 24, "room") == {2, 6, 12}          # 3 heads have room for a pair
-    assert C.groups_of([0, 2, 2, 6, 0, 2]) == {2: 3, 6: 1}      # 0: dead heads are not counted
+    assert C.fitting(groups, 24, "fits") == {2, 6}  # 12 = 1 x 12, 8 = 2 x 4
+    assert C.fitting(groups, 24, "room") == {2, 6, 12}  # 3 heads have room for a pair
+    assert C.groups_of([0, 2, 2, 6, 0, 2]) == {2: 3, 6: 1}  # 0: dead heads are not counted
 
 
 def _row(seed, early, final, orbits, epochs=1000, n=24):
-    return {"recipe": "r", "seed": seed, "n": n, "epochs": epochs, "orbits": orbits,
-            "omega": {"500": early, str(epochs): final}}
+    return {
+        "recipe": "r",
+        "seed": seed,
+        "n": n,
+        "epochs": epochs,
+        "orbits": orbits,
+        "omega": {"500": early, str(epochs): final},
+    }
 
 
 def test_screen_counts_kept_frequencies_recall_and_precision():
     # seed 0: 4 heads at w = 6 from epoch 500 on, and they form a 4-orbit; a dead head revives
     # seed 1: 4 heads at w = 6 at epoch 500, one moves to w = 3 by the end: no orbit
     # seed 2: a 2-orbit at w = 12 whose group at epoch 500 had 3 heads (room, but no fit)
-    rows = [_row(0, [6, 6, 6, 6, 0], [6, 6, 6, 6, 5], [{"size": 4, "omega": 6}]),
-            _row(1, [6, 6, 6, 6, 5], [6, 6, 6, 3, 5], []),
-            _row(2, [12, 12, 12, 1], [12, 12, 1, 1], [{"size": 2, "omega": 12}])]
+    rows = [
+        _row(0, [6, 6, 6, 6, 0], [6, 6, 6, 6, 5], [{"size": 4, "omega": 6}]),
+        _row(1, [6, 6, 6, 6, 5], [6, 6, 6, 3, 5], []),
+        _row(2, [12, 12, 12, 1], [12, 12, 1, 1], [{"size": 2, "omega": 12}]),
+    ]
     s = C.screen_stats(rows, 500, "fits")
     # live at both: 4 + 5 + 4 = 13 heads; unchanged: 4 + 4 + 3
     assert s["omega_kept"] == pytest.approx(11 / 13)
-    assert (s["orbits"], s["recall"]) == (2, 0.5)                # the square fitted, the pair did not
-    assert (s["groups_flagged"], s["precision"]) == (2, 0.5)     # seeds 0 and 1 flag w = 6; only seed 0 formed it
+    assert (s["orbits"], s["recall"]) == (2, 0.5)  # the square fitted, the pair did not
+    assert (s["groups_flagged"], s["precision"]) == (2, 0.5)  # seeds 0 and 1 flag w = 6; only seed 0 formed it
     assert (s["seeds_flagged"], s["seeds_with_orbit"], s["seeds_both"]) == (2, 2, 1)
     room = C.screen_stats(rows, 500, "room")
     assert room["recall"] == 1.0 and room["groups_flagged"] == 3 and room["precision"] == pytest.approx(2 / 3)
-    assert C.screen_stats(rows, 750)["runs"] == 0               # no snapshot there: not counted
+    assert C.screen_stats(rows, 750)["runs"] == 0  # no snapshot there: not counted
 
 
 def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
-    a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (12, 4), "extra_heads": 2},
-                                    1: {"orbit_sizes": (4, 2), "extra_heads": 3}}, {"epochs": 1000})
-    b = _sweep(tmp_path / "other", {0: {"orbit_sizes": (12, 4), "extra_heads": 2},
-                                    1: {"orbit_sizes": (), "extra_heads": 6}})
+    a = _sweep(
+        tmp_path / "exact",
+        {0: {"orbit_sizes": (12, 4), "extra_heads": 2}, 1: {"orbit_sizes": (4, 2), "extra_heads": 3}},
+        {"epochs": 1000},
+    )
+    b = _sweep(
+        tmp_path / "other", {0: {"orbit_sizes": (12, 4), "extra_heads": 2}, 1: {"orbit_sizes": (), "extra_heads": 6}}
+    )
     out = tmp_path / "census"
-    assert cli_main(["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress",
-                     "--screen-epochs", "300,500,700"]) == 0
+    assert (
+        cli_main(
+            ["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress", "--screen-epochs", "300,500,700"]
+        )
+        == 0
+    )
     rows = census_rows.read_census_rows(out / "census.jsonl")
     assert [(r["recipe"], r["seed"], r["outcome"]) for r in rows] == [
-        ("exact", 0, "12+4"), ("exact", 1, "4+2"), ("other", 0, "12+4"), ("other", 1, "none")]
+        ("exact", 0, "12+4"),
+        ("exact", 1, "4+2"),
+        ("other", 0, "12+4"),
+        ("other", 1, "none"),
+    ]
     first = rows[0]
     assert [o["size"] for o in first["orbits"]] == [12, 4]
     assert sorted(first["orbits"][0]["heads"]) == list(range(12))
@@ -92,9 +138,11 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     assert sorted(first["omega"]) == ["1000", "300", "500", "700"]
     assert first["phase2_start"] == 600 and first["epochs"] == 1000 and first["train_acc"] == 1.0
     md = (out / "census.md").read_text()
-    assert [r["outcome_bias_gauge"] for r in rows] == ["12+4", "4+2", "12+4", "none"]   # exact: both gauges agree
-    assert ("| exact | 2 | 12+4 ×1, 4+2 ×1 | 2 (100 %; 34–100 %) | 2 (100 %; 34–100 %) | 12+4 ×1, 4+2 ×1 "
-            "| 2 (100 %; 34–100 %) |") in md
+    assert [r["outcome_bias_gauge"] for r in rows] == ["12+4", "4+2", "12+4", "none"]  # exact: both gauges agree
+    assert (
+        "| exact | 2 | 12+4 ×1, 4+2 ×1 | 2 (100 %; 34–100 %) | 2 (100 %; 34–100 %) | 12+4 ×1, 4+2 ×1 "
+        "| 2 (100 %; 34–100 %) |"
+    ) in md
     assert "| exact | other | 2 | 1 (50 %) | 1: 4+2 vs none |" in md
     assert (out / "census.png").stat().st_size > 10_000
 
@@ -102,8 +150,12 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     for f in list(a.glob("*.h5")) + list(b.glob("*.h5")):
         f.unlink()
     # ... and from the sweeps again, into the same folder: the rows of deleted files stand
-    assert cli_main(["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress",
-                     "--screen-epochs", "300,500,700"]) == 0
+    assert (
+        cli_main(
+            ["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress", "--screen-epochs", "300,500,700"]
+        )
+        == 0
+    )
     assert census_rows.read_census_rows(out / "census.jsonl") == rows and (out / "census.md").read_text() == md
     again = tmp_path / "again"
     assert cli_main(["orbits", "census", "--rows", str(out / "census.jsonl"), "--out", str(again)]) == 0
@@ -118,11 +170,12 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     first = census_rows.read_census_rows(out / "census.jsonl")[0]
     assert first["outcome"] == "4" and (out / "census.svg").exists()
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
-    assert census_rows.read_census_rows(out / "census.jsonl")[0] == first      # same file: the row is reused as it was
-    assert not (out / "census.svg").exists()                  # no stale figure beside new tables
+    assert census_rows.read_census_rows(out / "census.jsonl")[0] == first  # same file: the row is reused as it was
+    assert not (out / "census.svg").exists()  # no stale figure beside new tables
     # retrained in place with the same shapes (so the same size): other orbits, a new row
-    equivariant_run(a / "seed0.h5", np.arange(0, 1100, 100), seed=0, config={"refine_start": 600},
-                    orbit_sizes=(2,), extra_heads=3)
+    equivariant_run(
+        a / "seed0.h5", np.arange(0, 1100, 100), seed=0, config={"refine_start": 600}, orbit_sizes=(2,), extra_heads=3
+    )
     assert (a / "seed0.h5").stat().st_size == first["file_bytes"]
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
     assert census_rows.read_census_rows(out / "census.jsonl")[0]["outcome"] == "2"
@@ -140,9 +193,14 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
 
 
 def test_a_cut_off_run_file_is_named_keeps_an_earlier_row_and_the_rest_is_counted(tmp_path, capsys):
-    a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (4,), "extra_heads": 1},
-                                    1: {"orbit_sizes": (3,), "extra_heads": 2},
-                                    2: {"orbit_sizes": (2,), "extra_heads": 2}})
+    a = _sweep(
+        tmp_path / "exact",
+        {
+            0: {"orbit_sizes": (4,), "extra_heads": 1},
+            1: {"orbit_sizes": (3,), "extra_heads": 2},
+            2: {"orbit_sizes": (2,), "extra_heads": 2},
+        },
+    )
     counted = tmp_path / "counted"
     assert cli_main(["orbits", "census", str(a), "--out", str(counted), "--no-progress", "--formats", "png"]) == 0
     before = census_rows.read_census_rows(counted / "census.jsonl")
@@ -150,7 +208,7 @@ def test_a_cut_off_run_file_is_named_keeps_an_earlier_row_and_the_rest_is_counte
     capsys.readouterr()
     broken = a / "seed1.h5"
     data = broken.read_bytes()
-    broken.write_bytes(data[: len(data) // 3])                # as a full disk or a killed copy leaves it
+    broken.write_bytes(data[: len(data) // 3])  # as a full disk or a killed copy leaves it
     (a / "seed2.h5").unlink()
     # into a fresh folder: the cut-off run and the never-counted missing one are named and left out
     out = tmp_path / "census"
@@ -183,7 +241,7 @@ def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path,
     with h5py.File(a / "seed0.h5", "r+") as f:
         W_E, W_V = f["snapshots/W_E"][-1].astype(np.float64), f["snapshots/W_V"][-1].astype(np.float64)
         u = np.random.default_rng(7).standard_normal(W_V.shape[-1]) * np.abs(W_V[12]).max()
-        W_V[12] += np.linalg.pinv(W_E) @ np.ones((W_E.shape[0], 1)) @ u[None]   # W_E W_V gains 1 u^T
+        W_V[12] += np.linalg.pinv(W_E) @ np.ones((W_E.shape[0], 1)) @ u[None]  # W_E W_V gains 1 u^T
         f["snapshots/W_V"][-1] = W_V.astype(np.float32)
     out = tmp_path / "census"
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
@@ -191,8 +249,10 @@ def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path,
     assert (row["outcome"], row["outcome_bias_gauge"]) == ("12", "12+4")
     square = row["orbits_bias_gauge"][1]
     assert square["heads"] == [12, 13, 14, 15] and 4 * square["omega"] % 24 == 0 and square["worst"] < 1e-3
-    assert ("| biased | 1 | 12 ×1 | 1 (100 %; 21–100 %) | 1 (100 %; 21–100 %) | 12+4 ×1 | 1 (100 %; 21–100 %) |"
-            in (out / "census.md").read_text())
+    assert (
+        "| biased | 1 | 12 ×1 | 1 (100 %; 21–100 %) | 1 (100 %; 21–100 %) | 12+4 ×1 | 1 (100 %; 21–100 %) |"
+        in (out / "census.md").read_text()
+    )
     # the row's worst errors are the orbit check's, digit for digit (6 significant digits, not rounded twice)
     for gauge, orbits in (("spec", row["orbits"]), ("bias", row["orbits_bias_gauge"])):
         capsys.readouterr()
@@ -206,10 +266,10 @@ def test_wilson_interval_known_values():
     """Closed forms: at k = 0 the upper end is z^2/(n + z^2); 4 of 66 seeds (the seed objective's
     orbit count at 66 seeds) gives 2.4-14.6 %, by hand from Wilson's formula."""
     lo, hi = C.wilson_interval(0, 8)
-    assert lo == 0 and hi == pytest.approx(1.96 ** 2 / (8 + 1.96 ** 2))
+    assert lo == 0 and hi == pytest.approx(1.96**2 / (8 + 1.96**2))
     lo, hi = C.wilson_interval(4, 66)
     assert (lo, hi) == (pytest.approx(0.02382, abs=5e-5), pytest.approx(0.14572, abs=5e-5))
-    assert C.wilson_interval(8, 8) == (pytest.approx(1 - 1.96 ** 2 / (8 + 1.96 ** 2)), 1.0)
+    assert C.wilson_interval(8, 8) == (pytest.approx(1 - 1.96**2 / (8 + 1.96**2)), 1.0)
 
 
 def test_a_grid_sweep_folder_is_refused_not_merged_into_one_recipe(tmp_path, capsys):
@@ -221,27 +281,32 @@ def test_a_grid_sweep_folder_is_refused_not_merged_into_one_recipe(tmp_path, cap
     out = tmp_path / "out"
     assert cli_main(["orbits", "census", str(folder), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err == (f"error: {folder} is a grid sweep (eq_weight varies), and the census names one recipe per folder: "
-                   "sweep each grid point into its own folder (with --set eq_weight=VALUE)\n")
+    assert err == (
+        f"error: {folder} is a grid sweep (eq_weight varies), and the census names one recipe per folder: "
+        "sweep each grid point into its own folder (with --set eq_weight=VALUE)\n"
+    )
     assert not out.exists()
-    for r in rows:                       # a one-value grid is one recipe
+    for r in rows:  # a one-value grid is one recipe
         r["grid"] = {"eq_weight": 10.0}
     (folder / "sweep.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert cli_main(["orbits", "census", str(folder), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "error: give sweep folders (the --out of `headmovies sweep orbits`), or --rows FILE.jsonl"),
-    (["--rows", "{tmp}/nowhere.jsonl"], "error: cannot read census rows {tmp}/nowhere.jsonl: No such file"),
-    (["--rows", "{tmp}/census.jsonl", "{tmp}"], "error: give sweep folders or --rows FILE.jsonl (to rebuild"),
-    (["{tmp}/nowhere"], "error: sweep folder {tmp}/nowhere does not exist"),
-    (["{tmp}"], "error: {tmp} is not a sweep folder (no sweep.json)"),
-    (["--screen-epochs", "a,b", "{tmp}"], "error: --screen-epochs must be epochs separated by commas"),
-    (["--screen-epochs", "-5", "{tmp}"], "error: --screen-epochs must be epochs >= 1"),
-    (["{tmp}/file.txt"], "error: {tmp}/file.txt is a file; give the sweep's folder"),
-    (["--rows", "{tmp}/file.txt"], "error: {tmp}/file.txt is not a census.jsonl (JSON lines written by"),
-    (["--rows", "{tmp}/sweep.jsonl"], "error: {tmp}/sweep.jsonl line 1 is not a census row"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "error: give sweep folders (the --out of `headmovies sweep orbits`), or --rows FILE.jsonl"),
+        (["--rows", "{tmp}/nowhere.jsonl"], "error: cannot read census rows {tmp}/nowhere.jsonl: No such file"),
+        (["--rows", "{tmp}/census.jsonl", "{tmp}"], "error: give sweep folders or --rows FILE.jsonl (to rebuild"),
+        (["{tmp}/nowhere"], "error: sweep folder {tmp}/nowhere does not exist"),
+        (["{tmp}"], "error: {tmp} is not a sweep folder (no sweep.json)"),
+        (["--screen-epochs", "a,b", "{tmp}"], "error: --screen-epochs must be epochs separated by commas"),
+        (["--screen-epochs", "-5", "{tmp}"], "error: --screen-epochs must be epochs >= 1"),
+        (["{tmp}/file.txt"], "error: {tmp}/file.txt is a file; give the sweep's folder"),
+        (["--rows", "{tmp}/file.txt"], "error: {tmp}/file.txt is not a census.jsonl (JSON lines written by"),
+        (["--rows", "{tmp}/sweep.jsonl"], "error: {tmp}/sweep.jsonl line 1 is not a census row"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "out"
     (tmp_path / "file.txt").write_text("not json\n")
@@ -265,22 +330,28 @@ def test_census_continues_in_fresh_folders_on_another_machine(tmp_path, capsys):
     md_before = (out / "census.md").read_text()
     settings = json.loads((out / "census.settings.json").read_text())
     import shutil
-    shutil.rmtree(first)                                            # a new machine: only the rows are left
+
+    shutil.rmtree(first)  # a new machine: only the rows are left
     a2 = _sweep(tmp_path / "second" / "exact", {1: {"orbit_sizes": (2,), "extra_heads": 6}}, {"refine_prune": 0.0})
     assert cli_main(["orbits", "census", str(a2), "--out", str(out), "--no-progress", "--formats", "png"]) == 0
     rows = census_rows.read_census_rows(out / "census.jsonl")
     assert [(r["recipe"], r["seed"], r["outcome"]) for r in rows] == [
-        ("exact", 0, "12+4"), ("exact", 1, "2"), ("other", 0, "4")]
-    assert rows[0] == before[0] and rows[2] == before[1]             # the old rows as they were
+        ("exact", 0, "12+4"),
+        ("exact", 1, "2"),
+        ("other", 0, "4"),
+    ]
+    assert rows[0] == before[0] and rows[2] == before[1]  # the old rows as they were
     assert json.loads((out / "census.settings.json").read_text()) == settings
     md = (out / "census.md").read_text()
-    assert md != md_before and "| exact | 2 |" in md                 # two exact seeds counted now
+    assert md != md_before and "| exact | 2 |" in md  # two exact seeds counted now
     # the same recipe name with other settings cannot stand beside the old rows; nothing is rewritten
     a3 = _sweep(tmp_path / "third" / "exact", {2: {"orbit_sizes": (), "extra_heads": 6}}, {"refine_prune": 0.25})
     assert cli_main(["orbits", "census", str(a3), "--out", str(out), "--no-progress", "--formats", "png"]) == 2
     err = capsys.readouterr().err
-    assert ('error: 2 exact rows of the existing census.jsonl (runs not in these folders) were made with settings '
-            '{"refine_prune": 0.0}, the exact folder now has {"refine_prune": 0.25}: give another --out') in err
+    assert (
+        "error: 2 exact rows of the existing census.jsonl (runs not in these folders) were made with settings "
+        '{"refine_prune": 0.0}, the exact folder now has {"refine_prune": 0.25}: give another --out'
+    ) in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     # rows read at other screen epochs cannot be recomputed without their files
     assert cli_main(["orbits", "census", str(a2), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 2
@@ -292,6 +363,9 @@ def test_a_bad_out_fails_before_any_run_is_read(tmp_path, capsys):
     (tmp_path / "file.txt").write_text("")
     # tmp_path is no sweep folder: reading it first would give another error
     assert cli_main(["orbits", "census", str(tmp_path), "--out", str(tmp_path / "file.txt")]) == 2
-    assert capsys.readouterr().err == f"error: output folder {tmp_path}/file.txt is a file; remove it or choose another --out\n"
+    assert (
+        capsys.readouterr().err
+        == f"error: output folder {tmp_path}/file.txt is a file; remove it or choose another --out\n"
+    )
     assert cli_main(["orbits", "census", str(tmp_path), "--out", str(tmp_path / "file.txt" / "c")]) == 2
     assert capsys.readouterr().err.startswith(f"error: cannot create output folder {tmp_path}/file.txt/c: ")

@@ -1,5 +1,6 @@
 """The encoder and `headmovies orbits movie`: codecs, pixel format, faststart, frame counts,
 looping GIF, poster, HTML, atomic outputs, and one-line errors on bad input."""
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def probe(path: Path) -> tuple[str, int]:
     """(ffmpeg's description of the first video stream, number of frames) without ffprobe."""
     exe = find_ffmpeg(())
-    out = subprocess.run([exe, "-hide_banner", "-i", str(path), "-map", "0:v:0", "-c", "copy", "-f", "null", "-"],
-                         capture_output=True, text=True).stderr
+    out = subprocess.run(
+        [exe, "-hide_banner", "-i", str(path), "-map", "0:v:0", "-c", "copy", "-f", "null", "-"],
+        capture_output=True,
+        text=True,
+    ).stderr
     stream = next(line for line in out.splitlines() if "Video:" in line)
     frames = int(re.findall(r"frame=\s*(\d+)", out)[-1])
     return stream, frames
@@ -33,9 +37,9 @@ def top_level_boxes(path: Path) -> list[str]:
     """Types of the top-level MP4 boxes in file order."""
     data, pos, kinds = path.read_bytes(), 0, []
     while pos + 8 <= len(data):
-        size, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        size, kind = struct.unpack(">I4s", data[pos : pos + 8])
         if size == 1:
-            size = struct.unpack(">Q", data[pos + 8:pos + 16])[0]
+            size = struct.unpack(">Q", data[pos + 8 : pos + 16])[0]
         kinds.append(kind.decode("latin-1"))
         if size < 8:
             break
@@ -46,7 +50,7 @@ def top_level_boxes(path: Path) -> list[str]:
 def moving_square(n=12, h=64, w=96):
     for i in range(n):
         f = np.full((h, w, 3), 255, np.uint8)
-        f[20:40, 5 * i:5 * i + 16] = (31, 119, 180)
+        f[20:40, 5 * i : 5 * i + 16] = (31, 119, 180)
         yield f
 
 
@@ -57,22 +61,26 @@ def test_encode_writes_every_format_in_one_pass(tmp_path):
     stream, frames = probe(tmp_path / "sq.mp4")
     assert "h264" in stream and "yuv420p" in stream and "96x64" in stream and frames == 17
     boxes = top_level_boxes(tmp_path / "sq.mp4")
-    assert "moov" in boxes and boxes.index("moov") < boxes.index("mdat")     # +faststart
+    assert "moov" in boxes and boxes.index("moov") < boxes.index("mdat")  # +faststart
     stream, frames = probe(tmp_path / "sq.webm")
     assert "vp9" in stream and "yuv420p" in stream and frames == 17
     stream, frames = probe(tmp_path / "sq.gif")
     assert "gif" in stream and frames == 17
     gif = (tmp_path / "sq.gif").read_bytes()
-    i = gif.index(b"NETSCAPE2.0")                                            # loop extension: count 0 = forever
-    assert gif[i + 11:i + 14] == b"\x03\x01\x00" and gif[i + 14:i + 16] == b"\x00\x00"
+    i = gif.index(b"NETSCAPE2.0")  # loop extension: count 0 = forever
+    assert gif[i + 11 : i + 14] == b"\x03\x01\x00" and gif[i + 14 : i + 16] == b"\x00\x00"
     from PIL import Image
+
     poster = np.asarray(Image.open(tmp_path / "sq.png").convert("RGB"))
-    assert np.array_equal(poster, list(moving_square())[-1])                # the last frame, lossless
+    assert np.array_equal(poster, list(moving_square())[-1])  # the last frame, lossless
     html = (tmp_path / "sq.html").read_text()
-    assert re.search(r'<video controls muted loop playsinline preload="metadata" width="96" height="64" '
-                     r'poster="sq.png"[^>]*>', html)
-    assert html.index('src="sq.mp4"') < html.index('src="sq.webm"') and "</video>" in html   # Safari: MP4 first
-    assert html.startswith("<figure") and "<figcaption" not in html                        # no caption given
+    assert re.search(
+        r'<video controls muted loop playsinline preload="metadata" width="96" height="64" '
+        r'poster="sq.png"[^>]*>',
+        html,
+    )
+    assert html.index('src="sq.mp4"') < html.index('src="sq.webm"') and "</video>" in html  # Safari: MP4 first
+    assert html.startswith("<figure") and "<figcaption" not in html  # no caption given
 
 
 def test_encode_subset_and_rgba_frames(tmp_path):
@@ -91,7 +99,7 @@ def test_encode_rejects_bad_frames_and_formats(tmp_path):
         encode([np.zeros((64, 96, 3))], tmp_path, "x")
     with pytest.raises(UserError, match="unknown format avi"):
         encode(moving_square(2), tmp_path, "x", formats="mp4,avi")
-    assert list(tmp_path.iterdir()) == []                                    # no temp folder left either
+    assert list(tmp_path.iterdir()) == []  # no temp folder left either
 
 
 def test_failed_encode_leaves_nothing_and_keeps_old_outputs(tmp_path):
@@ -100,6 +108,7 @@ def test_failed_encode_leaves_nothing_and_keeps_old_outputs(tmp_path):
     def broken():
         yield from moving_square(3)
         raise RuntimeError("renderer crashed")
+
     with pytest.raises(RuntimeError, match="crashed"):
         encode(broken(), tmp_path, "m", fps=5)
     assert [p.name for p in tmp_path.iterdir()] == ["m.mp4"] and (tmp_path / "m.mp4").read_bytes() == b"old movie"
@@ -110,13 +119,14 @@ def test_unwritable_folder_is_an_encode_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(UserError, match="cannot create output folder"):
         encode(moving_square(2), blocker / "out", "m")
-    (tmp_path / "m.gif").mkdir()                   # named as the output file, before any encoding
+    (tmp_path / "m.gif").mkdir()  # named as the output file, before any encoding
     with pytest.raises(UserError, match=f"^{tmp_path}/m.gif is a folder; remove it or choose another --out$"):
         encode(moving_square(2), tmp_path, "m", formats="png,gif")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "m.gif"]
 
 
 # --- the command ------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
@@ -125,8 +135,20 @@ def tiny_run(tmp_path_factory):
 
 def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
     out = tmp_path / "movie"
-    argv = ["orbits", "movie", str(tiny_run), "--out", str(out), "--fps", "8", "--hold", "1", "--panel-px", "220",
-            "--no-progress"]
+    argv = [
+        "orbits",
+        "movie",
+        str(tiny_run),
+        "--out",
+        str(out),
+        "--fps",
+        "8",
+        "--hold",
+        "1",
+        "--panel-px",
+        "220",
+        "--no-progress",
+    ]
     assert render_main(argv) == 0
     assert sorted(p.name for p in out.iterdir()) == [f"orbits.{e}" for e in ("gif", "html", "mp4", "png", "webm")]
     stream, frames = probe(out / "orbits.mp4")
@@ -141,11 +163,34 @@ def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
 
 def test_movie_command_panels_option(tiny_run, tmp_path):
     out = tmp_path / "two"
-    assert render_main(["orbits", "movie", str(tiny_run), "--out", str(out), "--panels", "qk:0,10", "ov:10,-10",
-                        "--formats", "mp4,png", "--hold", "0", "--event-hold", "0", "--panel-px", "220", "--trail", "0",
-                        "--no-progress"]) == 0
+    assert (
+        render_main(
+            [
+                "orbits",
+                "movie",
+                str(tiny_run),
+                "--out",
+                str(out),
+                "--panels",
+                "qk:0,10",
+                "ov:10,-10",
+                "--formats",
+                "mp4,png",
+                "--hold",
+                "0",
+                "--event-hold",
+                "0",
+                "--panel-px",
+                "220",
+                "--trail",
+                "0",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in out.iterdir()) == ["orbits.mp4", "orbits.png"]
-    assert probe(out / "orbits.mp4")[1] == 9                                # one frame per snapshot, no holds
+    assert probe(out / "orbits.mp4")[1] == 9  # one frame per snapshot, no holds
 
 
 def cli(*argv):
@@ -182,8 +227,20 @@ def bad_inputs(tmp_path, tiny_run):
     }
 
 
-@pytest.mark.parametrize("case", ["missing", "truncated", "corrupt", "no OV weights", "no group", "unwritable",
-                                  "format", "panel circuit", "panel frequency"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing",
+        "truncated",
+        "corrupt",
+        "no OV weights",
+        "no group",
+        "unwritable",
+        "format",
+        "panel circuit",
+        "panel frequency",
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tmp_path, tiny_run, capsys):
     argv, message = bad_inputs(tmp_path, tiny_run)[case]
     out = tmp_path / "out"

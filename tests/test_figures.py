@@ -1,5 +1,6 @@
 """`headmovies orbits figures` and `headmovies orbits check` on small hand-built runs whose
 orbits are known (tests/equivariant.py), read back from the files they write."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from headmovies.render.orbits.check import check_orbits
 from headmovies.render.orbits.stream import orbit_history
 from headmovies.runfile.reader import Run
 
-EPOCHS = np.arange(0, 251, 50)   # 6 snapshots; the layer is exactly equivariant from epoch 200
+EPOCHS = np.arange(0, 251, 50)  # 6 snapshots; the layer is exactly equivariant from epoch 200
 
 
 @pytest.fixture(scope="module")
@@ -30,16 +31,18 @@ def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
     for name in names:
         png = imread(out / f"{name}.png")
         assert png.ndim == 3 and min(png.shape[:2]) > 200
-        assert png[..., :3].std() > 0.05            # not a blank page
+        assert png[..., :3].std() > 0.05  # not a blank page
         svg = (out / f"{name}.svg").read_text()
         assert svg.lstrip().startswith("<?xml") and "<svg" in svg
     report = json.loads((out / "orbits.json").read_text())
     assert report["epoch"] == 250
     assert [(o["size"], o["heads"], o["stabiliser"]) for o in report["orbits"]] == [
-        (12, list(range(12)), [0, 12]), (4, [12, 13, 14, 15], [0, 4, 8, 12, 16, 20])]
+        (12, list(range(12)), [0, 12]),
+        (4, [12, 13, 14, 15], [0, 4, 8, 12, 16, 20]),
+    ]
     assert report["unassigned"] == [16, 17, 18, 19]
     assert "orbit 1: size 12" in (out / "orbits.txt").read_text()
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]      # no temporary left
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary left
     printed = capsys.readouterr().out.split()
     expected = [str(out / f"{n}.{e}") for n in names for e in ("png", "svg")]
     assert sorted(printed) == sorted(expected + [str(out / "orbits.json"), str(out / "orbits.txt")])
@@ -57,9 +60,10 @@ def test_orbits_over_time_counts(eq_run):
 
 def test_head_order_groups_orbits_in_shift_order():
     from test_orbits import layer
+
     M, R, expected = layer(24, 2, [4, 2], n_random=2, seed=4)
     M = np.concatenate([M, M[:1]])
-    R = np.concatenate([R, np.zeros((1, 24, 24))])              # head 8: dead
+    R = np.concatenate([R, np.zeros((1, 24, 24))])  # head 8: dead
     report = check_orbits(M, R, 24, 2)
     order = head_order(report)
     assert sorted(order) == list(range(9))
@@ -70,10 +74,12 @@ def test_head_order_groups_orbits_in_shift_order():
 
 def test_png_only_and_explicit_panels(eq_run, tmp_path):
     out = tmp_path / "f"
-    paths = make_figures(eq_run, out, panels=["qk:1,2", "ov:3,-1"], formats=("png",), over_time=False,
-                         progress=False, log=lambda s: None)
-    assert sorted(p.name for p in paths) == sorted(["orbits.json", "orbits.txt", "curves.png", "panels.png",
-                                                    "orbit_check.png", "orbit_power.png"])
+    paths = make_figures(
+        eq_run, out, panels=["qk:1,2", "ov:3,-1"], formats=("png",), over_time=False, progress=False, log=lambda s: None
+    )
+    assert sorted(p.name for p in paths) == sorted(
+        ["orbits.json", "orbits.txt", "curves.png", "panels.png", "orbit_check.png", "orbit_power.png"]
+    )
     # the still has two panels side by side: wider than tall
     h, w = imread(out / "panels.png").shape[:2]
     assert w > h
@@ -88,14 +94,17 @@ def test_orbits_command(eq_run, capsys):
     assert "epoch 100" in text and "no verified orbit" in text and "in no orbit: 20 heads" in text
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["orbits", "check", "{run}", "--epoch", "120"], "no snapshot at epoch 120; nearest: 50, 100, 150"),
-    (["orbits", "check", "{run}", "--tol", "0"], "--tol must be in (0, 1)"),
-    (["orbits", "check", "{dir}/missing.h5"], "does not exist"),
-    (["orbits", "figures", "{plain}", "--out", "{dir}/x"], "has no group data"),
-    (["orbits", "figures", "{run}", "--out", "{dir}/x", "--formats", "jpg"], "--formats must be"),
-    (["orbits", "figures", "{run}", "--out", "{dir}/x", "--panels", "qk:0"], "bad panel"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["orbits", "check", "{run}", "--epoch", "120"], "no snapshot at epoch 120; nearest: 50, 100, 150"),
+        (["orbits", "check", "{run}", "--tol", "0"], "--tol must be in (0, 1)"),
+        (["orbits", "check", "{dir}/missing.h5"], "does not exist"),
+        (["orbits", "figures", "{plain}", "--out", "{dir}/x"], "has no group data"),
+        (["orbits", "figures", "{run}", "--out", "{dir}/x", "--formats", "jpg"], "--formats must be"),
+        (["orbits", "figures", "{run}", "--out", "{dir}/x", "--panels", "qk:0"], "bad panel"),
+    ],
+)
 def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
     plain = write_run(tmp_path / "plain.h5", [0], [{"W_E": np.zeros((5, 4))}], n=None, m=None)
     argv = [a.format(run=eq_run, dir=tmp_path, plain=plain) for a in argv]
@@ -110,6 +119,7 @@ def test_panels_for_run(eq_run, tmp_path):
     from headmovies.render.orbits.check import run_report, snapshot_circuits
     from headmovies.render.orbits.panel_choice import SEED_PANELS, auto_panels, resolve_panels
     from headmovies.render.orbits.stream import final_snapshot
+
     with Run(eq_run) as run:
         final = final_snapshot(run)
         report, M, R = final.report, final.M, final.R
@@ -148,16 +158,23 @@ def test_both_equivariance_errors_in_curves_and_caption(eq_run, tmp_path):
     pooled error as `eq_error`, which the reader renames, so figures and captions read both."""
     from headmovies.render.orbits.figures import curves_figure
     from headmovies.render.orbits.captions import metrics_caption
+
     with Run(eq_run) as run:
         met = run.metrics()
         text = metrics_caption(met)(int(EPOCHS[-1]))
     assert "eq. error pooled 1.0e-04" in text and "worst input 3.0e-04" in text
     eq_ax = curves_figure(met).axes[-1]
     assert eq_ax.get_title() == "equivariance error"
-    assert [t.get_text() for t in eq_ax.get_legend().get_texts()] == ["pooled (final 0.0001)",
-                                                                      "worst input (final 0.0003)"]
-    old = write_run(tmp_path / "old.h5", [0, 50], [{"W_E": np.zeros((24, 4))}] * 2,
-                    metrics={"train_acc": [0.5, 1.0], "eq_error": [0.1, 0.002]})
+    assert [t.get_text() for t in eq_ax.get_legend().get_texts()] == [
+        "pooled (final 0.0001)",
+        "worst input (final 0.0003)",
+    ]
+    old = write_run(
+        tmp_path / "old.h5",
+        [0, 50],
+        [{"W_E": np.zeros((24, 4))}] * 2,
+        metrics={"train_acc": [0.5, 1.0], "eq_error": [0.1, 0.002]},
+    )
     with Run(old) as run:
         met = run.metrics()
         assert set(met) == {"epoch", "train_acc", "eq_error_pooled"}
@@ -172,12 +189,13 @@ def test_orbit_progress_figure(eq_run):
     heads-in-orbits count, and each orbit's lock-in epoch (the fifth snapshot, 200) marked."""
     from matplotlib.colors import to_hex
     from headmovies.render.orbits.figures import orbit_progress_figure
+
     with Run(eq_run) as run:
         h = orbit_history(run)
     fig = orbit_progress_figure(h)
     top, bottom = fig.axes[:2]
     curves = [l for l in top.get_lines() if len(l.get_xdata()) == len(EPOCHS)]
-    assert len(curves) == 20                                    # 16 orbit heads + 4 in none
+    assert len(curves) == 20  # 16 orbit heads + 4 in none
     by_colour = {}
     for line in curves:
         by_colour.setdefault(to_hex(line.get_color()), []).append(line)

@@ -1,6 +1,7 @@
 """Forks (docs/sweeps.md, "Forks"): a run started from another run's snapshot at the start of
 its second phase equals the run trained from scratch bit for bit; sweeps fork where a source
 is there and train from scratch where not; bad sources are refused before anything is written."""
+
 from __future__ import annotations
 
 import json
@@ -51,7 +52,7 @@ def test_a_fork_equals_the_run_from_scratch(tmp_path):
         np.testing.assert_array_equal(v, weights_at(fork, 120)[k])
     W_V_src, W_V_fork = weights_at(src, 200)["W_V"], weights_at(fork, 200)["W_V"]
     assert not np.array_equal(W_V_src, W_V_fork)
-    assert (np.abs(W_V_fork).reshape(3, -1).max(1) == 0).sum() == 2        # refine_prune=0.99 kept one head
+    assert (np.abs(W_V_fork).reshape(3, -1).max(1) == 0).sum() == 2  # refine_prune=0.99 kept one head
     assert (np.abs(W_V_src).reshape(3, -1).max(1) > 0).all()
 
 
@@ -68,9 +69,12 @@ def test_a_fork_stopped_early_resumes_bit_for_bit(tmp_path):
 
 def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
     src, out = tmp_path / "src.h5", tmp_path / "out.h5"
-    loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, stop_at=80)    # not yet at the fork
-    with pytest.raises(ForkTooEarly, match=r"no snapshot at epoch 120, where this run forks \(it ends at "
-                                                r"epoch 80\)"):
+    loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, stop_at=80)  # not yet at the fork
+    with pytest.raises(
+        ForkTooEarly,
+        match=r"no snapshot at epoch 120, where this run forks \(it ends at "
+        r"epoch 80\)",
+    ):
         loop.train("orbits", cfg(), out, progress=False, fork_from=src)
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, resume=True)
     with pytest.raises(ConfigError, match=r"differs in what acts before epoch 120 \(lr: 0.001 there, 0.01 here\)"):
@@ -83,8 +87,11 @@ def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
         loop.train("orbits", cfg(refine_start="0"), out, progress=False, fork_from=src)
     with pytest.raises(UserError, match="--stop-at 120 is not after the fork at epoch 120"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=src, stop_at=120)
-    with pytest.raises(UserError, match=r"would fork at epoch 100, which is not a snapshot epoch \(snapshots at 80 "
-                                        r"and 120\)"):
+    with pytest.raises(
+        UserError,
+        match=r"would fork at epoch 100, which is not a snapshot epoch \(snapshots at 80 "
+        r"and 120\)",
+    ):
         loop.train("orbits", cfg(refine_start="100"), out, progress=False, fork_from=src)
     with pytest.raises(UserError, match="cannot fork from .*nothere.h5: no such file"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=tmp_path / "nothere.h5")
@@ -119,7 +126,7 @@ def test_a_source_extended_from_fewer_epochs_is_refused(tmp_path):
     refused = "first trained to fewer epochs than 120 and then extended"
     with pytest.raises(UserError, match=refused):
         loop.train("orbits", cfg(), tmp_path / "fork.h5", progress=False, fork_from=src)
-    with h5py.File(src, "r+") as f:              # a file from before extensions were recorded
+    with h5py.File(src, "r+") as f:  # a file from before extensions were recorded
         del f.attrs["extensions"]
     with pytest.raises(UserError, match=refused):
         loop.train("orbits", cfg(), tmp_path / "fork.h5", progress=False, fork_from=src)
@@ -149,14 +156,25 @@ def test_a_sweep_forks_where_it_can(tmp_path):
     train from scratch; all three equal a sweep trained from scratch."""
     common = {k: v for k, v in PHASES.items()}
     S.sweep("orbits", tmp_path / "src", seeds=[0], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False)
-    S.sweep("orbits", tmp_path / "src", seeds=[1], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False,
-            stop_at=80)
-    res = S.sweep("orbits", tmp_path / "fork", seeds=[0, 1, 2], sets={**common, **ADDITIONS}, workers=1,
-                  progress=False, fork_from=tmp_path / "src")
+    S.sweep(
+        "orbits", tmp_path / "src", seeds=[1], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False, stop_at=80
+    )
+    res = S.sweep(
+        "orbits",
+        tmp_path / "fork",
+        seeds=[0, 1, 2],
+        sets={**common, **ADDITIONS},
+        workers=1,
+        progress=False,
+        fork_from=tmp_path / "src",
+    )
     assert (res.done, res.failed, res.forked) == (3, 0, 1)
     rows = {r["run"]: r for r in read_sweep_rows(tmp_path / "fork" / ROWS_FILE)}
-    assert {k: r["forked_from"] for k, r in rows.items()} == {"seed0": "../src/seed0.h5@120", "seed1": None,
-                                                            "seed2": None}
+    assert {k: r["forked_from"] for k, r in rows.items()} == {
+        "seed0": "../src/seed0.h5@120",
+        "seed1": None,
+        "seed2": None,
+    }
     md = (tmp_path / "fork" / "summary.md").read_text()
     assert md.count("(forked at epoch 120)") == 1 and "cover only the epochs after its fork" in md
     S.sweep("orbits", tmp_path / "scratch", seeds=[0, 1, 2], sets={**common, **ADDITIONS}, workers=1, progress=False)
@@ -164,12 +182,26 @@ def test_a_sweep_forks_where_it_can(tmp_path):
         assert_same_run_files(tmp_path / "fork" / f"seed{seed}.h5", tmp_path / "scratch" / f"seed{seed}.h5")
     # a source whose first phase differs is refused up front
     with pytest.raises(ConfigError, match="differs in what acts before epoch 120"):
-        S.sweep("orbits", tmp_path / "other", seeds=[0], sets={**common, **ADDITIONS, "eq_weight": "1"}, workers=1,
-                progress=False, fork_from=tmp_path / "src")
+        S.sweep(
+            "orbits",
+            tmp_path / "other",
+            seeds=[0],
+            sets={**common, **ADDITIONS, "eq_weight": "1"},
+            workers=1,
+            progress=False,
+            fork_from=tmp_path / "src",
+        )
     assert not (tmp_path / "other").exists()
     with pytest.raises(UserError, match="is not a folder"):
-        S.sweep("orbits", tmp_path / "other", seeds=[0], sets=common, workers=1, progress=False,
-                fork_from=tmp_path / "nothere")
+        S.sweep(
+            "orbits",
+            tmp_path / "other",
+            seeds=[0],
+            sets=common,
+            workers=1,
+            progress=False,
+            fork_from=tmp_path / "nothere",
+        )
 
 
 def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, capsys):
@@ -179,27 +211,54 @@ def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, caps
     S.sweep("orbits", tmp_path / "src", seeds=[0], sets={**PHASES, **SEED_OBJECTIVE}, workers=1, progress=False)
     sets = {**PHASES, "refine_ov_bias_weight": "0"}
     grid = [("refine_prune", ["0.25", "0.99"])]
-    res = S.sweep("orbits", tmp_path / "prune", seeds=[0], grid=grid, sets=sets, workers=1, progress=False,
-                  fork_from=tmp_path / "src", stop_at=160)
+    res = S.sweep(
+        "orbits",
+        tmp_path / "prune",
+        seeds=[0],
+        grid=grid,
+        sets=sets,
+        workers=1,
+        progress=False,
+        fork_from=tmp_path / "src",
+        stop_at=160,
+    )
     assert (res.done, res.forked) == (2, 2)
-    res = S.sweep("orbits", tmp_path / "prune", seeds=[0], grid=grid, sets=sets, workers=1, progress=False,
-                  fork_from=tmp_path / "src")
+    res = S.sweep(
+        "orbits",
+        tmp_path / "prune",
+        seeds=[0],
+        grid=grid,
+        sets=sets,
+        workers=1,
+        progress=False,
+        fork_from=tmp_path / "src",
+    )
     rows = read_sweep_rows(tmp_path / "prune" / ROWS_FILE)[-2:]
     assert [(r["run"], r["action"], r["forked_from"]) for r in rows] == [
-        ("seed0-refine_prune0.25", "resume", "../src/seed0.h5@120"), ("seed0-refine_prune0.99", "resume",
-                                                                       "../src/seed0.h5@120")]
+        ("seed0-refine_prune0.25", "resume", "../src/seed0.h5@120"),
+        ("seed0-refine_prune0.99", "resume", "../src/seed0.h5@120"),
+    ]
     S.sweep("orbits", tmp_path / "scratch", seeds=[0], grid=grid, sets=sets, workers=1, progress=False)
     for name in ("seed0-refine_prune0.25", "seed0-refine_prune0.99"):
         assert_same_run_files(tmp_path / "prune" / f"{name}.h5", tmp_path / "scratch" / f"{name}.h5")
     # no source at all: a warning, and the runs train from scratch
     capsys.readouterr()
-    res = S.sweep("orbits", tmp_path / "lone", seeds=[5], sets=sets, workers=1, progress=False,
-                  fork_from=tmp_path / "src")
+    res = S.sweep(
+        "orbits", tmp_path / "lone", seeds=[5], sets=sets, workers=1, progress=False, fork_from=tmp_path / "src"
+    )
     assert (res.done, res.forked) == (1, 0)
     assert "warning: no new run can fork" in capsys.readouterr().err
     with pytest.raises(UserError, match="--stop-at 80 is not after the fork at epoch 120"):
-        S.sweep("orbits", tmp_path / "early", seeds=[0], sets=sets, workers=1, progress=False,
-                fork_from=tmp_path / "src", stop_at=80)
+        S.sweep(
+            "orbits",
+            tmp_path / "early",
+            seeds=[0],
+            sets=sets,
+            workers=1,
+            progress=False,
+            fork_from=tmp_path / "src",
+            stop_at=80,
+        )
 
 
 def test_a_ray_sweep_forks_from_a_relative_source_folder(tmp_path, monkeypatch):
@@ -207,10 +266,17 @@ def test_a_ray_sweep_forks_from_a_relative_source_folder(tmp_path, monkeypatch):
     an absolute path. The fork equals the local one bit for bit."""
     monkeypatch.chdir(tmp_path)
     S.sweep("orbits", "src", seeds=[0], sets={**PHASES, **SEED_OBJECTIVE}, workers=1, progress=False)
-    S.sweep("orbits", "local", seeds=[0], sets={**PHASES, **ADDITIONS}, workers=1, progress=False,
-            fork_from="src")
-    res = S.sweep("orbits", "ray", seeds=[0], sets={**PHASES, **ADDITIONS}, backend="ray", workers=1,
-                  progress=False, fork_from="src")
+    S.sweep("orbits", "local", seeds=[0], sets={**PHASES, **ADDITIONS}, workers=1, progress=False, fork_from="src")
+    res = S.sweep(
+        "orbits",
+        "ray",
+        seeds=[0],
+        sets={**PHASES, **ADDITIONS},
+        backend="ray",
+        workers=1,
+        progress=False,
+        fork_from="src",
+    )
     assert (res.done, res.failed, res.forked) == (1, 0, 1)
     assert read_sweep_rows(tmp_path / "ray" / ROWS_FILE)[0]["forked_from"] == "../src/seed0.h5@120"
     assert_same_run_files(tmp_path / "ray" / "seed0.h5", tmp_path / "local" / "seed0.h5")

@@ -1,6 +1,7 @@
 """Induction experiment (seed 003): data, model invariants (causal mask, positions in Q/K only,
 smeared keys), the numpy renderer against the torch trainer, copying and composition scores
 on hand-built circuits, a tiny training run, and bad input at the commands' edge."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,14 @@ import torch
 
 from headmovies.train import config
 from headmovies.cli import main as pipeline_main
-from headmovies.train.induction import (Induction1L, Induction2L, InductionConfig, InductionSmeared,
-                                            InductionTransformer, repeated_blocks)
+from headmovies.train.induction import (
+    Induction1L,
+    Induction2L,
+    InductionConfig,
+    InductionSmeared,
+    InductionTransformer,
+    repeated_blocks,
+)
 from headmovies.train.loop import train
 from headmovies.render.induction import analysis as ind
 from headmovies.tasks import induction as task
@@ -44,6 +51,7 @@ def numpy_model(model: InductionTransformer) -> ind.Model:
 
 # --- data ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("block_len", [6, 4, 7])
 def test_generator_period_alphabet_distinct(block_len):
     cfg = cfg_of(Induction1L, block_len=block_len)
@@ -51,9 +59,9 @@ def test_generator_period_alphabet_distinct(block_len):
     y = task.sample_sequences(np.random.default_rng(0), 2000, 26, 24, block_len)
     for tokens in (x, y):
         assert tokens.shape == (2000, 24) and tokens.min() == 0 and tokens.max() == 25
-        assert np.all(tokens[:, block_len:] == tokens[:, :-block_len])          # period block_len
+        assert np.all(tokens[:, block_len:] == tokens[:, :-block_len])  # period block_len
         block = np.sort(tokens[:, :block_len], axis=1)
-        assert np.all(np.diff(block, axis=1) > 0)                                # distinct letters
+        assert np.all(np.diff(block, axis=1) > 0)  # distinct letters
     # fresh blocks: rows differ (26P6 = 1.65e8 blocks; 2000 draws collide with probability ~1%)
     assert len({tuple(r) for r in x[:, :block_len]}) >= 1990
 
@@ -63,7 +71,7 @@ def test_generator_with_repeats():
     x = repeated_blocks(2000, cfg, torch.Generator().manual_seed(0)).numpy()
     assert np.all(x[:, 6:] == x[:, :-6])
     has_repeat = np.array([len(set(r[:6])) < 6 for r in x]).mean()
-    assert abs(has_repeat - (1 - math.perm(26, 6) / 26 ** 6)) < 0.05             # P = 0.46
+    assert abs(has_repeat - (1 - math.perm(26, 6) / 26**6)) < 0.05  # P = 0.46
 
 
 def test_sinusoidal_table_values():
@@ -76,19 +84,20 @@ def test_sinusoidal_table_values():
 
 # --- model invariants ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("task_cls", [Induction1L, InductionSmeared, Induction2L])
 def test_causal_mask(task_cls):
     model = torch_model(task_cls)
     x = repeated_blocks(8, model_cfg := cfg_of(task_cls), torch.Generator().manual_seed(1))
     y = x.clone()
-    y[:, 15:] = (y[:, 15:] + 3) % 26                       # change only the tokens from position 15 on
+    y[:, 15:] = (y[:, 15:] + 3) % 26  # change only the tokens from position 15 on
     with torch.no_grad():
         lx, ly = model(x), model(y)
         _, pattern = model.blocks[-1].attn(model.W_E[x], model.W_pos, return_pattern=True)
-    assert torch.equal(lx[:, :15], ly[:, :15])               # earlier positions cannot see them
+    assert torch.equal(lx[:, :15], ly[:, :15])  # earlier positions cannot see them
     assert not torch.allclose(lx[:, 15:], ly[:, 15:])
     upper = torch.ones(24, 24, dtype=torch.bool).triu(1)
-    assert float(pattern[..., upper].abs().max()) == 0.0     # no attention to later positions
+    assert float(pattern[..., upper].abs().max()) == 0.0  # no attention to later positions
     np.testing.assert_allclose(pattern.sum(-1).numpy(), 1.0, atol=1e-12)
     _, patterns = ind.forward(numpy_model(model), x.numpy(), return_patterns=True)
     assert all(float(np.abs(p[..., upper.numpy()]).max()) == 0.0 for p in patterns)
@@ -104,14 +113,14 @@ def test_positions_reach_only_q_and_k(positions):
     with torch.no_grad():
         x = model.W_E[tokens]
         _, pattern_before = attn(x, model.W_pos, return_pattern=True)
-        model.W_pos.copy_(torch.randn_like(model.W_pos) * 3)             # other positions
+        model.W_pos.copy_(torch.randn_like(model.W_pos) * 3)  # other positions
         out, pattern = attn(x, model.W_pos, return_pattern=True)
-        assert (pattern - pattern_before).abs().max() > 0.05              # positions do steer attention ...
-        v = torch.einsum("btd,hde->bhte", x, attn.W_V)                    # ... values carry no position
+        assert (pattern - pattern_before).abs().max() > 0.05  # positions do steer attention ...
+        v = torch.einsum("btd,hde->bhte", x, attn.W_V)  # ... values carry no position
         torch.testing.assert_close(out, torch.einsum("bhte,hed->btd", pattern @ v, attn.W_O))
         torch.testing.assert_close(model(tokens), (x + out) @ model.W_U)  # nor does the residual
-        if positions == "qk_input":                                        # zero W_Q, W_K: uniform attention,
-            attn.W_Q.zero_()                                               # and the positions leave no trace
+        if positions == "qk_input":  # zero W_Q, W_K: uniform attention,
+            attn.W_Q.zero_()  # and the positions leave no trace
             attn.W_K.zero_()
             uniform = model(tokens)
             model.W_pos.zero_()
@@ -124,7 +133,7 @@ def test_default_positions_are_the_seeds_wording():
     """Seed 003: positions "added to Q and K": the query/key vectors, one d_head slice per head."""
     for cls in (Induction1L, InductionSmeared, Induction2L):
         assert cfg_of(cls).positions == "qk_vector" == task.DEFAULT_POSITIONS
-    assert task.positions_of({}) == "qk_input"                  # files made before the option
+    assert task.positions_of({}) == "qk_input"  # files made before the option
     assert task.positions_of({"positions": "qk_vector"}) == "qk_vector"
 
 
@@ -136,9 +145,9 @@ def test_smeared_keys_weight_one_equals_plain_keys(positions):
         for name, p in plain.named_parameters():
             p.copy_(dict(smeared.named_parameters())[name])
         tokens = repeated_blocks(8, cfg_of(Induction1L), torch.Generator().manual_seed(4))
-        smeared.blocks[0].attn.alpha.fill_(float("inf"))     # sigmoid(alpha) = 1: own key only
+        smeared.blocks[0].attn.alpha.fill_(float("inf"))  # sigmoid(alpha) = 1: own key only
         torch.testing.assert_close(smeared(tokens), plain(tokens), rtol=0, atol=0)
-        smeared.blocks[0].attn.alpha.fill_(float("-inf"))    # sigmoid(alpha) = 0: previous key only
+        smeared.blocks[0].attn.alpha.fill_(float("-inf"))  # sigmoid(alpha) = 0: previous key only
         _, pat = smeared.blocks[0].attn(smeared.W_E[tokens], smeared.W_pos, return_pattern=True)
     # then key j holds token j-1's key: scores of query i on key j equal plain scores on key j-1
     attn = plain.blocks[0].attn
@@ -146,8 +155,8 @@ def test_smeared_keys_weight_one_equals_plain_keys(positions):
     if positions == "qk_input":
         q = torch.einsum("btd,hde->bhte", x + pos, attn.W_Q)
         k = torch.einsum("btd,hde->bhte", x + pos, attn.W_K)
-    else:                                                    # head h adds columns h*8 .. h*8+7
-        P = pos.view(24, 4, 8).transpose(0, 1)[None]         # (1, H, T, dh)
+    else:  # head h adds columns h*8 .. h*8+7
+        P = pos.view(24, 4, 8).transpose(0, 1)[None]  # (1, H, T, dh)
         q = torch.einsum("btd,hde->bhte", x, attn.W_Q) + P
         k = torch.einsum("btd,hde->bhte", x, attn.W_K) + P
     k = torch.cat([k[:, :, :1], k[:, :, :-1]], 2)
@@ -155,9 +164,17 @@ def test_smeared_keys_weight_one_equals_plain_keys(positions):
     torch.testing.assert_close(pat, scores.softmax(-1).detach())
 
 
-@pytest.mark.parametrize("task_cls,positions", [(Induction1L, "qk_input"), (InductionSmeared, "qk_input"),
-                                                (Induction2L, "qk_input"), (Induction1L, "qk_vector"),
-                                                (Induction2L, "qk_vector"), (InductionSmeared, "qk_vector")])
+@pytest.mark.parametrize(
+    "task_cls,positions",
+    [
+        (Induction1L, "qk_input"),
+        (InductionSmeared, "qk_input"),
+        (Induction2L, "qk_input"),
+        (Induction1L, "qk_vector"),
+        (Induction2L, "qk_vector"),
+        (InductionSmeared, "qk_vector"),
+    ],
+)
 def test_numpy_forward_matches_trainer(task_cls, positions):
     model = torch_model(task_cls, positions=positions)
     if task_cls is InductionSmeared:
@@ -173,13 +190,20 @@ def test_numpy_forward_matches_trainer(task_cls, positions):
 
 # --- copying and composition scores -------------------------------------------------------------
 
+
 def copying_weights(sign: float) -> dict:
     """One head whose OV circuit W_E W_V W_O W_U is sign x (a projection): pure copying for +1."""
     rng = np.random.default_rng(0)
-    W_E = np.linalg.qr(rng.standard_normal((32, 32)))[0][:26]              # orthonormal rows
-    V = np.linalg.qr(rng.standard_normal((32, 8)))[0]                      # [d, dh], orthonormal columns
-    return {"W_E": W_E, "W_U": W_E.T.copy(), "blocks.0.attn.W_Q": V[None], "blocks.0.attn.W_K": V[None],
-            "blocks.0.attn.W_V": V[None], "blocks.0.attn.W_O": sign * V.T[None]}
+    W_E = np.linalg.qr(rng.standard_normal((32, 32)))[0][:26]  # orthonormal rows
+    V = np.linalg.qr(rng.standard_normal((32, 8)))[0]  # [d, dh], orthonormal columns
+    return {
+        "W_E": W_E,
+        "W_U": W_E.T.copy(),
+        "blocks.0.attn.W_Q": V[None],
+        "blocks.0.attn.W_K": V[None],
+        "blocks.0.attn.W_V": V[None],
+        "blocks.0.attn.W_O": sign * V.T[None],
+    }
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
@@ -188,14 +212,14 @@ def test_copying_score_pure_copying_and_negation(sign):
     assert head["circuit"] == "L0H0"
     assert head["copying"] == pytest.approx(sign, abs=1e-12)
     assert head["seed_mean_sign"] == pytest.approx(sign, abs=1e-12)
-    direct = ind.copying_table(copying_weights(sign))[-1]                  # W_E W_E^T: identity
+    direct = ind.copying_table(copying_weights(sign))[-1]  # W_E W_E^T: identity
     assert direct["circuit"].startswith("direct") and direct["copying"] == pytest.approx(1.0)
 
 
 def test_copying_scores_known_eigenvalues():
     s = ind.copying_scores(np.array([2.0, -1.0, 0.0]))
     assert s["copying"] == pytest.approx(1 / 3) and s["seed_mean_sign"] == pytest.approx(0.0)
-    s = ind.copying_scores(np.array([1 + 1j, 1 - 1j]))                   # 45 degrees
+    s = ind.copying_scores(np.array([1 + 1j, 1 - 1j]))  # 45 degrees
     assert s["copying"] == pytest.approx(1 / math.sqrt(2)) and s["seed_mean_sign"] == pytest.approx(1 / math.sqrt(2))
     A, B = np.random.default_rng(1).standard_normal((26, 8)), np.random.default_rng(2).standard_normal((8, 26))
     big = np.linalg.eigvals(A @ B)
@@ -207,10 +231,14 @@ def test_k_composition_known_cases():
     e = np.eye(4)
     w = {"W_E": np.eye(4), "W_U": np.eye(4)}
     for l in (0, 1):
-        w |= {f"blocks.{l}.attn.W_Q": e[None, :, :1], f"blocks.{l}.attn.W_K": e[None, :, :1],
-              f"blocks.{l}.attn.W_V": e[None, :, :1], f"blocks.{l}.attn.W_O": e[None, :1, :]}
-    assert ind.composition_scores(w)["k"][0, 0] == pytest.approx(1.0)      # OV1 writes where keys read
-    w["blocks.1.attn.W_K"] = e[None, :, 1:2]                               # keys read another direction
+        w |= {
+            f"blocks.{l}.attn.W_Q": e[None, :, :1],
+            f"blocks.{l}.attn.W_K": e[None, :, :1],
+            f"blocks.{l}.attn.W_V": e[None, :, :1],
+            f"blocks.{l}.attn.W_O": e[None, :1, :],
+        }
+    assert ind.composition_scores(w)["k"][0, 0] == pytest.approx(1.0)  # OV1 writes where keys read
+    w["blocks.1.attn.W_K"] = e[None, :, 1:2]  # keys read another direction
     scores = ind.composition_scores(w)
     assert scores["k"][0, 0] == pytest.approx(0.0) and scores["q"][0, 0] == pytest.approx(1.0)
     assert 0 < scores["k_baseline"] < 1
@@ -222,15 +250,15 @@ def test_no_k_composition_ablation():
     tokens = task.sample_sequences(np.random.default_rng(0), 32, 26, 24, 6)
     full = ind.mean_attention(nm, tokens)
     ablated = ind.mean_attention(nm, tokens, k_composition=False)
-    np.testing.assert_array_equal(full[0], ablated[0])                    # layer 0 untouched
-    assert np.abs(full[1] - ablated[1]).max() > 1e-3                      # layer 1 keys changed
+    np.testing.assert_array_equal(full[0], ablated[0])  # layer 0 untouched
+    assert np.abs(full[1] - ablated[1]).max() > 1e-3  # layer 1 keys changed
     nm.weights["blocks.0.attn.W_O"] = np.zeros_like(nm.weights["blocks.0.attn.W_O"])  # layer 0 writes nothing
     np.testing.assert_allclose(ind.forward(nm, tokens, k_composition=False), ind.forward(nm, tokens), atol=1e-12)
 
 
 def test_offset_profile_and_correct_completion():
     prev = np.eye(24, k=-1)
-    prev[0, 0] = 1                                                          # all attention one back
+    prev[0, 0] = 1  # all attention one back
     prof = ind.offset_profile(prev)
     assert prof[1] == 1.0 and prof[0] == pytest.approx(1 / 24) and prof[5] == 0.0
     assert task.correct_completion("ABCDEF") == "ABCDEFABCDEFABCDEF"
@@ -241,6 +269,7 @@ def test_offset_profile_and_correct_completion():
 
 
 # --- training and commands ----------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
@@ -258,7 +287,7 @@ def test_tiny_training_run_lands_snapshots(tiny_runs):
         assert run.weights(-1)["blocks.0.attn.alpha"].shape == (4,)
         m = run.metrics()
         assert m["epoch"].tolist() == [0, 10, 20, 30, 40] and np.all((m["heldout_acc"] >= 0) & (m["heldout_acc"] <= 1))
-        assert m["heldout_loss"][-1] < m["heldout_loss"][0]                  # it learns
+        assert m["heldout_loss"][-1] < m["heldout_loss"][0]  # it learns
     with Run(tiny_runs["induction-2l"]) as run:
         w = run.weights(-1)
         assert {"W_E", "W_U", "blocks.1.attn.W_Q"} <= set(w) and w["blocks.1.attn.W_O"].shape == (4, 8, 32)
@@ -268,8 +297,18 @@ def test_tiny_training_run_lands_snapshots(tiny_runs):
 
 
 def test_render_command_writes_tables(tiny_runs, tmp_path, capsys):
-    rc = render_main(["induction", "report", str(tiny_runs["induction-2l"]), "--out", str(tmp_path), "--no-movie",
-                      "--sequences", "64"])
+    rc = render_main(
+        [
+            "induction",
+            "report",
+            str(tiny_runs["induction-2l"]),
+            "--out",
+            str(tmp_path),
+            "--no-movie",
+            "--sequences",
+            "64",
+        ]
+    )
     assert rc == 0
     data = json.loads((tmp_path / "induction-2l" / "analysis.json").read_text())
     assert [r["prompt"] for r in data["completions"]] == list(task.SEED_PROMPTS)
@@ -281,8 +320,10 @@ def test_render_command_writes_tables(tiny_runs, tmp_path, capsys):
     assert rc == 0 and "ABCDEF" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("prompt,message", [("ABC1", "outside the alphabet"), ("abc", "outside the alphabet"),
-                                            ("A" * 25, "longer than the context")])
+@pytest.mark.parametrize(
+    "prompt,message",
+    [("ABC1", "outside the alphabet"), ("abc", "outside the alphabet"), ("A" * 25, "longer than the context")],
+)
 def test_bad_prompt_is_one_line_exit_2(tiny_runs, prompt, message, capsys):
     rc = render_main(["induction", "complete", str(tiny_runs["induction-smeared"]), "--prompt", prompt])
     err = capsys.readouterr().err.strip()
@@ -294,32 +335,66 @@ def test_unknown_variant_and_foreign_run_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "unknown experiment 'induction-3l'" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "x.h5").exists()
-    proc = subprocess.run([sys.executable, "-m", "headmovies", "induction", "report", str(tmp_path / "missing.h5"),
-                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "headmovies",
+            "induction",
+            "report",
+            str(tmp_path / "missing.h5"),
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
 # --- the movie's timeline and snippet ---------------------------------------------------------------
 
+
 def test_induction_timeline_marks_accuracy_that_lasts():
     from headmovies.render.induction.movie import induction_timeline
+
     epochs = np.array([0, 100, 200, 300, 400, 500])
     metrics = {"epoch": epochs, "heldout_acc": np.array([0.1, 0.6, 0.4, 0.6, 0.95, 0.97])}
-    config = {"epochs": 500, "early_every": 100, "switch_epoch": 300, "late_every": 100}   # no switch: same spacing
+    config = {"epochs": 500, "early_every": 100, "switch_epoch": 300, "late_every": 100}  # no switch: same spacing
     tl = induction_timeline(epochs, metrics, config)
     assert [(e.epoch, e.label) for e in tl.events] == [(300, "accuracy ≥ 50%"), (400, "accuracy ≥ 90%")]
     assert tl.curves[0].values.tolist() == pytest.approx([10, 60, 40, 60, 95, 97])
     tl = induction_timeline(epochs, metrics, {**config, "early_every": 50})
-    assert [(e.epoch, e.hold) for e in tl.events][0] == (300, False)   # the schedule switch is marked, not held
+    assert [(e.epoch, e.hold) for e in tl.events][0] == (300, False)  # the schedule switch is marked, not held
 
 
 def test_attention_movie_has_timeline_holds_and_caption(tiny_runs, tmp_path):
     from headmovies.render.core.timeline import hold_frames
     from headmovies.render.induction.movie import induction_timeline
     from test_encode import probe
+
     run = tiny_runs["induction-smeared"]
-    rc = render_main(["induction", "report", str(run), "--out", str(tmp_path), "--formats", "mp4,png,html",
-                      "--fps", "8", "--hold", "0", "--event-hold", "1", "--sequences", "64", "--no-progress"])
+    rc = render_main(
+        [
+            "induction",
+            "report",
+            str(run),
+            "--out",
+            str(tmp_path),
+            "--formats",
+            "mp4,png,html",
+            "--fps",
+            "8",
+            "--hold",
+            "0",
+            "--event-hold",
+            "1",
+            "--sequences",
+            "64",
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     with Run(run) as r:
         tl = induction_timeline(r.epochs, r.metrics(), r.config)
@@ -328,6 +403,7 @@ def test_attention_movie_has_timeline_holds_and_caption(tiny_runs, tmp_path):
     assert probe(folder / "attention_movie.mp4")[1] == 5 + held
     html = (folder / "attention_movie.html").read_text()
     assert html.index("attention_movie.mp4") < html.index("<figcaption")
-    import imageio.v3 as iio              # the movie's poster does not replace the attention figure
+    import imageio.v3 as iio  # the movie's poster does not replace the attention figure
+
     assert iio.imread(folder / "attention.png").shape != iio.imread(folder / "attention_movie.png").shape
     assert "trained 40 epochs on sequences of 24 letters made of a repeated block of 6" in html

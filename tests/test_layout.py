@@ -1,6 +1,7 @@
 """The house: every experiment is complete in every layer, layers import downward only (training
 never loads rendering, sweeps or commands; rendering never loads torch), and only
 headmovies/runfile/ imports h5py or indexes a run file's groups."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,12 +18,17 @@ from headmovies import tasks
 
 PACKAGE = Path(headmovies.__file__).parent
 COMMAND_API = ("NAME", "HELP", "add_arguments", "run")
-SUMMARY_API = ("sweep_summary", "SWEEP_OUTCOME")               # what `headmovies sweep` calls per run
+SUMMARY_API = ("sweep_summary", "SWEEP_OUTCOME")  # what `headmovies sweep` calls per run
 # Each family's parts (docs/extending.md): path under headmovies/ -> the names it must define.
 # "train/{family}" is a module or a package.
-FAMILY_PARTS = {"tasks/{family}.py": ("EXPERIMENTS",), "train/{family}": ("TASKS", "BATCHING"),
-                "render/{family}/figures.py": (), "render/{family}/movie.py": (),
-                "render/{family}/summary.py": SUMMARY_API, "commands/{family}.py": COMMAND_API}
+FAMILY_PARTS = {
+    "tasks/{family}.py": ("EXPERIMENTS",),
+    "train/{family}": ("TASKS", "BATCHING"),
+    "render/{family}/figures.py": (),
+    "render/{family}/movie.py": (),
+    "render/{family}/summary.py": SUMMARY_API,
+    "commands/{family}.py": COMMAND_API,
+}
 
 
 def _top_level_names(path: Path) -> set[str]:
@@ -65,6 +71,7 @@ def test_every_registered_experiment_has_every_part():
     from headmovies.sweeps import registry
     from headmovies.train import experiments
     from headmovies.train.config import TrainConfig
+
     registered = experiments.all_experiments()
     families = tasks.experiments()
     assert set(registered) == set(families), "tasks/*.EXPERIMENTS and the train registry disagree"
@@ -87,12 +94,19 @@ def test_every_registered_experiment_has_every_part():
 def test_a_family_missing_a_part_is_caught(tmp_path):
     """`missing_parts` on a planted package: a fourth family added to tasks/ only lacks every
     other part; with stubs of each part it lacks exactly the names they leave out; complete, nothing."""
+
     def write(part: str, text: str) -> None:
         (tmp_path / part).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / part).write_text(text, encoding="utf-8")
+
     write("tasks/fourth.py", 'EXPERIMENTS = ("fourth",)\n')
-    assert missing_parts(tmp_path, "fourth") == ["train/fourth", "render/fourth/figures.py", "render/fourth/movie.py",
-                                                 "render/fourth/summary.py", "commands/fourth.py"]
+    assert missing_parts(tmp_path, "fourth") == [
+        "train/fourth",
+        "render/fourth/figures.py",
+        "render/fourth/movie.py",
+        "render/fourth/summary.py",
+        "commands/fourth.py",
+    ]
     write("train/fourth/__init__.py", "from headmovies.train.fourth.task import TASKS\nBATCHING = {}\n")  # a package
     for part in ("figures", "movie"):
         write(f"render/fourth/{part}.py", "")
@@ -113,17 +127,25 @@ def test_training_never_imports_rendering_sweeps_or_commands():
     """Import every module of headmovies.train in a fresh interpreter: no module of
     headmovies.render, headmovies.sweeps or headmovies.commands (nor the CLI) gets loaded."""
     mods = _modules("headmovies.train")
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in mods)
-            + "bad = sorted(m for m in sys.modules if m.startswith(('headmovies.render', 'headmovies.sweeps', "
-            + "'headmovies.commands')) or m == 'headmovies.cli')\n"
-            + "assert 'headmovies.train.loop' in sys.modules\nassert not bad, bad\n")
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in mods)
+        + "bad = sorted(m for m in sys.modules if m.startswith(('headmovies.render', 'headmovies.sweeps', "
+        + "'headmovies.commands')) or m == 'headmovies.cli')\n"
+        + "assert 'headmovies.train.loop' in sys.modules\nassert not bad, bad\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert {"headmovies.train.loop", "headmovies.train.checkpoints", "headmovies.train.resume",
-            "headmovies.train.fork", "headmovies.train.batch_loop"} <= set(mods)
+    assert {
+        "headmovies.train.loop",
+        "headmovies.train.checkpoints",
+        "headmovies.train.resume",
+        "headmovies.train.fork",
+        "headmovies.train.batch_loop",
+    } <= set(mods)
 
 
-GROUP_CONSTANTS = {"SNAPSHOTS", "METRICS", "SPLIT", "COMPLETE"}        # runfile.schema's group names
+GROUP_CONSTANTS = {"SNAPSHOTS", "METRICS", "SPLIT", "COMPLETE"}  # runfile.schema's group names
 GROUP_PATH = re.compile(r"^/?(snapshots|metrics|split|complete)(/|$)")
 
 
@@ -143,9 +165,13 @@ def runfile_breaches(root: Path) -> list[str]:
                 what = "imports h5py"
             elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "h5py":
                 what = "imports h5py"
-            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                    and str(node.args[0].value).split(".")[0] == "h5py" \
-                    and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("__import__", "import_module"):
+            elif (
+                isinstance(node, ast.Call)
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and str(node.args[0].value).split(".")[0] == "h5py"
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("__import__", "import_module")
+            ):
                 what = "imports h5py"
             elif isinstance(node, ast.Subscript):
                 key = node.slice
@@ -153,8 +179,12 @@ def runfile_breaches(root: Path) -> list[str]:
                     what = "indexes a run file's groups"
                 elif getattr(key, "attr", getattr(key, "id", None)) in GROUP_CONSTANTS:
                     what = "indexes a run file's groups"
-                elif isinstance(key, ast.Constant) and isinstance(key.value, str) and GROUP_PATH.match(key.value) \
-                        and "/" in key.value:
+                elif (
+                    isinstance(key, ast.Constant)
+                    and isinstance(key.value, str)
+                    and GROUP_PATH.match(key.value)
+                    and "/" in key.value
+                ):
                     what = "indexes a run file's groups"
             if what:
                 found.add((rel, node.lineno, what))
@@ -164,7 +194,7 @@ def runfile_breaches(root: Path) -> list[str]:
 def test_only_the_runfile_package_touches_hdf5():
     """No module outside headmovies/runfile/ imports h5py or indexes a run file's groups."""
     assert runfile_breaches(PACKAGE) == []
-    assert len(list(PACKAGE.rglob("*.py"))) > 60              # the scan saw the whole package
+    assert len(list(PACKAGE.rglob("*.py"))) > 60  # the scan saw the whole package
 
 
 def test_the_hdf5_scan_catches_a_planted_module(tmp_path):
@@ -173,31 +203,44 @@ def test_the_hdf5_scan_catches_a_planted_module(tmp_path):
     (tmp_path / "render").mkdir()
     (tmp_path / "runfile").mkdir()
     (tmp_path / "render" / "bad.py").write_text(
-        "import numpy, h5py.h5f\n"                                    # 1
-        "from h5py import File\n"                                     # 2
-        "lib = __import__('h5py')\n"                                  # 3
-        "import importlib; importlib.import_module('h5py')\n"         # 4
-        "shape = run.f['snapshots']['W_Q'].shape\n"                   # 5
-        "epochs = f[runfile.SNAPSHOTS]['epoch']\n"                    # 6
-        "acc = f['metrics/train_acc'][-1]\n"                          # 7
+        "import numpy, h5py.h5f\n"  # 1
+        "from h5py import File\n"  # 2
+        "lib = __import__('h5py')\n"  # 3
+        "import importlib; importlib.import_module('h5py')\n"  # 4
+        "shape = run.f['snapshots']['W_Q'].shape\n"  # 5
+        "epochs = f[runfile.SNAPSHOTS]['epoch']\n"  # 6
+        "acc = f['metrics/train_acc'][-1]\n"  # 7
         "ok = run.f.attrs['created'], row['metrics'], st['snapshots'], cfg.MAX_SNAPSHOTS\n",  # 8: no breach
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     (tmp_path / "runfile" / "schema.py").write_text("import h5py\nepochs = f['snapshots/epoch']\n", encoding="utf-8")
     assert runfile_breaches(tmp_path) == [
-        "render/bad.py:1: imports h5py", "render/bad.py:2: imports h5py", "render/bad.py:3: imports h5py",
-        "render/bad.py:4: imports h5py", "render/bad.py:5: indexes a run file's groups",
-        "render/bad.py:6: indexes a run file's groups", "render/bad.py:7: indexes a run file's groups"]
+        "render/bad.py:1: imports h5py",
+        "render/bad.py:2: imports h5py",
+        "render/bad.py:3: imports h5py",
+        "render/bad.py:4: imports h5py",
+        "render/bad.py:5: indexes a run file's groups",
+        "render/bad.py:6: indexes a run file's groups",
+        "render/bad.py:7: indexes a run file's groups",
+    ]
 
 
 def test_rendering_never_imports_torch():
     """Import every rendering module, the run-file schema, the task facts and the CLI parser in
     a fresh interpreter: torch and headmovies.train stay unloaded."""
-    mods = ["headmovies.errors", "headmovies.cli"] + _modules("headmovies.runfile") + _modules("headmovies.render") \
+    mods = (
+        ["headmovies.errors", "headmovies.cli"]
+        + _modules("headmovies.runfile")
+        + _modules("headmovies.render")
         + _modules("headmovies.tasks")
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in mods)
-            + "from headmovies.cli import build_parser\nbuild_parser()\n"
-            + "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('headmovies.train'))\n"
-            + "print(len(sys.modules)); assert not bad, bad\n")
+    )
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in mods)
+        + "from headmovies.cli import build_parser\nbuild_parser()\n"
+        + "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('headmovies.train'))\n"
+        + "print(len(sys.modules)); assert not bad, bad\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert len(mods) >= 25
@@ -212,7 +255,7 @@ def test_cli_lists_every_command():
     done = subprocess.run([sys.executable, "-m", "headmovies", "--version"], capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (0, f"headmovies {headmovies.__version__}\n")
     pyproject = (Path(headmovies.__file__).parents[1] / "pyproject.toml").read_text()
-    assert 'version = {attr = "headmovies.__version__"}' in pyproject      # one version, not two
+    assert 'version = {attr = "headmovies.__version__"}' in pyproject  # one version, not two
 
 
 def _parsers(parser: argparse.ArgumentParser, name: str = "headmovies"):
@@ -227,10 +270,11 @@ def test_every_help_fits_a_terminal(monkeypatch):
     """`--help` of every command in an 80-column terminal: argparse wraps the options, the
     descriptions are wrapped by hand (RawDescriptionHelpFormatter); no line runs past 100."""
     from headmovies.cli import build_parser
+
     monkeypatch.setenv("COLUMNS", "80")
     seen = 0
     for name, parser in _parsers(build_parser()):
         long = [line for line in parser.format_help().splitlines() if len(line) > 100]
         assert not long, (name, long)
         seen += 1
-    assert seen >= 14                # the top level, 5 commands and their actions
+    assert seen >= 14  # the top level, 5 commands and their actions

@@ -2,6 +2,7 @@
 (pale before), dead heads apart, the timeline strip (cursor on a linear epoch axis, event
 marks), the frames held at key events, the HTML snippet and its figcaption; the same timeline
 for the induction and OV-coherent movies. Hand-built runs with known answers (tests/equivariant.py)."""
+
 from __future__ import annotations
 
 import re
@@ -23,16 +24,25 @@ from test_encode import probe
 
 # every 25 epochs to 100, then every 100; exactly equivariant from snapshot 8 (epoch 500) on
 EPOCHS = np.array([0, 25, 50, 75, 100, 200, 300, 400, 500, 600])
-CONFIG = {"epochs": 600, "early_every": 25, "switch_epoch": 100, "late_every": 100, "refine_start": 200,
-          "refine_prune": 0.25, "refine_eq_weight": 100.0, "refine_ov_bias_weight": 0.01}
+CONFIG = {
+    "epochs": 600,
+    "early_every": 25,
+    "switch_epoch": 100,
+    "late_every": 100,
+    "refine_start": 200,
+    "refine_prune": 0.25,
+    "refine_eq_weight": 100.0,
+    "refine_ov_bias_weight": 0.01,
+}
 VERIFIED_AT = 8
 
 
 @pytest.fixture(scope="module")
 def run_path(tmp_path_factory):
     # heads 0-11: a 12-orbit, 12-15: a 4-orbit, 16-18: in no orbit; head 16 dead from snapshot 5 on
-    return equivariant_run(tmp_path_factory.mktemp("run") / "timeline.h5", EPOCHS, extra_heads=3, config=CONFIG,
-                           dead_heads=(16,))
+    return equivariant_run(
+        tmp_path_factory.mktemp("run") / "timeline.h5", EPOCHS, extra_heads=3, config=CONFIG, dead_heads=(16,)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +58,16 @@ def pixel(img: np.ndarray, ax, x: float, y: float) -> np.ndarray:
     """Mean RGB of the 3x3 pixels at data point (x, y) of `ax` in a rendered frame."""
     px, py = ax.transData.transform((x, y))
     row, col = int(round(img.shape[0] - py)), int(round(px))
-    return img[row - 1:row + 2, col - 1:col + 2, :3].reshape(-1, 3).mean(0)
+    return img[row - 1 : row + 2, col - 1 : col + 2, :3].reshape(-1, 3).mean(0)
 
 
 def test_orbit_dated_by_the_check_of_every_snapshot(movie):
     mv, _ = movie
     assert mv.history.epochs.tolist() == EPOCHS.tolist()
-    assert [(t.size, t.heads, t.since) for t in mv.looks.tracks] == [(12, tuple(range(12)), 500),
-                                                                      (4, (12, 13, 14, 15), 500)]
+    assert [(t.size, t.heads, t.since) for t in mv.looks.tracks] == [
+        (12, tuple(range(12)), 500),
+        (4, (12, 13, 14, 15), 500),
+    ]
     assert mv.looks.tracks[0].verified.tolist() == [False] * VERIFIED_AT + [True] * 2
 
 
@@ -66,12 +78,14 @@ def test_head_is_filled_in_its_orbit_colour_exactly_from_verification_and_pale_b
         look = mv.looks.look(t)
         want = to_rgba("C0") if t >= VERIFIED_AT else hint_colour("C0")
         assert all(tuple(look.face[h]) == want for h in range(12)), t
-        assert all(tuple(look.face[h]) == (to_rgba("C1") if t >= VERIFIED_AT else hint_colour("C1"))
-                   for h in range(12, 16))
+        assert all(
+            tuple(look.face[h]) == (to_rgba("C1") if t >= VERIFIED_AT else hint_colour("C1")) for h in range(12, 16)
+        )
         assert look.outlines.tolist() == [t >= VERIFIED_AT] * len(mv.looks.outlines)
         label = look.legend[0][0]
-        assert label.endswith("· verified since epoch 500" if t >= VERIFIED_AT
-                              else "· pale: not yet verified (from epoch 500)")
+        assert label.endswith(
+            "· verified since epoch 500" if t >= VERIFIED_AT else "· pale: not yet verified (from epoch 500)"
+        )
     # in the pixels: head 0's dot in the r = 10 QK panel (a 12-gon vertex) turns from pale to full blue
     before = fig.render(states[VERIFIED_AT - 1])
     p0 = states[VERIFIED_AT - 1].points[0, 0]
@@ -90,25 +104,34 @@ def test_dead_heads_look_unlike_live_heads_in_no_orbit(movie):
     mv, _ = movie
     for t in (4, 5, 9):
         look = mv.looks.look(t)
-        dead = t >= 5                                            # head 16's W_O is zero from snapshot 5
+        dead = t >= 5  # head 16's W_O is zero from snapshot 5
         assert (tuple(look.face[16]) == to_rgba(DEAD_COLOUR)) == dead
         assert tuple(look.face[17]) == to_rgba(OTHER_COLOUR) and look.size[17] == OTHER["size"]
         if dead:
             assert look.size[16] == DEAD["size"] < OTHER["size"] and tuple(look.edge[16]) == to_rgba(DEAD_EDGE)
         labels = [label for label, *_ in look.legend]
-        assert labels[-2:] == ([f"{2 if dead else 3} other live heads (in no orbit at the end)",
-                                f"{1 if dead else 0} dead head{'' if dead else 's'} (OV circuit < 1 % of the "
-                                "largest head's)"])
+        assert labels[-2:] == (
+            [
+                f"{2 if dead else 3} other live heads (in no orbit at the end)",
+                f"{1 if dead else 0} dead head{'' if dead else 's'} (OV circuit < 1 % of the largest head's)",
+            ]
+        )
 
 
 def test_events_and_held_frames_are_where_said(movie):
     mv, _ = movie
     ev = [(e.epoch, e.label, e.hold) for e in mv.timeline.events]
-    assert ev == [(100, "1 frame = 100 epochs", False), (200, "phase 2, pruning, OV-bias penalty", True),
-                  (500, "12-orbit verified", True), (500, "4-orbit verified", True)]
-    assert mv.timeline.events[1].text == ("epoch 200: phase 2 starts: heads with OV below 25% of the largest are "
-                                          "pruned (1 head dead after it); the equivariance weight ramps to 100; the OV-bias "
-                                          "penalty (μ = 0.01) starts")
+    assert ev == [
+        (100, "1 frame = 100 epochs", False),
+        (200, "phase 2, pruning, OV-bias penalty", True),
+        (500, "12-orbit verified", True),
+        (500, "4-orbit verified", True),
+    ]
+    assert mv.timeline.events[1].text == (
+        "epoch 200: phase 2 starts: heads with OV below 25% of the largest are "
+        "pruned (1 head dead after it); the equivariance weight ramps to 100; the OV-bias "
+        "penalty (μ = 0.01) starts"
+    )
     # 1 s at 8 fps: 8 extra copies of the frames of epochs 200 and 500 (once, for two events)
     assert mv.extra.tolist() == [0, 0, 0, 0, 0, 8, 0, 0, 8, 0]
     shown = mv.frame_epochs()
@@ -116,7 +139,7 @@ def test_events_and_held_frames_are_where_said(movie):
     frames = list(mv.frames())
     assert len(frames) == 26
     assert all(np.array_equal(frames[5], frames[i]) for i in range(6, 14))
-    assert not np.array_equal(frames[13], frames[14])            # epoch 200 -> 300
+    assert not np.array_equal(frames[13], frames[14])  # epoch 200 -> 300
 
 
 def dark_columns(img: np.ndarray, ax) -> np.ndarray:
@@ -151,9 +174,18 @@ def test_timeline_cursor_sits_at_the_epoch_on_a_linear_axis(movie):
 def test_event_labels_do_not_overlap():
     fig = Figure(figsize=(10, 2), dpi=100)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
-    tl = Timeline(0, 16000, [Event(4000, "1 frame = 100 epochs", hold=False), Event(10000, "phase 2, pruning"),
-                             Event(10200, "2-orbit verified", phase=False), Event(10800, "4-orbit verified", phase=False)])
+    tl = Timeline(
+        0,
+        16000,
+        [
+            Event(4000, "1 frame = 100 epochs", hold=False),
+            Event(10000, "phase 2, pruning"),
+            Event(10200, "2-orbit verified", phase=False),
+            Event(10800, "4-orbit verified", phase=False),
+        ],
+    )
     strip = TimelineStrip(fig, (40, 0, 900, 150), tl)
     boxes = [t.get_window_extent() for t in strip.labels]
     for i in range(len(boxes)):
@@ -165,24 +197,28 @@ def test_a_leader_that_must_cross_a_lower_label_passes_behind_it():
     """In a narrow strip (--panel-px 220) the phase label at 10,000 covers epoch 10,700, where the
     4-orbit's leader rises: the label hides the leader (no leader-blue pixel inside its box)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     fig = Figure(figsize=(5.4, 1.6), dpi=100)
     canvas = FigureCanvasAgg(fig)
-    tl = Timeline(0, 16000, [Event(10000, "phase 2, OV-bias penalty"),
-                             Event(10700, "4-orbit verified", phase=False, colour="#0000ff")])
+    tl = Timeline(
+        0,
+        16000,
+        [Event(10000, "phase 2, OV-bias penalty"), Event(10700, "4-orbit verified", phase=False, colour="#0000ff")],
+    )
     strip = TimelineStrip(fig, (40, 0, 450, 150), tl, animated=False)
     canvas.draw()
     img = np.asarray(canvas.buffer_rgba())[..., :3].astype(int)
     phase, orbit = strip.labels
     box = phase.get_window_extent()
-    assert orbit.get_window_extent().y0 > box.y0                       # the 4-orbit label sits a row higher
+    assert orbit.get_window_extent().y0 > box.y0  # the 4-orbit label sits a row higher
     x = strip.ax.transData.transform((10700, 0))[0]
-    assert box.x0 < x < box.x1                                         # so its leader must cross the phase label
+    assert box.x0 < x < box.x1  # so its leader must cross the phase label
     H = img.shape[0]
     rows = slice(int(H - box.y1) + 1, int(H - box.y0) - 1)
     cols = slice(int(x) - 1, int(x) + 2)
-    blue = lambda px: px[..., 2] - px[..., 0] > 60                     # noqa: E731 (the leader, alpha-blended)
+    blue = lambda px: px[..., 2] - px[..., 0] > 60  # noqa: E731 (the leader, alpha-blended)
     assert not blue(img[rows, cols]).any()
-    below = slice(int(H - box.y0) + 3, int(H - box.y0) + 8)            # between the label and the axes it shows
+    below = slice(int(H - box.y0) + 3, int(H - box.y0) + 8)  # between the label and the axes it shows
     assert blue(img[below, cols]).any()
 
 
@@ -198,21 +234,44 @@ def test_hold_frames_and_first_lasting():
 
 def test_movie_command_snippet_and_frame_count(run_path, tmp_path):
     out = tmp_path / "movie"
-    assert main(["orbits", "movie", str(run_path), "--out", str(out), "--panels", "seed", "--fps", "8",
-                 "--hold", "0.5", "--event-hold", "1", "--panel-px", "220", "--no-progress"]) == 0
-    assert probe(out / "orbits.mp4")[1] == 10 + 16 + 4                     # snapshots + event holds + end hold
+    assert (
+        main(
+            [
+                "orbits",
+                "movie",
+                str(run_path),
+                "--out",
+                str(out),
+                "--panels",
+                "seed",
+                "--fps",
+                "8",
+                "--hold",
+                "0.5",
+                "--event-hold",
+                "1",
+                "--panel-px",
+                "220",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert probe(out / "orbits.mp4")[1] == 10 + 16 + 4  # snapshots + event holds + end hold
     html = (out / "orbits.html").read_text()
     video = re.search(r"<video[^>]*>", html).group(0)
     assert "controls" in video and "autoplay" not in video and 'poster="orbits.png"' in video
     assert html.index('src="orbits.mp4"') < html.index('src="orbits.webm"')
     codec = mp4_codec(out / "orbits.mp4")
-    assert re.fullmatch(r"avc1\.64[0-9A-F]{4}", codec) and f'codecs="{codec}"' in html   # H.264 High profile
+    assert re.fullmatch(r"avc1\.64[0-9A-F]{4}", codec) and f'codecs="{codec}"' in html  # H.264 High profile
     assert 'matchMedia("(prefers-reduced-motion: reduce)")' in html and "video.play()" in html
     cap = re.search(r"<figcaption[^>]*>(.*)</figcaption>", html, re.S).group(1)
     assert cap.startswith("19 heads of one attention layer")
-    assert re.search(r"At epoch 500 heads 0–11 form a verified 12-orbit \(worst error [^)]+\); heads 12–15 form a "
-                     r"verified 4-orbit \(worst error [^)]+\)\. Before its verification an orbit&#x27;s heads are drawn pale",
-                     cap)                                  # in the words of the timeline's events, in epoch order
+    assert re.search(
+        r"At epoch 500 heads 0–11 form a verified 12-orbit \(worst error [^)]+\); heads 12–15 form a "
+        r"verified 4-orbit \(worst error [^)]+\)\. Before its verification an orbit&#x27;s heads are drawn pale",
+        cap,
+    )  # in the words of the timeline's events, in epoch order
     assert "At epoch 200 phase 2 starts: heads with OV below 25% of the largest are pruned" in cap
 
 
@@ -234,11 +293,12 @@ def test_figcaption_of_an_unfinished_run_says_so(tmp_path):
     from headmovies import runfile
     from headmovies.render.orbits.captions import figcaption
     from headmovies.render.orbits.stream import RunInfo
+
     path = equivariant_run(tmp_path / "live.h5", EPOCHS, config={**CONFIG, "epochs": 1200})
     with Run(path) as run:
         done = figcaption(RunInfo.of(run), 16, None, [], [], 24)
     with h5py.File(path, "a") as f:
-        del f[runfile.COMPLETE]                       # as a live or killed run leaves it
+        del f[runfile.COMPLETE]  # as a live or killed run leaves it
     with Run(path) as run:
         assert not run.complete
         live = figcaption(RunInfo.of(run), 16, None, [], [], 24)

@@ -1,5 +1,6 @@
 """The search helpers of bench/orbit_search.py and the equivariance-term options they explore
 (eq_start / eq_ramp, eq_seq_lens): exact values on hand-built cases."""
+
 from __future__ import annotations
 
 import copy
@@ -43,23 +44,51 @@ def test_eq_weight_is_zero_then_ramps_linearly():
 def test_refine_phase_schedule():
     """Phase 1: cosine over refine_start epochs; phase 2: refine_lr cosine to 0 at `epochs`,
     its own weight decay, lambda ramped from 0, its own sequence lengths."""
-    task = task_of(p=5, n_heads=2, d_model=8, epochs=30, lr=1e-3, weight_decay=0.1, eq_weight=2.0,
-                   eq_start=0, eq_ramp=0, eq_seq_lens="", refine_start=10, refine_lr=4e-4,
-                   refine_weight_decay=0.3, refine_eq_weight=8.0, refine_ramp=4, refine_seq_lens="4,6",
-                   ov_bias_weight=0.5, refine_ov_bias_weight=0.02)
+    task = task_of(
+        p=5,
+        n_heads=2,
+        d_model=8,
+        epochs=30,
+        lr=1e-3,
+        weight_decay=0.1,
+        eq_weight=2.0,
+        eq_start=0,
+        eq_ramp=0,
+        eq_seq_lens="",
+        refine_start=10,
+        refine_lr=4e-4,
+        refine_weight_decay=0.3,
+        refine_eq_weight=8.0,
+        refine_ramp=4,
+        refine_seq_lens="4,6",
+        ov_bias_weight=0.5,
+        refine_ov_bias_weight=0.02,
+    )
     assert task.schedule(0) == (1e-3, 0.1, 2.0, [], 0.5)
-    lr5, wd, lam, lens, mu = task.schedule(5)             # half-way through phase 1's cosine
+    lr5, wd, lam, lens, mu = task.schedule(5)  # half-way through phase 1's cosine
     assert lr5 == pytest.approx(5e-4) and (wd, lam, lens, mu) == (0.1, 2.0, [], 0.5)
-    assert task.schedule(10) == (4e-4, 0.3, 2.0, [4, 6], 0.02)   # lambda (e + 1) / ramp * 8 = 2
+    assert task.schedule(10) == (4e-4, 0.3, 2.0, [4, 6], 0.02)  # lambda (e + 1) / ramp * 8 = 2
     assert task.schedule(13)[2] == 8.0
-    assert task.schedule(20)[0] == pytest.approx(2e-4)      # half-way through phase 2's cosine
+    assert task.schedule(20)[0] == pytest.approx(2e-4)  # half-way through phase 2's cosine
 
 
 def test_refine_start_at_or_after_the_last_epoch_means_one_phase():
-    task = task_of(p=5, n_heads=2, d_model=8, epochs=20, lr=1e-3, refine_start=20, refine_seq_lens="4",
-                   eq_seq_lens="", eq_start=0, eq_ramp=0, eq_weight=1.0, weight_decay=0.1)
+    task = task_of(
+        p=5,
+        n_heads=2,
+        d_model=8,
+        epochs=20,
+        lr=1e-3,
+        refine_start=20,
+        refine_seq_lens="4",
+        eq_seq_lens="",
+        eq_start=0,
+        eq_ramp=0,
+        eq_weight=1.0,
+        weight_decay=0.1,
+    )
     assert not task.cfg.refines()
-    assert task.schedule(10)[0] == pytest.approx(5e-4)                 # cosine over all 20 epochs
+    assert task.schedule(10)[0] == pytest.approx(5e-4)  # cosine over all 20 epochs
     assert task.schedule(19)[1:] == (0.1, 1.0, [], 0.0)
 
 
@@ -68,18 +97,34 @@ def test_refine_phase_equals_a_fine_tune_of_the_first_phase():
     alone followed by a fresh task (new AdamW) loaded with its weights and pruned: what
     bench/orbit_search --load --prune measured. The pruned heads stay exactly zero."""
     common = dict(p=5, n_heads=4, d_model=8, eq_weight=1.0, eq_start=2, eq_ramp=3, eq_seq_batch=4)
-    refine = dict(refine_lr=5e-3, refine_weight_decay=0.2, refine_eq_weight=4.0, refine_ramp=3,
-                  refine_seq_lens="4", refine_prune=0.9, refine_ov_bias_weight=0.3)
+    refine = dict(
+        refine_lr=5e-3,
+        refine_weight_decay=0.2,
+        refine_eq_weight=4.0,
+        refine_ramp=3,
+        refine_seq_lens="4",
+        refine_prune=0.9,
+        refine_ov_bias_weight=0.3,
+    )
     one = task_of(**common, **refine, epochs=14, refine_start=8)
     for epoch in range(1, 15):
         one.step(epoch)
     first = task_of(**common, epochs=8)
     for epoch in range(1, 9):
         first.step(epoch)
-    second = task_of(**{**common, "epochs": 6, "lr": refine["refine_lr"], "eq_start": 0,
-                        "weight_decay": refine["refine_weight_decay"], "eq_weight": refine["refine_eq_weight"],
-                        "eq_ramp": refine["refine_ramp"], "eq_seq_lens": refine["refine_seq_lens"],
-                        "ov_bias_weight": refine["refine_ov_bias_weight"]})
+    second = task_of(
+        **{
+            **common,
+            "epochs": 6,
+            "lr": refine["refine_lr"],
+            "eq_start": 0,
+            "weight_decay": refine["refine_weight_decay"],
+            "eq_weight": refine["refine_eq_weight"],
+            "eq_ramp": refine["refine_ramp"],
+            "eq_seq_lens": refine["refine_seq_lens"],
+            "ov_bias_weight": refine["refine_ov_bias_weight"],
+        }
+    )
     second.model.load_state_dict(first.model.state_dict())
     pruned = second.prune_heads(refine["refine_prune"])
     assert 1 <= len(pruned) < 4
@@ -113,28 +158,47 @@ def test_ov_bias_penalty_is_the_shift_moved_part_of_each_heads_key_independent_c
     p, H = 6, 3
     gen = torch.Generator().manual_seed(0)
     key_dependent = torch.randn(H, p, p, generator=gen, dtype=torch.float64)
-    key_dependent = key_dependent - key_dependent.mean(1, keepdim=True)       # zero mean over keys
+    key_dependent = key_dependent - key_dependent.mean(1, keepdim=True)  # zero mean over keys
     k = torch.arange(p, dtype=torch.float64)
-    invariant = 2.0 + 0.7 * (-1.0) ** k                                        # frequencies 0 and 3
-    moved = torch.cos(2 * math.pi * k / p) - 0.5 * torch.sin(2 * math.pi * k / p)   # frequency 1
+    invariant = 2.0 + 0.7 * (-1.0) ** k  # frequencies 0 and 3
+    moved = torch.cos(2 * math.pi * k / p) - 0.5 * torch.sin(2 * math.pi * k / p)  # frequency 1
     assert float(ov_bias_penalty(key_dependent.mT, 2)) == pytest.approx(0.0, abs=1e-12)
-    OV = key_dependent + invariant                                             # same column for every key
+    OV = key_dependent + invariant  # same column for every key
     assert float(ov_bias_penalty(OV.mT, 2)) == pytest.approx(0.0, abs=1e-12)
     OV[1] += moved
     assert float(ov_bias_penalty(OV.mT, 2)) == pytest.approx(p * float(moved.pow(2).sum()), rel=1e-12)
     alternating = 0.7 * (-1.0) ** k
     assert float(ov_bias_penalty(OV.mT, 1)) == pytest.approx(
-        p * (H * float(alternating.pow(2).sum()) + float((alternating + moved).pow(2).sum())
-             - float(alternating.pow(2).sum())), rel=1e-12)
+        p
+        * (
+            H * float(alternating.pow(2).sum())
+            + float((alternating + moved).pow(2).sum())
+            - float(alternating.pow(2).sum())
+        ),
+        rel=1e-12,
+    )
 
 
 def test_bad_refine_settings_are_config_errors():
-    for bad in (dict(refine_start=-1), dict(refine_start=5, epochs=50, refine_lr=0.0), dict(refine_lr=-1.0),
-                dict(eq_seq_lens="4,x"), dict(refine_seq_lens="0"), dict(eq_seq_lens=","),
-                dict(eq_seq_lens="4,,8"), dict(eq_seq_lens="+4"), dict(eq_seq_lens="\u0664"),
-                dict(refine_seq_lens="65"), dict(lr="nan"), dict(refine_lr="inf"), dict(eq_weight="nan"),
-                dict(refine_prune=1.0), dict(refine_prune=-0.1), dict(ov_bias_weight=-1.0),
-                dict(refine_ov_bias_weight=-0.01)):
+    for bad in (
+        dict(refine_start=-1),
+        dict(refine_start=5, epochs=50, refine_lr=0.0),
+        dict(refine_lr=-1.0),
+        dict(eq_seq_lens="4,x"),
+        dict(refine_seq_lens="0"),
+        dict(eq_seq_lens=","),
+        dict(eq_seq_lens="4,,8"),
+        dict(eq_seq_lens="+4"),
+        dict(eq_seq_lens="\u0664"),
+        dict(refine_seq_lens="65"),
+        dict(lr="nan"),
+        dict(refine_lr="inf"),
+        dict(eq_weight="nan"),
+        dict(refine_prune=1.0),
+        dict(refine_prune=-0.1),
+        dict(ov_bias_weight=-1.0),
+        dict(refine_ov_bias_weight=-0.01),
+    ):
         with pytest.raises(ConfigError):
             task_of(p=5, n_heads=2, d_model=8, **bad)
 
@@ -158,8 +222,11 @@ def test_sequence_term_equals_its_definition():
         return (torch.einsum("bhie,hed->bid", att @ v, m.W_O) @ m.W_U).log_softmax(-1)
 
     with torch.no_grad():
-        total = sum(((logp((x + a + s) % p) - torch.roll(logp((x + a) % p), M_SHIFT * s, -1)) ** 2).sum()
-                    for a in range(p) for s in range(1, p))
+        total = sum(
+            ((logp((x + a + s) % p) - torch.roll(logp((x + a) % p), M_SHIFT * s, -1)) ** 2).sum()
+            for a in range(p)
+            for s in range(1, p)
+        )
     assert fast == pytest.approx(float(total) / (B * p * (p - 1)) * 3 / L, rel=1e-5)
 
 
@@ -170,7 +237,7 @@ def test_search_helpers_see_exact_orbits_and_their_breaking():
     assert summary["orbit_sizes"] == [12, 4] and summary["n_dead"] == 0
     assert orbit_search.seq_eq_error(task.model, M_SHIFT, length=5, n_seq=32) < 1e-5
     with torch.no_grad():
-        task.model.W_Q[0] *= 1.5          # one head of the 12-orbit no longer matches its partners
+        task.model.W_Q[0] *= 1.5  # one head of the 12-orbit no longer matches its partners
     summary = orbit_search.orbit_summary(task, M_SHIFT, 0.02)
     assert summary["orbit_sizes"] == [4] and summary["closest"][0] < 0.02
     assert orbit_search.seq_eq_error(task.model, M_SHIFT, length=5, n_seq=32) > 1e-3
@@ -180,8 +247,18 @@ def test_refine_phase_has_the_grid_term_even_when_eq_weight_is_zero():
     """eq_weight = 0 (cross-entropy only in phase 1) must not switch the grid term off in
     phase 2, where lambda comes from refine_eq_weight: the runs agree to the end of phase 1
     and differ after it."""
-    common = dict(p=5, n_heads=3, d_model=8, epochs=12, eq_weight=0.0, eq_start=0, eq_ramp=0,
-                  refine_start=6, refine_ramp=1, refine_seq_lens="")
+    common = dict(
+        p=5,
+        n_heads=3,
+        d_model=8,
+        epochs=12,
+        eq_weight=0.0,
+        eq_start=0,
+        eq_ramp=0,
+        refine_start=6,
+        refine_ramp=1,
+        refine_seq_lens="",
+    )
     with_term, ce_only = task_of(**common, refine_eq_weight=3.0), task_of(**common, refine_eq_weight=0.0)
     for epoch in range(1, 13):
         with_term.step(epoch)
@@ -195,8 +272,20 @@ def test_refine_phase_has_the_grid_term_even_when_eq_weight_is_zero():
 def test_state_restored_around_the_phase_boundary_continues_bit_exactly(saved_at):
     """What --resume relies on: a task restored from a state saved just before, at, or just after
     refine_start (where heads are pruned and AdamW restarts) ends equal to an uninterrupted run."""
-    sets = dict(p=5, n_heads=4, d_model=8, eq_weight=1.0, eq_start=2, eq_ramp=3, eq_seq_batch=4,
-                eq_seq_lens="3", epochs=12, refine_start=8, refine_prune=0.9, refine_ov_bias_weight=0.3)
+    sets = dict(
+        p=5,
+        n_heads=4,
+        d_model=8,
+        eq_weight=1.0,
+        eq_start=2,
+        eq_ramp=3,
+        eq_seq_batch=4,
+        eq_seq_lens="3",
+        epochs=12,
+        refine_start=8,
+        refine_prune=0.9,
+        refine_ov_bias_weight=0.3,
+    )
     whole = task_of(**sets)
     for epoch in range(1, 13):
         whole.step(epoch)
@@ -212,7 +301,7 @@ def test_state_restored_around_the_phase_boundary_continues_bit_exactly(saved_at
         resumed.step(epoch)
     for name, w in whole.model.state_dict().items():
         assert torch.equal(w, resumed.model.state_dict()[name]), name
-    assert (whole.model.W_O.flatten(1).abs().sum(1) == 0).sum() >= 1      # something was pruned
+    assert (whole.model.W_O.flatten(1).abs().sum(1) == 0).sum() >= 1  # something was pruned
 
 
 def test_bench_load_and_prune_errors_are_one_line(tmp_path):
@@ -220,8 +309,21 @@ def test_bench_load_and_prune_errors_are_one_line(tmp_path):
     out of range or without --load: one line on stderr each, no traceback; a fine-tune row names
     its --load and --prune."""
     import subprocess
-    tiny = ["--set", "p=5", "--set", "n_heads=2", "--set", "d_model=8", "--epochs", "2", "--every", "2",
-            "--log", str(tmp_path / "log.jsonl")]
+
+    tiny = [
+        "--set",
+        "p=5",
+        "--set",
+        "n_heads=2",
+        "--set",
+        "d_model=8",
+        "--epochs",
+        "2",
+        "--every",
+        "2",
+        "--log",
+        str(tmp_path / "log.jsonl"),
+    ]
     (tmp_path / "empty.pt").write_bytes(b"")
     (tmp_path / "text.pt").write_text("not weights\n")
     other = task_of(p=6, n_heads=2, d_model=8)
@@ -230,15 +332,18 @@ def test_bench_load_and_prune_errors_are_one_line(tmp_path):
     torch.save(task.model.state_dict(), tmp_path / "p5.pt")
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "headmovies.sweeps.search", *tiny, *args], capture_output=True,
-                              text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "headmovies.sweeps.search", *tiny, *args], capture_output=True, text=True
+        )
 
     for name, says in (("empty.pt", "EOFError"), ("text.pt", "not a weights file"), ("p6.pt", "size mismatch")):
         done = run("--load", str(tmp_path / name))
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
         assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
-    for args, says in ((["--prune", "1", "--load", str(tmp_path / "p5.pt")], "fraction in [0, 1)"),
-                       (["--prune", "0.3"], "needs --load")):
+    for args, says in (
+        (["--prune", "1", "--load", str(tmp_path / "p5.pt")], "fraction in [0, 1)"),
+        (["--prune", "0.3"], "needs --load"),
+    ):
         done = run(*args)
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
     done = run("--load", str(tmp_path / "p5.pt"), "--prune", "0.3")
@@ -250,25 +355,43 @@ def test_search_table_and_numbers_errors_are_one_line(tmp_path):
     """--table of a missing file, a folder, a non-JSON file and a census file, --every 0 and bad
     --seeds: one line on stderr each, non-zero exit, no traceback; a real log's final rows print."""
     import subprocess
+
     (tmp_path / "text.txt").write_text("not json\n")
     (tmp_path / "other.jsonl").write_text('{"version": 4, "recipe": "x"}\n')
 
     def run(*args):
         return subprocess.run([sys.executable, "-m", "headmovies.sweeps.search", *args], capture_output=True, text=True)
 
-    for args, says in ((["--table", str(tmp_path / "nope.jsonl")], "cannot read search log"),
-                       (["--table", str(tmp_path)], "cannot read search log"),
-                       (["--table", str(tmp_path / "text.txt")], "is not a search log"),
-                       (["--table", str(tmp_path / "other.jsonl")], "is not a search log"),
-                       (["--every", "0"], "--every must be >= 1, got 0"),
-                       (["--seeds", "a-b", "--epochs", "2", "--every", "2", "--log", str(tmp_path / "l.jsonl")],
-                        "--seeds must be '0,3,5' or a range '0-9', got 'a-b'")):
+    for args, says in (
+        (["--table", str(tmp_path / "nope.jsonl")], "cannot read search log"),
+        (["--table", str(tmp_path)], "cannot read search log"),
+        (["--table", str(tmp_path / "text.txt")], "is not a search log"),
+        (["--table", str(tmp_path / "other.jsonl")], "is not a search log"),
+        (["--every", "0"], "--every must be >= 1, got 0"),
+        (
+            ["--seeds", "a-b", "--epochs", "2", "--every", "2", "--log", str(tmp_path / "l.jsonl")],
+            "--seeds must be '0,3,5' or a range '0-9', got 'a-b'",
+        ),
+    ):
         done = run(*args)
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
-        assert says in done.stderr.splitlines()[-1], done.stderr        # argparse's own errors add the usage
+        assert says in done.stderr.splitlines()[-1], done.stderr  # argparse's own errors add the usage
     log = tmp_path / "log.jsonl"
-    done = run("--set", "p=5", "--set", "n_heads=2", "--set", "d_model=8", "--epochs", "2", "--every", "2",
-               "--log", str(log), "--quiet")
+    done = run(
+        "--set",
+        "p=5",
+        "--set",
+        "n_heads=2",
+        "--set",
+        "d_model=8",
+        "--epochs",
+        "2",
+        "--every",
+        "2",
+        "--log",
+        str(log),
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     table = run("--table", str(log))
     assert table.returncode == 0 and table.stdout.count("| p 5, n_heads 2, d_model 8 | 24 | 2 |") == 1, table.stdout

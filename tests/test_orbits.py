@@ -4,6 +4,7 @@ The builder works on the circuits M_h, R_h directly (what the check consumes): a
 size k of C_n is a base head averaged over its stabiliser {0, k, 2k, ...}, then moved by the
 shifts 0..k-1 (docs/math.md, "The cyclic group and orbits"). Gauge constants are added so that the check must centre.
 """
+
 from __future__ import annotations
 
 import json
@@ -96,8 +97,7 @@ def test_seed_layout_orbits_in_shift_order():
 @pytest.mark.parametrize("m", [1, 2, 5])
 def test_output_shift_m(m):
     M, R, expected = layer(12, m, [12, 6, 3, 2, 1], n_random=4, seed=m)
-    assert_exact(check_orbits(M, R, 12, m), expected, 12,
-                 unassigned=sorted(set(range(28)) - set(sum(expected, []))))
+    assert_exact(check_orbits(M, R, 12, m), expected, 12, unassigned=sorted(set(range(28)) - set(sum(expected, []))))
 
 
 def test_wrong_m_breaks_orbits():
@@ -110,8 +110,7 @@ def test_wrong_m_breaks_orbits():
 @pytest.mark.parametrize("n,sizes", [(9, [9, 3, 1]), (7, [7, 1, 1]), (15, [5, 3, 15])])
 def test_odd_n(n, sizes):
     M, R, expected = layer(n, 2, sizes, n_random=3, seed=n)
-    assert_exact(check_orbits(M, R, n, 2), expected, n,
-                 unassigned=sorted(set(range(len(M))) - set(sum(expected, []))))
+    assert_exact(check_orbits(M, R, n, 2), expected, n, unassigned=sorted(set(range(len(M))) - set(sum(expected, []))))
 
 
 def test_duplicated_heads_are_merged():
@@ -121,7 +120,7 @@ def test_duplicated_heads_are_merged():
     n, m = 24, 2
     M, R = orbit_heads(n, m, 12, rng)
     junk = rng.normal(size=R.shape) * 5
-    M2 = np.concatenate([M, M + rng.normal(size=(12, n, 1))])   # same centred M
+    M2 = np.concatenate([M, M + rng.normal(size=(12, n, 1))])  # same centred M
     R2 = np.concatenate([R + junk, -junk])
     report = check_orbits(M2, R2, n, m)
     assert len(report.orbits) == 1
@@ -191,7 +190,7 @@ def test_noise_above_tolerance_breaks_orbits():
     assert report.orbits == [] and report.unassigned == list(range(32))
     orbit_heads_ = sum(expected, [])
     # the nearest match is still the right head, just too far off
-    assert (np.nanmin(report.head_error[orbit_heads_]) > 0.02)
+    assert np.nanmin(report.head_error[orbit_heads_]) > 0.02
     # noise only in R, above tolerance, is caught too (M and R are checked separately)
     report = check_orbits(M, noisy(R, 0.05, rng), 24, 2)
     assert report.orbits == []
@@ -222,14 +221,14 @@ def test_uniform_attention_heads_merge_into_invariant_head():
     _, R = orbit_heads(n, m, 1, rng)
     parts = rng.normal(size=(2, n, n))
     R3 = np.stack([R[0] - parts[0] - parts[1], parts[0], parts[1]])
-    M3 = rng.normal(size=(3, n, 1)) * np.ones((1, 1, n))   # constant rows: centred to 0
+    M3 = rng.normal(size=(3, n, 1)) * np.ones((1, 1, n))  # constant rows: centred to 0
     report = check_orbits(M3, R3, n, m)
     assert [(o.size, o.heads, o.stabiliser) for o in report.orbits] == [(1, [0, 1, 2], list(range(24)))]
 
 
 def test_format_error_never_prints_the_tolerance_for_another_value():
     assert [format_error(x) for x in (0.0197, 0.0006, 3e-7, 0.02)] == ["1.97%", "0.06%", "3.0e-07", "2.00%"]
-    assert format_error(0.01996) == "1.996%" and format_error(0.02003) == "2.003%"   # not "2.00%"
+    assert format_error(0.01996) == "1.996%" and format_error(0.02003) == "2.003%"  # not "2.00%"
     assert format_error(0.0199996) == "1.99996%"
     assert format_error(0.04996, tol=0.05) == "4.996%" and format_error(0.01996, tol=0.05) == "2.00%"
     assert format_error(0.0199999999) == "<2.00000%" and format_error(0.020000001) == ">2.00000%"
@@ -257,7 +256,7 @@ def test_from_weights_one_hot_embedding():
     base = {k: rng.normal(size=(2, n, dh)) for k in ("W_Q", "W_K", "W_V")}
     base["W_O"] = rng.normal(size=(2, dh, n))
     w = {k: [] for k in base}
-    for h, k in ((0, 12), (1, 3)):    # a 12-orbit; a 3-orbit needs W averaged: use circuits
+    for h, k in ((0, 12), (1, 3)):  # a 12-orbit; a 3-orbit needs W averaged: use circuits
         for s in range(k):
             for name in ("W_Q", "W_K", "W_V"):
                 w[name].append(np.roll(base[name][h], s, axis=0))
@@ -276,8 +275,12 @@ def test_from_weights_one_hot_embedding():
 def test_shifted_inner_products_match_direct_shifts(n, c):
     X = np.random.default_rng(n + c).normal(size=(5, n, n))
     G = shifted_inner_products(X, c)
-    direct = np.array([[[np.sum(np.roll(X[u], (c * s, s), axis=(0, 1)) * X[v]) for v in range(5)]
-                        for u in range(5)] for s in range(n)])
+    direct = np.array(
+        [
+            [[np.sum(np.roll(X[u], (c * s, s), axis=(0, 1)) * X[v]) for v in range(5)] for u in range(5)]
+            for s in range(n)
+        ]
+    )
     assert np.allclose(G, direct, rtol=0, atol=1e-10)
 
 
@@ -290,8 +293,13 @@ def test_match_errors_equal_the_all_pairs_reference():
     Mc, Rc = M - M.mean(-1, keepdims=True), R - R.mean(-2, keepdims=True)
     for s in range(12):
         for h in range(len(M)):
-            e = [max(np.linalg.norm(shift_qk(Mc[h], s) - Mc[g]) / np.linalg.norm(Mc[h]),
-                     np.linalg.norm(shift_ov(Rc[h], s, 2) - Rc[g]) / np.linalg.norm(Rc[h])) for g in range(len(M))]
+            e = [
+                max(
+                    np.linalg.norm(shift_qk(Mc[h], s) - Mc[g]) / np.linalg.norm(Mc[h]),
+                    np.linalg.norm(shift_ov(Rc[h], s, 2) - Rc[g]) / np.linalg.norm(Rc[h]),
+                )
+                for g in range(len(M))
+            ]
             assert report.match[s, h] == int(np.argmin(e))
             assert report.match_error[s, h] == pytest.approx(min(e), rel=1e-9)
 
@@ -376,7 +384,8 @@ def test_resolve_panels_keywords():
     assert resolve_panels(None, report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
     assert resolve_panels(["qk:1,2", "ov:1,3"], None, None, None, 24, 2)[0] == [Panel("qk", 1, 2), Panel("ov", 1, 3)]
     from headmovies.errors import UserError
-    for gauge in ("qk:1,0", "ov:0,3", "ov:0,-1", "qk:0,0"):         # zero for every head: refused, not drawn
+
+    for gauge in ("qk:1,0", "ov:0,3", "ov:0,-1", "qk:0,0"):  # zero for every head: refused, not drawn
         with pytest.raises(UserError, match="centred away"):
             resolve_panels([gauge], None, None, None, 24, 2)
     with pytest.raises(UserError, match="one of default, auto, seed"):
@@ -386,7 +395,7 @@ def test_resolve_panels_keywords():
 def layer_logits(M, R, x):
     """Logits [B, L, n] of a layer given by its circuits, on token sequences x [B, L]."""
     att = np.exp(M[:, x[:, :, None], x[:, None, :]])
-    att /= att.sum(-1, keepdims=True)                                   # [H, B, L, L]
+    att /= att.sum(-1, keepdims=True)  # [H, B, L, L]
     return np.einsum("hbij,hcbj->bic", att, R[:, :, x])
 
 
@@ -397,14 +406,14 @@ def test_bias_gauge_moves_nothing_yet_breaks_the_spec_check():
     n, m = 24, 2
     M, R, expected = layer(n, m, (12, 4), n_random=0, seed=4, gauge=False)
     beta = np.random.default_rng(5).normal(size=n) * 0.3 * np.linalg.norm(R[0]) / np.sqrt(n)
-    h, g = expected[1][0], expected[1][1]                                # two heads of the 4-orbit
+    h, g = expected[1][0], expected[1][1]  # two heads of the 4-orbit
     R2 = R.copy()
     R2[h] += beta[:, None]
     R2[g] -= beta[:, None]
     x = np.random.default_rng(6).integers(0, n, size=(50, 5))
     assert np.allclose(layer_logits(M, R, x), layer_logits(M, R2, x), atol=1e-12)
     spec = check_orbits(M, R2, n, m)
-    assert [o.size for o in spec.orbits if o.size > 1] == [12]            # the 4-orbit is lost
+    assert [o.size for o in spec.orbits if o.size > 1] == [12]  # the 4-orbit is lost
     assert spec.head_error[h] > 0.05
     bias = check_orbits(M, R2, n, m, gauge="bias")
     assert_exact(bias, expected, n)
@@ -417,10 +426,10 @@ def test_bias_gauge_reports_a_non_equivariant_total_bias():
     M, R, expected = layer(n, m, (12, 4), seed=4, gauge=False)
     a = np.arange(n)
     R2 = R.copy()
-    R2[expected[0][0]] += np.cos(2 * np.pi * 5 * a / n)[:, None]       # a bias at frequency 5: rolls
+    R2[expected[0][0]] += np.cos(2 * np.pi * 5 * a / n)[:, None]  # a bias at frequency 5: rolls
     report = check_orbits(M, R2, n, m, gauge="bias")
-    assert_exact(report, expected, n)                                     # the heads are still orbits ...
-    assert report.bias_error > 0.5                                        # ... but the layer is not equivariant
+    assert_exact(report, expected, n)  # the heads are still orbits ...
+    assert report.bias_error > 0.5  # ... but the layer is not equivariant
     with pytest.raises(ValueError, match="gauge"):
         check_orbits(M, R, n, m, gauge="full")
 
@@ -428,7 +437,7 @@ def test_bias_gauge_reports_a_non_equivariant_total_bias():
 def test_bias_gauge_floors_and_no_live_head():
     n, m = 12, 2
     M, R, expected = layer(n, m, (6, 3), seed=7, gauge=False)
-    R = R - R.mean(2, keepdims=True)                     # no biases at all
+    R = R - R.mean(2, keepdims=True)  # no biases at all
     report = check_orbits(M, R, n, m, gauge="bias")
     assert_exact(report, expected, n)
     assert report.bias_error == 0.0

@@ -1,5 +1,6 @@
 """OV-coherent superposition (seed 004): generator, exact evaluation, analyses on a hand-built
 2-head solution with known answers, training/resume, bad input. Tiny configs only."""
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,16 @@ from headmovies.runfile.reader import Run
 
 # ------------------------------------------------------------------ generator
 
+
 def test_generator_sequences_follow_the_task():
     tokens, labels = P.sample_batch(4000, 10, torch.Generator().manual_seed(0))
     t = tokens.numpy()
     assert t.shape == (4000, 10)
     assert (t[:, -1] == T.READOFF).all() and (t[:, :-1] != T.READOFF).all()
     is_signal = (t >= 1) & (t <= 4)
-    assert (is_signal.sum(1) == 2).all()                                 # exactly two signal tokens
+    assert (is_signal.sum(1) == 2).all()  # exactly two signal tokens
     rest = t[:, :-1][~is_signal[:, :-1]]
-    assert ((rest >= 5) & (rest <= 11)).all() and len(np.unique(rest)) == 7   # noise 5-11 elsewhere
+    assert ((rest >= 5) & (rest <= 11)).all() and len(np.unique(rest)) == 7  # noise 5-11 elsewhere
     pairs = np.sort(t[is_signal].reshape(-1, 2), axis=1)
     expected = [T.CLASSES.index((a, b)) for a, b in pairs]
     assert (labels.numpy() == expected).all()
@@ -59,10 +61,11 @@ def test_signal_positions_cover_every_slot():
     tokens, _ = P.sample_batch(5000, 6, torch.Generator().manual_seed(3))
     t = tokens.numpy()
     hits = ((t >= 1) & (t <= 4)).sum(0)
-    assert hits[-1] == 0 and (np.abs(hits[:-1] - 2 * 5000 / 5) < 200).all()   # uniform over 5 slots
+    assert hits[-1] == 0 and (np.abs(hits[:-1] - 2 * 5000 / 5) < 200).all()  # uniform over 5 slots
 
 
 # ------------------------------------------------------------------ exact evaluation
+
 
 def test_exact_cases_probabilities_and_training_evaluates_on_them():
     cases = T.task_cases(6)
@@ -111,11 +114,11 @@ def hand_built() -> dict[str, np.ndarray]:
         W_K[1, t, 0] = GAP * t
         W_V[0, t, 0] = t
         W_V[1, t, 0] = t + 10
-    W_O[0, 0, 1] = W_O[1, 0, 2] = 1.0       # z_1 -> residual dim 1, z_2 -> dim 2
+    W_O[0, 0, 1] = W_O[1, 0, 2] = 1.0  # z_1 -> residual dim 1, z_2 -> dim 2
     for c, (a, b) in enumerate(T.CLASSES):
         p = np.array([a, b + 10.0])
         W_U[1:3, c] = 2 * p
-        W_U[0, c] = -p @ p                  # bias through the read-off's own residual e_0
+        W_U[0, c] = -p @ p  # bias through the read-off's own residual e_0
     return {"W_E": np.eye(d), "W_Q": W_Q, "W_K": W_K, "W_V": W_V, "W_O": W_O, "W_U": W_U}
 
 
@@ -167,11 +170,11 @@ def test_opposite_needs_exact_reversal_and_noise_is_placed():
     assert S.are_opposite((1, 2, 3, 4), (4, 3, 2, 1))
     assert not S.are_opposite((1, 2, 3, 4), (4, 3, 1, 2))
     row = np.zeros(12)
-    row[[1, 2, 3, 4]] = [3.0, -1.0, 2.0, 1.0]       # noise at 0 sits between 4 and 2
+    row[[1, 2, 3, 4]] = [3.0, -1.0, 2.0, 1.0]  # noise at 0 sits between 4 and 2
     assert S.preference_ordering(row) == (1, 3, 4, 2)
     assert S.format_ordering(row) == "1 > 3 > 4 > noise > 2"
     other = np.zeros(12)
-    other[[1, 2, 3, 4]] = [0.0, 1.0, 2.0, 3.0]      # 4 > 3 > 2 > 1
+    other[[1, 2, 3, 4]] = [0.0, 1.0, 2.0, 3.0]  # 4 > 3 > 2 > 1
     # pairs (1,2) (1,3) (1,4) discordant; (2,3) (2,4) concordant; (3,4) discordant -> (2 - 4) / 6
     assert S.kendall_tau(row, other) == pytest.approx(-2 / 6)
     assert S.kendall_tau(row, row) == 1.0
@@ -208,8 +211,9 @@ def test_run_file_holds_named_weights_and_resume_is_bit_exact(tmp_path):
         assert ma["acc"][-1] == pytest.approx(exact, abs=1e-5)
 
 
-@pytest.mark.parametrize("sets, needle", [(["seq_len=2"], "seq_len"), (["n_heads=0"], "n_heads"),
-                                          (["d_head=0"], "d_head")])
+@pytest.mark.parametrize(
+    "sets, needle", [(["seq_len=2"], "seq_len"), (["n_heads=0"], "n_heads"), (["d_head=0"], "d_head")]
+)
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, sets, needle):
     argv = ["train", "ov-coherent", "--out", str(tmp_path / "x.h5"), "--no-progress"]
     for s in sets:
@@ -234,9 +238,12 @@ def test_render_command_writes_table_and_figures(tmp_path, capsys):
     capsys.readouterr()
     # a run of another experiment: one line, exit 2, nothing written
     other = tmp_path / "orbits.h5"
-    train("orbits", pconfig.resolve(OrbitConfig,
-                                    sets={"p": "3", "n_heads": "1", "d_model": "4", "epochs": "1"}),
-          other, progress=False)
+    train(
+        "orbits",
+        pconfig.resolve(OrbitConfig, sets={"p": "3", "n_heads": "1", "d_model": "4", "epochs": "1"}),
+        other,
+        progress=False,
+    )
     assert render_main(["ov-coherent", "report", str(other), "--out", str(tmp_path / "o2")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "ov-coherent" in err
@@ -245,12 +252,14 @@ def test_render_command_writes_table_and_figures(tmp_path, capsys):
 
 # ------------------------------------------------------------------ movie frames
 
+
 def test_movie_keeps_every_dot_in_view_and_shrinks_smoothly():
     from headmovies.render.ov_coherent.movie import QKPlaneMovie
+
     T = 12
     epochs = np.arange(T) * 10
     qk = np.zeros((T, 2, 12))
-    qk[:6, 0, 1] = 8.0                        # a far dot for 6 frames, then it jumps back near 0
+    qk[:6, 0, 1] = 8.0  # a far dot for 6 frames, then it jumps back near 0
     qk[6:, 0, 1] = 0.5
     qk[:, 1, 4] = np.linspace(0, 2, T)
     movie = QKPlaneMovie(epochs, qk, None, trail=0, size_px=200, dpi=50)
@@ -266,33 +275,56 @@ def test_movie_keeps_every_dot_in_view_and_shrinks_smoothly():
     finally:
         movie.close()
     assert limits[5] == pytest.approx(1.15 * 8.0)
-    assert limits[5] > limits[6] > limits[7] > limits[11] > 1.15 * 2.0   # shrinks, but not at once
+    assert limits[5] > limits[6] > limits[7] > limits[11] > 1.15 * 2.0  # shrinks, but not at once
 
 
 # ------------------------------------------------------------------ timeline and snippet
 
+
 def test_ov_coherent_timeline_dates_opposite_orderings_and_accuracy():
     from headmovies.render.ov_coherent.movie import opposite_over_time, ov_coherent_timeline
+
     epochs = np.array([0, 10, 20, 30, 40])
     qk = np.zeros((5, 2, 12))
-    qk[:, 0, 1:5] = [4, 3, 2, 1]                               # head 1 prefers 1 > 2 > 3 > 4
+    qk[:, 0, 1:5] = [4, 3, 2, 1]  # head 1 prefers 1 > 2 > 3 > 4
     qk[:, 1, 1:5] = [[4, 3, 2, 1], [1, 2, 3, 4], [2, 1, 3, 4], [1, 2, 3, 4], [1, 2, 3, 4]]
     assert opposite_over_time(qk).tolist() == [False, True, False, True, True]
     metrics = {"epoch": epochs, "acc": np.array([0.2, 0.995, 0.98, 0.99, 1.0])}
-    tl = ov_coherent_timeline(epochs, qk, metrics, {"epochs": 40, "early_every": 10, "switch_epoch": 40,
-                                                    "late_every": 10})
+    tl = ov_coherent_timeline(
+        epochs, qk, metrics, {"epochs": 40, "early_every": 10, "switch_epoch": 40, "late_every": 10}
+    )
     assert [(e.epoch, e.label) for e in tl.events] == [(30, "orderings opposite"), (30, "accuracy ≥ 99%")]
 
 
 def test_qk_plane_movie_has_timeline_and_caption(tmp_path):
     from test_encode import probe
+
     run = tmp_path / "tiny.h5"
     train("ov-coherent", _cfg(epochs=10), run, progress=False)
     out = tmp_path / "out"
-    assert render_main(["ov-coherent", "report", str(run), "--out", str(out), "--formats", "mp4,html", "--fps", "8",
-                        "--hold", "0", "--event-hold", "0", "--no-progress"]) == 0
+    assert (
+        render_main(
+            [
+                "ov-coherent",
+                "report",
+                str(run),
+                "--out",
+                str(out),
+                "--formats",
+                "mp4,html",
+                "--fps",
+                "8",
+                "--hold",
+                "0",
+                "--event-hold",
+                "0",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     with Run(run) as r:
         snapshots = len(r)
-    assert probe(out / "tiny" / "qk_plane.mp4")[1] == snapshots       # --event-hold 0: one frame per snapshot
+    assert probe(out / "tiny" / "qk_plane.mp4")[1] == snapshots  # --event-hold 0: one frame per snapshot
     html = (out / "tiny" / "qk_plane.html").read_text()
     assert "<figcaption" in html and "trained 10 epochs to name the unordered pair of signal tokens" in html

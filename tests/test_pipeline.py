@@ -1,5 +1,6 @@
 """Training side: schedule, config, run-file round trip, live reading, crash + resume, determinism,
 and the fast grid model against the straightforward per-sample model."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,17 @@ from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.train.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["p=5", "n_heads=3", "d_model=8", "d_head=2", "early_every=10", "switch_epoch=30", "late_every=20",
-        "seed=0", "split=random"]
+TINY = [
+    "p=5",
+    "n_heads=3",
+    "d_model=8",
+    "d_head=2",
+    "early_every=10",
+    "switch_epoch=30",
+    "late_every=20",
+    "seed=0",
+    "split=random",
+]
 
 
 def tiny_cfg(**kw) -> OrbitConfig:
@@ -41,6 +51,7 @@ def tiny_cfg(**kw) -> OrbitConfig:
 
 
 # --- schedule -----------------------------------------------------------------------------------
+
 
 def test_default_schedule_matches_seed():
     ep = snapshot_epochs(10000)
@@ -59,6 +70,7 @@ def test_schedule_includes_final_epoch_and_log_early():
 
 # --- config -------------------------------------------------------------------------------------
 
+
 def test_config_layers_defaults_toml_and_sets(tmp_path):
     toml = tmp_path / "c.toml"
     toml.write_text("lr = 0.01\nn_heads = 8\nresidual = true\n")
@@ -66,17 +78,20 @@ def test_config_layers_defaults_toml_and_sets(tmp_path):
     assert (cfg.lr, cfg.n_heads, cfg.residual, cfg.eq_weight, cfg.d_model) == (0.01, 4, True, 3.0, 128)
 
 
-@pytest.mark.parametrize("sets, message", [
-    (["bogus=1"], "unknown config key 'bogus'"),
-    (["n_heads=two"], "n_heads must be int"),
-    (["n_heads=0"], "n_heads must be >= 1"),
-    (["epochs=-1"], "epochs must be in 0..100,000,000, got -1"),
-    (["train_frac=0"], "train_frac must be in (0, 1]"),
-    (["train_frac=1.5"], "train_frac must be in (0, 1]"),
-    (["residual=maybe"], "residual must be true or false"),
-    (["split=thirds"], "split must be one of"),
-    (["lr"], "--set expects KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (["bogus=1"], "unknown config key 'bogus'"),
+        (["n_heads=two"], "n_heads must be int"),
+        (["n_heads=0"], "n_heads must be >= 1"),
+        (["epochs=-1"], "epochs must be in 0..100,000,000, got -1"),
+        (["train_frac=0"], "train_frac must be in (0, 1]"),
+        (["train_frac=1.5"], "train_frac must be in (0, 1]"),
+        (["residual=maybe"], "residual must be true or false"),
+        (["split=thirds"], "split must be one of"),
+        (["lr"], "--set expects KEY=VALUE"),
+    ],
+)
 def test_bad_config_is_one_line_exit_2_and_creates_nothing(tmp_path, capsys, sets, message):
     out = tmp_path / "run.h5"
     argv = ["train", "orbits", "--out", str(out), "--no-progress"]
@@ -99,8 +114,12 @@ def test_bad_toml_unknown_experiment_and_existing_output(tmp_path, capsys):
     assert "unknown experiment 'orbitz'; known: " in capsys.readouterr().err
     existing = tmp_path / "run.h5"
     existing.write_bytes(b"precious")
-    assert pipeline_main(["train", "orbits", "--out", str(existing), "--no-progress"] +
-                         sum((["--set", s] for s in TINY), [])) == 2
+    assert (
+        pipeline_main(
+            ["train", "orbits", "--out", str(existing), "--no-progress"] + sum((["--set", s] for s in TINY), [])
+        )
+        == 2
+    )
     assert "exists and is not a readable run file; pass --force" in capsys.readouterr().err
     assert existing.read_bytes() == b"precious"
 
@@ -116,23 +135,31 @@ def test_reuse_sets_a_run_of_another_config_aside_and_never_replaces_a_foreign_f
     assert pipeline_main(["train", "orbits", "--out", str(out), "--no-progress", "--reuse"] + sets) == 0
     assert "complete run with this config, reused" in capsys.readouterr().out and out.read_bytes() == first
     for k, (before, lr) in enumerate((("0.001", "0.002"), ("0.002", "0.003")), 1):
-        assert pipeline_main(["train", "orbits", "--out", str(out), "--no-progress", "--reuse", "--set", f"lr={lr}"]
-                             + sets) == 0
+        assert (
+            pipeline_main(
+                ["train", "orbits", "--out", str(out), "--no-progress", "--reuse", "--set", f"lr={lr}"] + sets
+            )
+            == 0
+        )
         aside = tmp_path / ("run.previous.h5" if k == 1 else "run.previous-2.h5")
-        assert f"{out} held a run of another config (lr {before} → {lr}): moved to {aside}; training anew" in \
-            capsys.readouterr().out
+        assert (
+            f"{out} held a run of another config (lr {before} → {lr}): moved to {aside}; training anew"
+            in capsys.readouterr().out
+        )
         assert checkpoint_path(aside).exists() and (k > 1 or aside.read_bytes() == first)
         with runfile.open_for_reading(out) as f:
             assert runfile.read_config(f)["lr"] == float(lr) and runfile.is_complete(f)
     capsys.readouterr()
-    stopped = tmp_path / "stopped.h5"              # incomplete, and its checkpoint is gone: cannot resume
+    stopped = tmp_path / "stopped.h5"  # incomplete, and its checkpoint is gone: cannot resume
     assert pipeline_main(["train", "orbits", "--out", str(stopped), "--no-progress", "--stop-at", "20"] + sets) == 0
     checkpoint_path(stopped).unlink()
     partial = stopped.read_bytes()
     assert pipeline_main(["train", "orbits", "--out", str(stopped), "--no-progress", "--reuse"] + sets) == 0
     aside = tmp_path / "stopped.previous.h5"
-    assert (f"{stopped} held an incomplete run of this config without its checkpoint stopped.h5.ckpt, so it "
-            f"cannot resume: moved to {aside}; training anew") in capsys.readouterr().out
+    assert (
+        f"{stopped} held an incomplete run of this config without its checkpoint stopped.h5.ckpt, so it "
+        f"cannot resume: moved to {aside}; training anew"
+    ) in capsys.readouterr().out
     assert aside.read_bytes() == partial
     with runfile.open_for_reading(stopped) as f:
         assert runfile.is_complete(f)
@@ -148,14 +175,19 @@ def test_reuse_sets_a_run_of_another_config_aside_and_never_replaces_a_foreign_f
 
 
 def test_cli_exit_code_without_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "headmovies", "train", "orbits", "--set", "n_heads=0",
-                           "--out", str(tmp_path / "x.h5")], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "headmovies", "train", "orbits", "--set", "n_heads=0", "--out", str(tmp_path / "x.h5")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: n_heads must be >= 1, got 0"
     assert not (tmp_path / "x.h5").exists()
 
 
 # --- model and losses ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("residual", [False, True])
 def test_grid_logits_equal_per_sample_forward(residual):
@@ -164,18 +196,18 @@ def test_grid_logits_equal_per_sample_forward(residual):
     model = AttentionLayer(p, n_heads=3, d_model=16, d_head=2, residual=residual)
     x = torch.from_numpy(all_inputs(p))
     with torch.no_grad():
-        ref = model(x)                                                  # (N, 3, p)
+        ref = model(x)  # (N, 3, p)
         G = model.grid_logits()
-    cells = torch.stack([G[x[:, 0], x[:, 1], x[:, 2]], G[x[:, 1], x[:, 0], x[:, 2]],
-                         G[x[:, 2], x[:, 0], x[:, 1]]], 1)
+    cells = torch.stack([G[x[:, 0], x[:, 1], x[:, 2]], G[x[:, 1], x[:, 0], x[:, 2]], G[x[:, 2], x[:, 0], x[:, 1]]], 1)
     torch.testing.assert_close(cells, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_grid_attention_gradient_is_exact():
     from headmovies.train.orbits.attention import GridAttention
+
     g = torch.Generator().manual_seed(0)
     M = torch.randn(3, 5, 5, dtype=torch.double, generator=g, requires_grad=True)
-    R = torch.randn(3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)   # (H, n_out, n)
+    R = torch.randn(3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)  # (H, n_out, n)
     assert torch.autograd.gradcheck(GridAttention.apply, (M, R))
 
 
@@ -199,8 +231,9 @@ def test_grid_training_gradient_equals_per_sample_gradient():
 def _brute_eq(logp: torch.Tensor, inputs: np.ndarray, p: int, m: int = 2):
     """Direct definitions (docs/math.md): mean squared loss and max relative error over shifts."""
     x = torch.from_numpy(all_inputs(p))
-    ell = torch.stack([logp[x[:, 0], x[:, 1], x[:, 2]], logp[x[:, 1], x[:, 0], x[:, 2]],
-                       logp[x[:, 2], x[:, 0], x[:, 1]]], 1).double()  # (N, 3, p)
+    ell = torch.stack(
+        [logp[x[:, 0], x[:, 1], x[:, 2]], logp[x[:, 1], x[:, 0], x[:, 2]], logp[x[:, 2], x[:, 0], x[:, 1]]], 1
+    ).double()  # (N, 3, p)
     flat = lambda xx: xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
     sel = torch.from_numpy(inputs)
     total, errs = 0.0, []
@@ -218,7 +251,7 @@ def test_eq_loss_and_error_match_direct_definition(eq_inputs):
     task = OrbitTask(tiny_cfg(p=6, eq_inputs=eq_inputs))
     with torch.no_grad():
         logp = task.model.grid_logits().log_softmax(-1)
-    inputs = np.arange(6 ** 3) if eq_inputs == "all" else task.train_idx
+    inputs = np.arange(6**3) if eq_inputs == "all" else task.train_idx
     loss, err = _brute_eq(logp, inputs, 6)
     assert float(eq_loss(logp, task.gather, task.w_eq)) == pytest.approx(loss, rel=1e-5)
     assert eq_error_pooled(logp, task.gather) == pytest.approx(err, rel=1e-6)
@@ -236,10 +269,10 @@ def exactly_equivariant_layer(p: int, m: int = 2, d_head: int = 2, seed: int = 0
         model.W_E.copy_(torch.eye(p))
         model.W_U.copy_(torch.eye(p))
         for s in range(p):
-            model.W_Q[s] = torch.roll(q0, s, 0)        # W_Q[s][a+s] = W_Q[0][a]
+            model.W_Q[s] = torch.roll(q0, s, 0)  # W_Q[s][a+s] = W_Q[0][a]
             model.W_K[s] = torch.roll(k0, s, 0)
             model.W_V[s] = torch.roll(v0, s, 0)
-            model.W_O[s] = torch.roll(o0, m * s, 1)    # W_O[s][:, c+ms] = W_O[0][:, c]
+            model.W_O[s] = torch.roll(o0, m * s, 1)  # W_O[s][:, c+ms] = W_O[0][:, c]
     return model
 
 
@@ -248,12 +281,12 @@ def _brute_worst_input(model: AttentionLayer, p: int, m: int = 2) -> np.ndarray:
     through the per-sample path `AttentionLayer.forward` (no grid, no gather), in float64."""
     x = torch.from_numpy(all_inputs(p))
     with torch.no_grad():
-        ell = model(x).log_softmax(-1).double()                              # (N, 3, p)
+        ell = model(x).log_softmax(-1).double()  # (N, 3, p)
     flat = lambda xx: xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
     ratio = np.zeros((len(x), p))
     for s in range(p):
         for i in range(len(x)):
-            d = ell[int(flat((x[i:i + 1] + s) % p))] - torch.roll(ell[i], m * s, dims=-1)
+            d = ell[int(flat((x[i : i + 1] + s) % p))] - torch.roll(ell[i], m * s, dims=-1)
             ratio[i, s] = float(d.norm() / ell[i].norm())
     return ratio
 
@@ -273,7 +306,7 @@ def test_worst_input_error_matches_per_input_brute_force(p, bump):
     if bump == 0:
         assert err < 1e-6 and brute.max() < 1e-6
         return
-    assert brute.max() > 1e-3                                       # the perturbation is visible
+    assert brute.max() > 1e-3  # the perturbation is visible
     assert err == pytest.approx(brute.max(), rel=1e-4)
     assert brute[(x[0] * p + x[1]) * p + x[2], s] == pytest.approx(brute.max(), rel=1e-4)
     assert 1 <= s < p and all(0 <= v < p for v in x)
@@ -312,13 +345,14 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
     collects about 24 terms, so a different summation order would show)."""
     from headmovies.tasks.orbits import M_SHIFT
     from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed
+
     n, H, B, L = 24, 32, 16, 6
     g = torch.Generator().manual_seed(0)
     M0, R0 = torch.randn(H, n, n, generator=g), torch.randn(H, n, n, generator=g)
     x = torch.randint(0, n, (B, L), generator=g)
 
     grads = []
-    for f in (seq_eq_loss, seq_eq_loss_indexed):   # M[:, t_i, t_j] as the census code has it
+    for f in (seq_eq_loss, seq_eq_loss_indexed):  # M[:, t_i, t_j] as the census code has it
         M, R = M0.clone().requires_grad_(), R0.clone().requires_grad_()
         loss = f(M, R, x)
         loss.backward()
@@ -333,7 +367,7 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
         logp = logp0.clone().requires_grad_()
         if fast:
             loss = eq_loss(logp, gather, w)
-        else:                  # eq_loss with logp.reshape(-1)[gather]
+        else:  # eq_loss with logp.reshape(-1)[gather]
             lr = logp.reshape(-1)[gather].view(n, n * n, n)
             mu = (w[:, :, None] * lr).sum(0) / w.sum(0).clamp_min(1e-12)[:, None]
             d2 = (lr - mu).pow(2).sum(-1)
@@ -341,7 +375,6 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
         loss.backward()
         grads.append((loss.detach(), logp.grad))
     assert all(torch.equal(a, b) for a, b in zip(*grads))
-
 
 
 def test_overlapped_step_trains_the_same_run_bit_for_bit():
@@ -352,8 +385,18 @@ def test_overlapped_step_trains_the_same_run_bit_for_bit():
     overlapped run asks for 2 threads (`make movie` does): its overlapped steps use one a term."""
     from headmovies.train.orbits.config import OrbitConfig
     from headmovies.train.orbits.task import OrbitTask
-    cfg = OrbitConfig(epochs=40, eq_start=0, eq_ramp=5, refine_start=20, refine_ramp=5, eq_seq_lens="3",
-                      refine_seq_lens="2,6", refine_prune=0.25, refine_ov_bias_weight=0.01)
+
+    cfg = OrbitConfig(
+        epochs=40,
+        eq_start=0,
+        eq_ramp=5,
+        refine_start=20,
+        refine_ramp=5,
+        eq_seq_lens="3",
+        refine_seq_lens="2,6",
+        refine_prune=0.25,
+        refine_ov_bias_weight=0.01,
+    )
     plain, overlapped = [OrbitTask(cfg) for _ in range(2)]
     overlapped.model.load_state_dict(plain.model.state_dict())
     overlapped.overlap, overlapped.threads = True, 2
@@ -362,8 +405,8 @@ def test_overlapped_step_trains_the_same_run_bit_for_bit():
         plain.step(epoch)
         overlapped.step(epoch)
         assert all(torch.equal(a, b) for a, b in zip(plain.model.parameters(), overlapped.model.parameters())), epoch
-    with_seq_terms = [e for e in range(1, cfg.epochs + 1) if plain.schedule(e - 1)[2] > 0]   # lambda > 0
-    assert with_seq_terms[0] < cfg.refine_start          # some in the first phase
+    with_seq_terms = [e for e in range(1, cfg.epochs + 1) if plain.schedule(e - 1)[2] > 0]  # lambda > 0
+    assert with_seq_terms[0] < cfg.refine_start  # some in the first phase
     assert overlapped.overlapped_steps == len(with_seq_terms) and plain.overlapped_steps == 0
     assert all(not torch.equal(a, b) for a, b in zip(start, plain.model.parameters()))
 
@@ -375,8 +418,10 @@ def test_only_grid_term_epochs_use_more_threads(overlap):
     overlap or not (a one-core machine has none), because more threads change their bits."""
     from headmovies.train.orbits.config import OrbitConfig
     from headmovies.train.orbits.task import OrbitTask
-    cfg = OrbitConfig(p=5, n_heads=3, d_model=8, d_head=2, epochs=8, eq_start=0, eq_ramp=2, refine_start=4,
-                      refine_ramp=2)
+
+    cfg = OrbitConfig(
+        p=5, n_heads=3, d_model=8, d_head=2, epochs=8, eq_start=0, eq_ramp=2, refine_start=4, refine_ramp=2
+    )
     task = OrbitTask(cfg)
     task.overlap, task.threads = overlap, 2
     seen = []
@@ -391,19 +436,45 @@ def test_only_grid_term_epochs_use_more_threads(overlap):
 
 def test_train_says_whether_overlap_took_effect(tmp_path, capsys):
     """The closing line counts the overlapped epochs, so a user sees `--overlap` work (or not)."""
-    sets = sum((["--set", s] for s in TINY + ["epochs=40", "eq_start=0", "eq_ramp=5", "refine_start=20",
-                                              "refine_ramp=5", "refine_seq_lens=2"]), [])
-    for flag, expected in (("--overlap", "; 20 epochs overlapped their grid term\n"),   # the second phase's
-                           ("--no-overlap", "s\n")):
-        assert pipeline_main(["train", "orbits", "--out", str(tmp_path / f"run{flag}.h5"), "--no-progress", flag,
-                              *sets]) == 0
+    sets = sum(
+        (
+            ["--set", s]
+            for s in TINY
+            + ["epochs=40", "eq_start=0", "eq_ramp=5", "refine_start=20", "refine_ramp=5", "refine_seq_lens=2"]
+        ),
+        [],
+    )
+    for flag, expected in (
+        ("--overlap", "; 20 epochs overlapped their grid term\n"),  # the second phase's
+        ("--no-overlap", "s\n"),
+    ):
+        assert (
+            pipeline_main(["train", "orbits", "--out", str(tmp_path / f"run{flag}.h5"), "--no-progress", flag, *sets])
+            == 0
+        )
         out = capsys.readouterr().out
         assert out.endswith(expected) and ("overlapped" in out) == (flag == "--overlap"), out
-    assert pipeline_main(["train", "orbits", "--out", str(tmp_path / "r.h5"), "--no-progress", "--overlap",
-                          *sets, "--set", "residual=true"]) == 0
+    assert (
+        pipeline_main(
+            [
+                "train",
+                "orbits",
+                "--out",
+                str(tmp_path / "r.h5"),
+                "--no-progress",
+                "--overlap",
+                *sets,
+                "--set",
+                "residual=true",
+            ]
+        )
+        == 0
+    )
     assert "; --overlap had no effect (no epoch of this run has terms to overlap)" in capsys.readouterr().out
 
+
 # --- run file -----------------------------------------------------------------------------------
+
 
 def test_run_file_round_trip(tmp_path):
     out = tmp_path / "run.h5"
@@ -413,12 +484,26 @@ def test_run_file_round_trip(tmp_path):
         assert f["snapshots/epoch"][()].tolist() == [0, 10, 20, 30, 50, 60]
         assert f["metrics/epoch"][()].tolist() == [0, 10, 20, 30, 50, 60]
         shapes = {k: f["snapshots"][k].shape for k in runfile.weight_names(f)}
-        assert shapes == {"W_E": (6, 5, 8), "W_Q": (6, 3, 8, 2), "W_K": (6, 3, 8, 2), "W_V": (6, 3, 8, 2),
-                          "W_O": (6, 3, 2, 8), "W_U": (6, 8, 5)}
+        assert shapes == {
+            "W_E": (6, 5, 8),
+            "W_Q": (6, 3, 8, 2),
+            "W_K": (6, 3, 8, 2),
+            "W_V": (6, 3, 8, 2),
+            "W_O": (6, 3, 2, 8),
+            "W_U": (6, 8, 5),
+        }
         assert all(f["snapshots"][k].dtype == np.float32 for k in shapes)
         assert f["snapshots/W_Q"].chunks[0] == 1
-        assert set(f["metrics"]) == {"epoch", "train_loss", "train_acc", "heldout_loss", "heldout_acc",
-                                     "eq_loss", "eq_error_pooled", "eq_error_worst_input"}
+        assert set(f["metrics"]) == {
+            "epoch",
+            "train_loss",
+            "train_acc",
+            "heldout_loss",
+            "heldout_acc",
+            "eq_loss",
+            "eq_error_pooled",
+            "eq_error_worst_input",
+        }
         a = f.attrs
         assert a["schema_version"] == 1 and a["experiment"] == "orbits" and a["seed"] == 0
         assert (a["n"], a["m"]) == (5, 2) and runfile.is_complete(f)
@@ -451,8 +536,22 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny models: one thread is faste
 
 
 def _cli(out, *extra, epochs=3000):
-    return [sys.executable, "-m", "headmovies", "train", "orbits", "--out", str(out), "--no-progress",
-            "--checkpoint-every", "0", "--set", f"epochs={epochs}", *sum((["--set", s] for s in TINY), []), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "headmovies",
+        "train",
+        "orbits",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--checkpoint-every",
+        "0",
+        "--set",
+        f"epochs={epochs}",
+        *sum((["--set", s] for s in TINY), []),
+        *extra,
+    ]
 
 
 def _wait_for_snapshots(path: Path, count: int, proc, timeout=60.0):
@@ -472,9 +571,11 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout=60.0):
 
 def test_reader_sees_only_complete_snapshots_while_run_grows(tmp_path):
     from headmovies.runfile.reader import Run
+
     out = tmp_path / "live.h5"
-    proc = subprocess.Popen(_cli(out, epochs=800), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cli(out, epochs=800), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     seen = {}
     try:
         _wait_for_snapshots(out, 2, proc)
@@ -500,8 +601,9 @@ def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
     ref = tmp_path / "ref.h5"
     subprocess.run(_cli(ref, epochs=epochs), cwd=ROOT, env=ENV, check=True, capture_output=True)
     out = tmp_path / "killed.h5"
-    proc = subprocess.Popen(_cli(out, epochs=epochs), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cli(out, epochs=epochs), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _wait_for_snapshots(out, 8, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -544,8 +646,9 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_snapshots(tmp_path):
     """A loss weight so large that the loss overflows: the trainer stops at the first snapshot whose
     loss is not finite, says so in one line (exit 2), and the file keeps the snapshots so far."""
     out = tmp_path / "nan.h5"
-    done = subprocess.run(_cli(out, "--set", "ov_bias_weight=1e308", epochs=60), cwd=ROOT, env=ENV,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        _cli(out, "--set", "ov_bias_weight=1e308", epochs=60), cwd=ROOT, env=ENV, capture_output=True, text=True
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("error: training diverged by epoch 10 (") and done.stderr.count("\n") == 1
     assert "Traceback" not in done.stderr

@@ -1,6 +1,7 @@
 """Sweeps (docs/sweeps.md): the batched orbit trainer against single runs, the batch loop's run
 files, the sweep on local processes and on a real local Ray instance, resuming, the table and
 census, and bad input."""
+
 from __future__ import annotations
 
 import json
@@ -37,11 +38,19 @@ from headmovies.train.orbits.task import OrbitTask
 from equivariant import equivariant_run
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"p": "5", "n_heads": "3", "d_model": "8", "d_head": "2", "early_every": "10", "switch_epoch": "40",
-        "late_every": "40", "split": "random"}
+TINY = {
+    "p": "5",
+    "n_heads": "3",
+    "d_model": "8",
+    "d_head": "2",
+    "early_every": "10",
+    "switch_epoch": "40",
+    "late_every": "40",
+    "split": "random",
+}
 SWEEP_SETS = {**TINY, "epochs": "200", "eq_start": "20", "eq_ramp": "50"}
 SWEEP_GRID = [("eq_weight", ["1", "10"])]
-VOLATILE = ("seconds", "host")          # the only row fields that may differ between backends
+VOLATILE = ("seconds", "host")  # the only row fields that may differ between backends
 
 
 def cfg_of(**kw) -> OrbitConfig:
@@ -73,8 +82,16 @@ def rows_by_run(out: Path) -> dict[str, dict]:
 
 # --- the batched orbit trainer ----------------------------------------------------------------------
 
-TWO_PHASE = dict(epochs=40, refine_start=20, eq_start=5, eq_ramp=10, refine_ramp=10, eq_seq_lens="3,4",
-                 refine_seq_lens="5", eq_seq_batch=4)
+TWO_PHASE = dict(
+    epochs=40,
+    refine_start=20,
+    eq_start=5,
+    eq_ramp=10,
+    refine_ramp=10,
+    eq_seq_lens="3,4",
+    refine_seq_lens="5",
+    eq_seq_batch=4,
+)
 
 
 @pytest.mark.parametrize("residual", [False, True])
@@ -82,11 +99,11 @@ def test_batched_instances_equal_their_single_runs_bit_for_bit(residual):
     """Three instances differing in seed, init, split, every loss weight and ramp, and pruning,
     over a two-phase run with the sequence term: each equals its own single run bit for bit
     (weights, AdamW state, generator). B = 1 too."""
-    per_instance = [dict(seed=0, eq_weight=1, eq_start=0, refine_prune=0, ov_bias_weight=0, init_scale=1, split="random"),
-                    dict(seed=1, eq_weight=10, eq_start=5, refine_prune=0.25, ov_bias_weight=0.01, init_scale=0.5,
-                         split="orbit"),
-                    dict(seed=7, eq_weight=3, eq_start=15, refine_prune=0.5, ov_bias_weight=0.1, init_scale=2,
-                         train_frac=0.5)]
+    per_instance = [
+        dict(seed=0, eq_weight=1, eq_start=0, refine_prune=0, ov_bias_weight=0, init_scale=1, split="random"),
+        dict(seed=1, eq_weight=10, eq_start=5, refine_prune=0.25, ov_bias_weight=0.01, init_scale=0.5, split="orbit"),
+        dict(seed=7, eq_weight=3, eq_start=15, refine_prune=0.5, ov_bias_weight=0.1, init_scale=2, train_frac=0.5),
+    ]
     cfgs = [cfg_of(**{**TWO_PHASE, **kw, "residual": residual}) for kw in per_instance]
     singles = [single_run(cfg) for cfg in cfgs]
     for group in ([0, 1, 2], [1]):
@@ -111,7 +128,7 @@ def test_batch_key_and_size():
     with pytest.raises(ValueError):
         OrbitBatch([cfg_of(lr=1e-3), cfg_of(lr=3e-4)])
     assert max_batch(OrbitConfig()) == 1
-    assert max_batch(cfg_of(p=12, n_heads=8)) == 2 ** 18 // (8 * 12 ** 3) == 18
+    assert max_batch(cfg_of(p=12, n_heads=8)) == 2**18 // (8 * 12**3) == 18
     assert max_batch(cfg_of(p=8, n_heads=4)) == 32
 
 
@@ -147,33 +164,40 @@ def test_a_diverging_instance_stops_alone(tmp_path):
 
 # --- plan, names, parsing --------------------------------------------------------------------------
 
+
 def test_seeds_grid_and_run_names():
     assert P.parse_seeds("0-3,10") == [0, 1, 2, 3, 10]
     assert P.parse_seeds("5") == [5] and P.parse_seeds("3,1,3") == [1, 3]
-    assert P.parse_grid(["eq_weight=1,10", "eq_seq_lens=3;2,4"]) == [("eq_weight", ["1", "10"]),
-                                                                     ("eq_seq_lens", ["3", "2,4"])]
+    assert P.parse_grid(["eq_weight=1,10", "eq_seq_lens=3;2,4"]) == [
+        ("eq_weight", ["1", "10"]),
+        ("eq_seq_lens", ["3", "2,4"]),
+    ]
     assert P.run_name(3, {"eq_weight": 10.0}) == "seed3-eq_weight10"
-    assert P.run_name(0, {"lr": 0.0003, "split": "orbit", "residual": True, "eq_seq_lens": "2,4"}) == \
-        "seed0-lr0.0003-splitorbit-residualtrue-eq_seq_lens2_4"
+    assert (
+        P.run_name(0, {"lr": 0.0003, "split": "orbit", "residual": True, "eq_seq_lens": "2,4"})
+        == "seed0-lr0.0003-splitorbit-residualtrue-eq_seq_lens2_4"
+    )
     assert P.run_name(1, {}) == "seed1"
 
 
 def test_plan_and_jobs(tmp_path):
-    plan = P.make_plan("orbits", tmp_path / "sw", [0, 1, 2], [("eq_weight", ["1", "10"])], {"p": "5", "n_heads": "3",
-                       "d_model": "8"})
+    plan = P.make_plan(
+        "orbits", tmp_path / "sw", [0, 1, 2], [("eq_weight", ["1", "10"])], {"p": "5", "n_heads": "3", "d_model": "8"}
+    )
     assert [r.name for r in plan.runs] == [f"seed{s}-eq_weight{w}" for w in (1, 10) for s in (0, 1, 2)]
     assert {r.action for r in plan.runs} == {"new"} and plan.settings == {"p": 5, "n_heads": 3, "d_model": 8}
     assert plan.runs[4].cfg.eq_weight == 10.0 and plan.runs[4].cfg.seed == 1
-    assert not (tmp_path / "sw").exists()                       # planning creates nothing
-    jobs = P.make_jobs(plan, workers=2)                         # 6 batchable runs over 2 workers: 2 x 3
+    assert not (tmp_path / "sw").exists()  # planning creates nothing
+    jobs = P.make_jobs(plan, workers=2)  # 6 batchable runs over 2 workers: 2 x 3
     assert [len(j.runs) for j in jobs] == [3, 3] and all(j.batched for j in jobs)
     assert [len(j.runs) for j in P.make_jobs(plan, workers=2, batch=2)] == [2, 2, 2]
     assert [len(j.runs) for j in P.make_jobs(plan, workers=8, batch=1)] == [1] * 6
-    big = P.make_plan("orbits", tmp_path / "sw", [0, 1], [], {})   # the default model: one run per job
+    big = P.make_plan("orbits", tmp_path / "sw", [0, 1], [], {})  # the default model: one run per job
     assert [j.batched for j in P.make_jobs(big, workers=1)] == [False, False]
 
 
 # --- the sweep -------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def local_sweep(tmp_path_factory):
@@ -187,20 +211,25 @@ def test_local_sweep_rows_files_and_report(local_sweep):
     out, res = local_sweep
     assert (res.done, res.failed, res.skipped) == (4, 0, 0)
     rows = read_sweep_rows(out / ROWS_FILE)
-    assert sorted(r["run"] for r in rows) == ["seed0-eq_weight1", "seed0-eq_weight10", "seed1-eq_weight1",
-                                               "seed1-eq_weight10"]
+    assert sorted(r["run"] for r in rows) == [
+        "seed0-eq_weight1",
+        "seed0-eq_weight10",
+        "seed1-eq_weight1",
+        "seed1-eq_weight10",
+    ]
     for row in rows:
         assert row["status"] == "done" and row["error"] is None and row["batch"] == 2 and row["action"] == "new"
         assert row["config"]["eq_weight"] == row["grid"]["eq_weight"] and row["config"]["seed"] == row["seed"]
-        with Run(out / row["file"]) as run:      # an ordinary run file: the orbit check reads it
+        with Run(out / row["file"]) as run:  # an ordinary run file: the orbit check reads it
             assert run.complete and int(run.epochs[-1]) == 200
             assert row["metrics"] == {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch"}
             report = run_report(run)
             assert row["summary"]["nontrivial"] == [o.size for o in report.orbits if o.size > 1]
             assert row["summary"] == json.loads(json.dumps(orbits_summary.sweep_summary(run)))
     assert json.loads((out / SETTINGS_FILE).read_text()) == {
-        "experiment": "orbits", "settings": {k: config.resolve(OrbitConfig, sets=SWEEP_SETS).__dict__[k]
-                                             for k in SWEEP_SETS}}
+        "experiment": "orbits",
+        "settings": {k: config.resolve(OrbitConfig, sets=SWEEP_SETS).__dict__[k] for k in SWEEP_SETS},
+    }
     md = (out / "summary.md").read_text()
     assert "| eq_weight=1 | 0–1 | 2 | 0 |" in md and "| eq_weight=10 | 0–1 | 2 | 0 |" in md
     assert (out / "census.png").stat().st_size > 5000 and (out / "census.svg").exists()
@@ -220,8 +249,9 @@ def test_rerun_skips_complete_runs_and_a_bigger_grid_adds_only_new_runs(local_sw
     plan = P.make_plan("orbits", copy, [0], [("eq_weight", ["1"])], SWEEP_SETS)
     assert [r.action for r in plan.runs] == ["record"]
     # A bigger grid: the 2 new runs only, one of them diverging (recorded, the sweep goes on).
-    grown = S.sweep("orbits", out, seeds=[0], grid=[("eq_weight", ["1", "10", "1e308"])], sets=SWEEP_SETS, workers=1,
-                    progress=False)
+    grown = S.sweep(
+        "orbits", out, seeds=[0], grid=[("eq_weight", ["1", "10", "1e308"])], sets=SWEEP_SETS, workers=1, progress=False
+    )
     assert (grown.done, grown.failed, grown.skipped) == (0, 1, 2)
     rows = read_sweep_rows(out / ROWS_FILE)
     assert len(rows) == 5 and rows[-1]["run"] == "seed0-eq_weight1e+308"
@@ -253,8 +283,18 @@ def test_a_killed_run_is_resumed_and_ends_equal_to_an_uninterrupted_one(tmp_path
     out.mkdir()
     sets = {**SWEEP_SETS, "epochs": "300"}
     run = out / "seed1-eq_weight10.h5"
-    argv = [sys.executable, "-m", "headmovies", "train", "orbits", "--out", str(run), "--checkpoint-every", "0",
-            "--no-progress"] + [a for k, v in {**sets, "seed": "1", "eq_weight": "10"}.items() for a in ("--set", f"{k}={v}")]
+    argv = [
+        sys.executable,
+        "-m",
+        "headmovies",
+        "train",
+        "orbits",
+        "--out",
+        str(run),
+        "--checkpoint-every",
+        "0",
+        "--no-progress",
+    ] + [a for k, v in {**sets, "seed": "1", "eq_weight": "10"}.items() for a in ("--set", f"{k}={v}")]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for_snapshots(run, 3, proc)
     proc.send_signal(signal.SIGKILL)
@@ -273,10 +313,28 @@ def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_p
     resumes both."""
     out = tmp_path / "sw"
     sets = {**SWEEP_SETS, "epochs": "100000"}
-    argv = [sys.executable, "-m", "headmovies", "sweep", "orbits", "--out", str(out), "--seeds", "0-1", "--workers",
-            "1", "--no-progress"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    argv = [
+        sys.executable,
+        "-m",
+        "headmovies",
+        "sweep",
+        "orbits",
+        "--out",
+        str(out),
+        "--seeds",
+        "0-1",
+        "--workers",
+        "1",
+        "--no-progress",
+    ] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     try:
         for seed in (0, 1):
             _wait_for_snapshots(out / f"seed{seed}.h5", 4, proc)
@@ -291,7 +349,7 @@ def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_p
     for seed in (0, 1):
         with runfile.open_for_reading(out / f"seed{seed}.h5") as f:
             epochs = f["snapshots/epoch"][:]
-        assert len(epochs) >= 4               # stopped at a snapshot, with its checkpoint: nothing to retrain
+        assert len(epochs) >= 4  # stopped at a snapshot, with its checkpoint: nothing to retrain
         assert torch.load(checkpoint_path(out / f"seed{seed}.h5"), weights_only=False)["epoch"] == epochs[-1]
 
 
@@ -301,10 +359,31 @@ def test_ctrl_c_in_a_terminal_stops_a_two_worker_sweep_without_tracebacks(tmp_pa
     ignores Ctrl-C, the parent stops it)."""
     out = tmp_path / "sw"
     sets = {**SWEEP_SETS, "epochs": "100000"}
-    argv = [sys.executable, "-m", "headmovies", "sweep", "orbits", "--out", str(out), "--seeds", "0-1", "--workers",
-            "2", "--batch", "1", "--no-progress"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    argv = [
+        sys.executable,
+        "-m",
+        "headmovies",
+        "sweep",
+        "orbits",
+        "--out",
+        str(out),
+        "--seeds",
+        "0-1",
+        "--workers",
+        "2",
+        "--batch",
+        "1",
+        "--no-progress",
+    ] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     try:
         for seed in (0, 1):
             _wait_for_snapshots(out / f"seed{seed}.h5", 3, proc)
@@ -323,9 +402,11 @@ def test_ray_sweep_equals_the_local_one(local_sweep, tmp_path):
     """The same sweep as Ray tasks on a real local Ray instance: the same rows (but wall time and
     host) and the same weights, bit for bit."""
     import ray
+
     out = tmp_path / "ray"
-    res = S.sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, backend="ray", workers=2,
-                  progress=False)
+    res = S.sweep(
+        "orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, backend="ray", workers=2, progress=False
+    )
     assert (res.done, res.failed) == (4, 0) and not ray.is_initialized()
     local = rows_by_run(local_sweep[0])
     assert rows_by_run(out) == {k: v for k, v in local.items() if k in rows_by_run(out)} and len(local) >= 4
@@ -335,16 +416,30 @@ def test_ray_sweep_equals_the_local_one(local_sweep, tmp_path):
 
 # --- table and census ------------------------------------------------------------------------------
 
+
 def _row(run, seed, grid, outcome=None, acc=None, error=None):
-    return {"run": run, "seed": seed, "grid": grid, "status": "failed" if error else "done", "error": error,
-            "metrics": None if error else {"train_acc": acc}, "summary": None if error else {"outcome": outcome},
-            "seconds": 4.0, "batch": 2}
+    return {
+        "run": run,
+        "seed": seed,
+        "grid": grid,
+        "status": "failed" if error else "done",
+        "error": error,
+        "metrics": None if error else {"train_acc": acc},
+        "summary": None if error else {"outcome": outcome},
+        "seconds": 4.0,
+        "batch": 2,
+    }
 
 
 def test_summary_and_census_count_outcomes_per_config():
-    rows = [_row("a0", 0, {"eq_weight": 1.0}, "none", 0.5), _row("a1", 1, {"eq_weight": 1.0}, "4+2", 1.0),
-            _row("a2", 2, {"eq_weight": 1.0}, error="boom"), _row("b0", 0, {"eq_weight": 10.0}, "none", 0.25),
-            _row("b1", 1, {"eq_weight": 10.0}, "none", 0.75), _row("a2", 2, {"eq_weight": 1.0}, "none", 0.0)]
+    rows = [
+        _row("a0", 0, {"eq_weight": 1.0}, "none", 0.5),
+        _row("a1", 1, {"eq_weight": 1.0}, "4+2", 1.0),
+        _row("a2", 2, {"eq_weight": 1.0}, error="boom"),
+        _row("b0", 0, {"eq_weight": 10.0}, "none", 0.25),
+        _row("b1", 1, {"eq_weight": 10.0}, "none", 0.75),
+        _row("a2", 2, {"eq_weight": 1.0}, "none", 0.0),
+    ]
     last = latest(rows)
     assert [r["run"] for r in last] == ["a0", "a1", "a2", "b0", "b1"] and last[2]["status"] == "done"
     md = sweep_report.summary_markdown(rows, "orbits", "orbit structure", {"epochs": 2000})
@@ -353,8 +448,7 @@ def test_summary_and_census_count_outcomes_per_config():
     assert "Fixed settings: epochs=2000" in md
     fig = sweep_report.outcome_figure(rows[:5], "orbits", "orbit structure")
     ax = fig.axes[0]
-    widths = {(c.get_label(), round(p.get_y() + p.get_height() / 2)): p.get_width()
-              for c in ax.containers for p in c}
+    widths = {(c.get_label(), round(p.get_y() + p.get_height() / 2)): p.get_width() for c in ax.containers for p in c}
     # bars from the top: eq_weight=1 at y = 1, eq_weight=10 at y = 0
     assert widths == {("none", 1): 1, ("none", 0): 2, ("4+2", 1): 1, ("4+2", 0): 0, ("failed", 1): 1, ("failed", 0): 0}
     assert [t.get_text() for t in ax.get_yticklabels()] == ["eq_weight=1", "eq_weight=10"]
@@ -372,24 +466,33 @@ def test_orbit_sweep_summary_of_a_known_layer(tmp_path):
 
 # --- bad input -------------------------------------------------------------------------------------
 
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--grid", "eq_weight="], "error: --grid eq_weight has an empty value list"),
-    (["--grid", "bogus=1,2"], "error: unknown config key 'bogus' in --grid"),
-    (["--set", "bogus=1"], "error: unknown config key 'bogus'"),
-    (["--seeds", "a-b"], "error: --seeds takes non-negative integers and ranges"),
-    (["--seeds", "0-99999999999"], "error: --seeds 0-99999999999 asks for more than 1,000,000 seeds"),
-    (["--seeds", "0,3,4611686018427387904"], "error: --seeds 0,3,4611686018427387904 asks for more than"),
-    (["--grid", "split=orbit,diagonal"], "error: split must be one of ('random', 'orbit'), got 'diagonal' "
-                                         "(grid point split=diagonal)"),
-    (["--workers", "0"], "error: --workers must be >= 1, got 0"),
-    (["--backend", "ray", "--address", "127.0.0.1:{port}"], "error: cannot reach a Ray cluster at 127.0.0.1:{port} ("),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--grid", "eq_weight="], "error: --grid eq_weight has an empty value list"),
+        (["--grid", "bogus=1,2"], "error: unknown config key 'bogus' in --grid"),
+        (["--set", "bogus=1"], "error: unknown config key 'bogus'"),
+        (["--seeds", "a-b"], "error: --seeds takes non-negative integers and ranges"),
+        (["--seeds", "0-99999999999"], "error: --seeds 0-99999999999 asks for more than 1,000,000 seeds"),
+        (["--seeds", "0,3,4611686018427387904"], "error: --seeds 0,3,4611686018427387904 asks for more than"),
+        (
+            ["--grid", "split=orbit,diagonal"],
+            "error: split must be one of ('random', 'orbit'), got 'diagonal' (grid point split=diagonal)",
+        ),
+        (["--workers", "0"], "error: --workers must be >= 1, got 0"),
+        (
+            ["--backend", "ray", "--address", "127.0.0.1:{port}"],
+            "error: cannot reach a Ray cluster at 127.0.0.1:{port} (",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_creates_nothing(tmp_path, capsys, args, message):
     port = _closed_port()
     args = [a.format(port=port) for a in args]
@@ -401,7 +504,7 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(tmp_path, capsys, args
 
 
 def test_ray_backend_without_ray_says_how_to_install(tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "ray", None)       # how Python marks a module as absent
+    monkeypatch.setitem(sys.modules, "ray", None)  # how Python marks a module as absent
     out = tmp_path / "sweep"
     assert cli_main(["sweep", "orbits", "--out", str(out), "--backend", "ray"]) == 2
     assert capsys.readouterr().err == "error: --backend ray needs Ray, an optional extra: pip install -e .[ray]\n"
@@ -442,7 +545,7 @@ def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_p
     out, _ = local_sweep
     copy = tmp_path / "copy"
     copy.mkdir()
-    for f in out.iterdir():       # the four runs of SWEEP_GRID (an earlier test may have grown the sweep)
+    for f in out.iterdir():  # the four runs of SWEEP_GRID (an earlier test may have grown the sweep)
         if f.suffix in (".jsonl", ".json") or f.name in {f"seed{s}-eq_weight{w}.h5" for s in (0, 1) for w in (1, 10)}:
             (copy / f.name).write_bytes(f.read_bytes())
     old = {k: v for k, v in json.loads((out / SETTINGS_FILE).read_text())["settings"].items() if k != "eq_ramp"}
@@ -458,10 +561,13 @@ def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_p
         P.make_plan("orbits", copy, [0], SWEEP_GRID + [("eq_ramp", ["60"])], sets)
 
 
-@pytest.mark.parametrize("experiment, sets", [
-    ("induction-1l", {"epochs": "20", "early_every": "10", "batch_size": "16", "eval_size": "32"}),
-    ("ov-coherent", {"epochs": "20", "seq_len": "6", "batch": "16", "early_every": "10"}),
-])
+@pytest.mark.parametrize(
+    "experiment, sets",
+    [
+        ("induction-1l", {"epochs": "20", "early_every": "10", "batch_size": "16", "eval_size": "32"}),
+        ("ov-coherent", {"epochs": "20", "seq_len": "6", "batch": "16", "early_every": "10"}),
+    ],
+)
 def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, sets):
     """Experiments without a batched trainer sweep one run per job; their rows carry the summary
     their render package computes from the run file (`summary.sweep_summary`)."""
@@ -470,6 +576,7 @@ def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, 
     from headmovies.render.ov_coherent import analysis as ovc
     from headmovies.render.ov_coherent import summary as ovc_summary
     from headmovies.tasks.ov_coherent import WEIGHT_NAMES, task_cases
+
     res = S.sweep(experiment, tmp_path / "sw", seeds=[0], sets=sets, workers=1, progress=False)
     assert (res.done, res.failed) == (1, 0)
     for row in read_sweep_rows(tmp_path / "sw" / ROWS_FILE):
@@ -483,13 +590,16 @@ def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, 
                 assert row["summary"]["accuracy"] == full["accuracy"]
                 assert row["summary"]["block_length_accuracy"] == full["block_length_accuracy"]
                 assert row["summary"]["copying"] == {r["circuit"]: r["copying"] for r in full["copying"]}
-                assert row["summary"]["outcome"] == ind_summary.outcome(full["accuracy"], full["block_length_accuracy"], 6)
+                assert row["summary"]["outcome"] == ind_summary.outcome(
+                    full["accuracy"], full["block_length_accuracy"], 6
+                )
     assert (tmp_path / "sw" / "census.png").exists()
 
 
 def test_induction_and_ov_coherent_outcomes():
     from headmovies.render.induction.summary import outcome as ind_outcome
     from headmovies.render.ov_coherent.summary import outcome as ovc_outcome
+
     assert ind_outcome(1.0, {"4": 0.95, "5": 0.97, "6": 1.0, "7": 0.93, "8": 0.9}, 6) == "induction"
     assert ind_outcome(1.0, {"4": 0.09, "5": 0.1, "6": 1.0, "7": 0.09, "8": 0.1}, 6) == "trained length only"
     assert ind_outcome(0.2, {"4": 0.2, "5": 0.2, "6": 0.2, "7": 0.2, "8": 0.2}, 6) == "not learned"
@@ -502,6 +612,7 @@ def test_induction_and_ov_coherent_outcomes():
 
 # --- an early screen: --stop-at, then continue the chosen runs ------------------------------------------
 
+
 def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, capsys):
     """`sweep --stop-at 120` trains each run's own schedule (epochs=200) through epoch 120 and
     records it as stopped; a rerun with --stop-at keeps it; a rerun without it continues the
@@ -513,7 +624,9 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     assert (res.done, res.failed) == (2, 0)
     rows = read_sweep_rows(out / ROWS_FILE)
     assert [(r["run"], r["status"], r["summary"]["epoch"], r["batch"]) for r in rows] == [
-        ("seed0", "stopped", 120, 1), ("seed1", "stopped", 120, 1)]
+        ("seed0", "stopped", 120, 1),
+        ("seed1", "stopped", 120, 1),
+    ]
     with Run(out / "seed0.h5") as run:
         assert not run.complete and int(run.epochs[-1]) == 120
     assert "2 runs: 0 done, 2 stopped early" in (out / "summary.md").read_text()
@@ -544,13 +657,30 @@ def test_stop_at_must_be_a_snapshot_epoch(tmp_path, capsys):
     out = tmp_path / "run.h5"
     sets = [x for k, v in SWEEP_SETS.items() for x in ("--set", f"{k}={v}")]
     assert cli_main(["train", "orbits", "--out", str(out), *sets, "--stop-at", "105", "--no-progress"]) == 2
-    assert capsys.readouterr().err == ("error: --stop-at 105 is not a snapshot epoch of this run; the snapshots "
-                                       "around it are at epochs 80 and 120\n")
+    assert capsys.readouterr().err == (
+        "error: --stop-at 105 is not a snapshot epoch of this run; the snapshots around it are at epochs 80 and 120\n"
+    )
     assert not out.exists()
     assert cli_main(["sweep", "orbits", "--out", str(tmp_path / "s"), *sets, "--stop-at", "300"]) == 2
-    assert capsys.readouterr().err == "error: --stop-at must be a snapshot epoch in 1..200 (the run's epochs), got 300\n"
+    assert (
+        capsys.readouterr().err == "error: --stop-at must be a snapshot epoch in 1..200 (the run's epochs), got 300\n"
+    )
     assert not (tmp_path / "s").exists()
     no_epochs = [x for k, v in SWEEP_SETS.items() if k != "epochs" for x in ("--set", f"{k}={v}")]
-    assert cli_main(["sweep", "orbits", "--out", str(tmp_path / "s"), *no_epochs, "--grid", "epochs=200,240",
-                     "--stop-at", "240"]) == 2
+    assert (
+        cli_main(
+            [
+                "sweep",
+                "orbits",
+                "--out",
+                str(tmp_path / "s"),
+                *no_epochs,
+                "--grid",
+                "epochs=200,240",
+                "--stop-at",
+                "240",
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err.endswith("got 240 (grid point epochs=200)\n")

@@ -2,6 +2,7 @@
 (`render/orbits/watch.py`) on hand-built runs with known orbits and on real run files grown and
 replaced by `RunWriter`, as a resumed writer does. The page itself is tested in Chromium:
 tests/test_browser.py."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,20 @@ from headmovies.cli import main
 from headmovies.render.core.circuits import centre_ov, centre_qk, circuit_factors, ov_circuit, qk_circuit
 from headmovies.runfile.reader import Run
 from headmovies.render.orbits.stream import panel_coordinates
-from headmovies.render.orbits.viewer import (dequantise_rows, fourier_rows, make_viewer, pack,
-                                            quantise_rows, row_scales, rows_to_factors, time_delta, unpack)
+from headmovies.render.orbits.viewer import (
+    dequantise_rows,
+    fourier_rows,
+    make_viewer,
+    pack,
+    quantise_rows,
+    row_scales,
+    rows_to_factors,
+    time_delta,
+    unpack,
+)
 from headmovies.runfile.writer import RunWriter
 
-EPOCHS = np.arange(0, 501, 25)    # 21 snapshots; exactly equivariant from the 20th (epoch 475)
+EPOCHS = np.arange(0, 501, 25)  # 21 snapshots; exactly equivariant from the 20th (epoch 475)
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +44,14 @@ def payload_of(html: str) -> dict:
 
 def random_weights(seed=0, n=7, d_model=16, d_head=3, H=5, n_out=7):
     rng = np.random.default_rng(seed)
-    return {"W_E": rng.standard_normal((n, d_model)), "W_Q": rng.standard_normal((H, d_model, d_head)),
-            "W_K": rng.standard_normal((H, d_model, d_head)), "W_V": rng.standard_normal((H, d_model, d_head)),
-            "W_O": rng.standard_normal((H, d_head, d_model)), "W_U": rng.standard_normal((d_model, n_out))}
+    return {
+        "W_E": rng.standard_normal((n, d_model)),
+        "W_Q": rng.standard_normal((H, d_model, d_head)),
+        "W_K": rng.standard_normal((H, d_model, d_head)),
+        "W_V": rng.standard_normal((H, d_model, d_head)),
+        "W_O": rng.standard_normal((H, d_head, d_model)),
+        "W_U": rng.standard_normal((d_model, n_out)),
+    }
 
 
 def test_factors_rebuild_the_centred_circuits():
@@ -53,7 +68,7 @@ def test_factors_rebuild_the_centred_circuits():
 def test_fourier_rows_quantised_and_time_deltas(n):
     rng = np.random.default_rng(1)
     F = rng.standard_normal((6, 5, 4, n, 3)) * np.geomspace(1e-3, 10, 6)[:, None, None, None, None]
-    F[2, 1, 3] = 0                                          # an all-zero factor: zero rows, code ZERO_CODE
+    F[2, 1, 3] = 0  # an all-zero factor: zero rows, code ZERO_CODE
     A = fourier_rows(F)
     assert A.shape == (6, 5, 4, n // 2 + 1, 3)
     assert np.allclose(A[..., 2, :], np.einsum("...ae,a->...e", F, np.exp(2j * np.pi * 2 * np.arange(n) / n)))
@@ -89,17 +104,21 @@ def test_page_holds_the_movie_projection_the_orbits_and_their_dates(eq_run, tmp_
     assert (meta["n"], meta["m"], meta["n_heads"], meta["d_head"]) == (24, 2, 20, 4)
     arrays = unpack(chunk["arrays"])
     with Run(eq_run) as run:
-        coords = np.array([c for _, c in panel_coordinates(run, result.panels)])        # [T, P, H]
+        coords = np.array([c for _, c in panel_coordinates(run, result.panels)])  # [T, P, H]
         weights = [w for _, w in run.iter_weights(list(NAMES))]
     assert [(q["circuit"], q["u"], q["v"]) for q in meta["panels"]] == [(q.circuit, q.u, q.v) for q in result.panels]
     assert np.allclose(arrays["coords"][..., 0], coords.real, rtol=1e-6, atol=1e-6 * np.abs(coords).max())
     assert np.allclose(arrays["coords"][..., 1], coords.imag, rtol=1e-6, atol=1e-6 * np.abs(coords).max())
     # both orbits, verified from the snapshot the layer becomes equivariant (index 19), coloured as the movie
     orbits = [(o["size"], o["heads"], o["locked_in"], o["colour"], o["final"]) for o in meta["orbits"]]
-    assert orbits == [(12, list(range(12)), int(EPOCHS[19]), "#1f77b4", True),
-                      (4, [12, 13, 14, 15], int(EPOCHS[19]), "#ff7f0e", True)]
+    assert orbits == [
+        (12, list(range(12)), int(EPOCHS[19]), "#1f77b4", True),
+        (4, [12, 13, 14, 15], int(EPOCHS[19]), "#ff7f0e", True),
+    ]
     assert all(not o for o in chunk["orbits"][:19]) and [k for k, _ in chunk["orbits"][-1]] == [
-        ",".join(map(str, range(12))), "12,13,14,15"]
+        ",".join(map(str, range(12))),
+        "12,13,14,15",
+    ]
     assert np.isnan(arrays["head_error"]).sum() == 0 and arrays["head_error"][-1, :16].max() < 1e-6
     assert not arrays["dead"].any()
     # the 8-bit rows rebuild each head's centred circuits within 1 % (Frobenius norm)
@@ -126,7 +145,10 @@ def test_view_command_and_its_errors(eq_run, tmp_path, capsys):
         (["orbits", "view", str(plain), "--out", str(tmp_path / "x")], "no group data"),
         (["orbits", "view", str(eq_run), "--out", str(tmp_path / "x"), "--panels", "qk:0"], "bad panel"),
         (["orbits", "view", str(eq_run), "--out", str(tmp_path / "x"), "--name", "../eq"], "--name"),
-        (["orbits", "view", str(eq_run), "--out", str(tmp_path / "v" / "eq.html")], "eq.html is a file; remove it or choose"),
+        (
+            ["orbits", "view", str(eq_run), "--out", str(tmp_path / "v" / "eq.html")],
+            "eq.html is a file; remove it or choose",
+        ),
         (["orbits", "watch", str(eq_run), "--port", "70000"], "--port"),
         (["orbits", "watch", str(plain), "--port", "0"], "no group data"),
     ]
@@ -138,6 +160,7 @@ def test_view_command_and_its_errors(eq_run, tmp_path, capsys):
 
 
 # --- the live view's follower, on a run file that grows and is replaced ----------------------
+
 
 def snapshot(t: int, target: dict, start: dict, T: int) -> dict:
     w = min(1.0, t / max(1, T - 2))
@@ -153,16 +176,25 @@ def growing(tmp_path):
     start["W_E"], start["W_U"] = target["W_E"], target["W_U"]
     weights = lambda t: snapshot(t, target, start, 12)
     path = tmp_path / "live.h5"
-    attrs = {"schema_version": 1, "experiment": "orbits", "config": {"epochs": 110}, "seed": 0,
-             "created": "2026-01-01T00:00:00", "versions": {}, "n": 24, "m": 2}
+    attrs = {
+        "schema_version": 1,
+        "experiment": "orbits",
+        "config": {"epochs": 110},
+        "seed": 0,
+        "created": "2026-01-01T00:00:00",
+        "versions": {},
+        "n": 24,
+        "m": 2,
+    }
     writer = RunWriter.create(path, attrs, 0, weights(0), {"eq_error": 0.1}, {"train": np.arange(3)})
-    writer.publish()                                   # the run appears at its path
+    writer.publish()  # the run appears at its path
     yield path, writer, weights
     writer.close()
 
 
 def test_follower_reads_new_snapshots_and_follows_a_resumed_writer(growing):
     from headmovies.render.orbits.watch import Follower
+
     path, writer, weights = growing
     for t in range(1, 4):
         writer.append(10 * t, weights(t), {"eq_error": 0.1})
@@ -195,15 +227,23 @@ def test_follower_reads_new_snapshots_and_follows_a_resumed_writer(growing):
         locks = {o["key"]: o["locked_in"] for o in u["meta"]["orbits"]}
         assert locks[",".join(map(str, range(12)))] == 100
         assert f.update(1, 12)["chunks"] == []
-        with Run(path) as run:                       # epoch 50 as the new file has it
+        with Run(path) as run:  # epoch 50 as the new file has it
             expected = next(panel_coordinates(run, f.data.panels, indices=np.array([5])))[1]
         got = unpack(u["chunks"][0]["arrays"])["coords"][1]
         assert np.allclose(got[..., 0] + 1j * got[..., 1], expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
         resumed.close()
         # another run written over it (--force): the page must reload
         path.unlink()
-        attrs = {"schema_version": 1, "experiment": "orbits", "config": {"epochs": 10}, "seed": 1,
-                 "created": "2026-02-02T00:00:00", "versions": {}, "n": 24, "m": 2}
+        attrs = {
+            "schema_version": 1,
+            "experiment": "orbits",
+            "config": {"epochs": 10},
+            "seed": 1,
+            "created": "2026-02-02T00:00:00",
+            "versions": {},
+            "n": 24,
+            "m": 2,
+        }
         new = RunWriter.create(path, attrs, 0, weights(0), {}, {"train": np.arange(3)})
         new.publish()
         new.close()
@@ -217,6 +257,7 @@ def test_follower_reads_new_snapshots_and_follows_a_resumed_writer(growing):
 def test_a_bit_identical_resume_keeps_every_shared_snapshot(growing, tmp_path):
     """On CPU a resumed writer rewrites the snapshots after its checkpoint bit for bit: all stay."""
     from headmovies.render.orbits.watch import shared_prefix
+
     path, writer, weights = growing
     for t in range(1, 6):
         writer.append(10 * t, weights(t), {"eq_error": 0.1})
@@ -233,6 +274,7 @@ def test_a_bit_identical_resume_keeps_every_shared_snapshot(growing, tmp_path):
 
 def test_watch_on_a_taken_port_is_one_line(eq_run, capsys):
     import socket
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()

@@ -1,4 +1,5 @@
 """`headmovies induction report|complete RUN ...`: the seed-003 report from run files."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,22 +23,31 @@ frame is held --event-hold seconds where the accuracy comes to stay above 50 % a
 Writes into DIR/<run name>/: analysis.md, analysis.json, attention, copying, block_length,
 training (and composition, attention_no_k_composition) as .png and .svg, and the movie
 attention_movie.{mp4,webm,gif,png,html}; and DIR/summary.md, DIR/summary.json across the runs."""
-MAX_SEQUENCES = 1_000_000     # fresh sequences held at once with their attention patterns (~2 GB)
+MAX_SEQUENCES = 1_000_000  # fresh sequences held at once with their attention patterns (~2 GB)
 COMPLETE = "Print each run's greedy completion of LETTERS to the context length (24); writes nothing."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser("report", help="analyses, figures, tables and attention movies of induction runs",
-                       description=REPORT, formatter_class=fmt)
+    p = sub.add_parser(
+        "report",
+        help="analyses, figures, tables and attention movies of induction runs",
+        description=REPORT,
+        formatter_class=fmt,
+    )
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="induction run files (.h5)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
     p.add_argument("--no-movie", action="store_true", help="skip the attention movie")
     add_movie_arguments(p)
     add_timeline_arguments(p)
-    p.add_argument("--sequences", type=int, default=1024, metavar="N",
-                   help="fresh sequences for attention and accuracy (default 1024)")
+    p.add_argument(
+        "--sequences",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="fresh sequences for attention and accuracy (default 1024)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(_action=report)
     p = sub.add_parser("complete", help="greedy completions of a prompt", description=COMPLETE, formatter_class=fmt)
@@ -52,18 +62,29 @@ def run(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     from headmovies.render.induction.summary import write_report
+
     if not 1 <= args.sequences <= MAX_SEQUENCES:
         raise UserError(f"--sequences must be in 1..{MAX_SEQUENCES}, got {args.sequences}")
     formats, fps, hold = movie_arguments(args)
     event_hold = timeline_arguments(args)
-    results = write_report(args.runs, args.out, not args.no_movie, formats, fps, hold, args.sequences,
-                           progress=not args.no_progress, event_hold_s=event_hold)
+    results = write_report(
+        args.runs,
+        args.out,
+        not args.no_movie,
+        formats,
+        fps,
+        hold,
+        args.sequences,
+        progress=not args.no_progress,
+        event_hold_s=event_hold,
+    )
     print(f"{args.out}/summary.md: {len(results)} run{'' if len(results) == 1 else 's'}")
     return 0
 
 
 def complete(args: argparse.Namespace) -> int:
     from headmovies.render.induction.summary import completions
+
     if not args.prompt:
         raise UserError("the prompt is empty; give letters such as --prompt ABCDEF")
     for line in completions(args.runs, args.prompt):

@@ -1,4 +1,5 @@
 """`headmovies ov-coherent report RUN [RUN ...] --out DIR`: the seed-004 report from run files."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,28 +26,51 @@ the accuracy comes to stay at or above 99 %). docs/results/ov-coherent.md."""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = sub.add_parser("report", help="analyses, figures, table and QK-plane movie of ov-coherent runs",
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "report",
+        help="analyses, figures, table and QK-plane movie of ov-coherent runs",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="ov-coherent run files (.h5)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
-    p.add_argument("--movie", choices=("first", "all", "none"), default="first",
-                   help="QK-plane movie for the first run with >= 2 heads, every such run, or none (default first)")
+    p.add_argument(
+        "--movie",
+        choices=("first", "all", "none"),
+        default="first",
+        help="QK-plane movie for the first run with >= 2 heads, every such run, or none (default first)",
+    )
     add_movie_arguments(p)
     add_timeline_arguments(p)
-    p.add_argument("--trail", type=int, default=1000, metavar="EPOCHS",
-                   help="movie trails span this many epochs (here an epoch is one optimizer step on a fresh "
-                        "batch, as in the run file; default 1000)")
+    p.add_argument(
+        "--trail",
+        type=int,
+        default=1000,
+        metavar="EPOCHS",
+        help="movie trails span this many epochs (here an epoch is one optimizer step on a fresh "
+        "batch, as in the run file; default 1000)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> int:
     from headmovies.render.ov_coherent.summary import summary_text, write_report
+
     formats, fps, hold = movie_arguments(args)
     event_hold = timeline_arguments(args)
     if args.trail < 0:
         raise UserError(f"--trail must be >= 0, got {args.trail}")
-    rows = write_report(args.runs, args.out, args.movie, formats, fps, hold, args.trail,
-                        progress=not args.no_progress, event_hold_s=event_hold)
+    rows = write_report(
+        args.runs,
+        args.out,
+        args.movie,
+        formats,
+        fps,
+        hold,
+        args.trail,
+        progress=not args.no_progress,
+        event_hold_s=event_hold,
+    )
     print(summary_text(rows), end="")
     print(f"wrote {args.out}/summary.md, summary.json, training.png and per-run analysis.{{png,json}}")
     return 0

@@ -1,4 +1,5 @@
 """`headmovies recover RUN [--out CLEAN.h5]`: a clean, closed copy of a killed or live run file."""
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,9 @@ def run(args: argparse.Namespace) -> int:
     from headmovies import runfile
     from headmovies.runfile.lock import RunLock, holder
     from headmovies.runfile.writer import clean_copy
+
     src, out = args.run, args.out
-    with runfile.open_for_reading(src) as f:               # one line if missing or not a run file
+    with runfile.open_for_reading(src) as f:  # one line if missing or not a run file
         complete, experiment = runfile.is_complete(f), str(f.attrs["experiment"])
     if out is None or out.resolve() == src.resolve():
         if runfile.is_closed_cleanly(src):
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if out.is_dir():
             example = out / src.name
-            if example.resolve() == src.resolve():      # not the source itself
+            if example.resolve() == src.resolve():  # not the source itself
                 example = out / f"{src.stem}.clean{src.suffix}"
             raise UserError(f"--out {out} is a folder; name the copy, e.g. {example}")
         disk.check_folder(out.parent, may_create=False)
@@ -54,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         count = clean_copy(src, out)
         where = str(out) + (f" (of a live run: {live} is still writing {src})" if live else "")
         then = f"training continues from {src} and its checkpoint, not from the copy"
-    print(f"{where}: {count} snapshots, closed cleanly; the run is "
-          + ("complete" if complete else f"incomplete ({then})"))
+    print(
+        f"{where}: {count} snapshots, closed cleanly; the run is "
+        + ("complete" if complete else f"incomplete ({then})")
+    )
     return 0

@@ -1,4 +1,5 @@
 """`headmovies sweep EXPERIMENT --out DIR ...`: train a grid of seeds and configs, with a table and a census figure."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,35 +34,72 @@ examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("experiment", help="registered experiment name (see `headmovies train --help`)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder of the sweep's run files and tables")
-    p.add_argument("--seeds", metavar="SEEDS",
-                   help="seeds: a range 0-199, a list 0,3,5, or both 0-3,10 (default: the experiment's seed)")
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                   help="train every value of KEY (repeatable: the product of all grids; values with commas: "
-                        "separate them with ';')")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
-                   help="fix one config key for every run (repeatable)")
+    p.add_argument(
+        "--seeds",
+        metavar="SEEDS",
+        help="seeds: a range 0-199, a list 0,3,5, or both 0-3,10 (default: the experiment's seed)",
+    )
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="train every value of KEY (repeatable: the product of all grids; values with commas: "
+        "separate them with ';')",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="sets",
+        help="fix one config key for every run (repeatable)",
+    )
     p.add_argument("--config", type=Path, metavar="FILE.toml", help="TOML file of fixed key = value settings")
-    p.add_argument("--backend", choices=("local", "ray"), default="local",
-                   help="local: a pool of processes on this machine (default); ray: Ray tasks on a local Ray "
-                        "instance or the cluster at --address (pip install -e .[ray])")
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="processes (local) or concurrent Ray tasks, one torch thread each "
-                        "(default: this machine's cores, or the Ray cluster's CPUs)")
-    p.add_argument("--address", metavar="ADDR",
-                   help="Ray cluster to use, HOST:PORT, ray://HOST:PORT or auto (default: start a local instance); "
-                        "DIR must be on a filesystem every node sees")
-    p.add_argument("--batch", type=int, metavar="N",
-                   help="train at most N new runs per process as one batched computation (default: as many as "
-                        "pay on a CPU for the config, 1 for the default orbit model; 1 = one run per process)")
-    p.add_argument("--stop-at", type=int, metavar="EPOCH",
-                   help="train each run's schedule only through this snapshot epoch and record it as stopped "
-                        "(an early screen); rerunning without --stop-at continues the runs chosen with --seeds")
-    p.add_argument("--fork-from", type=Path, metavar="SRC_DIR",
-                   help="the folder of another sweep: each new run starts at its fork epoch (the orbit experiment: "
-                        "refine_start) from the run there of the same name, or else of the same seed and a config "
-                        "differing only in what acts after the fork, when that run got so far; else it trains "
-                        "from scratch; the same runs either way, bit for bit, for a fraction of the time "
-                        "(docs/sweeps.md, \"Forks\")")
+    p.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="local: a pool of processes on this machine (default); ray: Ray tasks on a local Ray "
+        "instance or the cluster at --address (pip install -e .[ray])",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes (local) or concurrent Ray tasks, one torch thread each "
+        "(default: this machine's cores, or the Ray cluster's CPUs)",
+    )
+    p.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="Ray cluster to use, HOST:PORT, ray://HOST:PORT or auto (default: start a local instance); "
+        "DIR must be on a filesystem every node sees",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        metavar="N",
+        help="train at most N new runs per process as one batched computation (default: as many as "
+        "pay on a CPU for the config, 1 for the default orbit model; 1 = one run per process)",
+    )
+    p.add_argument(
+        "--stop-at",
+        type=int,
+        metavar="EPOCH",
+        help="train each run's schedule only through this snapshot epoch and record it as stopped "
+        "(an early screen); rerunning without --stop-at continues the runs chosen with --seeds",
+    )
+    p.add_argument(
+        "--fork-from",
+        type=Path,
+        metavar="SRC_DIR",
+        help="the folder of another sweep: each new run starts at its fork epoch (the orbit experiment: "
+        "refine_start) from the run there of the same name, or else of the same seed and a config "
+        "differing only in what acts after the fork, when that run got so far; else it trains "
+        "from scratch; the same runs either way, bit for bit, for a fraction of the time "
+        '(docs/sweeps.md, "Forks")',
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -70,21 +108,36 @@ def run(args: argparse.Namespace) -> int:
     from headmovies.sweeps.plan import parse_grid, parse_seeds
     from headmovies.sweeps.sweep import sweep
     from headmovies.sweeps.sweep_rows import ROWS_FILE
+
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     grid = parse_grid(args.grid)
     toml = config.load_toml(args.config) if args.config else None
     try:
-        res = sweep(args.experiment, args.out, seeds=seeds, grid=grid, sets=config.parse_sets(args.sets), toml=toml,
-                    backend=args.backend, workers=args.workers, address=args.address, batch=args.batch,
-                    progress=not args.no_progress, stop_at=args.stop_at, fork_from=args.fork_from)
+        res = sweep(
+            args.experiment,
+            args.out,
+            seeds=seeds,
+            grid=grid,
+            sets=config.parse_sets(args.sets),
+            toml=toml,
+            backend=args.backend,
+            workers=args.workers,
+            address=args.address,
+            batch=args.batch,
+            progress=not args.no_progress,
+            stop_at=args.stop_at,
+            fork_from=args.fork_from,
+        )
     except KeyboardInterrupt:
         rows = Path(args.out) / ROWS_FILE
         done = f"finished runs are recorded in {rows}" if rows.exists() else "no run finished"
         print(f"interrupted: {done}; rerun the same command to resume", file=sys.stderr)
         return 130
-    print(f"{res.out}: {res.done} run{'' if res.done == 1 else 's'} {'stopped at epoch ' + str(args.stop_at) if args.stop_at else 'done'}, "
-          f"{res.failed} failed, {res.skipped} skipped (complete, or stopped there before), "
-          f"in {res.seconds:.1f} s" + (f"; {res.forked} forked from {args.fork_from}" if args.fork_from else ""))
+    print(
+        f"{res.out}: {res.done} run{'' if res.done == 1 else 's'} {'stopped at epoch ' + str(args.stop_at) if args.stop_at else 'done'}, "
+        f"{res.failed} failed, {res.skipped} skipped (complete, or stopped there before), "
+        f"in {res.seconds:.1f} s" + (f"; {res.forked} forked from {args.fork_from}" if args.fork_from else "")
+    )
     for path in res.reports:
         print(f"  {path}")
     return 1 if res.failed else 0

@@ -12,7 +12,22 @@
 Needs numpy and h5py only, never torch; no module outside this package imports h5py or
 indexes the file's groups (tests/test_layout.py). docs/run-file.md describes the format.
 """
-from headmovies.runfile.schema import (COMPLETE, EPOCH, METRICS, SCHEMA_VERSION, SNAPSHOTS, SPLIT,  # noqa: F401
-                                       is_closed_cleanly, is_complete, library_versions,
-                                       open_for_reading, read_config, read_snapshot, read_split,
-                                       snapshot_count, snapshot_epochs, weight_names)
+
+from headmovies.runfile.schema import (
+    COMPLETE,
+    EPOCH,
+    METRICS,
+    SCHEMA_VERSION,
+    SNAPSHOTS,
+    SPLIT,  # noqa: F401
+    is_closed_cleanly,
+    is_complete,
+    library_versions,
+    open_for_reading,
+    read_config,
+    read_snapshot,
+    read_split,
+    snapshot_count,
+    snapshot_epochs,
+    weight_names,
+)

@@ -6,6 +6,7 @@ disk at any moment leaves the old checkpoint or the new one, whole: room checked
 to `<ckpt>.tmp`, fsync'ed, renamed over the old one (docs/run-file.md, "Faults"). Standard
 library only (with `headmovies.disk` for the room check): no torch, no h5py.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,9 @@ def write_checkpoint(path: Path, data: bytes | memoryview, epoch: int, then: str
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if disk.is_full(exc):
-            raise DiskFullError(disk.full_message(path, f"while writing the checkpoint at epoch {epoch}",
-                                                  then)) from None
+            raise DiskFullError(
+                disk.full_message(path, f"while writing the checkpoint at epoch {epoch}", then)
+            ) from None
         raise
 
 

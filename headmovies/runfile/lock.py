@@ -5,6 +5,7 @@ dies, SIGKILL included: a lock file left behind by a killed writer never blocks 
 The file holds a line naming the holder (PID, host, command, start time) for the error a second
 writer gets. Linux and macOS (`fcntl`); standard library only.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -43,7 +44,7 @@ def holder(run_path: str | os.PathLike) -> str | None:
 
 
 def _read(fd: int) -> str:
-    for _ in range(20):        # the holder writes its line just after taking the lock
+    for _ in range(20):  # the holder writes its line just after taking the lock
         text = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
         if text:
             return text
@@ -71,8 +72,10 @@ class RunLock:
             except BlockingIOError:
                 who = _read(fd) or "another process"
                 os.close(fd)
-                raise RunLockedError(f"{self.run_path} is being written by {who}, which holds {self.path.name}: "
-                                     f"one writer per run file{'; ' + self.hint if self.hint else ''}") from None
+                raise RunLockedError(
+                    f"{self.run_path} is being written by {who}, which holds {self.path.name}: "
+                    f"one writer per run file{'; ' + self.hint if self.hint else ''}"
+                ) from None
             # A holder that released meanwhile unlinked the file we opened: lock the new one instead.
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(self.path))
@@ -89,7 +92,7 @@ class RunLock:
             os.ftruncate(fd, 0)
             os.pwrite(fd, (line + "\n").encode(), 0)
         except OSError:
-            pass                    # a full disk: the lock holds all the same, its note is empty
+            pass  # a full disk: the lock holds all the same, its note is empty
         self.fd = fd
         return self
 
@@ -97,7 +100,7 @@ class RunLock:
         if self.fd is None:
             return
         try:
-            self.path.unlink(missing_ok=True)   # while still held: the next writer locks a fresh file
+            self.path.unlink(missing_ok=True)  # while still held: the next writer locks a fresh file
         finally:
             os.close(self.fd)
             self.fd = None

@@ -3,6 +3,7 @@
 Snapshots are read as needed, never all at once, so memory stays flat in run length.
 Needs only numpy and h5py (the schema is `runfile`).
 """
+
 from __future__ import annotations
 
 import os
@@ -51,16 +52,23 @@ class Run:
             raise RunFileError(f"{self.path} holds no snapshot yet")
         finite = self._finite_count(count)
         if finite == 0:
-            raise RunFileError(f"{self.path}: every snapshot holds non-finite weights (NaN or inf: training "
-                               "diverged at once); retrain with a lower lr or init_scale")
+            raise RunFileError(
+                f"{self.path}: every snapshot holds non-finite weights (NaN or inf: training "
+                "diverged at once); retrain with a lower lr or init_scale"
+            )
         self.epochs = ep[:finite]
         self.complete = schema.is_complete(self.f)
-        if finite < count:                  # `warn` says it once per command, however often opened
+        if finite < count:  # `warn` says it once per command, however often opened
             bad = ep[finite:count]
-            which = f"the snapshot at epoch {bad[0]} holds" if len(bad) == 1 else \
-                f"the {len(bad)} snapshots at epochs {bad[0]}..{bad[-1]} hold"
-            warn(f"{self.path}: {which} non-finite weights (training diverged); using the "
-                 f"{finite} snapshot{'s' if finite > 1 else ''} through epoch {self.epochs[-1]}")
+            which = (
+                f"the snapshot at epoch {bad[0]} holds"
+                if len(bad) == 1
+                else f"the {len(bad)} snapshots at epochs {bad[0]}..{bad[-1]} hold"
+            )
+            warn(
+                f"{self.path}: {which} non-finite weights (training diverged); using the "
+                f"{finite} snapshot{'s' if finite > 1 else ''} through epoch {self.epochs[-1]}"
+            )
 
     def _finite_count(self, count: int) -> int:
         """Snapshots before the first of the trailing run of non-finite ones (only the end is
@@ -93,8 +101,9 @@ class Run:
         """Raise RunFileError naming the weights this run lacks."""
         missing = [n for n in names if n not in self.weight_names]
         if missing:
-            raise RunFileError(f"{self.path} ({self.experiment}) has no weights {missing}; "
-                               f"it holds {self.weight_names}")
+            raise RunFileError(
+                f"{self.path} ({self.experiment}) has no weights {missing}; it holds {self.weight_names}"
+            )
 
     def weights(self, t: int, names: list[str] | None = None) -> dict[str, np.ndarray]:
         """Weights of snapshot index t (negative counts from the end), float32 arrays by name."""
@@ -106,21 +115,23 @@ class Run:
         except Exception as exc:
             raise RunFileError(f"{self.path}: cannot read snapshot {t}: {str(exc).splitlines()[0]}") from None
 
-    def iter_weights(self, names: list[str] | None = None, chunk: int = 64,
-                     indices: np.ndarray | None = None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    def iter_weights(
+        self, names: list[str] | None = None, chunk: int = 64, indices: np.ndarray | None = None
+    ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """Yield (epoch, weights) for each snapshot (or the given indices), reading `chunk`
         snapshots per HDF5 call; memory is bounded by the chunk, not the run length."""
         names = names or self.weight_names
         self.require(*names)
         idx = np.arange(len(self)) if indices is None else np.asarray(indices)
         for start in range(0, len(idx), chunk):
-            sel = idx[start:start + chunk]
+            sel = idx[start : start + chunk]
             lo, hi = int(sel.min()), int(sel.max()) + 1
             try:
                 block = {n: self.f[SNAPSHOTS][n][lo:hi] for n in names}
             except Exception as exc:
-                raise RunFileError(f"{self.path}: cannot read snapshots {lo}..{hi}: "
-                                   f"{str(exc).splitlines()[0]}") from None
+                raise RunFileError(
+                    f"{self.path}: cannot read snapshots {lo}..{hi}: {str(exc).splitlines()[0]}"
+                ) from None
             for t in sel:
                 yield int(self.epochs[t]), {n: block[n][t - lo] for n in names}
 

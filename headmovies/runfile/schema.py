@@ -18,6 +18,7 @@ complete snapshots (h5py's SWMR recipe); `snapshot_count` is the one rule that c
 A run killed mid-write must be opened with `swmr=True` (HDF5 leaves its "open for write" flag
 set); `open_for_reading` does that.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,7 @@ COMPLETE = "complete"
 EPOCH = "epoch"
 REQUIRED_ATTRS = ("schema_version", "experiment", "config", "seed", "created", "versions")
 # Metrics renamed since files were first written: {old name: name now}. Readers map old files.
-RENAMED_METRICS = {"eq_error": "eq_error_pooled"}   # before the worst-input error was stored too
+RENAMED_METRICS = {"eq_error": "eq_error_pooled"}  # before the worst-input error was stored too
 
 
 _RETRAIN = "if it was a run, retrain it with `headmovies train EXPERIMENT --out PATH --force`"
@@ -51,8 +52,7 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
     """
     path = Path(path)
     if not path.exists():
-        raise RunFileError(f"run file {path} does not exist; train it with `headmovies train ...` "
-                           "or `make movie`")
+        raise RunFileError(f"run file {path} does not exist; train it with `headmovies train ...` or `make movie`")
     if path.is_dir():
         raise RunFileError(f"{path} is a folder, not a run file")
     try:
@@ -62,21 +62,25 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
         h5py.File(path, "r").close()
     except OSError as exc:
         if "already open for write" not in str(exc):
-            raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "
-                               f"{str(exc).splitlines()[0]}", fix=_RETRAIN) from None
+            raise RunFileError(
+                f"{path} is not a readable HDF5 run file (truncated or corrupt?): {str(exc).splitlines()[0]}",
+                fix=_RETRAIN,
+            ) from None
     try:
         f = h5py.File(path, "r", swmr=True)
     except OSError as exc:
-        raise RunFileError(f"{path} is not a readable HDF5 run file (truncated or corrupt?): "
-                           f"{str(exc).splitlines()[0]}", fix=_RETRAIN) from None
+        raise RunFileError(
+            f"{path} is not a readable HDF5 run file (truncated or corrupt?): {str(exc).splitlines()[0]}", fix=_RETRAIN
+        ) from None
     try:
         missing = [a for a in REQUIRED_ATTRS if a not in f.attrs]
         if missing:
             raise RunFileError(f"{path} is not a run file: root attributes {missing} are missing")
         version = int(f.attrs["schema_version"])
         if version != SCHEMA_VERSION:
-            raise RunFileError(f"{path} has run-file schema version {version}; this tool reads "
-                               f"version {SCHEMA_VERSION}: retrain it")
+            raise RunFileError(
+                f"{path} has run-file schema version {version}; this tool reads version {SCHEMA_VERSION}: retrain it"
+            )
         if SNAPSHOTS not in f or EPOCH not in f[SNAPSHOTS]:
             raise RunFileError(f"{path} holds no /{SNAPSHOTS}/{EPOCH}: it is not a complete run file")
     except RunFileError:

@@ -12,6 +12,7 @@ before the epoch that would announce it. The handle is then detached from the fi
 descriptor pointed at an in-memory file) before closing, so HDF5 writes nothing more: the
 file stays as a killed writer would leave it, with every complete snapshot.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,10 +67,10 @@ def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None 
     """Copy root attributes, /split and every complete snapshot and metric record of `src` (up to
     and including `keep_through_epoch`, or all) into the empty file `dst`, datasets growable as
     the writer makes them; /complete is copied (all records) or cleared. Returns the snapshot count."""
-    epochs = schema.snapshot_epochs(src)             # the complete snapshots only
+    epochs = schema.snapshot_epochs(src)  # the complete snapshots only
     limit = np.inf if keep_through_epoch is None else keep_through_epoch
     keep = int(np.searchsorted(epochs, limit, side="right"))
-    last = epochs[keep - 1] if keep else -1          # metrics only of the snapshots kept
+    last = epochs[keep - 1] if keep else -1  # metrics only of the snapshots kept
     keep_m = int(np.searchsorted(src[METRICS][EPOCH][()], last, side="right")) if METRICS in src else 0
     for key, value in src.attrs.items():
         dst.attrs[key] = value
@@ -77,11 +78,12 @@ def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None 
     dst.create_dataset(COMPLETE, data=np.array([int(done)], np.int8), maxshape=(1,), chunks=(1,))
     for group, n in ((SNAPSHOTS, keep), (METRICS, keep_m)):
         g = dst.create_group(group)
-        for name, ds in (src[group].items() if group in src else ()):
-            new = g.create_dataset(name, shape=(n, *ds.shape[1:]), maxshape=(None, *ds.shape[1:]),
-                                   chunks=ds.chunks, dtype=ds.dtype)
-            for lo in range(0, n, 256):           # bounded memory for long runs
-                new[lo:min(n, lo + 256)] = ds[lo:min(n, lo + 256)]
+        for name, ds in src[group].items() if group in src else ():
+            new = g.create_dataset(
+                name, shape=(n, *ds.shape[1:]), maxshape=(None, *ds.shape[1:]), chunks=ds.chunks, dtype=ds.dtype
+            )
+            for lo in range(0, n, 256):  # bounded memory for long runs
+                new[lo : min(n, lo + 256)] = ds[lo : min(n, lo + 256)]
     if SPLIT in src:
         src.copy(src[SPLIT], dst, name=SPLIT)
     else:
@@ -121,8 +123,9 @@ def fork_copy(src: h5py.File, out: str | os.PathLike, through_epoch: int, attrs:
     out = Path(out)
     tmp = partial_path(out)
     tmp.unlink(missing_ok=True)
-    disk.require_free(out.parent, Path(src.filename).stat().st_size, "the fork's copy of its source",
-                      f"nothing was written to {out}")
+    disk.require_free(
+        out.parent, Path(src.filename).stat().st_size, "the fork's copy of its source", f"nothing was written to {out}"
+    )
     f = None
     try:
         f = _new_file(tmp)
@@ -168,8 +171,15 @@ class RunWriter:
         self.hint = ""
 
     @classmethod
-    def create(cls, path: str | os.PathLike, attrs: dict, epoch: int, weights: dict[str, np.ndarray],
-               metrics: dict[str, float], split: dict[str, np.ndarray]) -> "RunWriter":
+    def create(
+        cls,
+        path: str | os.PathLike,
+        attrs: dict,
+        epoch: int,
+        weights: dict[str, np.ndarray],
+        metrics: dict[str, float],
+        split: dict[str, np.ndarray],
+    ) -> "RunWriter":
         """Build `<path>.partial` holding the first snapshot; `publish()` renames it to `path`
         (`discard()` removes it). `path` must not exist (the caller removes it for --force).
         `attrs` values that are dicts are stored as JSON strings. Raises DiskFullError, leaving
@@ -188,12 +198,14 @@ class RunWriter:
             snaps, mets = f.create_group(SNAPSHOTS), f.create_group(METRICS)
             for name, w in weights.items():
                 w = np.asarray(w, dtype=np.float32)
-                snaps.create_dataset(name, shape=(0, *w.shape), maxshape=(None, *w.shape),
-                                     chunks=(1, *w.shape), dtype=np.float32)
+                snaps.create_dataset(
+                    name, shape=(0, *w.shape), maxshape=(None, *w.shape), chunks=(1, *w.shape), dtype=np.float32
+                )
             snaps.create_dataset(EPOCH, shape=(0,), maxshape=(None,), chunks=(1024,), dtype=np.int64)
             for name in (EPOCH, *metrics):
-                mets.create_dataset(name, shape=(0,), maxshape=(None,), chunks=(1024,),
-                                    dtype=np.int64 if name == EPOCH else np.float64)
+                mets.create_dataset(
+                    name, shape=(0,), maxshape=(None,), chunks=(1024,), dtype=np.int64 if name == EPOCH else np.float64
+                )
             grp = f.create_group(SPLIT)
             for name, idx in split.items():
                 grp.create_dataset(name, data=np.asarray(idx, dtype=np.int64))
@@ -232,8 +244,9 @@ class RunWriter:
         tmp.unlink(missing_ok=True)
         src = schema.open_for_reading(path)
         try:
-            disk.require_free(path.parent, path.stat().st_size, f"resuming {path} (a fresh copy of it)",
-                              f"{path} is unchanged")
+            disk.require_free(
+                path.parent, path.stat().st_size, f"resuming {path} (a fresh copy of it)", f"{path} is unchanged"
+            )
             f = None
             try:
                 f = _new_file(tmp)
@@ -256,8 +269,9 @@ class RunWriter:
         """Append one snapshot and its metrics, then flush. Raises DiskFullError before writing
         when the disk lacks room for it, or when a write fails for lack of room; the file then
         holds every earlier snapshot, whole, and this writer is closed."""
-        then = (f"{self.path} holds {self.count()} complete snapshots, through epoch {self.last_epoch()}"
-                + (f"; {self.hint}" if self.hint else ""))
+        then = f"{self.path} holds {self.count()} complete snapshots, through epoch {self.last_epoch()}" + (
+            f"; {self.hint}" if self.hint else ""
+        )
         try:
             disk.require_free(self.path.parent, _nbytes(weights, metrics), f"the snapshot at epoch {epoch}", then)
         except DiskFullError:
@@ -304,8 +318,14 @@ class RunWriter:
         except BaseException as exc:
             if not disk.is_full(exc):
                 raise
-            _fail(self.f, None, exc, self.path, "marking the run complete",
-                  f"{self.path} holds every snapshot; it reads as incomplete")
+            _fail(
+                self.f,
+                None,
+                exc,
+                self.path,
+                "marking the run complete",
+                f"{self.path} holds every snapshot; it reads as incomplete",
+            )
 
     def close(self) -> None:
         """Flush and close; after a failed flush (full disk) the handle is detached first, so the

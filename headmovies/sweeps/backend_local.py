@@ -3,6 +3,7 @@ worker processes on this machine's cores, one torch thread each, or in this proc
 worker. Ctrl-C or SIGTERM stops the workers as Ctrl-C stops `train`: their runs close at a
 snapshot, resumable.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,20 +33,21 @@ def run_local(jobs: list[Job], workers: int, on_rows: Callable[[list[dict]], Non
         for job in jobs:
             on_rows(run_job(job))
         return
-    os.environ["OMP_NUM_THREADS"] = "1"            # inherited by the spawned workers
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=ignore_between_jobs)
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the spawned workers
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=ignore_between_jobs
+    )
     try:
         futures = {pool.submit(run_job, job): job for job in jobs}
         for future in as_completed(futures):
             try:
                 rows = future.result()
-            except Exception as exc:     # BrokenProcessPool: a worker was killed (e.g. out of memory)
+            except Exception as exc:  # BrokenProcessPool: a worker was killed (e.g. out of memory)
                 rows = failed_rows(futures[future], UserError(f"its worker process died ({one_line(exc)})"))
             on_rows(rows)
-    except BaseException:            # Ctrl-C, SIGTERM: stop the workers as Ctrl-C stops `train`
+    except BaseException:  # Ctrl-C, SIGTERM: stop the workers as Ctrl-C stops `train`
         pool.shutdown(wait=False, cancel_futures=True)
-        children = multiprocessing.active_children()          # the pool's workers
+        children = multiprocessing.active_children()  # the pool's workers
         # A terminal's Ctrl-C reached them too: give them time to stop their runs at a snapshot,
         # since a second SIGINT from here would stop them at once, without that checkpoint.
         deadline = time.monotonic() + 3
@@ -53,8 +55,8 @@ def run_local(jobs: list[Job], workers: int, on_rows: Callable[[list[dict]], Non
             child.join(timeout=max(0.0, deadline - time.monotonic()))
         for child in children:
             if child.is_alive():
-                with contextlib.suppress(ProcessLookupError):   # it ended just now
-                    os.kill(child.pid, signal.SIGINT)           # their run files close, resumable
+                with contextlib.suppress(ProcessLookupError):  # it ended just now
+                    os.kill(child.pid, signal.SIGINT)  # their run files close, resumable
         for child in children:
             child.join(timeout=10)
             if child.is_alive():

@@ -2,6 +2,7 @@
 each, on a local Ray instance started for the sweep or on a running cluster. Ray is an optional
 extra (RAY_INSTALL); it is imported only once a sweep asks for it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -30,8 +31,10 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
-        raise UserError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}); start one with "
-                        "`ray start --head` there, or fix --address") from None
+        raise UserError(
+            f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}); start one with "
+            "`ray start --head` there, or fix --address"
+        ) from None
 
 
 def connect_ray(address: str | None, workers: int | None) -> None:
@@ -44,20 +47,27 @@ def connect_ray(address: str | None, workers: int | None) -> None:
     import logging
 
     import ray
+
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        ray.init(address=address, num_cpus=workers if address is None else None, include_dashboard=False,
-                 logging_level=logging.ERROR, log_to_driver=False)
+        ray.init(
+            address=address,
+            num_cpus=workers if address is None else None,
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
     except Exception as exc:
         raise UserError(f"cannot start or reach Ray{f' at {address}' if address else ''}: {one_line(exc)}") from None
     finally:
-        for sig, handler in handlers.items():      # Ray's own SIGTERM handler aborts the driver
+        for sig, handler in handlers.items():  # Ray's own SIGTERM handler aborts the driver
             signal.signal(sig, handler)
 
 
 def cluster_cpus() -> int:
     """The CPUs of the Ray cluster connected to (at least 1). Needs `connect_ray` first."""
     import ray
+
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
@@ -65,6 +75,7 @@ def run_ray(jobs: list[Job], workers: int | None, on_rows: Callable[[list[dict]]
     """Run the jobs as Ray tasks (1 CPU each), at most `workers` at a time (default: the
     cluster's CPUs). Needs `connect_ray` first."""
     import ray
+
     task = ray.remote(num_cpus=1, max_retries=0)(run_job)
     limit = workers or cluster_cpus()
     queue, running = list(jobs), {}
@@ -78,7 +89,7 @@ def run_ray(jobs: list[Job], workers: int | None, on_rows: Callable[[list[dict]]
                 job = running.pop(ref)
                 try:
                     rows = ray.get(ref)
-                except Exception as exc:       # the task's worker died, or the node was lost
+                except Exception as exc:  # the task's worker died, or the node was lost
                     rows = failed_rows(job, UserError(f"its Ray task failed ({one_line(exc)})"))
                 on_rows(rows)
     except BaseException:
@@ -90,4 +101,5 @@ def run_ray(jobs: list[Job], workers: int | None, on_rows: Callable[[list[dict]]
 def disconnect_ray() -> None:
     """Stop the local Ray instance started by `connect_ray`, or disconnect from the cluster."""
     import ray
+
     ray.shutdown()

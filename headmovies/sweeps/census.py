@@ -5,6 +5,7 @@ per recipe, become one row per finished run, then tables and a figure made from 
     sweep folders -> `census_rows` (census.jsonl) -> `census_tables` (census.md)
                                                   -> `census_figure` (census.{png,svg})
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,13 @@ from headmovies.sweeps.census_rows import write_census_rows
 from headmovies.sweeps.census_tables import census_markdown, complete_runs
 
 
-def write_census(out: Path, rows: list[dict], settings: dict[str, dict],
-                 formats: Sequence[str] = FIGURE_FORMATS, write_jsonl: bool = True) -> list[Path]:
+def write_census(
+    out: Path,
+    rows: list[dict],
+    settings: dict[str, dict],
+    formats: Sequence[str] = FIGURE_FORMATS,
+    write_jsonl: bool = True,
+) -> list[Path]:
     """Write out/census.jsonl (unless rebuilding from it), census.md and census.{png,svg}; a
     figure of an earlier census that this one does not draw (another format, or a screen alone,
     which has no final outcomes) is removed, so the folder never pairs new tables with an old figure."""

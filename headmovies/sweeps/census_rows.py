@@ -9,6 +9,7 @@ few early "screen" epochs and at the end. A row keeps what the tables (`census_t
 figure (`census_figure`) need, so they can be rebuilt from the rows alone (`--rows`) once the
 run files are gone.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,12 +28,18 @@ from headmovies.runfile.reader import Run
 from headmovies.sweeps.sweep_rows import latest, read_sweep_rows
 
 SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
-ROW_VERSION = 4                 # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
-                                # 6 significant digits, as `orbits check --json` (5 decimals rounded twice in tables)
+ROW_VERSION = 4  # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
+# 6 significant digits, as `orbits check --json` (5 decimals rounded twice in tables)
 
 
-def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
-               screen_epochs: Sequence[int] = SCREEN_EPOCHS, tol: float = TOL, dead_tol: float = DEAD_TOL) -> dict:
+def census_row(
+    path: str | os.PathLike,
+    sweep_row: dict,
+    recipe: str,
+    screen_epochs: Sequence[int] = SCREEN_EPOCHS,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+) -> dict:
     """The census row of one finished run: final metrics (from the run file), every verified
     orbit of the last snapshot with its size, frequency omega (the most common omega of its
     heads), heads, worst error and lock-in epoch (from which it stays verified), and each live
@@ -53,7 +60,7 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
             w = head_frequencies(c["qk"])
             w[hist.dead[t]] = 0
             omega[str(e)] = [int(v) for v in w]
-        bias = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol, gauge="bias")   # c: the last snapshot's
+        bias = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol, gauge="bias")  # c: the last snapshot's
         cfg = run.config
         complete = run.complete
         metrics = {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch" and len(v)}
@@ -63,20 +70,40 @@ def census_row(path: str | os.PathLike, sweep_row: dict, recipe: str,
         if size < 2:
             continue
         ws = Counter(final[h] for h in heads).most_common(1)[0][0]
-        orbits.append({"size": size, "omega": ws, "heads": list(heads), "worst": sig6(worst),
-                       "locked_in": hist.locked_in(heads)})
-    bias_orbits = [{"size": o.size, "omega": Counter(final[h] for h in o.heads).most_common(1)[0][0],
-                    "heads": list(o.heads), "worst": sig6(o.worst_error)} for o in bias.orbits if o.size >= 2]
+        orbits.append(
+            {"size": size, "omega": ws, "heads": list(heads), "worst": sig6(worst), "locked_in": hist.locked_in(heads)}
+        )
+    bias_orbits = [
+        {
+            "size": o.size,
+            "omega": Counter(final[h] for h in o.heads).most_common(1)[0][0],
+            "heads": list(o.heads),
+            "worst": sig6(o.worst_error),
+        }
+        for o in bias.orbits
+        if o.size >= 2
+    ]
     refine = int(cfg.get("refine_start", 0) or 0)
     return {
-        "version": ROW_VERSION, "recipe": recipe, "seed": int(sweep_row["seed"]), "run": sweep_row["run"],
-        "stopped": not complete,        # trained only through --stop-at (the file says so, not the row)
-        "file_bytes": path.stat().st_size, "file_mtime_ns": path.stat().st_mtime_ns,
-        "screen_epochs": sorted(int(e) for e in screen_epochs), "n": n, "m": m, "tol": tol, "dead_tol": dead_tol,
-        "epochs": epochs[-1], "phase2_start": refine if 0 < refine < int(cfg.get("epochs", epochs[-1])) else None,
+        "version": ROW_VERSION,
+        "recipe": recipe,
+        "seed": int(sweep_row["seed"]),
+        "run": sweep_row["run"],
+        "stopped": not complete,  # trained only through --stop-at (the file says so, not the row)
+        "file_bytes": path.stat().st_size,
+        "file_mtime_ns": path.stat().st_mtime_ns,
+        "screen_epochs": sorted(int(e) for e in screen_epochs),
+        "n": n,
+        "m": m,
+        "tol": tol,
+        "dead_tol": dead_tol,
+        "epochs": epochs[-1],
+        "phase2_start": refine if 0 < refine < int(cfg.get("epochs", epochs[-1])) else None,
         "outcome": "+".join(str(o["size"]) for o in orbits) or "none",
-        "orbits": orbits, "n_dead": int(hist.dead[-1].sum()),
-        "outcome_bias_gauge": "+".join(str(o["size"]) for o in bias_orbits) or "none", "orbits_bias_gauge": bias_orbits,
+        "orbits": orbits,
+        "n_dead": int(hist.dead[-1].sum()),
+        "outcome_bias_gauge": "+".join(str(o["size"]) for o in bias_orbits) or "none",
+        "orbits_bias_gauge": bias_orbits,
         **{k: metrics.get(k) for k in ("train_acc", "heldout_acc", "eq_error_pooled", "eq_error_worst_input")},
         "seconds": sweep_row.get("seconds"),
         "omega": omega,
@@ -90,15 +117,18 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
     runs differ in more than the seed, and a folder is one recipe)."""
     jsonl, meta = folder / "sweep.jsonl", folder / "sweep.json"
     if not meta.is_file():
-        raise UserError(f"{folder} is not a sweep folder (no sweep.json): make one with "
-                        f"`headmovies sweep orbits --out {folder}`")
+        raise UserError(
+            f"{folder} is not a sweep folder (no sweep.json): make one with `headmovies sweep orbits --out {folder}`"
+        )
     try:
         info = json.loads(meta.read_text())
         if not isinstance(info, dict):
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as exc:
-        raise UserError(f"{meta} is unreadable ({' '.join(str(exc).split())}); remove it and rerun its sweep "
-                        "(the same command) to rewrite it") from None
+        raise UserError(
+            f"{meta} is unreadable ({' '.join(str(exc).split())}); remove it and rerun its sweep "
+            "(the same command) to rewrite it"
+        ) from None
     if info.get("experiment") != "orbits":
         raise UserError(f"{folder} is a sweep of {info.get('experiment')!r}; the census needs the orbits experiment")
     rows = latest(read_sweep_rows(jsonl))
@@ -108,16 +138,22 @@ def read_sweep(folder: Path) -> tuple[list[dict], dict]:
             values.setdefault(k, set()).add(json.dumps(v))
     varied = sorted(k for k, vs in values.items() if len(vs) > 1)
     if varied:
-        raise UserError(f"{folder} is a grid sweep ({', '.join(varied)} {'varies' if len(varied) == 1 else 'vary'}), "
-                        "and the census names one recipe per folder: sweep each grid point into its own folder "
-                        f"(with {' '.join(f'--set {k}=VALUE' for k in varied)})")
+        raise UserError(
+            f"{folder} is a grid sweep ({', '.join(varied)} {'varies' if len(varied) == 1 else 'vary'}), "
+            "and the census names one recipe per folder: sweep each grid point into its own folder "
+            f"(with {' '.join(f'--set {k}=VALUE' for k in varied)})"
+        )
     return [r for r in rows if r["status"] in ("done", "stopped") and "file" in r], info.get("settings", {})
 
 
-def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Sequence[int] = SCREEN_EPOCHS,
-            progress: Callable | None = None, old_settings: dict[str, dict] | None = None,
-            on_unreadable: Callable[[Path, str], None] | None = None
-            ) -> tuple[list[dict], dict[str, dict]]:
+def collect(
+    folders: Sequence[Path],
+    old: Iterable[dict] = (),
+    screen_epochs: Sequence[int] = SCREEN_EPOCHS,
+    progress: Callable | None = None,
+    old_settings: dict[str, dict] | None = None,
+    on_unreadable: Callable[[Path, str], None] | None = None,
+) -> tuple[list[dict], dict[str, dict]]:
     """Census rows of every finished run in the sweep folders, plus the rows of `old` (an
     existing census.jsonl) that the folders do not list: runs counted on another machine or
     before their folder was deleted. So the committed rows survive the machine, and a census
@@ -151,9 +187,11 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
         hit = cache.get((recipe, sweep_row["run"]))
         same_epochs = hit is not None and hit["screen_epochs"] == sorted(screen_epochs)
         if same_epochs and not path.exists():
-            rows.append(hit)              # the run file was deleted after it was counted: its row stands
-        elif same_epochs and (hit["file_bytes"], hit["file_mtime_ns"]) == (path.stat().st_size,
-                                                                           path.stat().st_mtime_ns):
+            rows.append(hit)  # the run file was deleted after it was counted: its row stands
+        elif same_epochs and (hit["file_bytes"], hit["file_mtime_ns"]) == (
+            path.stat().st_size,
+            path.stat().st_mtime_ns,
+        ):
             rows.append(hit)
         elif path.exists():
             try:
@@ -161,29 +199,36 @@ def collect(folders: Sequence[Path], old: Iterable[dict] = (), screen_epochs: Se
             except RunFileError as exc:
                 if on_unreadable is None:
                     raise
-                reason = exc.problem          # without "--force": the sweep retrains its own runs
+                reason = exc.problem  # without "--force": the sweep retrains its own runs
                 if same_epochs:
-                    rows.append(hit)      # counted before it was damaged: its row stands, as for a deleted file
+                    rows.append(hit)  # counted before it was damaged: its row stands, as for a deleted file
                     on_unreadable(path, f"{reason} (its earlier row is kept)")
                 else:
                     on_unreadable(path, f"{reason} (left out)")
         elif on_unreadable is not None:
-            on_unreadable(path, f"{path} is listed as done in its sweep.jsonl but does not exist, and no "
-                                "earlier census row has it (left out)")
+            on_unreadable(
+                path,
+                f"{path} is listed as done in its sweep.jsonl but does not exist, and no "
+                "earlier census row has it (left out)",
+            )
     kept = [r for r in old if (r["recipe"], r["run"]) not in listed]
     old_settings = old_settings or {}
     for recipe in dict.fromkeys(r["recipe"] for r in kept):
         theirs = [r for r in kept if r["recipe"] == recipe]
         where = f"{len(theirs)} {recipe} rows of the existing census.jsonl (runs not in these folders)"
         if recipe in settings and old_settings.get(recipe) != settings[recipe]:
-            raise UserError(f"{where} were made with settings {json.dumps(old_settings.get(recipe))}, the "
-                            f"{recipe} folder now has {json.dumps(settings[recipe])}: give another --out for a "
-                            "census of the new settings")
+            raise UserError(
+                f"{where} were made with settings {json.dumps(old_settings.get(recipe))}, the "
+                f"{recipe} folder now has {json.dumps(settings[recipe])}: give another --out for a "
+                "census of the new settings"
+            )
         versions = {r["version"] for r in theirs} - {ROW_VERSION}
         if versions:
-            raise UserError(f"{where} are of row version {min(versions)}, this headmovies writes {ROW_VERSION}, "
-                            "and their run files are not here to recompute them: run the census where the run "
-                            "files are, or give another --out")
+            raise UserError(
+                f"{where} are of row version {min(versions)}, this headmovies writes {ROW_VERSION}, "
+                "and their run files are not here to recompute them: run the census where the run "
+                "files are, or give another --out"
+            )
         epochs = {tuple(r["screen_epochs"]) for r in theirs} - {tuple(sorted(screen_epochs))}
         if epochs:
             e = ",".join(map(str, min(epochs)))
@@ -208,15 +253,21 @@ def read_census_rows(path: Path, any_version: bool = False) -> list[dict]:
     try:
         rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     except ValueError as exc:
-        raise UserError(f"{path} is not a census.jsonl (JSON lines written by `headmovies orbits census`): "
-                        f"{' '.join(str(exc).split())}") from None
+        raise UserError(
+            f"{path} is not a census.jsonl (JSON lines written by `headmovies orbits census`): "
+            f"{' '.join(str(exc).split())}"
+        ) from None
     for i, row in enumerate(rows, 1):
         if not isinstance(row, dict) or not ROW_KEYS <= row.keys():
-            raise UserError(f"{path} line {i} is not a census row (written by `headmovies orbits census`, "
-                            "census.jsonl; a sweep's sweep.jsonl is read through its folder)")
+            raise UserError(
+                f"{path} line {i} is not a census row (written by `headmovies orbits census`, "
+                "census.jsonl; a sweep's sweep.jsonl is read through its folder)"
+            )
         if row["version"] != ROW_VERSION and not any_version:
-            raise UserError(f"{path} holds census rows of version {row['version']}, this headmovies writes "
-                            f"{ROW_VERSION}: rerun the census on the sweep folders")
+            raise UserError(
+                f"{path} holds census rows of version {row['version']}, this headmovies writes "
+                f"{ROW_VERSION}: rerun the census on the sweep folders"
+            )
     return rows
 
 

@@ -7,6 +7,7 @@ frequency ω has N_ω = n / gcd(ω, n) heads (docs/results/orbits.md, "Why orbit
 so a group of c heads at ω "fits" when c is a positive multiple of N_ω, and "has room" when
 c >= N_ω.
 """
+
 from __future__ import annotations
 
 import math
@@ -76,31 +77,40 @@ def _spread(values: list, fmt: str) -> str:
 def outcome_table(rows: list[dict]) -> str:
     """One line per recipe: seeds, outcome counts (default gauge, then bias gauge), accuracy and
     errors (median [min, max])."""
-    out = ["| recipe | seeds | outcomes (seeds) | any orbit | any orbit at 100 % train | bias gauge: outcomes "
-           "| bias gauge: any orbit | train acc | held-out acc | eq error pooled | eq error worst input | dead heads |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| recipe | seeds | outcomes (seeds) | any orbit | any orbit at 100 % train | bias gauge: outcomes "
+        "| bias gauge: any orbit | train acc | held-out acc | eq error pooled | eq error worst input | dead heads |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for recipe, rs in by_recipe(rows).items():
         counts = Counter(r["outcome"] for r in rs).most_common()
         any_orbit = [r for r in rs if r["orbits"]]
         full = [r for r in any_orbit if (r["train_acc"] or 0) >= 1.0]
         bias = Counter(r["outcome_bias_gauge"] for r in rs).most_common()
         bias_any = sum(r["outcome_bias_gauge"] != "none" for r in rs)
-        out.append(f"| {recipe} | {len(rs)} | " + ", ".join(f"{o} ×{k}" for o, k in counts)
-                   + f" | {_rate(len(any_orbit), len(rs))} | {_rate(len(full), len(rs))}"
-                   + " | " + ", ".join(f"{o} ×{k}" for o, k in bias) + f" | {_rate(bias_any, len(rs))}"
-                   f" | {_spread([100 * r['train_acc'] for r in rs if r['train_acc'] is not None], '.1f')} %"
-                   f" | {_spread([100 * r['heldout_acc'] for r in rs if r['heldout_acc'] is not None], '.1f')} %"
-                   f" | {_spread([r['eq_error_pooled'] for r in rs], '.1e')}"
-                   f" | {_spread([r['eq_error_worst_input'] for r in rs], '.1e')}"
-                   f" | {_spread([r['n_dead'] for r in rs], '.0f')} |")
+        out.append(
+            f"| {recipe} | {len(rs)} | "
+            + ", ".join(f"{o} ×{k}" for o, k in counts)
+            + f" | {_rate(len(any_orbit), len(rs))} | {_rate(len(full), len(rs))}"
+            + " | "
+            + ", ".join(f"{o} ×{k}" for o, k in bias)
+            + f" | {_rate(bias_any, len(rs))}"
+            f" | {_spread([100 * r['train_acc'] for r in rs if r['train_acc'] is not None], '.1f')} %"
+            f" | {_spread([100 * r['heldout_acc'] for r in rs if r['heldout_acc'] is not None], '.1f')} %"
+            f" | {_spread([r['eq_error_pooled'] for r in rs], '.1e')}"
+            f" | {_spread([r['eq_error_worst_input'] for r in rs], '.1e')}"
+            f" | {_spread([r['n_dead'] for r in rs], '.0f')} |"
+        )
     return "\n".join(out)
 
 
 def structure_table(rows: list[dict]) -> str:
     """Every verified orbit by recipe, size and frequency: how many, on which seeds, their
     worst errors and lock-in epochs."""
-    out = ["| recipe | orbit size | ω (r) | orbits | seeds | worst error | locked in at epoch | train acc of those seeds |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| recipe | orbit size | ω (r) | orbits | seeds | worst error | locked in at epoch | train acc of those seeds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for recipe, rs in by_recipe(rows).items():
         kinds: dict[tuple[int, int], list[tuple[dict, dict]]] = {}
         for r in rs:
@@ -110,10 +120,12 @@ def structure_table(rows: list[dict]) -> str:
             out.append(f"| {recipe} | none | | 0 | | | | |")
         for (size, w), items in sorted(kinds.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
             seeds = sorted({r["seed"] for r, _ in items})
-            out.append(f"| {recipe} | {size} | {w} | {len(items)} | {', '.join(map(str, seeds))} "
-                       f"| {_spread([100 * o['worst'] for _, o in items], '.2f')} % "
-                       f"| {_spread([o['locked_in'] for _, o in items], '.0f')} "
-                       f"| {_spread([100 * r['train_acc'] for r, _ in items], '.1f')} % |")
+            out.append(
+                f"| {recipe} | {size} | {w} | {len(items)} | {', '.join(map(str, seeds))} "
+                f"| {_spread([100 * o['worst'] for _, o in items], '.2f')} % "
+                f"| {_spread([o['locked_in'] for _, o in items], '.0f')} "
+                f"| {_spread([100 * r['train_acc'] for r, _ in items], '.1f')} % |"
+            )
     return "\n".join(out)
 
 
@@ -124,15 +136,18 @@ def agreement_table(rows: list[dict]) -> str:
     names = list(groups)
     out = ["| recipe A | recipe B | seeds in both | same outcome | differ (seed: A vs B) |", "|---|---|---|---|---|"]
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             A = {r["seed"]: r["outcome"] for r in groups[a]}
             B = {r["seed"]: r["outcome"] for r in groups[b]}
             both = sorted(set(A) & set(B))
             if not both:
                 continue
             diff = [s for s in both if A[s] != B[s]]
-            out.append(f"| {a} | {b} | {len(both)} | {_pct(len(both) - len(diff), len(both))} | "
-                       + (", ".join(f"{s}: {A[s]} vs {B[s]}" for s in diff) or "none") + " |")
+            out.append(
+                f"| {a} | {b} | {len(both)} | {_pct(len(both) - len(diff), len(both))} | "
+                + (", ".join(f"{s}: {A[s]} vs {B[s]}" for s in diff) or "none")
+                + " |"
+            )
     return "\n".join(out) if len(out) > 2 else ""
 
 
@@ -162,10 +177,18 @@ def screen_stats(rows: list[dict], epoch: int, rule: str = "fits") -> dict:
         flagged_seeds += bool(fit)
         orbit_seeds += bool(formed)
         both += bool(fit) and bool(formed)
-    return {"epoch": epoch, "runs": seeds, "omega_kept": same / live if live else None,
-            "orbits": orbits, "recall": orbits_hit / orbits if orbits else None,
-            "groups_flagged": flagged_groups, "precision": flagged_hit / flagged_groups if flagged_groups else None,
-            "seeds_flagged": flagged_seeds, "seeds_with_orbit": orbit_seeds, "seeds_both": both}
+    return {
+        "epoch": epoch,
+        "runs": seeds,
+        "omega_kept": same / live if live else None,
+        "orbits": orbits,
+        "recall": orbits_hit / orbits if orbits else None,
+        "groups_flagged": flagged_groups,
+        "precision": flagged_hit / flagged_groups if flagged_groups else None,
+        "seeds_flagged": flagged_seeds,
+        "seeds_with_orbit": orbit_seeds,
+        "seeds_both": both,
+    }
 
 
 def screen_epochs_of(rows: list[dict]) -> list[int]:
@@ -174,18 +197,23 @@ def screen_epochs_of(rows: list[dict]) -> list[int]:
 
 def screen_table(rows: list[dict]) -> str:
     """Per recipe and screen epoch: `screen_stats` under both rules."""
-    out = ["| recipe | epoch | runs | heads keeping their ω to the end | final orbits whose group fits (has room) "
-           "| fitting groups that became an orbit | seeds flagged / with an orbit / both |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| recipe | epoch | runs | heads keeping their ω to the end | final orbits whose group fits (has room) "
+        "| fitting groups that became an orbit | seeds flagged / with an orbit / both |",
+        "|---|---|---|---|---|---|---|",
+    ]
 
     def f(x):
         return "–" if x is None else f"{100 * x:.0f} %"
+
     for recipe, rs in by_recipe(rows).items():
         for e in screen_epochs_of(rs):
             s, room = screen_stats(rs, e, "fits"), screen_stats(rs, e, "room")
             recall = f"{f(s['recall'])} ({f(room['recall'])}) of {s['orbits']}" if s["orbits"] else "no orbit"
-            out.append(f"| {recipe} | {e:,} | {s['runs']} | {f(s['omega_kept'])} | {recall} | {f(s['precision'])} of "
-                       f"{s['groups_flagged']} | {s['seeds_flagged']} / {s['seeds_with_orbit']} / {s['seeds_both']} |")
+            out.append(
+                f"| {recipe} | {e:,} | {s['runs']} | {f(s['omega_kept'])} | {recall} | {f(s['precision'])} of "
+                f"{s['groups_flagged']} | {s['seeds_flagged']} / {s['seeds_with_orbit']} / {s['seeds_both']} |"
+            )
     return "\n".join(out)
 
 
@@ -219,8 +247,10 @@ def screened_table(rows: list[dict]) -> str:
             for w in sorted(fitting(g, r["n"])):
                 by_order.setdefault(orbit_order(w, r["n"]), []).append(f"{r['seed']} (ω {w}: {g[w]})")
         epochs = sorted({r["epochs"] for r in rs})
-        out.append(f"- **{recipe}**: {len(rs)} runs stopped at epoch {', '.join(map(str, epochs))}; "
-                   f"{sum(not fitting(groups_of(r['omega'][str(r['epochs'])]), r['n']) for r in rs)} without a fitting group")
+        out.append(
+            f"- **{recipe}**: {len(rs)} runs stopped at epoch {', '.join(map(str, epochs))}; "
+            f"{sum(not fitting(groups_of(r['omega'][str(r['epochs'])]), r['n']) for r in rs)} without a fitting group"
+        )
         for order in sorted(by_order, reverse=True):
             out.append(f"  - a group fits {order}-orbits: seeds {', '.join(by_order[order])}")
     return "\n".join(out)
@@ -229,35 +259,60 @@ def screened_table(rows: list[dict]) -> str:
 def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
     screened = screened_table(rows)
     rows_all, rows = rows, complete_runs(rows)
-    parts = ["# Orbit census", "",
-             "Made by `headmovies orbits census` from the sweeps below (one row per run in `census.jsonl`). "
-             "Outcome: sizes of the verified orbits (2 % tolerance, default gauge) of the last snapshot; "
-             "bias gauge: the same check with each head's key-independent OV part set aside (`--gauge bias`); "
-             "ω (r): the orbit's frequency. Values: median [min, max] over seeds. Shares of seeds come with "
-             "their 95 % Wilson score interval (how far the share over all seeds may lie from this sample's).", "",
-             "## Recipes", ""]
+    parts = [
+        "# Orbit census",
+        "",
+        "Made by `headmovies orbits census` from the sweeps below (one row per run in `census.jsonl`). "
+        "Outcome: sizes of the verified orbits (2 % tolerance, default gauge) of the last snapshot; "
+        "bias gauge: the same check with each head's key-independent OV part set aside (`--gauge bias`); "
+        "ω (r): the orbit's frequency. Values: median [min, max] over seeds. Shares of seeds come with "
+        "their 95 % Wilson score interval (how far the share over all seeds may lie from this sample's).",
+        "",
+        "## Recipes",
+        "",
+    ]
     for recipe, s in settings.items():
-        parts.append(f"- **{recipe}**: " + ("settings unknown (no census.settings.json beside the rows)" if s is None
-                                            else " ".join(f"{k}={v}" for k, v in s.items())
-                                            or "the defaults of the headmovies that trained it"))
+        parts.append(
+            f"- **{recipe}**: "
+            + (
+                "settings unknown (no census.settings.json beside the rows)"
+                if s is None
+                else " ".join(f"{k}={v}" for k, v in s.items()) or "the defaults of the headmovies that trained it"
+            )
+        )
     if rows:
         parts += ["", "## Outcomes", "", outcome_table(rows), "", "## Orbits", "", structure_table(rows), ""]
         agree = agreement_table(rows)
         if agree:
             parts += ["## Recipes compared seed by seed", "", agree, ""]
         half = sorted({r["n"] for r in rows})
-        omegas = ", ".join(f"ω ∈ {{{', '.join(str(w) for w in range(1, n // 2 + 1) if orbit_order(w, n) == n // 2)}}}"
-                           f" for C_{n}" for n in half)
-        parts += ["## Early screen: do the frequency groups predict the orbits?", "",
-                  "A group of c live heads at ω fits when c is a multiple of N_ω = n / gcd(ω, n) (has room: c ≥ N_ω).",
-                  "", screen_table(rows) if screen_epochs_of(rows) else
-                  "No run has a snapshot at the screen epochs (`--screen-epochs`) before its last one.", "",
-                  f"## Largest final group at an ω whose orbits have n/2 heads (the seed's 12-orbit; {omegas}), "
-                  "seeds per size", "", largest_groups(rows), ""]
+        omegas = ", ".join(
+            f"ω ∈ {{{', '.join(str(w) for w in range(1, n // 2 + 1) if orbit_order(w, n) == n // 2)}}} for C_{n}"
+            for n in half
+        )
+        parts += [
+            "## Early screen: do the frequency groups predict the orbits?",
+            "",
+            "A group of c live heads at ω fits when c is a multiple of N_ω = n / gcd(ω, n) (has room: c ≥ N_ω).",
+            "",
+            screen_table(rows)
+            if screen_epochs_of(rows)
+            else "No run has a snapshot at the screen epochs (`--screen-epochs`) before its last one.",
+            "",
+            f"## Largest final group at an ω whose orbits have n/2 heads (the seed's 12-orbit; {omegas}), "
+            "seeds per size",
+            "",
+            largest_groups(rows),
+            "",
+        ]
     if screened:
-        parts += ["## Screened runs (stopped early), candidates for the full schedule", "",
-                  "Continue candidates with the sweep's own command without --stop-at (its settings as "
-                  "recorded; a sweep refuses others):", ""]
+        parts += [
+            "## Screened runs (stopped early), candidates for the full schedule",
+            "",
+            "Continue candidates with the sweep's own command without --stop-at (its settings as "
+            "recorded; a sweep refuses others):",
+            "",
+        ]
         for recipe in sorted({r["recipe"] for r in rows_all if r.get("stopped")}):
             sets = "".join(f" --set {k}={v}" for k, v in (settings.get(recipe) or {}).items())
             parts += [f"    headmovies sweep orbits --out PATH/TO/{recipe} --seeds SEEDS{sets}", ""]

@@ -2,6 +2,7 @@
 settings that DIR/sweep.json records against this sweep's, and run files that a sweep must not
 replace (trained with another config, e.g. under older package defaults).
 """
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.train.config import TrainConfig, changed_keys, config_dict
 from headmovies.train.reuse import run_status
 
-SETTINGS_FILE = "sweep.json"      # the experiment and its fixed settings, checked on every rerun
+SETTINGS_FILE = "sweep.json"  # the experiment and its fixed settings, checked on every rerun
 
 
 def refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
@@ -36,8 +37,10 @@ def refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
         return
     shown = ", ".join(f"{k}={old.get(k, '(absent)')} (this sweep: {new.get(k, '(absent)')})" for k in diff[:4])
     fix = " ".join(f"--set {k}={old[k]}" for k in diff[:4] if k in old)
-    raise UserError(f"{path} was trained with {shown}{' …' if len(diff) > 4 else ''}; a sweep does not replace "
-                    f"it: rerun with {fix} (the defaults may have changed since), or choose a new --out")
+    raise UserError(
+        f"{path} was trained with {shown}{' …' if len(diff) > 4 else ''}; a sweep does not replace "
+        f"it: rerun with {fix} (the defaults may have changed since), or choose a new --out"
+    )
 
 
 def check_settings(out: Path, experiment: str, settings: dict) -> str:
@@ -53,8 +56,10 @@ def check_settings(out: Path, experiment: str, settings: dict) -> str:
     try:
         old = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path} is unreadable ({' '.join(str(exc).split())}); remove it and rerun "
-                        "this command to rewrite it, or choose a new --out") from None
+        raise UserError(
+            f"{path} is unreadable ({' '.join(str(exc).split())}); remove it and rerun "
+            "this command to rewrite it, or choose a new --out"
+        ) from None
     if old.get("experiment") != experiment:
         raise settings_error(out, experiment, settings)
     return "same" if old.get("settings") == json.loads(json.dumps(settings)) else "changed"
@@ -67,5 +72,7 @@ def settings_error(out: Path, experiment: str, settings: dict) -> UserError:
     was, now = old.get("settings") or {}, json.loads(json.dumps(settings))
     keys = changed_keys(was, now)
     diff = ", ".join(f"{k}={was.get(k, '(unset)')} there, {now.get(k, '(unset)')} here" for k in keys)
-    return UserError(f"{out} holds a sweep of {experiment} with other fixed settings ({diff}): rerun with its "
-                     f"--set/--config values, or choose a new --out")
+    return UserError(
+        f"{out} holds a sweep of {experiment} with other fixed settings ({diff}): rerun with its "
+        f"--set/--config values, or choose a new --out"
+    )

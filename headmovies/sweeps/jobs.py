@@ -6,6 +6,7 @@ A row holds the run's name, seed, grid point, status ('done', 'stopped' at --sto
 finished run file (`registry`: render/<family>/summary.py::sweep_summary), the seconds it took,
 its batch size, host and config. A job never raises for a failing run: its row carries the error.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,14 +28,15 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split())
     if not isinstance(exc, UserError):
         text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def summarise(experiment: str, path: Path) -> tuple[dict, dict]:
     """(final metrics, the family's `sweep_summary`) of a finished run file, read by the
     rendering side (`registry`)."""
     from headmovies.runfile.reader import Run
-    from headmovies.sweeps.registry import summary_of      # loads rendering: here, not at import
+    from headmovies.sweeps.registry import summary_of  # loads rendering: here, not at import
+
     with Run(path) as run:
         metrics = {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch" and len(v)}
         return metrics, summary_of(experiment).sweep_summary(run)
@@ -52,17 +54,27 @@ def forked_from(path: Path) -> str | None:
 
 def make_row(experiment: str, r: PlannedRun, seconds: float, batch: int, error: BaseException | None = None) -> dict:
     """The sweep.jsonl row of one run; reads the run file when it finished."""
-    row = {"run": r.name, "file": r.path.name, "experiment": experiment, "seed": r.seed, "grid": r.grid,
-           "status": "done", "error": None, "action": r.action, "metrics": None, "summary": None,
-           "forked_from": None}
+    row = {
+        "run": r.name,
+        "file": r.path.name,
+        "experiment": experiment,
+        "seed": r.seed,
+        "grid": r.grid,
+        "status": "done",
+        "error": None,
+        "action": r.action,
+        "metrics": None,
+        "summary": None,
+        "forked_from": None,
+    }
     if error is None:
         try:
             row["forked_from"] = forked_from(r.path)
             row["metrics"], row["summary"] = summarise(experiment, r.path)
-        except Exception as exc:        # the run trained but its summary failed: record that, go on
+        except Exception as exc:  # the run trained but its summary failed: record that, go on
             error = exc
         if r.stop_at is not None:
-            row["status"] = "stopped"   # at --stop-at: the summary is of that snapshot; a rerun without it continues
+            row["status"] = "stopped"  # at --stop-at: the summary is of that snapshot; a rerun without it continues
     if error is not None:
         row["status"], row["error"] = "failed", one_line(error)
     row.update(seconds=round(seconds, 2), batch=batch, host=socket.gethostname(), config=config_dict(r.cfg))
@@ -72,34 +84,46 @@ def make_row(experiment: str, r: PlannedRun, seconds: float, batch: int, error: 
 def run_job(job: Job) -> list[dict]:
     """Train the job's runs (one torch thread) and return their rows. Never raises for a
     failing run: its row carries the error."""
-    with interrupts_in_pool_jobs():      # a pool worker ignores Ctrl-C between jobs
+    with interrupts_in_pool_jobs():  # a pool worker ignores Ctrl-C between jobs
         return _run_job(job)
 
 
 def _run_job(job: Job) -> list[dict]:
     import torch
     from tqdm import tqdm
+
     torch.set_num_threads(1)
     # tqdm's default lock is a multiprocessing lock; one in a spawned worker that Ctrl-C stops
     # is reported as leaked at exit. Workers show no bars, so a thread lock does.
     tqdm.set_lock(threading.RLock())
     if job.batched:
         from headmovies.train.batch_loop import train_batch
+
         t0 = time.perf_counter()
         try:
             results = train_batch(job.experiment, [r.cfg for r in job.runs], [r.path for r in job.runs])
         except Exception as exc:
             results = [exc] * len(job.runs)
         seconds = time.perf_counter() - t0
-        return [make_row(job.experiment, r, seconds, len(job.runs), res if isinstance(res, BaseException) else None)
-                for r, res in zip(job.runs, results)]
+        return [
+            make_row(job.experiment, r, seconds, len(job.runs), res if isinstance(res, BaseException) else None)
+            for r, res in zip(job.runs, results)
+        ]
     rows = []
     for r in job.runs:
         t0, error = time.perf_counter(), None
         try:
             if r.action in ("new", "resume"):
-                loop.train(job.experiment, r.cfg, r.path, resume=r.action == "resume", force=r.action == "new",
-                           progress=False, stop_at=r.stop_at, fork_from=r.fork_from if r.action == "new" else None)
+                loop.train(
+                    job.experiment,
+                    r.cfg,
+                    r.path,
+                    resume=r.action == "resume",
+                    force=r.action == "new",
+                    progress=False,
+                    stop_at=r.stop_at,
+                    fork_from=r.fork_from if r.action == "new" else None,
+                )
         except Exception as exc:
             error = exc
         rows.append(make_row(job.experiment, r, time.perf_counter() - t0, 1, error))

@@ -10,6 +10,7 @@ A run's action comes from what DIR already holds (`reuse.reuse_plan`, as `train 
 incomplete one from its checkpoint, train a 'new' one. The folder's recorded settings and run
 files are checked first (`folder`); a new run may fork from another sweep's run (`forks`).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -30,10 +31,11 @@ from headmovies.train.config import TrainConfig
 from headmovies.train.fork import fork_epoch
 from headmovies.train.reuse import reuse_plan
 
-MAX_SEEDS = 1_000_000             # one sweep's seeds; a typo like 0-99999999999 fails at once
+MAX_SEEDS = 1_000_000  # one sweep's seeds; a typo like 0-99999999999 fails at once
 
 
 # ----------------------------------------------------------------------------- the command line
+
 
 def parse_seeds(text: str) -> list[int]:
     """'0-199', '0,3,5' or '0-3,10' -> sorted distinct seeds. UserError otherwise."""
@@ -43,9 +45,11 @@ def parse_seeds(text: str) -> list[int]:
         if not m or (m[2] is not None and int(m[2]) < int(m[1])):
             raise UserError(f"--seeds takes non-negative integers and ranges, e.g. 0-199 or 0,3,5; got {text!r}")
         lo, hi = int(m[1]), int(m[2] or m[1])
-        if hi >= 2 ** 62 or hi - lo + len(seeds) >= MAX_SEEDS:     # before the set is built
-            raise UserError(f"--seeds {text} asks for more than {MAX_SEEDS:,} seeds or a seed above 2**62-1; "
-                            "split the sweep into smaller ranges")
+        if hi >= 2**62 or hi - lo + len(seeds) >= MAX_SEEDS:  # before the set is built
+            raise UserError(
+                f"--seeds {text} asks for more than {MAX_SEEDS:,} seeds or a seed above 2**62-1; "
+                "split the sweep into smaller ranges"
+            )
         seeds.update(range(lo, hi + 1))
     return sorted(seeds)
 
@@ -66,8 +70,10 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
             raise UserError(f"--grid {key} is given twice; list all its values in one --grid {key}=V1,V2")
         values = [v.strip() for v in text.split(";" if ";" in text else ",")]
         if not text.strip() or any(v == "" for v in values) and ";" not in text:
-            raise UserError(f"--grid {key} has an empty value list or an empty value ({item!r}); "
-                            f"give values, e.g. --grid {key}=V1,V2")
+            raise UserError(
+                f"--grid {key} has an empty value list or an empty value ({item!r}); "
+                f"give values, e.g. --grid {key}=V1,V2"
+            )
         if len(set(values)) != len(values):
             raise UserError(f"--grid {key} lists a value twice ({item!r})")
         seen.add(key)
@@ -92,36 +98,45 @@ def run_name(seed: int, grid: dict) -> str:
 
 # ----------------------------------------------------------------------------- plan
 
+
 @dataclass
 class PlannedRun:
     """One run of the sweep. action: 'skip' (complete and recorded), 'record' (complete, no row
     yet), 'resume' (incomplete, from its checkpoint) or 'new'."""
+
     name: str
     seed: int
     grid: dict
     cfg: TrainConfig
     path: Path
     action: str
-    stop_at: int | None = None       # train only through this snapshot epoch (`loop.train`)
-    fork_from: Path | None = None    # a new run forks from this run file (`loop.train`)
+    stop_at: int | None = None  # train only through this snapshot epoch (`loop.train`)
+    fork_from: Path | None = None  # a new run forks from this run file (`loop.train`)
 
 
 @dataclass
 class Plan:
     experiment: str
     out: Path
-    settings: dict                   # fixed config values (--config, --set), typed
+    settings: dict  # fixed config values (--config, --set), typed
     runs: list[PlannedRun]
-    new_settings: bool = False       # sweep.json is (re)written with `settings` (see `folder.check_settings`)
+    new_settings: bool = False  # sweep.json is (re)written with `settings` (see `folder.check_settings`)
 
     @property
     def todo(self) -> list[PlannedRun]:
         return [r for r in self.runs if r.action != "skip"]
 
 
-def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, grid: list[tuple[str, list[str]]],
-              sets: dict[str, str], toml: dict | None = None, stop_at: int | None = None,
-              fork_from: str | os.PathLike | None = None) -> Plan:
+def make_plan(
+    experiment: str,
+    out: str | os.PathLike,
+    seeds: list[int] | None,
+    grid: list[tuple[str, list[str]]],
+    sets: dict[str, str],
+    toml: dict | None = None,
+    stop_at: int | None = None,
+    fork_from: str | os.PathLike | None = None,
+) -> Plan:
     """Every run of the sweep with its config, file and action. Reads DIR if it exists, creates
     nothing. UserError (ConfigError) for an unknown experiment or key, a bad value (naming the
     grid point), two grid points with one name, or a DIR holding another sweep.
@@ -139,8 +154,9 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
         seeds = [base.seed]
     for key, _ in grid:
         if key not in config.field_types(task_cls.Config):
-            raise ConfigError(f"unknown config key {key!r} in --grid; known keys: "
-                              f"{', '.join(config.field_types(task_cls.Config))}")
+            raise ConfigError(
+                f"unknown config key {key!r} in --grid; known keys: {', '.join(config.field_types(task_cls.Config))}"
+            )
     both = sorted(set(settings) & {k for k, _ in grid})
     if both:
         raise UserError(f"{', '.join(both)} is both fixed (--set/--config) and in --grid; give it in one place")
@@ -165,8 +181,15 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
                 loop.check_stop_at(cfg, stop_at)
             except UserError as exc:
                 raise _at_point(exc, point) from None
-            run = PlannedRun(name, seed, typed, cfg, path, _action(path, cfg, rows.get(name), stop_at),
-                             stop_at if stop_at is not None and stop_at < cfg.epochs else None)
+            run = PlannedRun(
+                name,
+                seed,
+                typed,
+                cfg,
+                path,
+                _action(path, cfg, rows.get(name), stop_at),
+                stop_at if stop_at is not None and stop_at < cfg.epochs else None,
+            )
             if fork_from is not None:
                 try:
                     if run.action == "new":
@@ -177,8 +200,10 @@ def make_plan(experiment: str, out: str | os.PathLike, seeds: list[int] | None, 
                     raise _at_point(exc, point) from None
             runs.append(run)
     if fork_from is not None and not any(r.fork_from for r in runs) and any(r.action == "new" for r in runs):
-        warn(f"no new run can fork: {fork_from} holds no run of the same seed that reached the fork epoch with a "
-             "config differing only in what acts after it; they train from scratch")
+        warn(
+            f"no new run can fork: {fork_from} holds no run of the same seed that reached the fork epoch with a "
+            "config differing only in what acts after it; they train from scratch"
+        )
     if state == "changed" and not _runs_match(out, base, runs):
         raise settings_error(out, experiment, settings)
     return Plan(experiment, out, settings, runs, state != "same")
@@ -200,10 +225,12 @@ def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None 
     if plan == "resume" and stop_at is not None and same and row.get("status") == "stopped":
         epoch = (row.get("summary") or {}).get("epoch")
         if epoch == stop_at:
-            return "skip"             # stopped here before: a screen rerun keeps it
+            return "skip"  # stopped here before: a screen rerun keeps it
         if isinstance(epoch, int) and epoch > stop_at:
-            raise UserError(f"{path.name} was stopped at epoch {epoch:,}, past --stop-at {stop_at:,}: rerun with "
-                            f"--stop-at {epoch} (or later), or without --stop-at to finish the runs")
+            raise UserError(
+                f"{path.name} was stopped at epoch {epoch:,}, past --stop-at {stop_at:,}: rerun with "
+                f"--stop-at {epoch} (or later), or without --stop-at to finish the runs"
+            )
     return plan
 
 
@@ -226,17 +253,21 @@ def _runs_match(out: Path, base: TrainConfig, runs: list[PlannedRun]) -> bool:
         if path.name in planned:
             if have != planned[path.name]:
                 return False
-        elif any(k != "seed" and (have.get(k) not in grid_values[k] if k in grid_values else have.get(k) != want.get(k))
-                 for k in set(have) | set(want)):
+        elif any(
+            k != "seed" and (have.get(k) not in grid_values[k] if k in grid_values else have.get(k) != want.get(k))
+            for k in set(have) | set(want)
+        ):
             return False
     return bool(files)
 
 
 # ----------------------------------------------------------------------------- jobs
 
+
 @dataclass
 class Job:
     """Runs trained by one worker process: one run, or several new ones as one batch."""
+
     experiment: str
     runs: list[PlannedRun]
     batched: bool = False
@@ -258,7 +289,7 @@ def make_jobs(plan: Plan, workers: int, batch: int | None = None) -> list[Job]:
         cap = batch or batching.max_size(runs[0].cfg)
         cap = max(1, min(cap, math.ceil(len(runs) / workers)))
         for i in range(0, len(runs), cap):
-            chunk = runs[i:i + cap]
+            chunk = runs[i : i + cap]
             jobs.append(Job(plan.experiment, chunk, batched=len(chunk) > 1))
     order = {r.name: i for i, r in enumerate(plan.runs)}
     return sorted(jobs, key=lambda j: order[j.runs[0].name])

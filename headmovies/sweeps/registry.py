@@ -6,6 +6,7 @@ and what the outcome labels that the sweep's census counts mean (docs/sweeps.md)
 A new family adds its line here (docs/extending.md); tests/test_layout.py checks that every
 family in `headmovies.tasks` has one.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -18,8 +19,8 @@ from headmovies.runfile.reader import Run
 
 
 class FamilySummary(NamedTuple):
-    sweep_summary: Callable[[Run], dict]    # an open run file -> JSON-ready dict with an "outcome" label
-    outcome_text: str                       # one sentence: what the outcome labels mean (SWEEP_OUTCOME)
+    sweep_summary: Callable[[Run], dict]  # an open run file -> JSON-ready dict with an "outcome" label
+    outcome_text: str  # one sentence: what the outcome labels mean (SWEEP_OUTCOME)
 
 
 SUMMARIES: dict[str, FamilySummary] = {

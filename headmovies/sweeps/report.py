@@ -6,6 +6,7 @@ outcomes and their counts, and each final metric's median and range. census.{png
 (`outcome_figure`) draws, per config, how many seeds reached each outcome (for orbits: the
 orbit structure, e.g. '4+2'). The orbit census across sweeps is another thing: `census`.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -18,7 +19,7 @@ from headmovies.render.core.outputs import save_figure, write_text
 from headmovies.sweeps.sweep_rows import latest
 
 FAILED = "failed"
-FINISHED = ("done", "stopped")      # stopped: trained through --stop-at only, summarised there
+FINISHED = ("done", "stopped")  # stopped: trained through --stop-at only, summarised there
 
 
 def value_text(value) -> str:
@@ -47,7 +48,7 @@ def by_config(rows: list[dict]) -> dict[str, list[dict]]:
     order = list(groups)
     try:
         order.sort(key=lambda k: tuple(groups[k][0]["grid"].items()))
-    except TypeError:                    # grids of different keys and types: keep first-seen order
+    except TypeError:  # grids of different keys and types: keep first-seen order
         pass
     return {k: sorted(groups[k], key=lambda r: r["seed"]) for k in order}
 
@@ -97,14 +98,22 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
     stopped = sum(r["status"] == "stopped" for r in rows)
     metrics = sorted(dict.fromkeys(k for r in done for k in r["metrics"]), key=lambda k: ("acc" not in k, k))
     fixed = ", ".join(f"{k}={value_text(v)}" for k, v in settings.items()) or "none"
-    out = [f"# Sweep: {experiment}", "",
-           f"{len(rows)} runs: {len(done) - stopped} done, "
-           + (f"{stopped} stopped early (--stop-at: summarised at that epoch), " if stopped else "")
-           + f"{len(rows) - len(done)} failed. Fixed settings: {fixed} "
-           f"(other keys: the experiment's defaults). Every row is in `sweep.jsonl`; the census figure is "
-           f"`census.png`.", "", f"Outcome: {outcome_text}.", "", "## By config", "",
-           _row(["config", "seeds", "done", "failed", "outcomes", *metrics, "seconds per run"]),
-           "|" + "---|" * (6 + len(metrics))]
+    out = [
+        f"# Sweep: {experiment}",
+        "",
+        f"{len(rows)} runs: {len(done) - stopped} done, "
+        + (f"{stopped} stopped early (--stop-at: summarised at that epoch), " if stopped else "")
+        + f"{len(rows) - len(done)} failed. Fixed settings: {fixed} "
+        f"(other keys: the experiment's defaults). Every row is in `sweep.jsonl`; the census figure is "
+        f"`census.png`.",
+        "",
+        f"Outcome: {outcome_text}.",
+        "",
+        "## By config",
+        "",
+        _row(["config", "seeds", "done", "failed", "outcomes", *metrics, "seconds per run"]),
+        "|" + "---|" * (6 + len(metrics)),
+    ]
     for name, group in by_config(rows).items():
         ok = [r for r in group if r["status"] in FINISHED]
         counts = Counter(outcome_of(r) for r in ok)
@@ -113,27 +122,56 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
         seconds = _spread("seconds", [r["seconds"] / max(1, r.get("batch", 1)) for r in ok])
         n_done = sum(r["status"] == "done" for r in ok)
         done_text = f"{n_done} (+{len(ok) - n_done} stopped)" if len(ok) > n_done else str(n_done)
-        out.append(_row([name, seeds_text([r['seed'] for r in group]), done_text, str(len(group) - len(ok)),
-                         outcomes, *cells, seconds]))
-    out += ["", "Metrics: median [min, max] over the config's seeds that finished"
-            + (", and those stopped early (at their --stop-at epoch)" if stopped else "")
-            + ". Seconds per run: wall time of its training (a batch's time divided by its runs) and summary; "
-            "a forked run's (`--fork-from`) cover only the epochs after its fork.",
-            "", "## Runs", "",
-            _row(["run", "seed", "status", "outcome", *metrics, "seconds", "batch", "error"]),
-            "|" + "---|" * (7 + len(metrics))]
+        out.append(
+            _row(
+                [
+                    name,
+                    seeds_text([r["seed"] for r in group]),
+                    done_text,
+                    str(len(group) - len(ok)),
+                    outcomes,
+                    *cells,
+                    seconds,
+                ]
+            )
+        )
+    out += [
+        "",
+        "Metrics: median [min, max] over the config's seeds that finished"
+        + (", and those stopped early (at their --stop-at epoch)" if stopped else "")
+        + ". Seconds per run: wall time of its training (a batch's time divided by its runs) and summary; "
+        "a forked run's (`--fork-from`) cover only the epochs after its fork.",
+        "",
+        "## Runs",
+        "",
+        _row(["run", "seed", "status", "outcome", *metrics, "seconds", "batch", "error"]),
+        "|" + "---|" * (7 + len(metrics)),
+    ]
     for r in sorted(rows, key=lambda r: (config_text(r), r["seed"])):
         cells = [_number(m, r["metrics"].get(m)) if r["metrics"] else "—" for m in metrics]
         fork = r.get("forked_from")
         seconds = f"{r['seconds']:.1f}" + (f" (forked at epoch {fork.rsplit('@', 1)[-1]})" if fork else "")
-        out.append(_row([r['run'], str(r['seed']), r['status'], outcome_of(r), *cells, seconds,
-                         str(r.get('batch', 1)), r['error'] or '']))
+        out.append(
+            _row(
+                [
+                    r["run"],
+                    str(r["seed"]),
+                    r["status"],
+                    outcome_of(r),
+                    *cells,
+                    seconds,
+                    str(r.get("batch", 1)),
+                    r["error"] or "",
+                ]
+            )
+        )
     return "\n".join(out) + "\n"
 
 
 def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     """Horizontal bars, one per config, split by outcome: how many seeds reached each."""
     from matplotlib.figure import Figure
+
     rows = latest(rows)
     groups = by_config(rows)
     order = outcome_order(rows)
@@ -146,12 +184,19 @@ def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     left = np.zeros(len(names))
     for o in order:
         counts = np.array([sum(outcome_of(r) == o for r in groups[n]) for n in names], float)
-        bars = ax.barh(y, counts, left=left, color=colours[o], label=o, edgecolor="white",
-                       hatch="//" if o == FAILED else None)
+        bars = ax.barh(
+            y, counts, left=left, color=colours[o], label=o, edgecolor="white", hatch="//" if o == FAILED else None
+        )
         for b, c in zip(bars, counts):
             if c:
-                ax.text(b.get_x() + b.get_width() / 2, b.get_y() + b.get_height() / 2, str(int(c)),
-                        ha="center", va="center", fontsize=9)
+                ax.text(
+                    b.get_x() + b.get_width() / 2,
+                    b.get_y() + b.get_height() / 2,
+                    str(int(c)),
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                )
         left += counts
     ax.set_yticks(y, names)
     ax.set_xlabel("runs (seeds)")
@@ -159,8 +204,7 @@ def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_title(f"{experiment} sweep: outcome census across seeds, per config")
     ax.legend(title="outcome", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    fig.text(0.01, 0.0, "\n".join(textwrap.wrap(f"outcome: {outcome_text}", 110)), fontsize=7, va="bottom",
-             color="0.3")
+    fig.text(0.01, 0.0, "\n".join(textwrap.wrap(f"outcome: {outcome_text}", 110)), fontsize=7, va="bottom", color="0.3")
     fig.get_layout_engine().set(rect=(0, 0.06 + 0.012 * len(textwrap.wrap(outcome_text, 110)), 1, 0.94))
     return fig
 

@@ -14,6 +14,7 @@ outputs/orbit_search.jsonl) so a search can be tabulated later with `--table LOG
 with a fresh optimiser (a fine-tune with the given settings), `--prune F` first zeroing the
 heads whose OV norm is below F x the largest (as `refine_prune` does at a second phase's start).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,6 +30,7 @@ def orbit_summary(task, m: int, tol: float) -> dict:
     """`render.orbits.summary.orbit_summary` of the task's current heads, for a table row."""
     import torch
     from headmovies.render.orbits.summary import orbit_summary as summary
+
     with torch.no_grad():
         M, R = task.model.circuits()
     M = M.double().numpy()
@@ -39,11 +41,12 @@ def seq_eq_error(model, m: int, length: int = 4, n_seq: int = 256, seed: int = 0
     """The equivariance error, max_s ||l(x+s) - roll_{ms} l(x)|| / ||l(x)||, but over
     n_seq fixed random token sequences of `length` (not task inputs), from the circuits."""
     import torch
+
     p = model.n
     x = torch.randint(0, p, (n_seq, length), generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         M, R = model.circuits()
-        OV = R.mT                                                    # (H, key, class)
+        OV = R.mT  # (H, key, class)
 
         def logp(t):
             att = M[:, t[:, :, None], t[:, None, :]].softmax(-1)
@@ -53,26 +56,36 @@ def seq_eq_error(model, m: int, length: int = 4, n_seq: int = 256, seed: int = 0
             return out.log_softmax(-1).double()
 
         l0 = logp(x)
-        return max(float((logp((x + s) % p) - torch.roll(l0, m * s, -1)).norm() / l0.norm())
-                   for s in range(1, p))
+        return max(float((logp((x + s) % p) - torch.roll(l0, m * s, -1)).norm() / l0.norm()) for s in range(1, p))
 
 
-def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, save: str | None = None,
-            load: str | None = None, prune: float = 0.0) -> list[dict]:
+def run_one(
+    overrides: dict,
+    epochs: int,
+    every: int,
+    tol: float,
+    quiet: bool,
+    save: str | None = None,
+    load: str | None = None,
+    prune: float = 0.0,
+) -> list[dict]:
     import torch
     from headmovies.train.config import resolve
     from headmovies.tasks.orbits import M_SHIFT
     from headmovies.train.orbits.config import OrbitConfig
     from headmovies.train.orbits.task import OrbitTask
+
     cfg = resolve(OrbitConfig, None, {**overrides, "epochs": str(epochs)})
     torch.manual_seed(cfg.seed)
     task = OrbitTask(cfg)
-    if load:       # continue from saved weights (fresh optimizer): a second phase with new settings
+    if load:  # continue from saved weights (fresh optimizer): a second phase with new settings
         try:
             task.model.load_state_dict(torch.load(load))
-        except Exception as exc:   # torch.load raises many kinds (unpickling, EOF, zip, shape mismatch)
-            raise SystemExit(f"error: cannot start from {load}: {_one_line(exc)} "
-                             f"(--load takes a --save file of a model with the same shapes)")
+        except Exception as exc:  # torch.load raises many kinds (unpickling, EOF, zip, shape mismatch)
+            raise SystemExit(
+                f"error: cannot start from {load}: {_one_line(exc)} "
+                f"(--load takes a --save file of a model with the same shapes)"
+            )
         task.prune_heads(prune)
     rows, t0 = [], time.time()
     for epoch in range(1, epochs + 1):
@@ -80,13 +93,21 @@ def run_one(overrides: dict, epochs: int, every: int, tol: float, quiet: bool, s
         if epoch % every == 0 or epoch == epochs:
             met = task.evaluate()
             orb = orbit_summary(task, M_SHIFT, tol)
-            row = {"setting": {k: v for k, v in overrides.items() if k != "seed"}, "seed": cfg.seed,
-                   **({"load": load} if load else {}), **({"prune": prune} if prune else {}),
-                   "epoch": epoch, "train_acc": met["train_acc"], "heldout_acc": met["heldout_acc"],
-                   "eq_error_pooled": met["eq_error_pooled"],
-                   "eq_error_worst_input": met["eq_error_worst_input"], "train_loss": met["train_loss"],
-                   "eq_error_len4": seq_eq_error(task.model, M_SHIFT),
-                   "orbits": orb, "seconds": round(time.time() - t0, 1)}
+            row = {
+                "setting": {k: v for k, v in overrides.items() if k != "seed"},
+                "seed": cfg.seed,
+                **({"load": load} if load else {}),
+                **({"prune": prune} if prune else {}),
+                "epoch": epoch,
+                "train_acc": met["train_acc"],
+                "heldout_acc": met["heldout_acc"],
+                "eq_error_pooled": met["eq_error_pooled"],
+                "eq_error_worst_input": met["eq_error_worst_input"],
+                "train_loss": met["train_loss"],
+                "eq_error_len4": seq_eq_error(task.model, M_SHIFT),
+                "orbits": orb,
+                "seconds": round(time.time() - t0, 1),
+            }
             rows.append(row)
             if not quiet:
                 print(format_row(row), flush=True)
@@ -101,7 +122,7 @@ def _one_line(exc: Exception, limit: int = 200) -> str:
     if isinstance(exc, pickle.UnpicklingError):
         return "not a weights file (it does not unpickle)"
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _setting_text(r: dict, sep: str, eq: str) -> str:
@@ -114,10 +135,12 @@ def format_row(r: dict) -> str:
     o = r["orbits"]
     setting = _setting_text(r, " ", "=")
     closest = ",".join(f"{c:.3f}" for c in o.get("closest", [])[:3])
-    return (f"{setting:<48} s{r['seed']} ep{r['epoch']:>6} train {r['train_acc']:.4f} held {r['heldout_acc']:.4f} "
-            f"eq {r['eq_error_pooled']:.1e} worst {r['eq_error_worst_input']:.1e} "
-            f"(len4 {r.get('eq_error_len4', float('nan')):.0e}) |M|max {o['max_score']:5.1f} dead {o['n_dead']:>2} "
-            f"orbits {o['orbit_sizes']} closest {closest} groups {_groups_text(o)} ({r['seconds']:.0f}s)")
+    return (
+        f"{setting:<48} s{r['seed']} ep{r['epoch']:>6} train {r['train_acc']:.4f} held {r['heldout_acc']:.4f} "
+        f"eq {r['eq_error_pooled']:.1e} worst {r['eq_error_worst_input']:.1e} "
+        f"(len4 {r.get('eq_error_len4', float('nan')):.0e}) |M|max {o['max_score']:5.1f} dead {o['n_dead']:>2} "
+        f"orbits {o['orbit_sizes']} closest {closest} groups {_groups_text(o)} ({r['seconds']:.0f}s)"
+    )
 
 
 def _groups_text(o: dict) -> str:
@@ -126,24 +149,46 @@ def _groups_text(o: dict) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(prog="python -m headmovies.sweeps.search", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override one orbit config key for every run (repeatable)")
-    ap.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                    help="run every value of this config key (repeatable: the product of the grids)")
+    ap = argparse.ArgumentParser(
+        prog="python -m headmovies.sweeps.search",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one orbit config key for every run (repeatable)",
+    )
+    ap.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="run every value of this config key (repeatable: the product of the grids)",
+    )
     ap.add_argument("--seeds", help="seeds: '0,3,5' or a range '0-9' (default: the experiment's, 24)")
     ap.add_argument("--epochs", type=int, default=4000, help="epochs per run (default 4000)")
     ap.add_argument("--every", type=int, default=1000, help="evaluate every this many epochs (default 1000)")
     ap.add_argument("--tol", type=float, default=0.02, help="orbit tolerance (seed: 0.02)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    ap.add_argument("--log", default="outputs/orbit_search.jsonl",
-                    help="append every evaluation here, one JSON line each (default outputs/orbit_search.jsonl)")
+    ap.add_argument(
+        "--log",
+        default="outputs/orbit_search.jsonl",
+        help="append every evaluation here, one JSON line each (default outputs/orbit_search.jsonl)",
+    )
     ap.add_argument("--table", metavar="LOG", help="only print the final-epoch table of a log")
     ap.add_argument("--quiet", action="store_true", help="no line per evaluation")
     ap.add_argument("--save", metavar="DIR", help="save each run's final weights (state_dict) here")
     ap.add_argument("--load", metavar="PT", help="start every run from these weights (a --save file)")
-    ap.add_argument("--prune", type=float, default=0.0, metavar="F",
-                    help="with --load: zero the heads whose OV norm is below F x the largest first (default 0)")
+    ap.add_argument(
+        "--prune",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="with --load: zero the heads whose OV norm is below F x the largest first (default 0)",
+    )
     args = ap.parse_args()
     if not 0 <= args.prune < 1:
         ap.error(f"--prune takes a fraction in [0, 1), got {args.prune}")
@@ -156,9 +201,11 @@ def main() -> int:
         print_table(read_log(args.table))
         return 0
     import torch
+
     torch.set_num_threads(args.threads)
     from headmovies.train.config import parse_sets
     from headmovies.train.orbits.config import OrbitConfig
+
     fixed = parse_sets(args.set)
     grids = [(k, v.split(",")) for k, v in parse_sets(args.grid).items()]
     finals = []
@@ -181,6 +228,7 @@ def main() -> int:
 def read_log(path: str) -> list[dict]:
     """The final-epoch rows of a search log (--log). ConfigError when it is unreadable or not one."""
     from headmovies.errors import ConfigError
+
     try:
         with open(path) as fh:
             rows = [json.loads(line) for line in fh if line.strip()]
@@ -195,6 +243,7 @@ def read_log(path: str) -> list[dict]:
 
 def parse_seeds(text: str) -> list[str]:
     from headmovies.errors import ConfigError
+
     try:
         if "-" in text:
             lo, hi = text.split("-")
@@ -205,18 +254,23 @@ def parse_seeds(text: str) -> list[str]:
 
 
 def print_table(rows: list[dict]) -> None:
-    print("\n| setting | seed | epochs | train acc | held-out acc | eq error pooled | worst input | orbits (sizes) | closest errors |")
+    print(
+        "\n| setting | seed | epochs | train acc | held-out acc | eq error pooled | worst input | orbits (sizes) | closest errors |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         o = r["orbits"]
         setting = _setting_text(r, ", ", " ")
-        print(f"| {setting} | {r['seed']} | {r['epoch']} | {r['train_acc']:.2%} | {r['heldout_acc']:.2%} | "
-              f"{r.get('eq_error_pooled', r.get('eq_error', float('nan'))):.1e} | "   # 'eq_error': logs before both errors
-              f"{r.get('eq_error_worst_input', float('nan')):.1e} | {o.get('orbit_sizes')} | {', '.join(f'{c:.3f}' for c in o.get('closest', [])[:3])} |")
+        print(
+            f"| {setting} | {r['seed']} | {r['epoch']} | {r['train_acc']:.2%} | {r['heldout_acc']:.2%} | "
+            f"{r.get('eq_error_pooled', r.get('eq_error', float('nan'))):.1e} | "  # 'eq_error': logs before both errors
+            f"{r.get('eq_error_worst_input', float('nan')):.1e} | {o.get('orbit_sizes')} | {', '.join(f'{c:.3f}' for c in o.get('closest', [])[:3])} |"
+        )
 
 
 if __name__ == "__main__":
     from headmovies.errors import ConfigError
+
     try:
         sys.exit(main())
     except ConfigError as exc:

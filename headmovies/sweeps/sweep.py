@@ -17,6 +17,7 @@ Workers write run files straight into DIR, so DIR must be one folder that every 
 local disk, or a shared filesystem on a cluster); rows travel back to the driver, which alone
 writes sweep.jsonl.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -33,7 +34,7 @@ from headmovies.sweeps.folder import SETTINGS_FILE
 from headmovies.sweeps.plan import Plan, make_jobs, make_plan
 from headmovies.sweeps.sweep_rows import ROWS_FILE, append_sweep_rows, read_sweep_rows
 
-LOCK_FILE = ".sweep.lock"         # one sweep at a time per folder
+LOCK_FILE = ".sweep.lock"  # one sweep at a time per folder
 
 
 @dataclass
@@ -42,22 +43,34 @@ class SweepResult:
     done: int = 0
     failed: int = 0
     skipped: int = 0
-    forked: int = 0                  # runs forked from another sweep's runs (and done) in this pass
+    forked: int = 0  # runs forked from another sweep's runs (and done) in this pass
     seconds: float = 0.0
     reports: list[Path] = field(default_factory=list)
 
 
-def sweep(experiment: str, out: str | os.PathLike, *, seeds: list[int] | None = None,
-          grid: list[tuple[str, list[str]]] = (), sets: dict[str, str] | None = None, toml: dict | None = None,
-          backend: str = "local", workers: int | None = None, address: str | None = None,
-          batch: int | None = None, progress: bool = True, stop_at: int | None = None,
-          fork_from: str | os.PathLike | None = None) -> SweepResult:
+def sweep(
+    experiment: str,
+    out: str | os.PathLike,
+    *,
+    seeds: list[int] | None = None,
+    grid: list[tuple[str, list[str]]] = (),
+    sets: dict[str, str] | None = None,
+    toml: dict | None = None,
+    backend: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    batch: int | None = None,
+    progress: bool = True,
+    stop_at: int | None = None,
+    fork_from: str | os.PathLike | None = None,
+) -> SweepResult:
     """Train every run of the sweep that is not complete, append a row per run to
     DIR/sweep.jsonl, then write DIR/summary.md and DIR/census.{png,svg}.
 
     Everything is checked before anything is created: UserError for bad input (see
     `make_plan`), workers or batch < 1, --address without Ray, Ray missing or unreachable."""
     from headmovies.render.core.outputs import prepare_out_dir
+
     if backend not in ("local", "ray"):
         raise UserError(f"--backend must be local or ray, got {backend!r}")
     for flag, value in (("--workers", workers), ("--batch", batch)):
@@ -90,18 +103,27 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
     from headmovies.render.core.outputs import write_text
     from headmovies.sweeps import report
     from headmovies.sweeps.registry import summary_of
+
     out, experiment = plan.out, plan.experiment
     if plan.new_settings:
-        write_text(out / SETTINGS_FILE, json.dumps({"experiment": experiment, "settings": plan.settings},
-                                                   indent=1, sort_keys=True) + "\n")
+        write_text(
+            out / SETTINGS_FILE,
+            json.dumps({"experiment": experiment, "settings": plan.settings}, indent=1, sort_keys=True) + "\n",
+        )
     result = SweepResult(out, skipped=len(plan.runs) - len(plan.todo))
     n_workers = workers or default_workers()
     if backend == "ray" and workers is None:
         n_workers = cluster_cpus()
     jobs = make_jobs(plan, n_workers, batch)
     t0 = time.perf_counter()
-    bar = tqdm(total=len(plan.todo), desc=f"sweep {experiment}", unit="run", disable=not progress,
-               dynamic_ncols=True, smoothing=0)
+    bar = tqdm(
+        total=len(plan.todo),
+        desc=f"sweep {experiment}",
+        unit="run",
+        disable=not progress,
+        dynamic_ncols=True,
+        smoothing=0,
+    )
 
     def on_rows(rows: list[dict]) -> None:
         append_sweep_rows(out / ROWS_FILE, rows)
@@ -117,11 +139,15 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
 
     try:
         if jobs:
-            (run_ray(jobs, workers, on_rows) if backend == "ray"
-             else run_local(jobs, min(n_workers, len(jobs)), on_rows))
-    finally:                # also after Ctrl-C: the table and census of the runs finished so far
+            (
+                run_ray(jobs, workers, on_rows)
+                if backend == "ray"
+                else run_local(jobs, min(n_workers, len(jobs)), on_rows)
+            )
+    finally:  # also after Ctrl-C: the table and census of the runs finished so far
         bar.close()
         result.seconds = time.perf_counter() - t0
-        result.reports = report.write_report(out, read_sweep_rows(out / ROWS_FILE), experiment,
-                                             summary_of(experiment).outcome_text, plan.settings)
+        result.reports = report.write_report(
+            out, read_sweep_rows(out / ROWS_FILE), experiment, summary_of(experiment).outcome_text, plan.settings
+        )
     return result

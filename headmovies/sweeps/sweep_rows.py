@@ -2,13 +2,14 @@
 line per finished, stopped or failed run, appended by the sweep's driver alone (`jobs.make_row`
 makes a row; a rerun appends a new row for a run it trains again).
 """
+
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
 
-ROWS_FILE = "sweep.jsonl"         # one row per finished (or failed) run, appended
+ROWS_FILE = "sweep.jsonl"  # one row per finished (or failed) run, appended
 
 
 def read_sweep_rows(path: str | Path) -> list[dict]:
@@ -32,7 +33,7 @@ def latest(rows: list[dict]) -> list[dict]:
     the order the runs first appear."""
     last: dict[str, dict] = {}
     for row in rows:
-        last[row["run"]] = row          # a dict keeps a key where it was first inserted
+        last[row["run"]] = row  # a dict keeps a key where it was first inserted
     return list(last.values())
 
 

@@ -7,6 +7,7 @@ these facts from here, so neither side restates them. Adding an experiment famil
 here (listed in `FAMILIES`), a model module in `train/` and a package in `render/`
 (docs/extending.md).
 """
+
 from __future__ import annotations
 
 from headmovies.tasks import induction, orbits, ov_coherent

@@ -6,6 +6,7 @@ second repeat on every letter is predictable by looking back one block length: t
 an induction head does. Sinusoidal positions (Vaswani et al. 2017) reach Q and K only: by
 default added to the query and key vectors, optionally to the inputs of W_Q and W_K.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,16 +19,25 @@ ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # read literally) or the inputs of W_Q/W_K (docs/experiments.md, "Induction (seed 003)").
 POSITIONS = ("qk_vector", "qk_input")
 DEFAULT_POSITIONS = POSITIONS[0]
-LEGACY_POSITIONS = "qk_input"   # run files whose config has no `positions` key were trained so
+LEGACY_POSITIONS = "qk_input"  # run files whose config has no `positions` key were trained so
 
 
 def positions_of(config: dict) -> str:
     """Where W_pos entered in a run, from its stored config (`LEGACY_POSITIONS` for files made
     before the option existed)."""
     return config.get("positions", LEGACY_POSITIONS)
-SEED_PROMPTS = ("ABCDEF", "ABCDEFABCDEF", "XYZRSTXYZRST", "ABCDEFXYZRST", "QWERTYXYZRST",
-                "ABCXYZABCDEF", "AAABBBAAABBB")
-BLOCK_LENGTHS = (4, 5, 6, 7, 8)        # out-of-distribution lengths tell induction from "look 5 back"
+
+
+SEED_PROMPTS = (
+    "ABCDEF",
+    "ABCDEFABCDEF",
+    "XYZRSTXYZRST",
+    "ABCDEFXYZRST",
+    "QWERTYXYZRST",
+    "ABCXYZABCDEF",
+    "AAABBBAAABBB",
+)
+BLOCK_LENGTHS = (4, 5, 6, 7, 8)  # out-of-distribution lengths tell induction from "look 5 back"
 
 
 def sinusoidal_table(seq_len: int, width: int, base: float = 10000.0) -> np.ndarray:
@@ -48,8 +58,9 @@ def repeat_blocks(block, seq_len: int):
     return block[:, [t % L for t in range(seq_len)]]
 
 
-def sample_sequences(rng: np.random.Generator, n: int, n_vocab: int, seq_len: int, block_len: int,
-                     distinct: bool = True) -> np.ndarray:
+def sample_sequences(
+    rng: np.random.Generator, n: int, n_vocab: int, seq_len: int, block_len: int, distinct: bool = True
+) -> np.ndarray:
     """int64 [n, seq_len]: a fresh block of `block_len` letters per row repeated (and cut) to
     seq_len; letters distinct within a block unless `distinct` is false. The distribution the
     trainer draws from (with torch's generator instead of `rng`)."""
@@ -68,11 +79,15 @@ def encode_prompt(text: str, n_vocab: int = 26, seq_len: int = 24) -> np.ndarray
         raise UserError("the prompt is empty; give letters such as --prompt ABCDEF")
     bad = sorted({c for c in text if c not in letters})
     if bad:
-        raise UserError(f"prompt {text!r} has characters outside the alphabet {letters[0]}-{letters[-1]}: "
-                        f"{''.join(bad)!r}; use capital letters only")
+        raise UserError(
+            f"prompt {text!r} has characters outside the alphabet {letters[0]}-{letters[-1]}: "
+            f"{''.join(bad)!r}; use capital letters only"
+        )
     if len(text) > seq_len:
-        raise UserError(f"prompt {text!r} has {len(text)} letters, longer than the context of {seq_len}; "
-                        f"shorten it to at most {seq_len}")
+        raise UserError(
+            f"prompt {text!r} has {len(text)} letters, longer than the context of {seq_len}; "
+            f"shorten it to at most {seq_len}"
+        )
     return np.array([letters.index(c) for c in text], dtype=np.int64)
 
 

@@ -6,6 +6,7 @@ stored in the run. Shifting every input token by s shifts every target by m*s wi
 (`M_SHIFT`), the action under which a layer can be equivariant (docs/math.md, "The cyclic
 group and orbits").
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,7 +29,7 @@ def make_split(n: int, train_frac: float, mode: str, seed: int) -> tuple[np.ndar
     """Seeded (train, heldout) int64 index arrays into `all_inputs(n)`. Mode "orbit" keeps each
     diagonal-shift orbit {x + s} (n inputs) wholly on one side; "random" splits inputs."""
     rng = np.random.default_rng(seed)
-    N = n ** 3
+    N = n**3
     if mode == "orbit":
         x = all_inputs(n)
         orbit = ((x[:, 1] - x[:, 0]) % n) * n + (x[:, 2] - x[:, 0]) % n

@@ -12,6 +12,7 @@ Without positions, the read-off's output depends only on how many times each tok
 among the keys, so the whole distribution collapses to (class, noise multiset) cases with
 known probabilities (`task_cases`): 10 x C(L-3+6, 6) cases, 17,160 for L = 10.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,10 +27,10 @@ READOFF = 0
 SIGNAL = (1, 2, 3, 4)
 NOISE = tuple(range(5, 12))
 D_VOCAB = 12
-CLASSES = [(a, b) for a in SIGNAL for b in SIGNAL if a <= b]   # class index -> (A, B), A <= B
+CLASSES = [(a, b) for a in SIGNAL for b in SIGNAL if a <= b]  # class index -> (A, B), A <= B
 CLASS_NAMES = [f"{{{a},{b}}}" for a, b in CLASSES]
 N_CLASSES = len(CLASSES)
-MAX_EXACT_CASES = 200_000   # beyond this many (class, noise multiset) cases, use a sample
+MAX_EXACT_CASES = 200_000  # beyond this many (class, noise multiset) cases, use a sample
 SAMPLE_CASES = 65_536
 WEIGHT_NAMES = ["W_E", "W_Q", "W_K", "W_V", "W_O", "W_U"]
 
@@ -84,7 +85,7 @@ def task_cases(seq_len: int, seed: int = 0) -> Cases:
         block[:, READOFF] = 1
         block[:, a] += 1
         block[:, b] += 1
-        block[:, NOISE[0]:] = noise
+        block[:, NOISE[0] :] = noise
         counts.append(block)
         labels.append(np.full(len(noise), c))
         probs.append(p_noise * (1 if a == b else 2) / len(SIGNAL) ** 2)

@@ -5,6 +5,7 @@ Each run still gets its own ordinary run file and checkpoint, written as `loop.t
 them (same attributes, snapshot schedule, metrics and checkpoint format), so any run of a batch
 can be read by every render command and resumed on its own with `headmovies train --resume`.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,14 @@ from headmovies.runfile.lock import RunLock
 from headmovies.runfile.writer import RunWriter
 
 
-def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.PathLike], *,
-                device: str = "cpu", checkpoint_seconds: float = 30.0) -> list[loop.TrainResult | UserError]:
+def train_batch(
+    experiment: str,
+    cfgs: list[TrainConfig],
+    outs: list[str | os.PathLike],
+    *,
+    device: str = "cpu",
+    checkpoint_seconds: float = 30.0,
+) -> list[loop.TrainResult | UserError]:
     """Train one new run per config into the run file of the same index (replacing any file
     and checkpoint there, as `loop.train(force=True)` does, under each file's lock), all as one
     batched computation.
@@ -39,20 +46,20 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
     outs = [Path(o) for o in outs]
     t0 = time.perf_counter()
     batch = batching(cfgs, device)
-    cfg = batch.cfg                                # the snapshot schedule and epochs are shared
+    cfg = batch.cfg  # the snapshot schedule and epochs are shared
     schedule = config_schedule(cfg)
     writers: list[RunWriter | None] = []
     errors: list[UserError | None] = [None] * len(cfgs)
     metrics: list[dict] = [{} for _ in cfgs]
     locks = []
     try:
-        for i, out in enumerate(outs):              # as loop.train: one writer per run file
+        for i, out in enumerate(outs):  # as loop.train: one writer per run file
             new_run.check_out_path(out)
             locks.append(RunLock(out, hint="wait for it to finish").acquire())
             view = batch.views[i]
             writers.append(new_run.create(experiment, view.cfg, view, out, batch.torch_rng(i)))
         stopping = False
-        with deferred_signals() as signals:      # Ctrl-C: stop at the next snapshot (loop.train)
+        with deferred_signals() as signals:  # Ctrl-C: stop at the next snapshot (loop.train)
             last_ckpt = time.monotonic()
             todo = set(int(e) for e in schedule if e > 0)
             for epoch in range(1, cfg.epochs + 1):
@@ -70,21 +77,27 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
                     writer.append(epoch, view.snapshot(), metrics[i])
                     diverged = sorted(k for k, v in metrics[i].items() if "loss" in k and not np.isfinite(v))
                     if diverged:
-                        errors[i] = UserError(f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
-                                              f"{outs[i]} keeps the snapshots so far; lower lr or the loss weights")
+                        errors[i] = UserError(
+                            f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
+                            f"{outs[i]} keeps the snapshots so far; lower lr or the loss weights"
+                        )
                         writer.close()
                         writers[i] = None
                     elif save:
-                        save_checkpoint(checkpoint_path(outs[i]), view, epoch,
-                                        f"{outs[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
-                                        batch.torch_rng(i))
+                        save_checkpoint(
+                            checkpoint_path(outs[i]),
+                            view,
+                            epoch,
+                            f"{outs[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
+                            batch.torch_rng(i),
+                        )
                 if save:
                     last_ckpt = time.monotonic()
-                if stopping and epoch < cfg.epochs:      # at the last epoch: mark the runs complete first
+                if stopping and epoch < cfg.epochs:  # at the last epoch: mark the runs complete first
                     signals.deliver()
             for i, writer in enumerate(writers):
                 if writer is not None:
-                    if not metrics[i]:              # epochs == 0
+                    if not metrics[i]:  # epochs == 0
                         metrics[i] = batch.sync(i, optimizer=False).evaluate()
                     writer.mark_complete()
             signals.deliver()
@@ -95,5 +108,7 @@ def train_batch(experiment: str, cfgs: list[TrainConfig], outs: list[str | os.Pa
         for lock in locks:
             lock.release()
     seconds = time.perf_counter() - t0
-    return [errors[i] or loop.TrainResult(outs[i], cfg.epochs, metrics[i], batch.views[i].summary(metrics[i]), seconds)
-            for i in range(len(cfgs))]
+    return [
+        errors[i] or loop.TrainResult(outs[i], cfg.epochs, metrics[i], batch.views[i].summary(metrics[i]), seconds)
+        for i in range(len(cfgs))
+    ]

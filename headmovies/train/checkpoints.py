@@ -5,6 +5,7 @@ The file itself (where it lives, its atomic replacement, reading it back) is the
 format: `headmovies.runfile.checkpoint`. `--resume` loads it (train/resume.py); because every
 random draw comes from saved generators, a resumed run equals an uninterrupted one bit for bit.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,11 +18,10 @@ from headmovies.errors import RunFileError
 from headmovies.runfile.checkpoint import read_checkpoint, write_checkpoint
 from headmovies.train.task import Task
 
-KEYS = {"epoch", "task", "torch_rng", "config"}     # what every checkpoint holds
+KEYS = {"epoch", "task", "torch_rng", "config"}  # what every checkpoint holds
 
 
-def save_checkpoint(path: Path, task: Task, epoch: int, then: str = "",
-                    torch_rng: torch.Tensor | None = None) -> None:
+def save_checkpoint(path: Path, task: Task, epoch: int, then: str = "", torch_rng: torch.Tensor | None = None) -> None:
     """Replace the checkpoint at `path` with `task`'s state at `epoch`: serialised in memory,
     then written atomically (`runfile.checkpoint.write_checkpoint`: room checked, `<ckpt>.tmp`,
     fsync, rename). On failure the old checkpoint stays and no .tmp is left; a full disk raises
@@ -29,8 +29,9 @@ def save_checkpoint(path: Path, task: Task, epoch: int, then: str = "",
     store (default: the current one; batched runs keep one per instance)."""
     buf = io.BytesIO()
     rng = torch.get_rng_state() if torch_rng is None else torch_rng
-    torch.save({"epoch": epoch, "task": task.state_dict(), "torch_rng": rng,
-                "config": dataclasses.asdict(task.cfg)}, buf)
+    torch.save(
+        {"epoch": epoch, "task": task.state_dict(), "torch_rng": rng, "config": dataclasses.asdict(task.cfg)}, buf
+    )
     write_checkpoint(path, buf.getbuffer(), epoch, then)
 
 
@@ -38,13 +39,16 @@ def load_checkpoint(ckpt_path: Path, out: Path, count: int) -> dict:
     """The checkpoint at `ckpt_path` of the run file `out` (which holds `count` complete
     snapshots), as {'epoch', 'task', 'torch_rng', 'config'}. RunFileError, naming `headmovies
     recover`, when it is damaged or not a headmovies checkpoint."""
-    recover = (f"keep the {count} snapshots of {out} as a closed file with `headmovies recover {out}`, "
-               "or retrain with --force")
+    recover = (
+        f"keep the {count} snapshots of {out} as a closed file with `headmovies recover {out}`, or retrain with --force"
+    )
     try:
         state = torch.load(io.BytesIO(read_checkpoint(ckpt_path)), weights_only=False)
     except Exception as exc:  # torch raises RuntimeError, EOFError, UnpicklingError, ... on damage
-        raise RunFileError(f"checkpoint {ckpt_path} is damaged (truncated?): {str(exc).splitlines()[0][:120]}; "
-                           f"it cannot resume {out}: {recover}") from None
+        raise RunFileError(
+            f"checkpoint {ckpt_path} is damaged (truncated?): {str(exc).splitlines()[0][:120]}; "
+            f"it cannot resume {out}: {recover}"
+        ) from None
     if not isinstance(state, dict) or not KEYS <= set(state):
         raise RunFileError(f"{ckpt_path} is not a headmovies checkpoint; it cannot resume {out}: {recover}")
     return state

@@ -4,6 +4,7 @@ Every experiment's config subclasses `TrainConfig`, whose fields are the ones th
 training loop reads (length of training, seed, snapshot schedule). Values are type-checked
 against the dataclass annotations; a bad key or value raises `ConfigError` (one line).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,9 +17,9 @@ from pathlib import Path
 
 from headmovies.errors import ConfigError
 
-MAX_EPOCHS = 100_000_000        # ~3 weeks of the default orbit run (51 epochs/s); more is a typo
-MAX_SNAPSHOTS = 1_000_000       # rows per weight in the run file
-MEMORY_LIMIT = 16 << 30         # bytes a config may need for its largest tensors (estimated)
+MAX_EPOCHS = 100_000_000  # ~3 weeks of the default orbit run (51 epochs/s); more is a typo
+MAX_SNAPSHOTS = 1_000_000  # rows per weight in the run file
+MEMORY_LIMIT = 16 << 30  # bytes a config may need for its largest tensors (estimated)
 
 
 def require_signs(cfg: object, positive: tuple[str, ...] = (), nonnegative: tuple[str, ...] = ()) -> None:
@@ -35,8 +36,10 @@ def require_memory(nbytes: int, keys: str) -> None:
     """ConfigError unless a config's estimated memory `nbytes` is within MEMORY_LIMIT; `keys`
     names the config keys that set it (for the message)."""
     if nbytes > MEMORY_LIMIT:
-        raise ConfigError(f"this config needs about {nbytes / 2**30:.0f} GiB for its largest tensors (limit "
-                          f"{MEMORY_LIMIT / 2**30:.0f} GiB): lower {keys}")
+        raise ConfigError(
+            f"this config needs about {nbytes / 2**30:.0f} GiB for its largest tensors (limit "
+            f"{MEMORY_LIMIT / 2**30:.0f} GiB): lower {keys}"
+        )
 
 
 def snapshot_count(epochs: int, early_every: int, switch_epoch: int, late_every: int, log_early: bool) -> int:
@@ -48,12 +51,12 @@ def snapshot_count(epochs: int, early_every: int, switch_epoch: int, late_every:
 
 @dataclass
 class TrainConfig:
-    epochs: int = 1000          # final epoch: number of optimizer steps
-    seed: int = 0               # seeds init, split and every random draw of training
-    early_every: int = 25       # snapshot every this many epochs up to switch_epoch ...
+    epochs: int = 1000  # final epoch: number of optimizer steps
+    seed: int = 0  # seeds init, split and every random draw of training
+    early_every: int = 25  # snapshot every this many epochs up to switch_epoch ...
     switch_epoch: int = 4000
-    late_every: int = 100       # ... then every this many epochs to the final epoch
-    log_early: bool = False     # also snapshot at epochs 1, 2, 4, ... below early_every
+    late_every: int = 100  # ... then every this many epochs to the final epoch
+    log_early: bool = False  # also snapshot at epochs 1, 2, 4, ... below early_every
 
     def validate(self) -> None:
         """Raise ConfigError if a value is out of range; experiments extend this (and bound their
@@ -63,14 +66,16 @@ class TrainConfig:
         for key in ("early_every", "late_every"):
             if not 1 <= getattr(self, key) <= MAX_EPOCHS:
                 raise ConfigError(f"{key} must be in 1..{MAX_EPOCHS:,}, got {getattr(self, key):,}")
-        if not 0 <= self.seed < 2 ** 62:
+        if not 0 <= self.seed < 2**62:
             raise ConfigError(f"seed must be in 0..2**62-1, got {self.seed}")
         if not 0 <= self.switch_epoch <= MAX_EPOCHS:
             raise ConfigError(f"switch_epoch must be in 0..{MAX_EPOCHS:,}, got {self.switch_epoch:,}")
         count = snapshot_count(self.epochs, self.early_every, self.switch_epoch, self.late_every, self.log_early)
         if count > MAX_SNAPSHOTS:
-            raise ConfigError(f"this schedule writes about {count:,} snapshots (limit {MAX_SNAPSHOTS:,}): raise "
-                              "early_every / late_every, or lower epochs")
+            raise ConfigError(
+                f"this schedule writes about {count:,} snapshots (limit {MAX_SNAPSHOTS:,}): raise "
+                "early_every / late_every, or lower epochs"
+            )
         for key, typ in field_types(type(self)).items():
             if typ is float and not math.isfinite(getattr(self, key)):
                 raise ConfigError(f"{key} must be a finite number, got {getattr(self, key)}")
@@ -111,8 +116,10 @@ def load_toml(path: str | Path) -> dict:
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
-                          f"{exc.start}); save it as UTF-8") from None
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); save it as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     nested = [k for k, v in data.items() if isinstance(v, dict)]
@@ -149,8 +156,7 @@ def resolve(cls: type, toml: dict | None = None, sets: dict | None = None):
 def describe(cls: type) -> str:
     """One line per key: 'name (type, default value)' for --help."""
     defaults = cls()
-    return "\n".join(f"  {k} ({t.__name__}, default {getattr(defaults, k)!r})"
-                     for k, t in field_types(cls).items())
+    return "\n".join(f"  {k} ({t.__name__}, default {getattr(defaults, k)!r})" for k, t in field_types(cls).items())
 
 
 def config_dict(cfg) -> dict:

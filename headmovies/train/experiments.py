@@ -7,6 +7,7 @@ Each family's model module or package (`headmovies/train/<family>`, one per modu
 name: class}, empty when it has none). A new family adds its module to `FAMILIES` below
 (docs/extending.md).
 """
+
 from __future__ import annotations
 
 from headmovies.errors import ConfigError
@@ -16,8 +17,9 @@ from headmovies.train.task import Task
 # {family: its model module}, the families of `headmovies.tasks.FAMILIES`
 FAMILIES = {"induction": induction, "orbits": orbits, "ov_coherent": ov_coherent}
 
-EXPERIMENTS: dict[str, type[Task]] = dict(sorted(
-    (cls.name, cls) for module in FAMILIES.values() for cls in module.TASKS))
+EXPERIMENTS: dict[str, type[Task]] = dict(
+    sorted((cls.name, cls) for module in FAMILIES.values() for cls in module.TASKS)
+)
 
 
 # {experiment name: its batched trainer}, for the experiments that have one

@@ -3,6 +3,7 @@ task's fork epoch (for the orbit experiment, the start of its second phase) and 
 the run its config trains from scratch, for the cost of the epochs after the fork
 (docs/sweeps.md, "Forks").
 """
+
 from __future__ import annotations
 
 import json
@@ -30,12 +31,14 @@ class ForkTooEarly(UserError):
 def fork_epoch(experiment: str, cfg: TrainConfig) -> int:
     """The task's fork epoch for `cfg` (`Task.fork_epoch`), which must be a snapshot epoch:
     UserError, saying why, when runs of `cfg` cannot fork."""
-    epoch = experiments.get(experiment).fork_epoch(cfg)         # 0 < epoch < cfg.epochs
+    epoch = experiments.get(experiment).fork_epoch(cfg)  # 0 < epoch < cfg.epochs
     schedule = config_schedule(cfg)
     if epoch not in schedule:
         before, after = neighbours(schedule, epoch)
-        raise UserError(f"runs of this config cannot fork: they would fork at epoch {epoch:,}, which is not a "
-                        f"snapshot epoch (snapshots at {before:,} and {after:,})")
+        raise UserError(
+            f"runs of this config cannot fork: they would fork at epoch {epoch:,}, which is not a "
+            f"snapshot epoch (snapshots at {before:,} and {after:,})"
+        )
     return epoch
 
 
@@ -63,25 +66,35 @@ def fork_check(experiment: str, cfg: TrainConfig, src: str | os.PathLike) -> int
         if f.attrs["experiment"] != experiment:
             raise UserError(f"cannot fork from {src}: it is a run of {f.attrs['experiment']!r}, not {experiment!r}")
         stored, asked = runfile.read_config(f), config_dict(cfg)
-        diff = sorted(k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k) and k not in task_cls.FORK_KEYS)
+        diff = sorted(
+            k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k) and k not in task_cls.FORK_KEYS
+        )
         if diff:
-            raise ConfigError(f"cannot fork from {src}: its config differs in what acts before epoch {epoch:,} "
-                              f"({_differences(stored, asked, diff)}); only {', '.join(task_cls.FORK_KEYS)} may differ")
+            raise ConfigError(
+                f"cannot fork from {src}: its config differs in what acts before epoch {epoch:,} "
+                f"({_differences(stored, asked, diff)}); only {', '.join(task_cls.FORK_KEYS)} may differ"
+            )
         if int(stored["epochs"]) < epoch:
-            raise UserError(f"cannot fork from {src}: it is trained to {int(stored['epochs']):,} epochs, fewer than "
-                            f"the fork epoch {epoch:,}, so its first phase ran under another lr schedule")
+            raise UserError(
+                f"cannot fork from {src}: it is trained to {int(stored['epochs']):,} epochs, fewer than "
+                f"the fork epoch {epoch:,}, so its first phase ran under another lr schedule"
+            )
         epochs = runfile.snapshot_epochs(f)
         extended = [e for e in json.loads(f.attrs.get("extensions", "[]")) if e["epochs_before"] < epoch]
         mine = config_schedule(cfg)
         upto = min(epoch, int(epochs[-1])) if len(epochs) else -1
         if extended or not np.array_equal(epochs[epochs <= epoch], mine[mine <= upto]):
-            raise UserError(f"cannot fork from {src}: it was first trained to fewer epochs than {epoch:,} and then "
-                            "extended, so its first phase ran under another lr schedule; fork from a run trained "
-                            "with its final epochs from the start")
+            raise UserError(
+                f"cannot fork from {src}: it was first trained to fewer epochs than {epoch:,} and then "
+                "extended, so its first phase ran under another lr schedule; fork from a run trained "
+                "with its final epochs from the start"
+            )
         if epoch not in epochs:
             last = f"it ends at epoch {int(epochs[-1]):,}" if len(epochs) else "it holds no snapshot"
-            raise ForkTooEarly(f"cannot fork from {src}: it holds no snapshot at epoch {epoch:,}, where this run forks "
-                               f"({last}); let it train that far, or train without --fork-from")
+            raise ForkTooEarly(
+                f"cannot fork from {src}: it holds no snapshot at epoch {epoch:,}, where this run forks "
+                f"({last}); let it train that far, or train without --fork-from"
+            )
     return epoch
 
 
@@ -91,21 +104,24 @@ def fork(experiment: str, task_cls: type, cfg: TrainConfig, src: Path, out: Path
     checkpoint of `cfg`'s task, built as training builds it, holding `src`'s weights there.
     Built as `<out>.partial`, renamed over `out` last. `epoch`: `fork_check`'s, done before."""
     torch.manual_seed(cfg.seed)
-    task = task_cls(cfg)                    # the initial state a full run has; only the weights move
+    task = task_cls(cfg)  # the initial state a full run has; only the weights move
     with runfile.open_for_reading(src) as f:
         split = runfile.read_split(f)
         mine = task.split()
         if set(split) != set(mine) or any(not np.array_equal(split[k], mine[k]) for k in mine):
-            raise RunFileError(f"cannot fork from {src}: its data split is not the one seed {cfg.seed} makes here "
-                               "(another version of the code?); train without --fork-from")
+            raise RunFileError(
+                f"cannot fork from {src}: its data split is not the one seed {cfg.seed} makes here "
+                "(another version of the code?); train without --fork-from"
+            )
         row = runfile.read_snapshot(f, epoch)
-        if row is None:                     # `fork_check` found it; the source was replaced since
-            raise ForkTooEarly(f"cannot fork from {src}: it holds no snapshot at epoch {epoch:,} any more; "
-                               "train without --fork-from")
+        if row is None:  # `fork_check` found it; the source was replaced since
+            raise ForkTooEarly(
+                f"cannot fork from {src}: it holds no snapshot at epoch {epoch:,} any more; train without --fork-from"
+            )
         task.model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in row.items()})
         attrs = run_attrs(experiment, cfg, task)
         attrs["forked_from"] = {"run": os.path.relpath(src.resolve(), out.resolve().parent), "epoch": epoch}
-        attrs["extensions"] = None             # the source's, if any, are not this run's
+        attrs["extensions"] = None  # the source's, if any, are not this run's
         tmp = fork_copy(f, out, epoch, attrs)
     try:
         save_checkpoint(checkpoint_path(out), task, epoch, f"nothing was written to {out}")

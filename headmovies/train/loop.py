@@ -7,6 +7,7 @@ metrics are appended to the run file; a checkpoint (train/checkpoints.py) is wri
 file (`runfile/lock.py`); a full disk stops training with one line, keeping every whole
 snapshot (docs/run-file.md, "Faults").
 """
+
 from __future__ import annotations
 
 import math
@@ -40,14 +41,24 @@ class TrainResult:
     metrics: dict[str, float]
     summary: str
     seconds: float
-    overlapped_steps: int = 0        # steps of this call whose terms overlapped (`train --overlap`)
-    start: int = 0                   # the epoch this call started from (> 0 after --resume or a fork)
+    overlapped_steps: int = 0  # steps of this call whose terms overlapped (`train --overlap`)
+    start: int = 0  # the epoch this call started from (> 0 after --resume or a fork)
 
 
-def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False,
-          force: bool = False, progress: bool = True, checkpoint_seconds: float = 30.0,
-          stop_at: int | None = None, fork_from: str | os.PathLike | None = None,
-          keep_other: bool = False, overlap: bool = False) -> TrainResult:
+def train(
+    experiment: str,
+    cfg: TrainConfig,
+    out: str | os.PathLike,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    progress: bool = True,
+    checkpoint_seconds: float = 30.0,
+    stop_at: int | None = None,
+    fork_from: str | os.PathLike | None = None,
+    keep_other: bool = False,
+    overlap: bool = False,
+) -> TrainResult:
     """Train `experiment` with `cfg`, streaming snapshots into `out`.
 
     `overlap`: let the task compute independent loss terms at once in a second thread
@@ -98,8 +109,10 @@ def train(experiment: str, cfg: TrainConfig, out: str | os.PathLike, *, resume: 
                 print(line, flush=True)
         if fork_from is not None:
             if out.exists() and not force:
-                raise UserError(f"{out} exists; pass --force to replace it with the fork, or --reuse to continue "
-                                "it if it is this fork under way")
+                raise UserError(
+                    f"{out} exists; pass --force to replace it with the fork, or --reuse to continue "
+                    "it if it is this fork under way"
+                )
             fork(experiment, task_cls, cfg, Path(fork_from), out, epoch)
             resume = True
         return _train(experiment, task_cls, cfg, out, resume, force, progress, checkpoint_seconds, stop_at, overlap)
@@ -116,13 +129,24 @@ def check_stop_at(cfg: TrainConfig, stop_at: int | None) -> None:
     schedule = config_schedule(cfg)
     if stop_at not in schedule:
         before, after = neighbours(schedule, stop_at)
-        raise UserError(f"--stop-at {stop_at:,} is not a snapshot epoch of this run; the snapshots around it are "
-                        f"at epochs {before:,} and {after:,}")
+        raise UserError(
+            f"--stop-at {stop_at:,} is not a snapshot epoch of this run; the snapshots around it are "
+            f"at epochs {before:,} and {after:,}"
+        )
 
 
-def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume: bool, force: bool,
-           progress: bool, checkpoint_seconds: float, stop_at: int | None = None,
-           overlap: bool = False) -> TrainResult:
+def _train(
+    experiment: str,
+    task_cls: type,
+    cfg: TrainConfig,
+    out: Path,
+    resume: bool,
+    force: bool,
+    progress: bool,
+    checkpoint_seconds: float,
+    stop_at: int | None = None,
+    overlap: bool = False,
+) -> TrainResult:
     ckpt_path = checkpoint_path(out)
     last = cfg.epochs if stop_at is None else stop_at
     if resume:
@@ -149,8 +173,16 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
     last_ckpt = time.monotonic()
     todo = set(int(e) for e in schedule if e > start)
     try:
-        bar = tqdm(range(start + 1, last + 1), desc=experiment, unit="epoch", disable=not progress,
-                   initial=start, total=last, dynamic_ncols=True, mininterval=0.5)
+        bar = tqdm(
+            range(start + 1, last + 1),
+            desc=experiment,
+            unit="epoch",
+            disable=not progress,
+            initial=start,
+            total=last,
+            dynamic_ncols=True,
+            mininterval=0.5,
+        )
         stopping = False
         # Ctrl-C / SIGTERM: train on to the next snapshot, checkpoint it and stop there, so that
         # --resume loses nothing; a second one stops at once (never inside h5py: interrupts.py)
@@ -165,22 +197,25 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
                     writer.append(epoch, task.snapshot(), metrics)
                     diverged = sorted(k for k, v in metrics.items() if "loss" in k and not np.isfinite(v))
                     if diverged:
-                        raise UserError(f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
-                                        f"{out} keeps the snapshots so far; lower lr or the loss weights and "
-                                        "retrain with --force")
+                        raise UserError(
+                            f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
+                            f"{out} keeps the snapshots so far; lower lr or the loss weights and "
+                            "retrain with --force"
+                        )
                     bar.set_postfix(task.progress(metrics), refresh=False)
                     if stopping or epoch == last or time.monotonic() - last_ckpt > checkpoint_seconds:
-                        save_checkpoint(ckpt_path, task, epoch,
-                                        f"{out} holds every snapshot through epoch {epoch}; {hint}")
+                        save_checkpoint(
+                            ckpt_path, task, epoch, f"{out} holds every snapshot through epoch {epoch}; {hint}"
+                        )
                         last_ckpt = time.monotonic()
-                    if stopping and epoch < last:      # at the last epoch: mark the run complete first
+                    if stopping and epoch < last:  # at the last epoch: mark the run complete first
                         signals.deliver()
             bar.close()
             if not metrics:  # last == start: nothing trained now
                 metrics = task.evaluate()
             if last == cfg.epochs:
                 writer.mark_complete()
-            signals.deliver()                    # a signal in the last epoch: the run is whole, then stop
+            signals.deliver()  # a signal in the last epoch: the run is whole, then stop
     finally:
         writer.close()
     seconds = time.perf_counter() - t0
@@ -190,5 +225,9 @@ def _train(experiment: str, task_cls: type, cfg: TrainConfig, out: Path, resume:
 def _say_stopping(epoch: int, bar) -> None:
     """One line on stderr, above the progress bar, when Ctrl-C or SIGTERM arrives."""
     bar.clear()
-    print(f"stopping after the snapshot at epoch {epoch:,}, with a checkpoint there (Ctrl-C again stops "
-          "at once, losing the epochs since the last checkpoint)", file=sys.stderr, flush=True)
+    print(
+        f"stopping after the snapshot at epoch {epoch:,}, with a checkpoint there (Ctrl-C again stops "
+        "at once, losing the epochs since the last checkpoint)",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -2,6 +2,7 @@
 written with its checkpoint, so that the run file never exists without one (docs/run-file.md).
 Used by the training loop (`loop.train`) and by batched training (`batch_loop.train_batch`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,14 +25,20 @@ from headmovies.train.task import Task
 
 def _versions() -> dict:
     import headmovies
-    return {"headmovies": headmovies.__version__, "python": platform.python_version(), "torch": torch.__version__,
-            **runfile.library_versions()}
+
+    return {
+        "headmovies": headmovies.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        **runfile.library_versions(),
+    }
 
 
 def _git_commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
+        )
         return out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -39,11 +46,16 @@ def _git_commit() -> str:
 
 def run_attrs(experiment: str, cfg: TrainConfig, task: Task) -> dict:
     """Root attributes of a new run file (docs/run-file.md)."""
-    return {"schema_version": runfile.SCHEMA_VERSION, "experiment": experiment,
-            "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True), "seed": cfg.seed,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "versions": json.dumps(_versions(), sort_keys=True), "git_commit": _git_commit(),
-            **task.attrs()}
+    return {
+        "schema_version": runfile.SCHEMA_VERSION,
+        "experiment": experiment,
+        "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
+        "seed": cfg.seed,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": json.dumps(_versions(), sort_keys=True),
+        "git_commit": _git_commit(),
+        **task.attrs(),
+    }
 
 
 def resume_hint(experiment: str, out: Path) -> str:
@@ -51,14 +63,14 @@ def resume_hint(experiment: str, out: Path) -> str:
     return f"free space, then continue with `headmovies train {experiment} --out {out} --resume`"
 
 
-def create(experiment: str, cfg: TrainConfig, task: Task, out: Path,
-           torch_rng: torch.Tensor | None = None) -> RunWriter:
+def create(
+    experiment: str, cfg: TrainConfig, task: Task, out: Path, torch_rng: torch.Tensor | None = None
+) -> RunWriter:
     """A writer for a new run file at `out` holding the first snapshot, with its checkpoint.
     Built aside, checkpointed, then renamed over any old run (--force): a failure on the way
     leaves the old run (or nothing) in place, and `out` never exists without a checkpoint.
     `torch_rng`: the global torch RNG state to checkpoint (default: the current one)."""
-    writer = RunWriter.create(out, run_attrs(experiment, cfg, task), 0, task.snapshot(), task.evaluate(),
-                              task.split())
+    writer = RunWriter.create(out, run_attrs(experiment, cfg, task), 0, task.snapshot(), task.evaluate(), task.split())
     try:
         save_checkpoint(checkpoint_path(out), task, 0, f"nothing was written to {out}", torch_rng)
         writer.publish()
@@ -88,5 +100,7 @@ def exists_message(out: Path, experiment: str) -> str:
         return f"{out} exists and is not a readable run file; pass --force to replace it, or choose another --out"
     if ckpt_path.exists():
         return f"{out} exists; pass --resume to continue it or --force to replace it"
-    return (f"{out} exists but has no checkpoint ({ckpt_path.name}), so it cannot be resumed: pass --force to "
-            f"replace it, after keeping its snapshots with `headmovies recover {out} --out COPY.h5` if you want them")
+    return (
+        f"{out} exists but has no checkpoint ({ckpt_path.name}), so it cannot be resumed: pass --force to "
+        f"replace it, after keeping its snapshots with `headmovies recover {out} --out COPY.h5` if you want them"
+    )

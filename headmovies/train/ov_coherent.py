@@ -19,6 +19,7 @@ token occurs among the keys, so the whole data distribution collapses to (class,
 cases with known probabilities: 10 x C(L-3+6, 6) cases (17,160 for L = 10). Loss and accuracy in
 /metrics are exact expectations over the task distribution, not estimates.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,20 +37,21 @@ from headmovies.train.task import Task
 
 @dataclass
 class OVCoherentConfig(TrainConfig):
-    epochs: int = 6000          # optimizer steps, each on a fresh batch (100 % by step 1500 in 5/5 seeds)
-    seq_len: int = 10           # L: two signal tokens, L-3 noise tokens, read-off last
+    epochs: int = 6000  # optimizer steps, each on a fresh batch (100 % by step 1500 in 5/5 seeds)
+    seq_len: int = 10  # L: two signal tokens, L-3 noise tokens, read-off last
     n_heads: int = 2
     d_head: int = 1
-    batch: int = 256            # sequences per step
-    lr: float = 1e-3            # Adam
-    init_scale: float = 1.0     # multiplies every initial weight
-    log_early: bool = True      # snapshots at steps 1, 2, 4, ... too (the orderings form early)
+    batch: int = 256  # sequences per step
+    lr: float = 1e-3  # Adam
+    init_scale: float = 1.0  # multiplies every initial weight
+    log_early: bool = True  # snapshots at steps 1, 2, 4, ... too (the orderings form early)
 
     def validate(self) -> None:
         super().validate()
         if self.seq_len < 3:
-            raise ConfigError(f"seq_len (L) must be >= 3 to hold two signal tokens and the read-off, "
-                              f"got {self.seq_len}")
+            raise ConfigError(
+                f"seq_len (L) must be >= 3 to hold two signal tokens and the read-off, got {self.seq_len}"
+            )
         for key in ("n_heads", "d_head", "batch"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
@@ -72,7 +74,7 @@ def sample_batch(n: int, seq_len: int, generator: torch.Generator) -> tuple[torc
     """
     tokens = torch.randint(NOISE[0], NOISE[-1] + 1, (n, seq_len), generator=generator)
     signal = torch.randint(SIGNAL[0], SIGNAL[-1] + 1, (n, 2), generator=generator)
-    pos = torch.rand(n, seq_len - 1, generator=generator).argsort(-1)[:, :2]   # (n, 2) distinct
+    pos = torch.rand(n, seq_len - 1, generator=generator).argsort(-1)[:, :2]  # (n, 2) distinct
     tokens.scatter_(1, pos, signal)
     tokens[:, -1] = READOFF
     return tokens, torch.from_numpy(class_table())[signal[:, 0], signal[:, 1]]
@@ -86,7 +88,7 @@ class ReadoffAttention(nn.Module):
         super().__init__()
         d_model, g = D_VOCAB, init_scale
         self.d_head = d_head
-        self.register_buffer("W_E", torch.eye(D_VOCAB))   # fixed one-hot embedding, stored in snapshots
+        self.register_buffer("W_E", torch.eye(D_VOCAB))  # fixed one-hot embedding, stored in snapshots
         self.W_Q = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
         self.W_K = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
         self.W_V = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
@@ -95,25 +97,25 @@ class ReadoffAttention(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [B, L] -> logits at the last (read-off) position [B, 10]."""
-        x = self.W_E[tokens]                                          # (B, L, d)
-        q = torch.einsum("bd,hde->bhe", x[:, -1], self.W_Q)           # (B, H, dh) read-off query
-        k = torch.einsum("bld,hde->bhle", x, self.W_K)                # (B, H, L, dh)
+        x = self.W_E[tokens]  # (B, L, d)
+        q = torch.einsum("bd,hde->bhe", x[:, -1], self.W_Q)  # (B, H, dh) read-off query
+        k = torch.einsum("bld,hde->bhle", x, self.W_K)  # (B, H, L, dh)
         v = torch.einsum("bld,hde->bhle", x, self.W_V)
         att = (torch.einsum("bhe,bhle->bhl", q, k) / math.sqrt(self.d_head)).softmax(-1)
-        z = torch.einsum("bhl,bhle->bhe", att, v)                     # (B, H, dh)
-        resid = x[:, -1] + torch.einsum("bhe,hed->bd", z, self.W_O)   # (B, d)
+        z = torch.einsum("bhl,bhle->bhe", att, v)  # (B, H, dh)
+        resid = x[:, -1] + torch.einsum("bhe,hed->bd", z, self.W_O)  # (B, d)
         return resid @ self.W_U
 
     def forward_counts(self, counts: torch.Tensor) -> torch.Tensor:
         """Key-token counts [N, 12] (read-off query) -> logits [N, 10]; equals `forward` on any
         sequence with those counts, since nothing depends on position."""
-        q = self.W_E[READOFF] @ self.W_Q                              # (H, dh)
-        k = torch.einsum("vd,hde->hve", self.W_E, self.W_K)           # (H, V, dh)
+        q = self.W_E[READOFF] @ self.W_Q  # (H, dh)
+        k = torch.einsum("vd,hde->hve", self.W_E, self.W_K)  # (H, V, dh)
         v = torch.einsum("vd,hde->hve", self.W_E, self.W_V)
         s = torch.einsum("he,hve->hv", q, k) / math.sqrt(self.d_head)  # (H, V) QK row of the read-off
         w = counts[:, None, :] * (s - s.max(-1, keepdim=True).values).exp()  # (N, H, V)
         att = w / w.sum(-1, keepdim=True)
-        z = torch.einsum("nhv,hve->nhe", att, v)                      # (N, H, dh)
+        z = torch.einsum("nhv,hve->nhe", att, v)  # (N, H, dh)
         resid = self.W_E[READOFF] + torch.einsum("nhe,hed->nd", z, self.W_O)
         return resid @ self.W_U
 
@@ -127,7 +129,7 @@ class OVCoherentTask(Task):
         super().__init__(cfg)
         self.model = ReadoffAttention(cfg.n_heads, cfg.d_head, cfg.init_scale)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
-        cases = task_cases(cfg.seq_len, seed=cfg.seed + 2)   # exact, or a fixed seeded sample for long L
+        cases = task_cases(cfg.seq_len, seed=cfg.seed + 2)  # exact, or a fixed seeded sample for long L
         self.eval_counts = torch.from_numpy(cases.counts).float()
         self.eval_labels = torch.from_numpy(cases.labels).long()
         self.eval_probs = torch.from_numpy(cases.probs).double()
@@ -146,10 +148,14 @@ class OVCoherentTask(Task):
         nll = F.cross_entropy(logits, self.eval_labels, reduction="none").double()
         correct = (logits.argmax(-1) == self.eval_labels).double()
         p = self.eval_probs
-        per_class = torch.zeros(N_CLASSES, dtype=torch.float64).index_add_(0, self.eval_labels, p * correct) \
-            / torch.zeros(N_CLASSES, dtype=torch.float64).index_add_(0, self.eval_labels, p)
-        return {"loss": float((p * nll).sum() / p.sum()), "acc": float((p * correct).sum() / p.sum()),
-                "worst_class_acc": float(per_class.min())}
+        per_class = torch.zeros(N_CLASSES, dtype=torch.float64).index_add_(
+            0, self.eval_labels, p * correct
+        ) / torch.zeros(N_CLASSES, dtype=torch.float64).index_add_(0, self.eval_labels, p)
+        return {
+            "loss": float((p * nll).sum() / p.sum()),
+            "acc": float((p * correct).sum() / p.sum()),
+            "worst_class_acc": float(per_class.min()),
+        }
 
     def attrs(self) -> dict:
         return {"exact_eval": self.exact}
@@ -159,9 +165,11 @@ class OVCoherentTask(Task):
 
     def summary(self, metrics: dict[str, float]) -> str:
         kind = "exact" if self.exact else "sampled"
-        return (f"read-off accuracy {metrics['acc']:.2%} ({kind}), worst class {metrics['worst_class_acc']:.2%}, "
-                f"loss {metrics['loss']:.3g}")
+        return (
+            f"read-off accuracy {metrics['acc']:.2%} ({kind}), worst class {metrics['worst_class_acc']:.2%}, "
+            f"loss {metrics['loss']:.3g}"
+        )
 
 
-TASKS = (OVCoherentTask,)    # the registered experiment (train/experiments.py)
-BATCHING: dict[str, type] = {}    # no batched trainer: one run per process
+TASKS = (OVCoherentTask,)  # the registered experiment (train/experiments.py)
+BATCHING: dict[str, type] = {}  # no batched trainer: one run per process

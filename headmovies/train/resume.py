@@ -2,6 +2,7 @@
 reopening the file at the checkpoint's epoch. Every random draw comes from saved generators,
 so the resumed run equals an uninterrupted one bit for bit (docs/run-file.md, "Faults").
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,36 +39,45 @@ def resume_state(out: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, di
         epochs = runfile.snapshot_epochs(f)
         count = len(epochs)
         if not ckpt_path.exists():
-            raise UserError(f"cannot resume {out}: its checkpoint {ckpt_path.name} is missing, so training cannot "
-                            f"continue; `headmovies recover {out}` keeps its {count} snapshots as a closed file, "
-                            f"`headmovies train {experiment} --out {out} --force` starts over")
+            raise UserError(
+                f"cannot resume {out}: its checkpoint {ckpt_path.name} is missing, so training cannot "
+                f"continue; `headmovies recover {out}` keeps its {count} snapshots as a closed file, "
+                f"`headmovies train {experiment} --out {out} --force` starts over"
+            )
         state = load_checkpoint(ckpt_path, out, count)
         asked = config_dict(cfg)
         diff = sorted(k for k in asked if k != "epochs" and stored.get(k) != asked[k])
         if diff:
-            raise ConfigError(f"cannot resume {out} with a different config ({', '.join(diff)}); "
-                              "use the stored config or --force a new run")
+            raise ConfigError(
+                f"cannot resume {out} with a different config ({', '.join(diff)}); "
+                "use the stored config or --force a new run"
+            )
         saved = json.loads(json.dumps(state["config"], sort_keys=True))
         foreign = sorted(k for k in set(saved) | set(stored) if k != "epochs" and saved.get(k) != stored.get(k))
         start = int(state["epoch"])
         if foreign:
             shown = ", ".join(f"{k} {saved.get(k)!r} vs {stored.get(k)!r}" for k in foreign[:3])
-            raise RunFileError(f"cannot resume {out}: its checkpoint {ckpt_path.name} belongs to another run "
-                               f"(checkpoint vs file: {shown}); `headmovies recover {out}` keeps the file's "
-                               f"{count} snapshots as a closed file, --force retrains")
+            raise RunFileError(
+                f"cannot resume {out}: its checkpoint {ckpt_path.name} belongs to another run "
+                f"(checkpoint vs file: {shown}); `headmovies recover {out}` keeps the file's "
+                f"{count} snapshots as a closed file, --force retrains"
+            )
         if cfg.epochs < start:
-            raise UserError(f"cannot resume {out} to epochs={cfg.epochs}: its checkpoint is already at epoch "
-                            f"{start}; pass epochs >= {start}")
+            raise UserError(
+                f"cannot resume {out} to epochs={cfg.epochs}: its checkpoint is already at epoch "
+                f"{start}; pass epochs >= {start}"
+            )
         row = runfile.read_snapshot(f, start)
         if row is None:
-            raise RunFileError(f"cannot resume: {out} holds no snapshot at its checkpoint's epoch {start} "
-                               f"({f'it ends at epoch {int(epochs[-1])}' if count else 'it holds none'}); "
-                               "retrain with --force")
+            raise RunFileError(
+                f"cannot resume: {out} holds no snapshot at its checkpoint's epoch {start} "
+                f"({f'it ends at epoch {int(epochs[-1])}' if count else 'it holds none'}); "
+                "retrain with --force"
+            )
     return state, row, int(np.count_nonzero(epochs > start))
 
 
-def reopen(out: Path, cfg: TrainConfig, task: Task, state: dict, row: dict, later: int
-           ) -> tuple[int, RunWriter]:
+def reopen(out: Path, cfg: TrainConfig, task: Task, state: dict, row: dict, later: int) -> tuple[int, RunWriter]:
     """Continue `out` from `resume_state`'s (`state`, `row`, `later`): load the checkpoint into
     `task` (built from `cfg` as a new run builds it) and the global torch RNG, check its weights
     against the file's, and reopen the file for writing with every snapshot after the
@@ -79,12 +89,16 @@ def reopen(out: Path, cfg: TrainConfig, task: Task, state: dict, row: dict, late
     torch.set_rng_state(state["torch_rng"])
     start = int(state["epoch"])
     check_same_weights(out, ckpt_path, task.snapshot(), row, start)
-    if later:                        # a kill (or a second Ctrl-C) came after the checkpoint
-        print(f"resuming {out} from its checkpoint at epoch {start:,}: its {later} later snapshot"
-              f"{'s' if later > 1 else ''} will be trained again", file=sys.stderr, flush=True)
+    if later:  # a kill (or a second Ctrl-C) came after the checkpoint
+        print(
+            f"resuming {out} from its checkpoint at epoch {start:,}: its {later} later snapshot"
+            f"{'s' if later > 1 else ''} will be trained again",
+            file=sys.stderr,
+            flush=True,
+        )
     attrs = {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)}
     before = int(state["config"]["epochs"])
-    if cfg.epochs != before:         # kept: the epochs before `start` ran under that schedule (forks check it)
+    if cfg.epochs != before:  # kept: the epochs before `start` ran under that schedule (forks check it)
         with runfile.open_for_reading(out) as f:
             history = json.loads(f.attrs.get("extensions", "[]"))
         attrs["extensions"] = json.dumps(history + [{"at": start, "epochs_before": before}])
@@ -93,8 +107,11 @@ def reopen(out: Path, cfg: TrainConfig, task: Task, state: dict, row: dict, late
 
 def check_same_weights(out: Path, ckpt_path: Path, weights: dict, row: dict, epoch: int) -> None:
     """The checkpoint's model must be the file's snapshot at its epoch, bit for bit."""
-    if set(weights) != set(row) or any(not np.array_equal(np.asarray(weights[k], np.float32), row[k], equal_nan=True)
-                                       for k in row):
-        raise RunFileError(f"cannot resume {out}: its checkpoint {ckpt_path.name} does not hold the weights of the "
-                           f"file's snapshot at epoch {epoch} (they come from different runs); "
-                           f"`headmovies recover {out}` keeps the file's snapshots as a closed file, --force retrains")
+    if set(weights) != set(row) or any(
+        not np.array_equal(np.asarray(weights[k], np.float32), row[k], equal_nan=True) for k in row
+    ):
+        raise RunFileError(
+            f"cannot resume {out}: its checkpoint {ckpt_path.name} does not hold the weights of the "
+            f"file's snapshot at epoch {epoch} (they come from different runs); "
+            f"`headmovies recover {out}` keeps the file's snapshots as a closed file, --force retrains"
+        )

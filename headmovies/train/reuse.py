@@ -1,6 +1,7 @@
 """`--reuse`: what to do with a run file already at `--out` (reuse it, resume it, or train
 anew), and moving a run of another config aside instead of replacing it (docs/sweeps.md).
 """
+
 from __future__ import annotations
 
 import os
@@ -60,8 +61,10 @@ def set_aside(path: Path, cfg: TrainConfig) -> str | None:
         with runfile.open_for_reading(path) as f:
             old = runfile.read_config(f)
     except RunFileError:
-        raise UserError(f"{path} exists and is not a readable run file: move it away, or pass --force instead of "
-                        "--reuse to replace it") from None
+        raise UserError(
+            f"{path} exists and is not a readable run file: move it away, or pass --force instead of "
+            "--reuse to replace it"
+        ) from None
     new = config_dict(cfg)
     ckpt = checkpoint_path(path)
     if old != new:
@@ -80,14 +83,16 @@ def set_aside(path: Path, cfg: TrainConfig) -> str | None:
     try:
         for src, dst in ((path, aside), (ckpt, checkpoint_path(aside))):
             if os.path.lexists(src):
-                os.link(src, dst, follow_symlinks=False)      # fails rather than replace an existing file
+                os.link(src, dst, follow_symlinks=False)  # fails rather than replace an existing file
                 moved.append((src, dst))
                 os.unlink(src)
     except OSError as exc:
-        for src, dst in reversed(moved):                      # put back what was moved
+        for src, dst in reversed(moved):  # put back what was moved
             if not os.path.lexists(src):
                 os.link(dst, src, follow_symlinks=False)
             os.unlink(dst)
-        raise UserError(f"cannot move {path} ({what}) aside to {aside}: "
-                        f"{exc.strerror or exc}; move it yourself, or pass --force to replace it") from None
+        raise UserError(
+            f"cannot move {path} ({what}) aside to {aside}: "
+            f"{exc.strerror or exc}; move it yourself, or pass --force to replace it"
+        ) from None
     return f"{path} held {what}: moved to {aside}; training anew"

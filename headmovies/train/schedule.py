@@ -1,11 +1,13 @@
 """The snapshot schedule: which epochs are streamed into the run file (docs/math.md, "Snapshot schedule")."""
+
 from __future__ import annotations
 
 import numpy as np
 
 
-def snapshot_epochs(epochs: int, early_every: int = 25, switch_epoch: int = 4000,
-                    late_every: int = 100, log_early: bool = False) -> np.ndarray:
+def snapshot_epochs(
+    epochs: int, early_every: int = 25, switch_epoch: int = 4000, late_every: int = 100, log_early: bool = False
+) -> np.ndarray:
     """Sorted int64 array of snapshot epochs in [0, epochs].
 
     0, early_every, 2*early_every, ... up to switch_epoch, then switch_epoch + late_every, ...
@@ -17,7 +19,7 @@ def snapshot_epochs(epochs: int, early_every: int = 25, switch_epoch: int = 4000
     late = np.arange(switch_epoch + late_every, epochs + 1, late_every) if epochs > switch_epoch else []
     extra = [epochs]
     if log_early:
-        extra += [2 ** k for k in range(0, 64) if 2 ** k < min(early_every, epochs)]
+        extra += [2**k for k in range(0, 64) if 2**k < min(early_every, epochs)]
     return np.unique(np.concatenate([early, late, extra]).astype(np.int64))
 
 

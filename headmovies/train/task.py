@@ -6,6 +6,7 @@ needs: `step` (one optimizer step), `evaluate` (metrics for /metrics), `snapshot
 (`headmovies/train/<family>`) subclasses it and lists its classes in `TASKS`; the registry by
 name is `headmovies.train.experiments`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,7 +26,7 @@ class Task:
     # May `step` compute independent loss terms at once in a second thread? Set by the loop
     # (`train --overlap`); a task that can must give the same bits either way.
     overlap: bool = False
-    overlapped_steps: int = 0       # steps this process ran with overlapped terms (reported by `train`)
+    overlapped_steps: int = 0  # steps this process ran with overlapped terms (reported by `train`)
     # torch intra-op threads of the steps (`train --threads`); a task may run some steps on one
     # thread to keep a one-thread run's bits (the orbit experiment: those with sequence terms)
     threads: int = 1
@@ -77,10 +78,12 @@ class Task:
         and equal its own full run bit for bit. UserError, saying why, when there is none."""
         raise UserError(f"runs of {cls.name} cannot be forked: no epoch of its schedule starts from weights alone")
 
-
     def state_dict(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state()}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])

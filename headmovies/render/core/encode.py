@@ -26,6 +26,7 @@ binary (`imageio_ffmpeg.get_ffmpeg_exe()`). The command line is built with ffmpe
 Other movies of this project (induction attention patterns, ov-coherent QK planes) call `encode` the
 same way: any iterator of [H, W, 3] (or [H, W, 4], alpha dropped) uint8 frames with even H, W.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -57,22 +58,23 @@ _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
 @dataclass(frozen=True)
 class Quality:
     """Encoder settings. CRF: lower is better and bigger (x264 0-51, VP9 0-63)."""
+
     mp4_crf: int = 20
     mp4_preset: str = "medium"
     webm_crf: int = 33
     # VP9: "realtime" at cpu-used 6 took 1/8 of "good" at 4's CPU time on the default movie, for
     # SSIM 0.998 (vs 0.9985) and a 20 % bigger file (docs/benchmarks.md, "Rendering")
     webm_deadline: str = "realtime"
-    webm_cpu_used: int = 6          # speed/quality trade-off (0 slowest .. 8 fastest)
-    gif_width: int | None = 540     # GIFs are big: scale down (None keeps the frame width)
+    webm_cpu_used: int = 6  # speed/quality trade-off (0 slowest .. 8 fastest)
+    gif_width: int | None = 540  # GIFs are big: scale down (None keeps the frame width)
     gif_dither: str = "sierra2_4a"
 
 
 @dataclass
 class EncodeResult:
-    paths: dict[str, Path]          # format -> final path
-    frames: int                     # frames in each movie (input frames + held frames)
-    size: tuple[int, int]           # (width, height) in pixels
+    paths: dict[str, Path]  # format -> final path
+    frames: int  # frames in each movie (input frames + held frames)
+    size: tuple[int, int]  # (width, height) in pixels
     fps: float
     ffmpeg: str = field(repr=False, default="")
 
@@ -89,12 +91,20 @@ def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
 
 def add_movie_arguments(parser, fps: float = 24.0, hold_s: float = 2.0) -> None:
     """The options every movie command shares: --formats, --fps, --hold."""
-    parser.add_argument("--formats", default=",".join(FORMATS),
-                        help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all; html, a snippet "
-                             "that plays the movie, needs mp4 or webm)")
+    parser.add_argument(
+        "--formats",
+        default=",".join(FORMATS),
+        help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all; html, a snippet "
+        "that plays the movie, needs mp4 or webm)",
+    )
     parser.add_argument("--fps", type=float, default=fps, help=f"frames per second (default {fps:g})")
-    parser.add_argument("--hold", type=float, default=hold_s, metavar="S",
-                        help=f"seconds the last frame is held before the loop restarts (default {hold_s:g})")
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=hold_s,
+        metavar="S",
+        help=f"seconds the last frame is held before the loop restarts (default {hold_s:g})",
+    )
 
 
 def movie_arguments(args) -> tuple[tuple[str, ...], float, float]:
@@ -120,8 +130,7 @@ def _encoders_of(exe: str) -> frozenset[str]:
         out = subprocess.run([exe, "-hide_banner", "-encoders"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return frozenset()
-    return frozenset(line.split()[1] for line in out.splitlines()
-                     if len(line.split()) > 1 and line.startswith(" V"))
+    return frozenset(line.split()[1] for line in out.splitlines() if len(line.split()) > 1 and line.startswith(" V"))
 
 
 def find_ffmpeg(encoders: Iterable[str] = ("libx264", "libvpx-vp9")) -> str:
@@ -132,6 +141,7 @@ def find_ffmpeg(encoders: Iterable[str] = ("libx264", "libvpx-vp9")) -> str:
         return system
     try:
         import imageio_ffmpeg
+
         bundled = imageio_ffmpeg.get_ffmpeg_exe()
     except Exception as exc:  # not installed, or no binary for this platform
         if system:
@@ -153,8 +163,9 @@ def _tail(path: Path, default: str) -> str:
 
 def _run_ffmpeg(args: list[str], log: Path, what: str) -> None:
     with open(log, "ab") as err:
-        rc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                            preexec_fn=_die_with_parent()).returncode
+        rc = subprocess.run(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_die_with_parent()
+        ).returncode
     if rc != 0:
         raise _ffmpeg_error(f"ffmpeg failed while {what}", rc, log)
 
@@ -177,10 +188,11 @@ def _die_with_parent() -> Callable[[], None] | None:
         return None
     parent = os.getpid()
 
-    def setup() -> None:                       # runs in the child between fork and exec
-        prctl(1, signal.SIGKILL, 0, 0, 0)      # 1 = PR_SET_PDEATHSIG
-        if os.getppid() != parent:             # the parent died before prctl took effect
+    def setup() -> None:  # runs in the child between fork and exec
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl took effect
             os.kill(os.getpid(), signal.SIGKILL)
+
     return setup
 
 
@@ -214,7 +226,7 @@ def remove_stale_work(out_dir: Path) -> list[Path]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 stale = True
             except BlockingIOError:
-                stale = False                   # a live render, maybe another process's
+                stale = False  # a live render, maybe another process's
             finally:
                 os.close(fd)
         if stale:
@@ -231,10 +243,19 @@ def _work_folder(out_dir: Path, basename: str) -> tuple[Path, int]:
     return work, fd
 
 
-def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: str, *,
-           fps: float = 24.0, hold_s: float = 2.0, formats: Iterable[str] = FORMATS,
-           quality: Quality = Quality(), on_frame: Callable[[], None] | None = None,
-           on_stage: Callable[[str], None] | None = None, caption: str = "") -> EncodeResult:
+def encode(
+    frames: Iterable[np.ndarray],
+    out_dir: str | os.PathLike,
+    basename: str,
+    *,
+    fps: float = 24.0,
+    hold_s: float = 2.0,
+    formats: Iterable[str] = FORMATS,
+    quality: Quality = Quality(),
+    on_frame: Callable[[], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    caption: str = "",
+) -> EncodeResult:
     """Encode `frames` into `out_dir/basename.{mp4,webm,gif,png,html}` (those in `formats`).
 
     frames:   iterable of uint8 arrays [H, W, 3] (RGB) or [H, W, 4] (RGBA, alpha ignored), all
@@ -257,7 +278,7 @@ def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: s
         raise UserError(f"fps must be > 0 and hold >= 0 (got fps={fps}, hold={hold_s})")
     out_dir = Path(out_dir)
     prepare_out_dir(out_dir)
-    for f in formats:            # found now, not after minutes of encoding
+    for f in formats:  # found now, not after minutes of encoding
         if (out_dir / f"{basename}.{f}").is_dir():
             raise UserError(f"{out_dir / f'{basename}.{f}'} is a folder; remove it or choose another --out")
     movies = [f for f in ("mp4", "webm", "gif") if f in formats]
@@ -321,8 +342,16 @@ def encode(frames: Iterable[np.ndarray], out_dir: str | os.PathLike, basename: s
         if "png" in formats:
             _write_png(last, tmp["png"])
         if "html" in formats:
-            tmp["html"].write_text(html_snippet(basename, (w, h), movies, "png" in formats, caption,
-                                                mp4_codec(tmp["mp4"]) if "mp4" in movies else None))
+            tmp["html"].write_text(
+                html_snippet(
+                    basename,
+                    (w, h),
+                    movies,
+                    "png" in formats,
+                    caption,
+                    mp4_codec(tmp["mp4"]) if "mp4" in movies else None,
+                )
+            )
 
         final = {f: out_dir / f"{basename}.{f}" for f in formats}
         for f in formats:  # all outputs exist: publish them
@@ -350,37 +379,74 @@ def _check(frame: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray:
     return frame
 
 
-def _start(exe: str, size: tuple[int, int], channels: int, fps: float, movies: list[str],
-           tmp: dict[str, Path], work: Path, q: Quality, log: Path) -> subprocess.Popen:
+def _start(
+    exe: str,
+    size: tuple[int, int],
+    channels: int,
+    fps: float,
+    movies: list[str],
+    tmp: dict[str, Path],
+    work: Path,
+    q: Quality,
+    log: Path,
+) -> subprocess.Popen:
     """One ffmpeg reading raw frames on stdin and writing every movie at once."""
     import ffmpeg  # ffmpeg-python: builds the command line (the filter graph and its -map's)
 
     w, h = size
-    src = ffmpeg.input("pipe:", format="rawvideo", pix_fmt="rgb24" if channels == 3 else "rgba",
-                       s=f"{w}x{h}", framerate=fps).video
+    src = ffmpeg.input(
+        "pipe:", format="rawvideo", pix_fmt="rgb24" if channels == 3 else "rgba", s=f"{w}x{h}", framerate=fps
+    ).video
     branches = src.split() if len(movies) > 1 or "gif" in movies else None
     outs = []
     for i, f in enumerate(movies):
         stream = branches[i] if branches is not None else src
         if f == "mp4":
-            outs.append(stream.output(str(tmp["mp4"]), f="mp4", vcodec="libx264", preset=q.mp4_preset,
-                                      crf=q.mp4_crf, pix_fmt="yuv420p", movflags="+faststart"))
+            outs.append(
+                stream.output(
+                    str(tmp["mp4"]),
+                    f="mp4",
+                    vcodec="libx264",
+                    preset=q.mp4_preset,
+                    crf=q.mp4_crf,
+                    pix_fmt="yuv420p",
+                    movflags="+faststart",
+                )
+            )
         elif f == "webm":
-            outs.append(stream.output(str(tmp["webm"]), f="webm", vcodec="libvpx-vp9", crf=q.webm_crf,
-                                      pix_fmt="yuv420p", deadline=q.webm_deadline, **{"b:v": 0, "cpu-used": q.webm_cpu_used,
-                                                                             "row-mt": 1}))
+            outs.append(
+                stream.output(
+                    str(tmp["webm"]),
+                    f="webm",
+                    vcodec="libvpx-vp9",
+                    crf=q.webm_crf,
+                    pix_fmt="yuv420p",
+                    deadline=q.webm_deadline,
+                    **{"b:v": 0, "cpu-used": q.webm_cpu_used, "row-mt": 1},
+                )
+            )
         else:  # gif: a small lossless copy and the palette of the whole movie, both in this pass
-            small = stream.filter("scale", q.gif_width, -2, flags="lanczos") if q.gif_width and q.gif_width < w else stream
+            small = (
+                stream.filter("scale", q.gif_width, -2, flags="lanczos") if q.gif_width and q.gif_width < w else stream
+            )
             parts = small.split()
             copy, stats = parts[0], parts[1]
             outs.append(copy.output(str(work / "gif.mkv"), f="matroska", vcodec="ffv1"))
-            outs.append(stats.filter("palettegen", stats_mode="full")
-                        .output(str(work / "palette.png"), f="image2", update=1, **{"frames:v": 1}))
-    args = (ffmpeg.merge_outputs(*outs).global_args("-hide_banner", "-loglevel", "error", "-nostdin")
-            .overwrite_output().compile(cmd=exe))
+            outs.append(
+                stats.filter("palettegen", stats_mode="full").output(
+                    str(work / "palette.png"), f="image2", update=1, **{"frames:v": 1}
+                )
+            )
+    args = (
+        ffmpeg.merge_outputs(*outs)
+        .global_args("-hide_banner", "-loglevel", "error", "-nostdin")
+        .overwrite_output()
+        .compile(cmd=exe)
+    )
     with open(log, "wb") as err:
-        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
-                                preexec_fn=_die_with_parent())
+        return subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=_die_with_parent()
+        )
 
 
 def _gif_args(exe: str, work: Path, out: Path, q: Quality) -> list[str]:
@@ -388,9 +454,13 @@ def _gif_args(exe: str, work: Path, out: Path, q: Quality) -> list[str]:
 
     movie = ffmpeg.input(str(work / "gif.mkv")).video
     palette = ffmpeg.input(str(work / "palette.png")).video
-    return (ffmpeg.filter([movie, palette], "paletteuse", dither=q.gif_dither, diff_mode="rectangle")
-            .output(str(out), f="gif", loop=0)
-            .global_args("-hide_banner", "-loglevel", "error", "-nostdin").overwrite_output().compile(cmd=exe))
+    return (
+        ffmpeg.filter([movie, palette], "paletteuse", dither=q.gif_dither, diff_mode="rectangle")
+        .output(str(out), f="gif", loop=0)
+        .global_args("-hide_banner", "-loglevel", "error", "-nostdin")
+        .overwrite_output()
+        .compile(cmd=exe)
+    )
 
 
 def _write_png(frame: np.ndarray, path: Path) -> None:

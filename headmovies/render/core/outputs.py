@@ -4,6 +4,7 @@ folder and renamed into place when complete (a rename within a folder is atomic)
 Every command that writes figures or text uses these helpers; the movie encoder
 (`render.core.encode`) does the same for its files.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,7 @@ def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
     except OSError as exc:
         if disk.is_full(exc):
             raise DiskFullError(disk.full_message(out_dir.parent, f"cannot create {out_dir}")) from None
-        disk.check_folder(out_dir)          # says why in the common words, if it can
+        disk.check_folder(out_dir)  # says why in the common words, if it can
         raise UserError(f"cannot create output folder {out_dir}: {exc.strerror or exc}") from None
     disk.check_folder(out_dir)
     try:
@@ -68,15 +69,16 @@ def _temporary(final: Path) -> Path:
     except OSError as exc:
         raise _write_error(final, exc) from None
     os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
     return Path(tmp)
 
 
 def _write_error(final: Path, exc: OSError) -> UserError:
     """One line for a failed write of `final`: the disk is full, or the folder refuses it."""
     if disk.is_full(exc):
-        return DiskFullError(disk.full_message(final.parent, f"while writing {final.name}",
-                                               f"{final.name} was not written"))
+        return DiskFullError(
+            disk.full_message(final.parent, f"while writing {final.name}", f"{final.name} was not written")
+        )
     return UserError(f"cannot write {final}: {exc.strerror or exc}")
 
 
@@ -103,11 +105,18 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
-def save_figure(fig, out_dir: str | os.PathLike, name: str, formats: Sequence[str] = FIGURE_FORMATS,
-                dpi: int = 150, close: bool = True) -> list[Path]:
+def save_figure(
+    fig,
+    out_dir: str | os.PathLike,
+    name: str,
+    formats: Sequence[str] = FIGURE_FORMATS,
+    dpi: int = 150,
+    close: bool = True,
+) -> list[Path]:
     """Write a matplotlib figure as out_dir/name.{png,svg} (each atomically); returns the paths.
     SVGs carry no date, so a figure rendered twice is the same file. Closes pyplot figures."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     if fig.canvas is None or not hasattr(fig.canvas, "print_figure"):
         FigureCanvasAgg(fig)
     paths = []
@@ -118,6 +127,7 @@ def save_figure(fig, out_dir: str | os.PathLike, name: str, formats: Sequence[st
         paths.append(final)
     if close:
         import matplotlib.pyplot as plt
+
         if plt.fignum_exists(fig.number if hasattr(fig, "number") else -1):
             plt.close(fig)
     return paths

@@ -20,6 +20,7 @@ Two pieces, so that the per-frame work stays small and flat over the run:
   snapshot at which it is verified. An optional timeline strip (`render.core.timeline`) sits
   under the panels.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,13 +38,13 @@ from matplotlib.path import Path
 
 from headmovies.render.core.timeline import STRIP_PX, Timeline, TimelineStrip
 
-MIN_PANEL_PX = 220   # text stops shrinking here (half size); smaller panels would not leave it room
-TRAIL_EPOCHS = 250   # seed 000: "each dot trails its last 250 epochs"
+MIN_PANEL_PX = 220  # text stops shrinking here (half size); smaller panels would not leave it room
+TRAIL_EPOCHS = 250  # seed 000: "each dot trails its last 250 epochs"
 # the axes' rule (`frame_states`; the viewer page gets these in its payload)
-LOOKAHEAD = 8        # frames the axes look ahead
-EASE = 0.25          # share of the way (in log scale) to the radius ahead covered per frame
-MARGIN = 1.12        # half-width over the eased radius
-FLOOR = 1e-30        # radii below this count as 0 on the log scale
+LOOKAHEAD = 8  # frames the axes look ahead
+EASE = 0.25  # share of the way (in log scale) to the radius ahead covered per frame
+MARGIN = 1.12  # half-width over the eased radius
+FLOOR = 1e-30  # radii below this count as 0 on the log scale
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Look:
     the fade with age); outlines: bool [G], which of the figure's outline groups are drawn;
     legend: one (label, face, edge, size) per legend slot of the figure.
     """
+
     face: np.ndarray
     edge: np.ndarray
     size: np.ndarray
@@ -78,6 +80,7 @@ class FrameState:
     caption:   text at the top right (e.g. accuracies)
     look:      how the heads are drawn (None: as in the previous frame)
     """
+
     epoch: int
     points: np.ndarray
     trail: np.ndarray
@@ -88,9 +91,14 @@ class FrameState:
     look: Look | None = None
 
 
-def frame_states(coords: Iterable[tuple[int, np.ndarray]], trail_epochs: float = TRAIL_EPOCHS,
-                 lookahead: int = LOOKAHEAD, ease: float = EASE, margin: float = MARGIN,
-                 caption: Callable[[int], str] | None = None) -> Iterator[FrameState]:
+def frame_states(
+    coords: Iterable[tuple[int, np.ndarray]],
+    trail_epochs: float = TRAIL_EPOCHS,
+    lookahead: int = LOOKAHEAD,
+    ease: float = EASE,
+    margin: float = MARGIN,
+    caption: Callable[[int], str] | None = None,
+) -> Iterator[FrameState]:
     """FrameStates from (epoch, complex [P, H]) pairs in increasing epoch order.
 
     Axis half-width: with R_t the radius in view at frame t (points and trails),
@@ -106,15 +114,15 @@ def frame_states(coords: Iterable[tuple[int, np.ndarray]], trail_epochs: float =
     def emit() -> FrameState:
         nonlocal log_l
         state = pending.popleft()
-        ahead = np.max([s.radius for s in (state, *pending)], axis=0)            # [P]
+        ahead = np.max([s.radius for s in (state, *pending)], axis=0)  # [P]
         log_a = np.log(np.maximum(ahead, FLOOR))
         if log_l is None:
             log_l = log_a
         else:  # a panel that was all at 0 so far starts at its new scale, not eased up from FLOOR
             log_l = np.where(log_l <= np.log(FLOOR), log_a, log_l + ease * (log_a - log_l))
         log_l = np.maximum(log_l, np.log(np.maximum(state.radius, FLOOR)))
-        level = np.maximum(np.exp(log_l), state.radius)                          # exact, despite rounding
-        state.limits = np.where(ahead > 0, margin * level, 1.0)                  # all at 0: any scale
+        level = np.maximum(np.exp(log_l), state.radius)  # exact, despite rounding
+        state.limits = np.where(ahead > 0, margin * level, 1.0)  # all at 0: any scale
         return state
 
     last_epoch = None
@@ -127,16 +135,17 @@ def frame_states(coords: Iterable[tuple[int, np.ndarray]], trail_epochs: float =
         history.append((epoch, c))
         start = epoch - trail_epochs
         while len(history) >= 2 and history[1][0] <= start:
-            history.popleft()                  # keep one point at or before the window start
+            history.popleft()  # keep one point at or before the window start
         ep = np.array([e for e, _ in history], np.float64)
-        pts = np.stack([x for _, x in history])                                  # [K, P, H]
+        pts = np.stack([x for _, x in history])  # [K, P, H]
         if len(history) >= 2 and ep[0] < start:  # cut the oldest segment at exactly `start`
             w = (start - ep[0]) / (ep[1] - ep[0])
             pts[0] = pts[0] + w * (pts[1] - pts[0])
             ep[0] = start
-        radius = np.abs(pts).max(axis=(0, 2))                                    # [P]
-        pending.append(FrameState(epoch, c, pts, epoch - ep, np.zeros_like(radius), radius,
-                                  caption(epoch) if caption else ""))
+        radius = np.abs(pts).max(axis=(0, 2))  # [P]
+        pending.append(
+            FrameState(epoch, c, pts, epoch - ep, np.zeros_like(radius), radius, caption(epoch) if caption else "")
+        )
         if len(pending) > lookahead:
             yield emit()
     while pending:
@@ -181,8 +190,7 @@ class _Trails(PathCollection):
 
     def _allocate(self, steps: int) -> None:
         self._bufs = [np.zeros((steps, 2 * len(heads), 2)) for heads, _ in self._groups]
-        codes = [np.tile([Path.MOVETO, Path.LINETO], len(heads)).astype(Path.code_type)
-                 for heads, _ in self._groups]
+        codes = [np.tile([Path.MOVETO, Path.LINETO], len(heads)).astype(Path.code_type) for heads, _ in self._groups]
         self.set_paths([Path(buf[k], code) for k in range(steps) for buf, code in zip(self._bufs, codes)])
         if not np.shares_memory(self.get_paths()[0].vertices, self._bufs[0]):
             raise RuntimeError("matplotlib copied path vertices; trails cannot be updated in place")
@@ -228,15 +236,27 @@ class PanelFigure:
     legend_cols: columns of the legend (default: 1 for up to 3 entries, else 2)
     """
 
-    def __init__(self, titles: Sequence[str], colours, legend: Sequence[tuple[str, object]] = (),
-                 header: str = "", panel_px: int = 480, dpi: int = 100, blit: bool = True,
-                 draw_order: Sequence[int] | None = None, trail_epochs: float = TRAIL_EPOCHS,
-                 notes: Sequence[str] = (), axis_labels: tuple[str, str] | None = None,
-                 outlines: Sequence[tuple[int, Sequence[int], object]] = (), timeline: Timeline | None = None,
-                 snapshot_epochs: Sequence[int] = (), legend_cols: int | None = None):
+    def __init__(
+        self,
+        titles: Sequence[str],
+        colours,
+        legend: Sequence[tuple[str, object]] = (),
+        header: str = "",
+        panel_px: int = 480,
+        dpi: int = 100,
+        blit: bool = True,
+        draw_order: Sequence[int] | None = None,
+        trail_epochs: float = TRAIL_EPOCHS,
+        notes: Sequence[str] = (),
+        axis_labels: tuple[str, str] | None = None,
+        outlines: Sequence[tuple[int, Sequence[int], object]] = (),
+        timeline: Timeline | None = None,
+        snapshot_epochs: Sequence[int] = (),
+        legend_cols: int | None = None,
+    ):
         self.blit = blit
         self.trail_epochs = float(trail_epochs)
-        self.colours = to_rgba_array(colours)                                    # [H, 4]
+        self.colours = to_rgba_array(colours)  # [H, 4]
         n_heads = len(self.colours)
         self.order = np.arange(n_heads) if draw_order is None else np.asarray(draw_order)
         if sorted(self.order.tolist()) != list(range(n_heads)):
@@ -244,7 +264,7 @@ class PanelFigure:
         rows, cols = grid_shape(len(titles))
         # layout in pixels
         header_lines = header.count("\n") + 1 if header else 1
-        fs = self.fs = min(1.0, max(0.5, panel_px / 440))       # text and margins shrink with small panels, to MIN_PANEL_PX
+        fs = self.fs = min(1.0, max(0.5, panel_px / 440))  # text and margins shrink with small panels, to MIN_PANEL_PX
         pad, gap, vgap = round(30 * fs), round(44 * fs), round(16 * fs)
         note_lines = max((n.count("\n") + 1 for n in notes), default=0)
         title_h = round((32 + 15 * note_lines) * fs)
@@ -265,24 +285,40 @@ class PanelFigure:
         anim = dict(animated=blit)
         self.axes, self.scatters, self.trails, self.scales = [], [], [], []
         for i, title in enumerate(titles):
-            r, c = i % rows, i // rows                                           # column by column
+            r, c = i % rows, i // rows  # column by column
             x0 = pad + c * (panel_px + gap)
             y0 = height - header_h - title_h - r * (title_h + panel_px + label_h + vgap) - panel_px
             ax = self.fig.add_axes((x0 / width, y0 / height, panel_px / width, panel_px / height))
             ax.set_xlim(-1, 1)
             ax.set_ylim(-1, 1)
-            ax.set_box_aspect(1)              # square box + equal x/y limits = equal aspect
+            ax.set_box_aspect(1)  # square box + equal x/y limits = equal aspect
             ax.set_xticks([])
             ax.set_yticks([])
             for spine in ax.spines.values():
                 spine.set_color("#b0b0b0")
-            ax.axhline(0, color="#c8c8c8", lw=0.6, zorder=0)                     # thin cross at origin
+            ax.axhline(0, color="#c8c8c8", lw=0.6, zorder=0)  # thin cross at origin
             ax.axvline(0, color="#c8c8c8", lw=0.6, zorder=0)
             if notes:
-                ax.text(0.5, 1 + (10 + 15 * note_lines) * fs / panel_px, title, transform=ax.transAxes,
-                        ha="center", va="bottom", fontsize=11 * fs)
-                ax.text(0.5, 1 + 6 * fs / panel_px, notes[i], transform=ax.transAxes, ha="center", va="bottom",
-                        fontsize=9 * fs, color="#505050", linespacing=1.25)
+                ax.text(
+                    0.5,
+                    1 + (10 + 15 * note_lines) * fs / panel_px,
+                    title,
+                    transform=ax.transAxes,
+                    ha="center",
+                    va="bottom",
+                    fontsize=11 * fs,
+                )
+                ax.text(
+                    0.5,
+                    1 + 6 * fs / panel_px,
+                    notes[i],
+                    transform=ax.transAxes,
+                    ha="center",
+                    va="bottom",
+                    fontsize=9 * fs,
+                    color="#505050",
+                    linespacing=1.25,
+                )
             else:
                 ax.set_title(title, fontsize=11 * fs, pad=7 * fs)
             if axis_labels:
@@ -290,10 +326,28 @@ class PanelFigure:
                 ax.set_ylabel(axis_labels[1], fontsize=8.5 * fs, color="#606060", labelpad=3 * fs)
             lc = _Trails(self.colours[self.order], linewidths=1.4 * fs, capstyle="butt", zorder=2, **anim)
             ax.add_collection(lc)
-            sc = ax.scatter(np.zeros(n_heads), np.zeros(n_heads), s=30 * fs, c=self.colours[self.order],
-                            edgecolors="white", linewidths=0.5 * fs, zorder=3, **anim)
-            tx = ax.text(0.985, 0.015, "", transform=ax.transAxes, ha="right", va="bottom", fontsize=8 * fs,
-                         color="#808080", zorder=4, **anim)
+            sc = ax.scatter(
+                np.zeros(n_heads),
+                np.zeros(n_heads),
+                s=30 * fs,
+                c=self.colours[self.order],
+                edgecolors="white",
+                linewidths=0.5 * fs,
+                zorder=3,
+                **anim,
+            )
+            tx = ax.text(
+                0.985,
+                0.015,
+                "",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=8 * fs,
+                color="#808080",
+                zorder=4,
+                **anim,
+            )
             self.axes.append(ax)
             self.trails.append(lc)
             self.scatters.append(sc)
@@ -305,21 +359,44 @@ class PanelFigure:
             self.axes[p].add_line(line)
             self.outline_lines.append(line)
         if header:
-            head = self.fig.text(pad / width, 1 - 12 * fs / height, header, ha="left", va="top", fontsize=10 * fs,
-                                 color="#606060", linespacing=1.35)
+            head = self.fig.text(
+                pad / width,
+                1 - 12 * fs / height,
+                header,
+                ha="left",
+                va="top",
+                fontsize=10 * fs,
+                color="#606060",
+                linespacing=1.35,
+            )
             wide = head.get_window_extent(self.canvas.get_renderer()).width
-            if wide > width - 2 * pad:                                           # shrink a long header to fit
+            if wide > width - 2 * pad:  # shrink a long header to fit
                 head.set_fontsize(10 * fs * (width - 2 * pad) / wide)
         top_row = 1 - (16 * header_lines + 20) * fs / height
-        self.epoch_text = self.fig.text(pad / width, top_row, "", ha="left", va="top", fontsize=15 * fs,
-                                        weight="bold", **anim)
-        self.caption_text = self.fig.text(1 - pad / width, top_row - 4 * fs / height, "", ha="right", va="top",
-                                          fontsize=10 * fs, color="#404040", **anim)
+        self.epoch_text = self.fig.text(
+            pad / width, top_row, "", ha="left", va="top", fontsize=15 * fs, weight="bold", **anim
+        )
+        self.caption_text = self.fig.text(
+            1 - pad / width,
+            top_row - 4 * fs / height,
+            "",
+            ha="right",
+            va="top",
+            fontsize=10 * fs,
+            color="#404040",
+            **anim,
+        )
         self.strip = None
         if timeline is not None:
             y_strip = legend_h
-            self.strip = TimelineStrip(self.fig, (pad + 34 * fs, y_strip, width - 2 * pad - 84 * fs, strip_h), timeline,
-                                       snapshot_epochs, animated=blit, fontsize=9 * fs)
+            self.strip = TimelineStrip(
+                self.fig,
+                (pad + 34 * fs, y_strip, width - 2 * pad - 84 * fs, strip_h),
+                timeline,
+                snapshot_epochs,
+                animated=blit,
+                fontsize=9 * fs,
+            )
         # the legend: fixed slots (a marker and a text each), rewritten by a frame's Look
         self.legend_markers, self.legend_texts = [], []
         slot_w = (width - 2 * pad) / legend_cols
@@ -327,17 +404,27 @@ class PanelFigure:
             row, c = j // legend_cols, j % legend_cols
             x = pad + c * slot_w
             y = legend_h - (14 + 22 * row) * fs
-            mk = Line2D([(x + 8 * fs) / width], [y / height], transform=self.fig.transFigure, ls="", marker="o",
-                        ms=7 * fs, mfc=col, mec="white", **anim)
+            mk = Line2D(
+                [(x + 8 * fs) / width],
+                [y / height],
+                transform=self.fig.transFigure,
+                ls="",
+                marker="o",
+                ms=7 * fs,
+                mfc=col,
+                mec="white",
+                **anim,
+            )
             self.fig.add_artist(mk)
-            tx = self.fig.text((x + 20 * fs) / width, y / height, label, ha="left", va="center", fontsize=10 * fs,
-                               **anim)
+            tx = self.fig.text(
+                (x + 20 * fs) / width, y / height, label, ha="left", va="center", fontsize=10 * fs, **anim
+            )
             self.legend_markers.append(mk)
             self.legend_texts.append(tx)
         self._background = self._static = None
         self._background_key = None
         if blit:
-            self.canvas.draw()                                                   # static parts only
+            self.canvas.draw()  # static parts only
             self._static = self.canvas.copy_from_bbox(self.fig.bbox)
 
     def apply_look(self, look: Look) -> None:
@@ -363,21 +450,21 @@ class PanelFigure:
         if state.look is not None:
             self.apply_look(state.look)
         fade = np.clip(1.0 - state.trail_age / max(self.trail_epochs, 1e-9), 0.0, 1.0)  # [K]
-        seg_alpha = 0.9 * 0.5 * (fade[:-1] + fade[1:])                           # [K-1]
+        seg_alpha = 0.9 * 0.5 * (fade[:-1] + fade[1:])  # [K-1]
         for p, ax in enumerate(self.axes):
             lim = float(state.limits[p])
             ax.set_xlim(-lim, lim)
             ax.set_ylim(-lim, lim)
             pts = state.points[p, order]
             self.scatters[p].set_offsets(np.column_stack([pts.real, pts.imag]))
-            tr = state.trail[:, p, order]                                        # [K, H]
+            tr = state.trail[:, p, order]  # [K, H]
             self.trails[p].set_trail(np.stack([tr.real, tr.imag], -1), seg_alpha)  # [K, H, 2]
             self.scales[p].set_text(f"axes span ±{lim:.3g}")
         for (p, heads), line in zip(self.outline_groups, self.outline_lines):
             if line.get_visible():
                 z = state.points[p, heads]
                 z = z[np.argsort(np.angle(z), kind="stable")]
-                z = np.append(z, z[:1])                                          # closed
+                z = np.append(z, z[:1])  # closed
                 line.set_data(z.real, z.imag)
         self.epoch_text.set_text(f"epoch {state.epoch:,}")
         self.caption_text.set_text(state.caption)

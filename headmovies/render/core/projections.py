@@ -8,6 +8,7 @@ A shift s of the token values multiplies X^(u, v) by exp(2 pi i r s / n), with
 so the heads of one orbit draw a regular polygon with n / gcd(r, n) vertices centred at 0.
 Source: seed 000 ("Attention heads forming orbits"); docs/math.md, "Irrep coordinates".
 """
+
 from __future__ import annotations
 
 import math
@@ -52,6 +53,7 @@ def polygon_order(r: int, n: int) -> int:
 @dataclass(frozen=True)
 class Panel:
     """One movie panel: the plane (circuit, u, v) of X^(u, v)."""
+
     circuit: str
     u: int
     v: int
@@ -75,12 +77,13 @@ class Panel:
         if k == 1:
             return f"r = {r}: a shift moves no dot\nso an orbit's heads coincide"
         shape = {2: "a pair of opposite points", 3: "a triangle", 4: "a square"}.get(k, f"a regular {k}-gon")
-        return (f"a shift by s turns every dot by s·{turn:.4g}° (r = {r}, {step:.4g}° a step)\n"
-                f"so an orbit draws {shape}, or sits at 0")
+        return (
+            f"a shift by s turns every dot by s·{turn:.4g}° (r = {r}, {step:.4g}° a step)\n"
+            f"so an orbit draws {shape}, or sits at 0"
+        )
 
     def __str__(self) -> str:
         return f"{self.circuit}:{self.u},{self.v}"
-
 
 
 _PANEL = re.compile(r"^\s*(qk|ov)\s*:\s*([+-]?\d+)\s*,\s*([+-]?\d+)\s*$", re.IGNORECASE)
@@ -93,15 +96,21 @@ def parse_panel(text: str, n: int | None = None) -> Panel:
     with v = 0, OV with u = 0: zero for every head)."""
     match = _PANEL.match(text)
     if not match:
-        raise UserError(f"bad panel {text!r}: expected CIRCUIT:U,V with CIRCUIT qk or ov and integer "
-                        "frequencies, e.g. qk:0,10 ov:10,-10")
+        raise UserError(
+            f"bad panel {text!r}: expected CIRCUIT:U,V with CIRCUIT qk or ov and integer "
+            "frequencies, e.g. qk:0,10 ov:10,-10"
+        )
     panel = Panel(match.group(1).lower(), int(match.group(2)), int(match.group(3)))
     if n is not None and not (abs(panel.u) < n and abs(panel.v) < n):
-        raise UserError(f"bad panel {text!r}: frequencies of C_{n} are 0..{n - 1} (or -{n - 1}..-1, the same "
-                        f"planes counted down), got u={panel.u}, v={panel.v}")
+        raise UserError(
+            f"bad panel {text!r}: frequencies of C_{n} are 0..{n - 1} (or -{n - 1}..-1, the same "
+            f"planes counted down), got u={panel.u}, v={panel.v}"
+        )
     if (panel.circuit, panel.v if panel.circuit == "qk" else panel.u) in (("qk", 0), ("ov", 0)):
         zero, which = ("v", "key") if panel.circuit == "qk" else ("u", "output")
-        raise UserError(f"bad panel {text!r}: {panel.circuit.upper()} planes with {zero} = 0 are centred away "
-                        f"(docs/math.md, 'QK and OV circuits'): every head sits at 0; choose a nonzero {which} "
-                        f"frequency {zero}")
+        raise UserError(
+            f"bad panel {text!r}: {panel.circuit.upper()} planes with {zero} = 0 are centred away "
+            f"(docs/math.md, 'QK and OV circuits'): every head sits at 0; choose a nonzero {which} "
+            f"frequency {zero}"
+        )
     return panel

@@ -13,6 +13,7 @@ a page that strips them), the video does not start by itself either: the poster 
 controls are what the reader gets, the safe side. Switching the preference on while the
 movie plays pauses it.
 """
+
 from __future__ import annotations
 
 import html
@@ -50,8 +51,14 @@ def mp4_codec(path: str | os.PathLike) -> str | None:
     return f"avc1.{profile:02X}{compat:02X}{level:02X}"
 
 
-def html_snippet(basename: str, size: tuple[int, int], sources: Iterable[str], poster: bool,
-                 caption: str = "", mp4_codecs: str | None = None) -> str:
+def html_snippet(
+    basename: str,
+    size: tuple[int, int],
+    sources: Iterable[str],
+    poster: bool,
+    caption: str = "",
+    mp4_codecs: str | None = None,
+) -> str:
     """The snippet's HTML (file names relative to it, so the folder can be copied next to a
     post as is). size: (width, height) of the movie in pixels; sources: the movie formats
     written (mp4 and/or webm); poster: the PNG poster exists; caption: the figcaption text
@@ -60,9 +67,11 @@ def html_snippet(basename: str, size: tuple[int, int], sources: Iterable[str], p
     sources = set(sources)
     name = html.escape(basename, quote=True)
     attrs = f' poster="{name}.png"' if poster else ""
-    lines = [f'<figure class="headmovies-movie" style="margin: 1em 0; max-width: {w}px;">',
-             f'<video controls muted loop playsinline preload="metadata" width="{w}" height="{h}"{attrs} '
-             'style="display: block; width: 100%; height: auto;">']
+    lines = [
+        f'<figure class="headmovies-movie" style="margin: 1em 0; max-width: {w}px;">',
+        f'<video controls muted loop playsinline preload="metadata" width="{w}" height="{h}"{attrs} '
+        'style="display: block; width: 100%; height: auto;">',
+    ]
     mp4_type = f'video/mp4; codecs="{mp4_codecs}"' if mp4_codecs else "video/mp4"
     types = {"mp4": mp4_type, "webm": 'video/webm; codecs="vp9"'}
     for ext in ("mp4", "webm"):

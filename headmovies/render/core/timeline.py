@@ -14,6 +14,7 @@ what is known at that epoch in full and the rest pale.
 - `hold_frames` says how often each snapshot's frame is repeated: `hold_s` seconds at every
   event marked `hold`, so a key event gets screen time even where it spans a few snapshots.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,11 +29,11 @@ from matplotlib.transforms import blended_transform_factory
 
 from headmovies.errors import UserError
 
-EVENT_HOLD_S = 1.0        # seconds each held event stays on screen
-BANNER_FRAMES = 24        # the event's sentence stays this many snapshots after its own
+EVENT_HOLD_S = 1.0  # seconds each held event stays on screen
+BANNER_FRAMES = 24  # the event's sentence stays this many snapshots after its own
 PHASE_COLOUR = "#707070"
-FUTURE_ALPHA = 0.3        # labels of events after the cursor
-STRIP_PX = 170            # height of the strip in pixels (banner, label rows, axes, tick labels)
+FUTURE_ALPHA = 0.3  # labels of events after the cursor
+STRIP_PX = 170  # height of the strip in pixels (banner, label rows, axes, tick labels)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Event:
     words:  what happens, undated (e.g. "heads 12–15 form a verified 4-orbit"), for texts that
             say the epoch their own way (a caption, the viewer's page)
     """
+
     epoch: int
     label: str
     text: str = ""
@@ -69,6 +71,7 @@ class Curve:
     "right" (the right axis may be logarithmic); `step` draws a step curve (a count that
     changes at snapshots); `fill` fills it down to 0; stacked fills are drawn in order on top
     of each other when `stack` is set."""
+
     epochs: np.ndarray
     values: np.ndarray
     label: str
@@ -82,6 +85,7 @@ class Curve:
 @dataclass
 class Timeline:
     """What a movie's timeline strip shows: epochs start..end, events, curves, axis labels."""
+
     start: int
     end: int
     events: list[Event] = field(default_factory=list)
@@ -94,7 +98,7 @@ class Timeline:
     def __post_init__(self):
         self.events = sorted((e for e in self.events if self.start <= e.epoch <= self.end), key=lambda e: e.epoch)
         if self.end <= self.start:
-            self.end = self.start + 1           # a single snapshot: any width
+            self.end = self.start + 1  # a single snapshot: any width
 
 
 def schedule_events(config: dict, epochs: Sequence[int] | None = None) -> list[Event]:
@@ -109,8 +113,14 @@ def schedule_events(config: dict, epochs: Sequence[int] | None = None) -> list[E
     last = int(epochs[-1]) if epochs is not None and len(epochs) else int(config.get("epochs", 0))
     if early == late or not 0 < switch < last:
         return []
-    return [Event(switch, f"1 frame = {late} epochs", hold=False,
-                  words=f"snapshots every {late} epochs from here (every {early} before)")]
+    return [
+        Event(
+            switch,
+            f"1 frame = {late} epochs",
+            hold=False,
+            words=f"snapshots every {late} epochs from here (every {early} before)",
+        )
+    ]
 
 
 def first_lasting(epochs: np.ndarray, ok: np.ndarray) -> int | None:
@@ -147,9 +157,13 @@ def hold_frames(epochs: Sequence[int], events: Sequence[Event], fps: float, hold
 
 def add_timeline_arguments(parser, hold_s: float = EVENT_HOLD_S) -> None:
     """--event-hold S: the option every movie with a timeline shares."""
-    parser.add_argument("--event-hold", type=float, default=hold_s, metavar="S",
-                        help=f"seconds the movie holds its frame at each key event on the timeline "
-                             f"(default {hold_s:g}; 0: no holds)")
+    parser.add_argument(
+        "--event-hold",
+        type=float,
+        default=hold_s,
+        metavar="S",
+        help=f"seconds the movie holds its frame at each key event on the timeline (default {hold_s:g}; 0: no holds)",
+    )
 
 
 def timeline_arguments(args) -> float:
@@ -176,13 +190,20 @@ class TimelineStrip:
     figure blits them over a cached background).
     """
 
-    def __init__(self, fig, box: tuple[float, float, float, float], timeline: Timeline,
-                 snapshot_epochs: Sequence[int] = (), animated: bool = True, banner_frames: int = BANNER_FRAMES,
-                 fontsize: float = 9.0):
+    def __init__(
+        self,
+        fig,
+        box: tuple[float, float, float, float],
+        timeline: Timeline,
+        snapshot_epochs: Sequence[int] = (),
+        animated: bool = True,
+        banner_frames: int = BANNER_FRAMES,
+        fontsize: float = 9.0,
+    ):
         self.timeline = tl = timeline
         W, H = fig.bbox.width, fig.bbox.height
         x0, y0, w, h = box
-        k = fontsize / 9.0                                         # pixel margins follow the text size
+        k = fontsize / 9.0  # pixel margins follow the text size
         label_px, banner_px, ticks_px = 16 * k, 22 * k, 22 * k
         axes_h = max(24.0 * k, h - banner_px - 3 * label_px - ticks_px)
         self.ax = ax = fig.add_axes((x0 / W, (y0 + ticks_px) / H, w / W, axes_h / H))
@@ -198,43 +219,100 @@ class TimelineStrip:
         # event marks and their labels, in rows that do not overlap
         bt = blended_transform_factory(ax.transData, ax.transAxes)
         renderer = fig.canvas.get_renderer()
-        placed: list[tuple[int, float, float, float]] = []     # (row, left, right, leader x) in pixels
+        placed: list[tuple[int, float, float, float]] = []  # (row, left, right, leader x) in pixels
         px_per_epoch = w / (tl.end - tl.start)
         self.labels = []
         for e in tl.events:
-            ax.axvline(e.epoch, color=e.colour, lw=1.2 if not e.phase else 1.0, ls="--" if e.phase else "-",
-                       alpha=0.9, zorder=3)
+            ax.axvline(
+                e.epoch,
+                color=e.colour,
+                lw=1.2 if not e.phase else 1.0,
+                ls="--" if e.phase else "-",
+                alpha=0.9,
+                zorder=3,
+            )
             x = x0 + (e.epoch - tl.start) * px_per_epoch
-            t = fig.text(0, 0, e.label, fontsize=fontsize - 0.5, color=e.colour, va="bottom",
-                         weight="normal" if e.phase else "bold", animated=animated, zorder=4,
-                         bbox=dict(boxstyle="square,pad=0.05", facecolor="white", edgecolor="none"))
+            t = fig.text(
+                0,
+                0,
+                e.label,
+                fontsize=fontsize - 0.5,
+                color=e.colour,
+                va="bottom",
+                weight="normal" if e.phase else "bold",
+                animated=animated,
+                zorder=4,
+                bbox=dict(boxstyle="square,pad=0.05", facecolor="white", edgecolor="none"),
+            )
             # (the white box: a leader that cannot avoid a lower label, in small frames, passes behind it)
             tw = t.get_window_extent(renderer).width
-            left = x - 2 if x + tw + 2 <= x0 + w + 40 * k else x - tw + 2    # flip left near the right edge
-            row = next((r for strict in (True, False) for r in range(3)     # else: only no overlap
-                        if self._free(placed, r, left, left + tw, x, 6 * k, strict)), 2)
+            left = x - 2 if x + tw + 2 <= x0 + w + 40 * k else x - tw + 2  # flip left near the right edge
+            row = next(
+                (
+                    r
+                    for strict in (True, False)
+                    for r in range(3)  # else: only no overlap
+                    if self._free(placed, r, left, left + tw, x, 6 * k, strict)
+                ),
+                2,
+            )
             placed.append((row, left, left + tw, x))
             ly = y0 + ticks_px + axes_h + 2 * k + row * label_px
             t.set_position((left / W, ly / H))
             self.labels.append(t)
             # a thin leader from the axes top to the label row
-            fig.add_artist(Line2D([x / W, x / W], [(y0 + ticks_px + axes_h) / H, (ly + 2) / H], color=e.colour,
-                                  lw=0.6, alpha=0.6, ls="--" if e.phase else "-"))
+            fig.add_artist(
+                Line2D(
+                    [x / W, x / W],
+                    [(y0 + ticks_px + axes_h) / H, (ly + 2) / H],
+                    color=e.colour,
+                    lw=0.6,
+                    alpha=0.6,
+                    ls="--" if e.phase else "-",
+                )
+            )
         anim = dict(animated=animated)
         top = y0 + ticks_px + axes_h + 3 * label_px + 2 * k
         # the veil over everything after the cursor in the axes; labels of later events are pale
-        self.veil = Rectangle((tl.end, 0.0), 0.0, 1.0, transform=bt, facecolor="white", edgecolor="none",
-                              alpha=0.72, clip_on=False, zorder=6, **anim)
+        self.veil = Rectangle(
+            (tl.end, 0.0),
+            0.0,
+            1.0,
+            transform=bt,
+            facecolor="white",
+            edgecolor="none",
+            alpha=0.72,
+            clip_on=False,
+            zorder=6,
+            **anim,
+        )
         ax.add_patch(self.veil)
-        self.cursor = Line2D([tl.start, tl.start], [0.0, 1.0], transform=bt, color="#202020", lw=max(1.5, 1.6 * k),
-                             clip_on=False, zorder=7, **anim)
+        self.cursor = Line2D(
+            [tl.start, tl.start],
+            [0.0, 1.0],
+            transform=bt,
+            color="#202020",
+            lw=max(1.5, 1.6 * k),
+            clip_on=False,
+            zorder=7,
+            **anim,
+        )
         ax.add_line(self.cursor)
-        self.banner = fig.text(x0 / W, (top + 4 * k) / H, "", fontsize=fontsize + 1.5, va="bottom", ha="left",
-                               weight="bold", color="#202020", **anim)
-        self.fast = [self.veil, self.cursor]          # change every frame
-        self.slow = [self.banner, *self.labels]       # change at a few frames (events)
+        self.banner = fig.text(
+            x0 / W,
+            (top + 4 * k) / H,
+            "",
+            fontsize=fontsize + 1.5,
+            va="bottom",
+            ha="left",
+            weight="bold",
+            color="#202020",
+            **anim,
+        )
+        self.fast = [self.veil, self.cursor]  # change every frame
+        self.slow = [self.banner, *self.labels]  # change at a few frames (events)
         self.epochs = np.asarray(snapshot_epochs, np.int64)
-        self._banner_from = []              # (first snapshot, last snapshot, event)
+        self._banner_from = []  # (first snapshot, last snapshot, event)
         for e, i in zip(tl.events, event_snapshots(self.epochs, tl.events)):
             if i is not None:
                 self._banner_from.append((i, i + banner_frames - 1, e))
@@ -264,11 +342,13 @@ class TimelineStrip:
             x, y = np.asarray(c.epochs, float), np.asarray(c.values, float)
             lo = base if (c.stack and base is not None and len(base) == len(y)) else np.zeros_like(y)
             if c.fill:
-                ax.fill_between(x, lo, lo + y, step="post" if c.step else None, color=c.colour, alpha=0.75, lw=0,
-                                label=c.label)
+                ax.fill_between(
+                    x, lo, lo + y, step="post" if c.step else None, color=c.colour, alpha=0.75, lw=0, label=c.label
+                )
             else:
-                ax.plot(x, lo + y, color=c.colour, lw=1.3, drawstyle="steps-post" if c.step else "default",
-                        label=c.label)
+                ax.plot(
+                    x, lo + y, color=c.colour, lw=1.3, drawstyle="steps-post" if c.step else "default", label=c.label
+                )
             base = lo + y if c.stack else base
         if tl.left_lim:
             ax.set_ylim(*tl.left_lim)

@@ -11,6 +11,7 @@ sinusoidal table (a root attribute), which enters Q and K only (see `Model`). Ne
 Heads are labelled TransformerLens-style, 0-based: "L0H2" is layer 0, head 2 (the seed counts
 heads and layers from 1).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from headmovies.errors import UserError
-from headmovies.tasks.induction import (BLOCK_LENGTHS, SEED_PROMPTS, correct_completion, decode, encode_prompt,
-                                        positions_of, sample_sequences)
+from headmovies.tasks.induction import (
+    BLOCK_LENGTHS,
+    SEED_PROMPTS,
+    correct_completion,
+    decode,
+    encode_prompt,
+    positions_of,
+    sample_sequences,
+)
 
 EIG_TOL = 1e-6  # eigenvalues below this fraction of the largest are numerical zeros
 
@@ -27,26 +35,39 @@ EIG_TOL = 1e-6  # eigenvalues below this fraction of the largest are numerical z
 # prompt "ABCXYZABCDEF" twice: once with correct completion ABCDEFABCDEF (so the prompt was
 # ABCDEFABCDEF, as read here) and once as out of distribution.
 SEED_COMPLETIONS = {
-    "induction-1l": {"ABCDEF": "ECECECECECECECECEC", "ABCDEFABCDEF": "CFCFCFCFCFCF",
-                     "XYZRSTXYZRST": "TSTSZSTSTSZST", "ABCDEFXYZRST": "FEFEFEFEFEFE",
-                     "QWERTYXYZRST": "YTYTYTYTYTYT"},
-    "induction-smeared": {"ABCDEF": "EFEFEFEFEFEFEFEFEF", "ABCDEFABCDEF": "ABCDEFABCDEF",
-                          "XYZRSTXYZRST": "XYZRSTXYZRST", "ABCDEFXYZRST": "FXYZRSTFXYZR",
-                          "QWERTYXYZRST": "YXYXYXYXYXYX"},
-    "induction-2l": {"ABCDEFABCDEF": "ABCDEFABBCEF", "AAABBBAAABBB": "ABABABABABAB",
-                     "ABCXYZABCDEF": "ABCXYZABCYYZ"},
+    "induction-1l": {
+        "ABCDEF": "ECECECECECECECECEC",
+        "ABCDEFABCDEF": "CFCFCFCFCFCF",
+        "XYZRSTXYZRST": "TSTSZSTSTSZST",
+        "ABCDEFXYZRST": "FEFEFEFEFEFE",
+        "QWERTYXYZRST": "YTYTYTYTYTYT",
+    },
+    "induction-smeared": {
+        "ABCDEF": "EFEFEFEFEFEFEFEFEF",
+        "ABCDEFABCDEF": "ABCDEFABCDEF",
+        "XYZRSTXYZRST": "XYZRSTXYZRST",
+        "ABCDEFXYZRST": "FXYZRSTFXYZR",
+        "QWERTYXYZRST": "YXYXYXYXYXYX",
+    },
+    "induction-2l": {"ABCDEFABCDEF": "ABCDEFABBCEF", "AAABBBAAABBB": "ABABABABABAB", "ABCXYZABCDEF": "ABCXYZABCYYZ"},
 }
 # OV copying scores printed in seed 003 (its "sum k/|k|"; by its values, Sigma lambda / Sigma |lambda|).
 SEED_SCORES = {
-    "induction-1l": {"heads": [0.6860927, 0.85695416, 0.98481447, 0.5779195], "sum_of_heads": 0.9997909,
-                     "direct": -0.9995849},
+    "induction-1l": {
+        "heads": [0.6860927, 0.85695416, 0.98481447, 0.5779195],
+        "sum_of_heads": 0.9997909,
+        "direct": -0.9995849,
+    },
     "induction-smeared": {"heads": [-0.71228284, 1.0, 1.0, -0.856813], "direct": -0.9998577},
-    "induction-2l": {"heads": [-0.9999998, -0.94031566, -0.9329939, -0.9999997,
-                               0.9998253, 0.9999484, 0.99989885, 0.99702746], "direct": -0.9995},
+    "induction-2l": {
+        "heads": [-0.9999998, -0.94031566, -0.9329939, -0.9999997, 0.9998253, 0.9999484, 0.99989885, 0.99702746],
+        "direct": -0.9995,
+    },
 }
 
 
 # ----------------------------------------------------------------------------- forward pass
+
 
 @dataclass
 class Model:
@@ -54,6 +75,7 @@ class Model:
     sinusoidal table `W_pos` [T, width] and where it enters: "qk_vector" (q = x W_Q + W_pos,
     width n_heads * d_head) or "qk_input" (q = (x + W_pos) W_Q, width d_model); read it from
     the run with `tasks.induction.positions_of(run.config)`."""
+
     weights: dict
     W_pos: np.ndarray
     positions: str
@@ -70,12 +92,17 @@ def n_layers(weights: dict[str, np.ndarray]) -> int:
 def layer(weights: dict[str, np.ndarray], l: int) -> dict[str, np.ndarray]:
     """{'W_Q', 'W_K', 'W_V', 'W_O'[, 'alpha']} of layer l (float64)."""
     p = f"blocks.{l}.attn."
-    return {k[len(p):]: np.asarray(v, np.float64) for k, v in weights.items() if k.startswith(p)}
+    return {k[len(p) :]: np.asarray(v, np.float64) for k, v in weights.items() if k.startswith(p)}
 
 
-def forward(model: Model, tokens: np.ndarray, *,
-            k_composition: bool = True, q_composition: bool = True,
-            return_patterns: bool = False):
+def forward(
+    model: Model,
+    tokens: np.ndarray,
+    *,
+    k_composition: bool = True,
+    q_composition: bool = True,
+    return_patterns: bool = False,
+):
     """tokens int [B, T] -> logits float64 [B, T, V] (and, with return_patterns, a list over
     layers of attention patterns [B, H, T, T], query by key).
 
@@ -91,7 +118,7 @@ def forward(model: Model, tokens: np.ndarray, *,
     W_E = np.asarray(weights["W_E"], np.float64)
     B, T = tokens.shape
     pos = np.asarray(model.W_pos, np.float64)[:T]
-    x0 = W_E[tokens]                                                    # (B, T, d)
+    x0 = W_E[tokens]  # (B, T, d)
     x = x0
     mask = np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, 0.0)  # causal: no later keys
     patterns = []
@@ -101,24 +128,24 @@ def forward(model: Model, tokens: np.ndarray, *,
         xq = x if (q_composition or l == 0) else x0
         xk = x if (k_composition or l == 0) else x0
         if vector_pos:
-            P = pos.reshape(T, -1, dh).transpose(1, 0, 2)[None]          # (1, H, T, dh)
+            P = pos.reshape(T, -1, dh).transpose(1, 0, 2)[None]  # (1, H, T, dh)
             q, k = _heads(xq, w["W_Q"]) + P, _heads(xk, w["W_K"]) + P
         else:
-            q = _heads(xq + pos, w["W_Q"])                              # (B, H, T, dh)
-            k = _heads(xk + pos, w["W_K"])                              # (B, H, T, dh)
+            q = _heads(xq + pos, w["W_Q"])  # (B, H, T, dh)
+            k = _heads(xk + pos, w["W_K"])  # (B, H, T, dh)
         if "alpha" in w:
             s = (1 / (1 + np.exp(-w["alpha"])))[None, :, None, None]
             k_prev = np.concatenate([k[:, :, :1], k[:, :, :-1]], axis=2)
             k = s * k + (1 - s) * k_prev
-        v = _heads(x, w["W_V"])                                         # (B, H, T, dh)
-        scores = (q / np.sqrt(dh)) @ k.transpose(0, 1, 3, 2) + mask     # (B, H, T, T)
+        v = _heads(x, w["W_V"])  # (B, H, T, dh)
+        scores = (q / np.sqrt(dh)) @ k.transpose(0, 1, 3, 2) + mask  # (B, H, T, T)
         scores -= scores.max(-1, keepdims=True)
         pattern = np.exp(scores)
         pattern /= pattern.sum(-1, keepdims=True)
         patterns.append(pattern)
         H = pattern.shape[1]
         z = (pattern @ v).transpose(0, 2, 1, 3).reshape(B, T, H * dh)  # (B, T, H*dh)
-        x = x + z @ w["W_O"].reshape(H * dh, -1)                        # (B, T, d)
+        x = x + z @ w["W_O"].reshape(H * dh, -1)  # (B, T, d)
     logits = x @ np.asarray(weights["W_U"], np.float64)
     return (logits, patterns) if return_patterns else logits
 
@@ -138,16 +165,17 @@ def greedy_complete(model: Model, prompt: np.ndarray, length: int | None = None)
     while len(seq) < length:
         logits = forward(model, np.array([seq]))
         seq.append(int(logits[0, -1].argmax()))
-    return np.array(seq[len(prompt):], dtype=np.int64)
+    return np.array(seq[len(prompt) :], dtype=np.int64)
 
 
 def predictable_accuracy(logits: np.ndarray, tokens: np.ndarray, block_len: int) -> float:
     """Fraction of targets at positions [block_len, T) predicted by the logits one step before."""
-    return float((logits[:, block_len - 1:-1].argmax(-1) == tokens[:, block_len:]).mean())
+    return float((logits[:, block_len - 1 : -1].argmax(-1) == tokens[:, block_len:]).mean())
 
 
-def block_length_accuracy(model: Model, cfg: dict, lengths=BLOCK_LENGTHS, n: int = 1024,
-                          seed: int = 0, **ablation) -> dict[int, float]:
+def block_length_accuracy(
+    model: Model, cfg: dict, lengths=BLOCK_LENGTHS, n: int = 1024, seed: int = 0, **ablation
+) -> dict[int, float]:
     """{block length: accuracy on predictable positions} on n fresh sequences of each block
     length (distinct letters when the run's config says so). A head that attends to a fixed
     offset of 5 solves only length 6; an induction head solves them all."""
@@ -180,6 +208,7 @@ def offset_profile(pattern: np.ndarray, start: int = 0) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- copying scores
 
+
 def factored_eigenvalues(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Non-trivial eigenvalues of A @ B (A [n, r], B [r, n]), complex [min(n, r)].
 
@@ -205,8 +234,10 @@ def copying_scores(eigenvalues: np.ndarray) -> dict[str, float]:
     if mag.max(initial=0) == 0:
         return {"copying": 0.0, "seed_mean_sign": 0.0}
     keep = mag > EIG_TOL * mag.max()
-    return {"copying": float(lam.sum().real / mag.sum()),
-            "seed_mean_sign": float(np.mean((lam[keep] / mag[keep]).real))}
+    return {
+        "copying": float(lam.sum().real / mag.sum()),
+        "seed_mean_sign": float(np.mean((lam[keep] / mag[keep]).real)),
+    }
 
 
 def ov_factors(weights, l: int, h: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -234,8 +265,15 @@ def copying_table(weights) -> list[dict]:
     def add(name, l, h, A, B):
         lam = factored_eigenvalues(A, B)
         lam = lam[np.argsort(-np.abs(lam))]
-        rows.append({"circuit": name, "layer": l, "head": h, **copying_scores(lam),
-                     "eigenvalues": [[float(z.real), float(z.imag)] for z in lam]})
+        rows.append(
+            {
+                "circuit": name,
+                "layer": l,
+                "head": h,
+                **copying_scores(lam),
+                "eigenvalues": [[float(z.real), float(z.imag)] for z in lam],
+            }
+        )
 
     for l in range(n_layers(weights)):
         H = weights[f"blocks.{l}.attn.W_Q"].shape[0]
@@ -248,8 +286,9 @@ def copying_table(weights) -> list[dict]:
 
 # ----------------------------------------------------------------------------- composition
 
+
 def _frob(M: np.ndarray) -> np.ndarray:
-    return np.sqrt((M ** 2).sum((-2, -1)))
+    return np.sqrt((M**2).sum((-2, -1)))
 
 
 def composition_scores(weights, l1: int = 0, l2: int = 1) -> dict[str, np.ndarray]:
@@ -269,8 +308,8 @@ def composition_scores(weights, l1: int = 0, l2: int = 1) -> dict[str, np.ndarra
     """
     w1, w2 = layer(weights, l1), layer(weights, l2)
     W_E = np.asarray(weights["W_E"], np.float64)
-    OV1 = w1["W_V"] @ w1["W_O"]                                          # (H1, d, d)
-    QK2 = w2["W_Q"] @ w2["W_K"].transpose(0, 2, 1)                        # (H2, d, d)
+    OV1 = w1["W_V"] @ w1["W_O"]  # (H1, d, d)
+    QK2 = w2["W_Q"] @ w2["W_K"].transpose(0, 2, 1)  # (H2, d, d)
     OV2 = w2["W_V"] @ w2["W_O"]
     n1, n2 = _frob(OV1), _frob(QK2)
     k = _frob(QK2[None] @ OV1.transpose(0, 2, 1)[:, None]) / (n1[:, None] * n2[None])
@@ -280,15 +319,14 @@ def composition_scores(weights, l1: int = 0, l2: int = 1) -> dict[str, np.ndarra
     k_token = np.zeros((H1, H2))
     for a in range(H1):
         for b in range(H2):
-            A = W_E @ w2["W_Q"][b]                                        # (V, dh)
-            Bm = (W_E @ OV1[a] @ w2["W_K"][b]).T                          # (dh, V)
+            A = W_E @ w2["W_Q"][b]  # (V, dh)
+            Bm = (W_E @ OV1[a] @ w2["W_K"][b]).T  # (dh, V)
             k_token[a, b] = copying_scores(factored_eigenvalues(A, Bm))["copying"]
     base = composition_baseline(w1["W_V"].shape[1], w1["W_V"].shape[2], w2["W_Q"].shape[2])
     return {"k": k, "q": q, "v": v, "k_token": k_token, **{f"{n}_baseline": base[n] for n in base}}
 
 
-def composition_baseline(d_model: int, d_head1: int, d_head2: int, draws: int = 200,
-                         seed: int = 0) -> dict[str, float]:
+def composition_baseline(d_model: int, d_head1: int, d_head2: int, draws: int = 200, seed: int = 0) -> dict[str, float]:
     """Mean K-, Q- and V-composition score of random Gaussian W_Q, W_K, W_V, W_O ([d, dh])."""
     rng = np.random.default_rng(seed)
     out = {"k": 0.0, "q": 0.0, "v": 0.0}
@@ -312,12 +350,15 @@ def immediate_repeats(completion: str, prompt: str) -> int:
 
 # ----------------------------------------------------------------------------- whole runs
 
+
 def check_run(run) -> np.ndarray:
     """Raise UserError unless `run` (a runfile.reader.Run) is an induction run; return W_pos
     float64 [T, width]."""
     if not run.experiment.startswith("induction"):
-        raise UserError(f"{run.path} is a run of {run.experiment!r}, not an induction experiment; "
-                        "train one with `headmovies train induction-1l` (or -smeared, -2l)")
+        raise UserError(
+            f"{run.path} is a run of {run.experiment!r}, not an induction experiment; "
+            "train one with `headmovies train induction-1l` (or -smeared, -2l)"
+        )
     if "W_pos" not in run.f.attrs:
         raise UserError(f"{run.path} lacks its positional table (root attribute W_pos); retrain it")
     return np.asarray(run.f.attrs["W_pos"], np.float64)
@@ -337,10 +378,16 @@ def completions_table(model: Model, cfg: dict, experiment: str, prompts=SEED_PRO
     for prompt in prompts:
         ours = decode(greedy_complete(model, encode_prompt(prompt, cfg["n_vocab"], T), T))
         correct = correct_completion(prompt, L, T)
-        rows.append({"prompt": prompt, "completion": ours, "correct": correct,
-                     "is_correct": None if correct is None else ours == correct,
-                     "seed": SEED_COMPLETIONS.get(experiment, {}).get(prompt),
-                     "immediate_repeats": immediate_repeats(ours, prompt)})
+        rows.append(
+            {
+                "prompt": prompt,
+                "completion": ours,
+                "correct": correct,
+                "is_correct": None if correct is None else ours == correct,
+                "seed": SEED_COMPLETIONS.get(experiment, {}).get(prompt),
+                "immediate_repeats": immediate_repeats(ours, prompt),
+            }
+        )
     return rows
 
 
@@ -356,35 +403,50 @@ def analyse(run, n_sequences: int = 1024, seed: int = 0) -> dict:
     cfg, weights = run.config, model.weights
     nl = n_layers(weights)
     T, L = cfg["seq_len"], cfg["block_len"]
-    tokens = sample_sequences(np.random.default_rng(seed), n_sequences, cfg["n_vocab"], T, L,
-                              cfg.get("distinct", True))
+    tokens = sample_sequences(np.random.default_rng(seed), n_sequences, cfg["n_vocab"], T, L, cfg.get("distinct", True))
     logits = forward(model, tokens)
     att = {"model": mean_attention(model, tokens)}
-    out = {"experiment": run.experiment, "run": str(run.path), "seed": run.seed, "epoch": int(run.epochs[-1]),
-           "complete": run.complete, "n_layers": nl, "config": cfg,
-           "accuracy": predictable_accuracy(logits, tokens, L),
-           "copying": copying_table(weights),
-           "completions": completions_table(model, cfg, run.experiment),
-           "block_length_accuracy": _str_keys(block_length_accuracy(model, cfg, n=n_sequences, seed=seed))}
-    prof = offset_profile(att["model"], start=L)                         # (n_layers, H, T)
-    out["heads"] = [{"head": f"L{l}H{h}", "top_offset": int(np.nanargmax(prof[l, h])),
-                     "top_offset_attention": float(np.nanmax(prof[l, h])),
-                     "offset_attention": [float(v) for v in prof[l, h, :L + 2]]}
-                    for l in range(nl) for h in range(prof.shape[1])]
+    out = {
+        "experiment": run.experiment,
+        "run": str(run.path),
+        "seed": run.seed,
+        "epoch": int(run.epochs[-1]),
+        "complete": run.complete,
+        "n_layers": nl,
+        "config": cfg,
+        "accuracy": predictable_accuracy(logits, tokens, L),
+        "copying": copying_table(weights),
+        "completions": completions_table(model, cfg, run.experiment),
+        "block_length_accuracy": _str_keys(block_length_accuracy(model, cfg, n=n_sequences, seed=seed)),
+    }
+    prof = offset_profile(att["model"], start=L)  # (n_layers, H, T)
+    out["heads"] = [
+        {
+            "head": f"L{l}H{h}",
+            "top_offset": int(np.nanargmax(prof[l, h])),
+            "top_offset_attention": float(np.nanmax(prof[l, h])),
+            "offset_attention": [float(v) for v in prof[l, h, : L + 2]],
+        }
+        for l in range(nl)
+        for h in range(prof.shape[1])
+    ]
     if "blocks.0.attn.alpha" in weights:
         out["smear_sigmoid_alpha"] = [float(1 / (1 + np.exp(-a))) for a in weights["blocks.0.attn.alpha"]]
     if nl >= 2:
         comp = composition_scores(weights, 0, 1)
         out["composition"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in comp.items()}
-        ablations = {"no_k_composition": {"k_composition": False},
-                     "no_q_composition": {"q_composition": False},
-                     "no_qk_composition": {"k_composition": False, "q_composition": False}}
+        ablations = {
+            "no_k_composition": {"k_composition": False},
+            "no_q_composition": {"q_composition": False},
+            "no_qk_composition": {"k_composition": False, "q_composition": False},
+        }
         out["ablations"] = {}
         for name, kw in ablations.items():
             acc = predictable_accuracy(forward(model, tokens, **kw), tokens, L)
             out["ablations"][name] = {
                 "accuracy": acc,
-                "block_length_accuracy": _str_keys(block_length_accuracy(model, cfg, n=n_sequences, seed=seed, **kw))}
+                "block_length_accuracy": _str_keys(block_length_accuracy(model, cfg, n=n_sequences, seed=seed, **kw)),
+            }
         att["no_k_composition"] = mean_attention(model, tokens, k_composition=False)
     out["_attention"] = att
     return out
@@ -402,16 +464,28 @@ def over_training(run, n_sequences: int = 256, seed: int = 0, progress: bool = T
     W_pos = check_run(run)
     cfg = run.config
     positions = positions_of(cfg)
-    tokens = sample_sequences(np.random.default_rng(seed), n_sequences, cfg["n_vocab"], cfg["seq_len"],
-                              cfg["block_len"], cfg.get("distinct", True))
+    tokens = sample_sequences(
+        np.random.default_rng(seed),
+        n_sequences,
+        cfg["n_vocab"],
+        cfg["seq_len"],
+        cfg["block_len"],
+        cfg.get("distinct", True),
+    )
     epochs, cop, sms, att, names = [], [], [], [], None
-    for epoch, w in tqdm(run.iter_weights(), total=len(run), desc="snapshots", unit="snap",
-                         disable=not progress, leave=False):
+    for epoch, w in tqdm(
+        run.iter_weights(), total=len(run), desc="snapshots", unit="snap", disable=not progress, leave=False
+    ):
         rows = copying_table(w)
         names = [r["circuit"] for r in rows]
         epochs.append(epoch)
         cop.append([r["copying"] for r in rows])
         sms.append([r["seed_mean_sign"] for r in rows])
         att.append(mean_attention(Model(w, W_pos, positions), tokens).astype(np.float32))
-    return {"epoch": np.array(epochs, np.int64), "circuits": names, "copying": np.array(cop),
-            "seed_mean_sign": np.array(sms), "attention": np.stack(att)}
+    return {
+        "epoch": np.array(epochs, np.int64),
+        "circuits": names,
+        "copying": np.array(cop),
+        "seed_mean_sign": np.array(sms),
+        "attention": np.stack(att),
+    }

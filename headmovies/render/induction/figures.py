@@ -5,6 +5,7 @@ training code: mean attention per head, copying scores beside the seed's, accura
 length, training curves with copying scores per snapshot, and for two layers the composition
 scores and the attention with K-composition removed. The movie is in `induction.movie`.
 """
+
 from __future__ import annotations
 
 import matplotlib
@@ -24,19 +25,31 @@ def _copy_by_head(result: dict) -> dict[str, dict]:
     return {r["circuit"]: r for r in result["copying"]}
 
 
-def _heatmap_grid(att: np.ndarray, titles: list[list[str]], suptitle: str, width: float = 10.0,
-                  dpi: int = 100, below_px: int = 0):
+def _heatmap_grid(
+    att: np.ndarray, titles: list[list[str]], suptitle: str, width: float = 10.0, dpi: int = 100, below_px: int = 0
+):
     """Figure of n_layers x H attention heatmaps [n_layers, H, T, T] with one colour bar, and
     `below_px` free pixels under them (the movie's timeline strip).
     Returns (figure, images in row order, suptitle artist)."""
     nl, H, T, _ = att.shape
     ticks = [t for t in (0, 6, 12, 18, 23) if t < T]
-    grid_h = 0.6 + 2.6 * nl                                                  # inches, without the strip
+    grid_h = 0.6 + 2.6 * nl  # inches, without the strip
     height = grid_h + below_px / dpi
-    fig, axes = plt.subplots(nl, H, figsize=(width, height), squeeze=False, dpi=dpi,
-                             gridspec_kw=dict(left=0.05, right=0.9, top=1 - 0.55 / height,
-                                              bottom=(0.12 / nl * grid_h + below_px / dpi) / height,
-                                              wspace=0.25, hspace=0.35))
+    fig, axes = plt.subplots(
+        nl,
+        H,
+        figsize=(width, height),
+        squeeze=False,
+        dpi=dpi,
+        gridspec_kw=dict(
+            left=0.05,
+            right=0.9,
+            top=1 - 0.55 / height,
+            bottom=(0.12 / nl * grid_h + below_px / dpi) / height,
+            wspace=0.25,
+            hspace=0.35,
+        ),
+    )
     images = []
     for l in range(nl):
         for h in range(H):
@@ -76,9 +89,11 @@ def attention_figure(result: dict, key: str = "model"):
     att = result["_attention"][key]
     nl, H = att.shape[:2]
     what = "per head" if key == "model" else "with K-composition removed (L1 keys without L0 outputs)"
-    fig, _, _ = _heatmap_grid(att, head_titles(result, nl, H),
-                              f"{result['experiment']} seed {result['seed']}, epoch {result['epoch']:,}: "
-                              f"mean attention {what}")
+    fig, _, _ = _heatmap_grid(
+        att,
+        head_titles(result, nl, H),
+        f"{result['experiment']} seed {result['seed']}, epoch {result['epoch']:,}: mean attention {what}",
+    )
     return fig
 
 
@@ -89,20 +104,22 @@ def copying_figure(result: dict):
     names = [r["circuit"].replace("direct path W_E W_U", "direct path") for r in rows]
     x = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(rows) + 2), 3.6))
-    ax.bar(x - 0.2, [r["copying"] for r in rows], 0.4, color="tab:blue",
-           label="Σλ / Σ|λ| (Elhage et al. 2021)")
-    ax.bar(x + 0.2, [r["seed_mean_sign"] for r in rows], 0.4, color="tab:orange",
-           label="mean Re(λ/|λ|) (seed's wording)")
+    ax.bar(x - 0.2, [r["copying"] for r in rows], 0.4, color="tab:blue", label="Σλ / Σ|λ| (Elhage et al. 2021)")
+    ax.bar(
+        x + 0.2, [r["seed_mean_sign"] for r in rows], 0.4, color="tab:orange", label="mean Re(λ/|λ|) (seed's wording)"
+    )
     seed = ind.SEED_SCORES.get(result["experiment"])
     if seed and result["config"].get("n_heads") == 4:
         heads = [i for i, r in enumerate(rows) if r["head"] is not None]
-        sx = heads[:len(seed["heads"])]
-        ax.scatter(sx, seed["heads"][:len(sx)], marker="D", color="black", zorder=3, s=18,
-                   label="seed 003's printed values")
+        sx = heads[: len(seed["heads"])]
+        ax.scatter(
+            sx, seed["heads"][: len(sx)], marker="D", color="black", zorder=3, s=18, label="seed 003's printed values"
+        )
         ax.scatter([len(rows) - 1], [seed["direct"]], marker="D", color="black", zorder=3, s=18)
         if "sum_of_heads" in seed:
-            ax.scatter([names.index("L0 sum of heads")], [seed["sum_of_heads"]], marker="D", color="black",
-                       zorder=3, s=18)
+            ax.scatter(
+                [names.index("L0 sum of heads")], [seed["sum_of_heads"]], marker="D", color="black", zorder=3, s=18
+            )
     ax.axhline(0, color="0.3", lw=0.6)
     ax.set_ylim(-1.08, 1.08)
     ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
@@ -131,8 +148,10 @@ def block_length_figure(result: dict):
     ax.set_ylabel("accuracy on predictable positions")
     ax.set_ylim(0, 1.02)
     ax.axhline(1 / 26, color="0.5", lw=0.6, ls=":")
-    ax.set_title(f"{result['experiment']} seed {result['seed']}: an induction head solves every length, "
-                 "a fixed offset only one", fontsize=8)
+    ax.set_title(
+        f"{result['experiment']} seed {result['seed']}: an induction head solves every length, a fixed offset only one",
+        fontsize=8,
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -141,26 +160,40 @@ def block_length_figure(result: dict):
 def composition_figure(result: dict):
     """K-composition (Frobenius) and the seed's token-space eigenvalue sign, layer 0 -> layer 1."""
     comp = result["composition"]
-    panels = [("k", f"K-composition ‖W_QK(L1) W_OV(L0)ᵀ‖ / (‖·‖‖·‖)\n(random baseline {comp['k_baseline']:.2f})",
-               "viridis", (0, None)),
-              ("q", f"Q-composition (random baseline {comp['q_baseline']:.2f})", "viridis", (0, None)),
-              ("k_token", "token-space K-composition Σλ/Σ|λ|\nof W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ", "RdBu_r", (-1, 1))]
+    panels = [
+        (
+            "k",
+            f"K-composition ‖W_QK(L1) W_OV(L0)ᵀ‖ / (‖·‖‖·‖)\n(random baseline {comp['k_baseline']:.2f})",
+            "viridis",
+            (0, None),
+        ),
+        ("q", f"Q-composition (random baseline {comp['q_baseline']:.2f})", "viridis", (0, None)),
+        ("k_token", "token-space K-composition Σλ/Σ|λ|\nof W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ", "RdBu_r", (-1, 1)),
+    ]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
     vmax = max(np.max(comp["k"]), np.max(comp["q"]))
     for ax, (key, title, cmap, (lo, hi)) in zip(axes, panels):
         m = np.array(comp[key])
         im = ax.imshow(m, cmap=cmap, vmin=lo, vmax=hi if hi is not None else vmax)
         for (i, j), v in np.ndenumerate(m):
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if (key != "k_token" and v < 0.6 * vmax) else "black")
+            ax.text(
+                j,
+                i,
+                f"{v:.2f}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if (key != "k_token" and v < 0.6 * vmax) else "black",
+            )
         ax.set_xticks(range(m.shape[1]), [f"L1H{h}" for h in range(m.shape[1])], fontsize=7)
         ax.set_yticks(range(m.shape[0]), [f"L0H{h}" for h in range(m.shape[0])], fontsize=7)
         ax.set_xlabel("layer-1 head (reads)", fontsize=7)
         ax.set_ylabel("layer-0 head (writes)", fontsize=7)
         ax.set_title(title, fontsize=8)
         fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.suptitle(f"{result['experiment']} seed {result['seed']}: composition of layer-0 heads into layer-1 heads",
-                 fontsize=9)
+    fig.suptitle(
+        f"{result['experiment']} seed {result['seed']}: composition of layer-0 heads into layer-1 heads", fontsize=9
+    )
     fig.tight_layout()
     return fig
 
@@ -180,12 +213,18 @@ def training_figure(result: dict, history: dict, metrics: dict):
     ax.set_title("held-out batch", fontsize=9)
     names = history["circuits"]
     cmap = plt.get_cmap("tab10")
-    for ax, key, title in ((axes[1], "copying", "OV copying Σλ / Σ|λ| (Elhage et al.)"),
-                           (axes[2], "seed_mean_sign", "OV copying, mean Re(λ/|λ|) (seed's wording)")):
+    for ax, key, title in (
+        (axes[1], "copying", "OV copying Σλ / Σ|λ| (Elhage et al.)"),
+        (axes[2], "seed_mean_sign", "OV copying, mean Re(λ/|λ|) (seed's wording)"),
+    ):
         for i, name in enumerate(names):
-            style = dict(color="black", lw=1.6) if name.startswith("direct") else \
-                dict(color="0.45", lw=1.3, ls="--" if name.startswith("L0") else ":") if "sum" in name else \
-                dict(color=cmap(i % 10), lw=1.0)
+            style = (
+                dict(color="black", lw=1.6)
+                if name.startswith("direct")
+                else dict(color="0.45", lw=1.3, ls="--" if name.startswith("L0") else ":")
+                if "sum" in name
+                else dict(color=cmap(i % 10), lw=1.0)
+            )
             ax.plot(history["epoch"], history[key][:, i], label=name.replace(" W_E W_U", ""), **style)
         ax.axhline(0, color="0.3", lw=0.5)
         ax.set_ylim(-1.05, 1.05)

@@ -3,6 +3,7 @@ fresh sequences, one frame per snapshot, titled with its copying score at that s
 a timeline strip (docs/movie.md, "Timeline"): epochs, the held-out accuracy, the schedule
 switch and the epochs from which the accuracy stays above 50 % and 90 % (held
 `event_hold_s` seconds each)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,11 +13,20 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from headmovies.render.core.encode import EncodeResult, encode
-from headmovies.render.core.timeline import (EVENT_HOLD_S, STRIP_PX, Curve, Event, Timeline, TimelineStrip,
-                                             first_lasting, hold_frames, schedule_events)
+from headmovies.render.core.timeline import (
+    EVENT_HOLD_S,
+    STRIP_PX,
+    Curve,
+    Event,
+    Timeline,
+    TimelineStrip,
+    first_lasting,
+    hold_frames,
+    schedule_events,
+)
 from headmovies.render.induction.figures import _heatmap_grid
 
-ACCURACY_MARKS = (0.5, 0.9)     # timeline events: held-out accuracy reaches these and stays
+ACCURACY_MARKS = (0.5, 0.9)  # timeline events: held-out accuracy reaches these and stays
 ACC_COLOUR = "C0"
 
 
@@ -32,35 +42,57 @@ def induction_timeline(epochs: np.ndarray, metrics: dict, config: dict) -> Timel
         for mark in ACCURACY_MARKS:
             e = first_lasting(me, acc >= mark)
             if e is not None:
-                events.append(Event(e, f"accuracy ≥ {mark:.0%}",
-                                    f"epoch {e:,}: held-out accuracy reaches {mark:.0%} and stays there",
-                                    colour=ACC_COLOUR, phase=False))
-    return Timeline(int(epochs[0]), int(epochs[-1]), events, curves, left_label="held-out\naccuracy %",
-                    left_lim=(0, 100))
+                events.append(
+                    Event(
+                        e,
+                        f"accuracy ≥ {mark:.0%}",
+                        f"epoch {e:,}: held-out accuracy reaches {mark:.0%} and stays there",
+                        colour=ACC_COLOUR,
+                        phase=False,
+                    )
+                )
+    return Timeline(
+        int(epochs[0]), int(epochs[-1]), events, curves, left_label="held-out\naccuracy %", left_lim=(0, 100)
+    )
 
 
 def figcaption(result: dict, config: dict, timeline: Timeline, n_sequences: int) -> str:
     """The movie's text alternative: what trained, what each panel shows, when accuracy rose."""
     nl, H = result["_attention"]["model"].shape[:2] if "_attention" in result else (config.get("n_layers", 1), 0)
-    parts = [f"An attention-only transformer with {nl} layer{'s' if nl > 1 else ''} of {H} heads trained "
-             f"{int(result['epoch']):,} epochs on sequences of {config.get('seq_len', '?')} letters made of a repeated "
-             f"block of {config.get('block_len', '?')} ({result['experiment']}, seed {result['seed']})."]
-    parts.append(f"Each panel is one head's mean attention pattern over {n_sequences} fresh sequences (query position "
-                 "down, key position across), titled with its OV copying score (+1 copies, -1 anti-copies).")
+    parts = [
+        f"An attention-only transformer with {nl} layer{'s' if nl > 1 else ''} of {H} heads trained "
+        f"{int(result['epoch']):,} epochs on sequences of {config.get('seq_len', '?')} letters made of a repeated "
+        f"block of {config.get('block_len', '?')} ({result['experiment']}, seed {result['seed']})."
+    ]
+    parts.append(
+        f"Each panel is one head's mean attention pattern over {n_sequences} fresh sequences (query position "
+        "down, key position across), titled with its OV copying score (+1 copies, -1 anti-copies)."
+    )
     marks = [e for e in timeline.events if not e.phase]
     if marks:
-        parts.append("Held-out accuracy on the predictable positions reaches "
-                     + " and ".join(f"{e.label.split('≥ ')[1]} from epoch {e.epoch:,}" for e in marks) + ".")
+        parts.append(
+            "Held-out accuracy on the predictable positions reaches "
+            + " and ".join(f"{e.label.split('≥ ')[1]} from epoch {e.epoch:,}" for e in marks)
+            + "."
+        )
     parts.append(f"Final accuracy {result['accuracy']:.1%}.")
     return " ".join(parts)
 
 
-def attention_frames(history: dict, experiment: str, seed: int, metrics: dict, timeline: Timeline | None = None,
-                     extra: np.ndarray | None = None, width: float = 10.0, dpi: int = 100) -> Iterator[np.ndarray]:
+def attention_frames(
+    history: dict,
+    experiment: str,
+    seed: int,
+    metrics: dict,
+    timeline: Timeline | None = None,
+    extra: np.ndarray | None = None,
+    width: float = 10.0,
+    dpi: int = 100,
+) -> Iterator[np.ndarray]:
     """Movie frames [H_px, W_px, 4] uint8 (even sizes): one grid of mean-attention heatmaps per
     snapshot, each panel titled with its head and its copying score at that snapshot, over the
     timeline strip (if given); snapshot s's frame is yielded 1 + extra[s] times."""
-    att = history["attention"]                                          # (S, nl, H, T, T)
+    att = history["attention"]  # (S, nl, H, T, T)
     S, nl, H = att.shape[:3]
     names = history["circuits"]
     col = {n: i for i, n in enumerate(names)}
@@ -71,8 +103,9 @@ def attention_frames(history: dict, experiment: str, seed: int, metrics: dict, t
     strip = None
     if timeline is not None:
         W = fig.bbox.width
-        strip = TimelineStrip(fig, (0.05 * W + 40, 4, 0.85 * W - 40, STRIP_PX - 8), timeline, history["epoch"],
-                              animated=False)
+        strip = TimelineStrip(
+            fig, (0.05 * W + 40, 4, 0.85 * W - 40, STRIP_PX - 8), timeline, history["epoch"], animated=False
+        )
     extra = np.zeros(S, np.int64) if extra is None else extra
     try:
         for s in range(S):
@@ -80,11 +113,12 @@ def attention_frames(history: dict, experiment: str, seed: int, metrics: dict, t
                 for h in range(H):
                     i = l * H + h
                     images[i].set_data(att[s, l, h])
-                    axes[i].set_title(f"L{l}H{h}  copying {history['copying'][s, col[f'L{l}H{h}']]:+.2f}",
-                                      fontsize=8)
+                    axes[i].set_title(f"L{l}H{h}  copying {history['copying'][s, col[f'L{l}H{h}']]:+.2f}", fontsize=8)
             epoch = int(history["epoch"][s])
-            suptitle.set_text(f"{experiment} (seed {seed}): mean attention per head, epoch {epoch:>5d}, "
-                              f"held-out accuracy {acc.get(epoch, float('nan')):.1%}")
+            suptitle.set_text(
+                f"{experiment} (seed {seed}): mean attention per head, epoch {epoch:>5d}, "
+                f"held-out accuracy {acc.get(epoch, float('nan')):.1%}"
+            )
             if strip is not None:
                 strip.update(epoch)
             fig.canvas.draw()
@@ -96,19 +130,38 @@ def attention_frames(history: dict, experiment: str, seed: int, metrics: dict, t
         plt.close(fig)
 
 
-def make_movie(history: dict, result: dict, metrics: dict, out_dir: Path, label: str, formats,
-               fps: float = 24.0, hold_s: float = 2.0, progress: bool = True, config: dict | None = None,
-               event_hold_s: float = EVENT_HOLD_S, n_sequences: int = 256) -> EncodeResult:
+def make_movie(
+    history: dict,
+    result: dict,
+    metrics: dict,
+    out_dir: Path,
+    label: str,
+    formats,
+    fps: float = 24.0,
+    hold_s: float = 2.0,
+    progress: bool = True,
+    config: dict | None = None,
+    event_hold_s: float = EVENT_HOLD_S,
+    n_sequences: int = 256,
+) -> EncodeResult:
     """Encode the attention movie into out_dir/attention_movie.{mp4,webm,gif,png,html} (apart
     from the figure attention.png); `history` is `analysis.over_training(run)` (on `n_sequences`
     sequences), `result` is `analysis.analyse(run)`,
     `config` the run's config (schedule switch, task words in the caption)."""
     from tqdm import tqdm
+
     config = config or {}
     timeline = induction_timeline(history["epoch"], metrics, config)
     extra = hold_frames(history["epoch"], timeline.events, fps, event_hold_s)
     n = len(history["epoch"]) + int(extra.sum()) + int(round(hold_s * fps))
     with tqdm(total=n, desc=f"{label} movie", unit="frame", disable=not progress, leave=False) as bar:
-        return encode(attention_frames(history, result["experiment"], result["seed"], metrics, timeline, extra),
-                      out_dir, "attention_movie", fps=fps, hold_s=hold_s, formats=formats, on_frame=bar.update,
-                      caption=figcaption(result, config, timeline, n_sequences))
+        return encode(
+            attention_frames(history, result["experiment"], result["seed"], metrics, timeline, extra),
+            out_dir,
+            "attention_movie",
+            fps=fps,
+            hold_s=hold_s,
+            formats=formats,
+            on_frame=bar.update,
+            caption=figcaption(result, config, timeline, n_sequences),
+        )

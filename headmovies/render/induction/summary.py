@@ -2,6 +2,7 @@
 movies, and tables across runs (docs/results/induction.md), written into one folder by
 `headmovies induction report` (`write_report`); and a sweep row's summary of one run
 (`sweep_summary`, `SWEEP_OUTCOME`, docs/sweeps.md)."""
+
 from __future__ import annotations
 
 import json
@@ -26,17 +27,29 @@ def run_markdown(r: dict) -> str:
     """The per-run tables as Markdown."""
     seed_cop = ind.SEED_SCORES.get(r["experiment"], {})
     seed_heads = seed_cop.get("heads", []) if r["config"].get("n_heads") == 4 else []
-    out = [f"# {r['experiment']}, seed {r['seed']} (epoch {r['epoch']:,})", "",
-           f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
-           f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {positions_of(r['config'])}; "
-           f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}.", ""]
+    out = [
+        f"# {r['experiment']}, seed {r['seed']} (epoch {r['epoch']:,})",
+        "",
+        f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
+        f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {positions_of(r['config'])}; "
+        f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}.",
+        "",
+    ]
     if "smear_sigmoid_alpha" in r:
-        out += ["Smeared keys, sigmoid(alpha) per head (1 = own key only): "
-                + ", ".join(f"L0H{h} {v:.3f}" for h, v in enumerate(r["smear_sigmoid_alpha"])), ""]
-    out += ["## OV copying scores", "",
-            "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the seed's wording (nonzero "
-            "eigenvalues only). Heads are 0-based (the seed's Head 1 is L0H0).", "",
-            "| circuit | Σλ/Σ\\|λ\\| | mean Re(λ/\\|λ\\|) | seed 003 printed |", "|---|---|---|---|"]
+        out += [
+            "Smeared keys, sigmoid(alpha) per head (1 = own key only): "
+            + ", ".join(f"L0H{h} {v:.3f}" for h, v in enumerate(r["smear_sigmoid_alpha"])),
+            "",
+        ]
+    out += [
+        "## OV copying scores",
+        "",
+        "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the seed's wording (nonzero "
+        "eigenvalues only). Heads are 0-based (the seed's Head 1 is L0H0).",
+        "",
+        "| circuit | Σλ/Σ\\|λ\\| | mean Re(λ/\\|λ\\|) | seed 003 printed |",
+        "|---|---|---|---|",
+    ]
     i = 0
     for row in r["copying"]:
         seed = None
@@ -46,35 +59,72 @@ def run_markdown(r: dict) -> str:
             seed = seed_cop.get("direct")
         elif row["circuit"] == "L0 sum of heads":
             seed = seed_cop.get("sum_of_heads")
-        out.append(f"| {row['circuit']} | {row['copying']:+.3f} | {row['seed_mean_sign']:+.3f} | {_fmt(seed, '+.3f')} |")
+        out.append(
+            f"| {row['circuit']} | {row['copying']:+.3f} | {row['seed_mean_sign']:+.3f} | {_fmt(seed, '+.3f')} |"
+        )
     L = r["config"]["block_len"]
-    out += ["", "## Mean attention by offset (queries at positions ≥ block length)", "",
-            "| head | most attention at offset | its weight | " + " | ".join(f"{d} back" for d in range(L + 2)) + " |",
-            "|---|---|---|" + "---|" * (L + 2)]
+    out += [
+        "",
+        "## Mean attention by offset (queries at positions ≥ block length)",
+        "",
+        "| head | most attention at offset | its weight | " + " | ".join(f"{d} back" for d in range(L + 2)) + " |",
+        "|---|---|---|" + "---|" * (L + 2),
+    ]
     for h in r["heads"]:
-        out.append(f"| {h['head']} | {h['top_offset']} | {h['top_offset_attention']:.2f} | "
-                   + " | ".join(f"{v:.2f}" for v in h["offset_attention"]) + " |")
-    out += ["", "## Greedy completions to 24 letters", "",
-            "| prompt | completion | correct | ok | seed 003's completion | repeats in a row |", "|---|---|---|---|---|---|"]
+        out.append(
+            f"| {h['head']} | {h['top_offset']} | {h['top_offset_attention']:.2f} | "
+            + " | ".join(f"{v:.2f}" for v in h["offset_attention"])
+            + " |"
+        )
+    out += [
+        "",
+        "## Greedy completions to 24 letters",
+        "",
+        "| prompt | completion | correct | ok | seed 003's completion | repeats in a row |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in r["completions"]:
         ok = {True: "yes", False: "no", None: "n/a"}[c["is_correct"]]
-        out.append(f"| {c['prompt']} | {c['completion']} | {c['correct'] or 'N/A'} | {ok} | {c['seed'] or '—'} | "
-                   f"{c['immediate_repeats']} |")
+        out.append(
+            f"| {c['prompt']} | {c['completion']} | {c['correct'] or 'N/A'} | {ok} | {c['seed'] or '—'} | "
+            f"{c['immediate_repeats']} |"
+        )
     lengths = sorted(r["block_length_accuracy"], key=int)
-    out += ["", "## Accuracy by block length (fresh sequences)", "",
-            "| model | " + " | ".join(f"L={k}" for k in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    out += [
+        "",
+        "## Accuracy by block length (fresh sequences)",
+        "",
+        "| model | " + " | ".join(f"L={k}" for k in lengths) + " |",
+        "|---|" + "---|" * len(lengths),
+    ]
     out.append("| full model | " + " | ".join(f"{r['block_length_accuracy'][k]:.1%}" for k in lengths) + " |")
     for name, ab in r.get("ablations", {}).items():
-        out.append(f"| {name.replace('_', ' ')} | " + " | ".join(f"{ab['block_length_accuracy'][k]:.1%}" for k in lengths)
-                   + " |")
+        out.append(
+            f"| {name.replace('_', ' ')} | "
+            + " | ".join(f"{ab['block_length_accuracy'][k]:.1%}" for k in lengths)
+            + " |"
+        )
     if "composition" in r:
         comp = r["composition"]
-        for key, title in (("k", f"K-composition score ‖W_QK(L1) W_OV(L0)ᵀ‖/(‖W_QK‖‖W_OV‖) (random baseline {comp['k_baseline']:.3f})"),
-                           ("q", f"Q-composition score (random baseline {comp['q_baseline']:.3f})"),
-                           ("k_token", "token-space K-composition Σλ/Σ|λ| of W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ (the seed's eigenvalue test)")):
+        for key, title in (
+            (
+                "k",
+                f"K-composition score ‖W_QK(L1) W_OV(L0)ᵀ‖/(‖W_QK‖‖W_OV‖) (random baseline {comp['k_baseline']:.3f})",
+            ),
+            ("q", f"Q-composition score (random baseline {comp['q_baseline']:.3f})"),
+            (
+                "k_token",
+                "token-space K-composition Σλ/Σ|λ| of W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ (the seed's eigenvalue test)",
+            ),
+        ):
             m = np.array(comp[key])
-            out += ["", f"## {title}", "", "| layer 0 → layer 1 | " + " | ".join(f"L1H{j}" for j in range(m.shape[1])) + " |",
-                    "|---|" + "---|" * m.shape[1]]
+            out += [
+                "",
+                f"## {title}",
+                "",
+                "| layer 0 → layer 1 | " + " | ".join(f"L1H{j}" for j in range(m.shape[1])) + " |",
+                "|---|" + "---|" * m.shape[1],
+            ]
             for a in range(m.shape[0]):
                 out.append(f"| L0H{a} | " + " | ".join(f"{v:+.3f}" for v in m[a]) + " |")
     return "\n".join(out) + "\n"
@@ -82,8 +132,10 @@ def run_markdown(r: dict) -> str:
 
 def summary_markdown(results: list[dict]) -> str:
     """One row per run: accuracy, block lengths, copying signs, completions."""
-    head = ("| run | variant | seed | positions | accuracy | L=4 | L=5 | L=6 | L=7 | L=8 | head copying Σλ/Σ|λ| | "
-            "direct path | seed prompts right | repeats in a row |")
+    head = (
+        "| run | variant | seed | positions | accuracy | L=4 | L=5 | L=6 | L=7 | L=8 | head copying Σλ/Σ|λ| | "
+        "direct path | seed prompts right | repeats in a row |"
+    )
     lines = [head.replace("Σ|λ|", "Σ\\|λ\\|"), "|" + "---|" * 14]
     for r in results:
         heads = " ".join(f"{row['copying']:+.2f}" for row in r["copying"] if row["head"] is not None)
@@ -91,10 +143,13 @@ def summary_markdown(results: list[dict]) -> str:
         graded = [c for c in r["completions"] if c["is_correct"] is not None]
         right = sum(c["is_correct"] for c in graded)
         bl = r["block_length_accuracy"]
-        lines.append(f"| {r['name']} | {r['experiment'].removeprefix('induction-')} | {r['seed']} | "
-                     f"{positions_of(r['config'])} | {r['accuracy']:.1%} | "
-                     + " | ".join(f"{bl[k]:.1%}" for k in ("4", "5", "6", "7", "8")) + f" | {heads} | {direct:+.3f} | "
-                     f"{right}/{len(graded)} | {sum(c['immediate_repeats'] for c in r['completions'])} |")
+        lines.append(
+            f"| {r['name']} | {r['experiment'].removeprefix('induction-')} | {r['seed']} | "
+            f"{positions_of(r['config'])} | {r['accuracy']:.1%} | "
+            + " | ".join(f"{bl[k]:.1%}" for k in ("4", "5", "6", "7", "8"))
+            + f" | {heads} | {direct:+.3f} | "
+            f"{right}/{len(graded)} | {sum(c['immediate_repeats'] for c in r['completions'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -110,10 +165,12 @@ def grouped_markdown(results: list[dict]) -> str:
         lo, hi = min(vals), max(vals)
         return format(lo, spec) if abs(hi - lo) < 5e-4 else f"{format(lo, spec)}..{format(hi, spec)}"
 
-    head = ("| variant | positions | seeds | accuracy L=6 | mean accuracy L=4,5,7,8 | heads copying (>+0.5) / "
-            "anti-copying (<−0.5), per layer | direct path Σλ/Σ\\|λ\\| | ABCDEF right | ABCDEFABCDEF, "
-            "XYZRSTXYZRST right | AAABBBAAABBB right | letters repeated in a row (other 6 prompts) | "
-            "no K-composition accuracy |")
+    head = (
+        "| variant | positions | seeds | accuracy L=6 | mean accuracy L=4,5,7,8 | heads copying (>+0.5) / "
+        "anti-copying (<−0.5), per layer | direct path Σλ/Σ\\|λ\\| | ABCDEF right | ABCDEFABCDEF, "
+        "XYZRSTXYZRST right | AAABBBAAABBB right | letters repeated in a row (other 6 prompts) | "
+        "no K-composition accuracy |"
+    )
     lines = [head, "|" + "---|" * 12]
     for (exp, pos, distinct), rs in groups.items():
         counts = []
@@ -132,11 +189,13 @@ def grouped_markdown(results: list[dict]) -> str:
         repeats = sum(c["immediate_repeats"] for c in comps if c["prompt"] != "AAABBBAAABBB")
         ood = [np.mean([r["block_length_accuracy"][k] for k in ("4", "5", "7", "8")]) for r in rs]
         nok = [r["ablations"]["no_k_composition"]["accuracy"] for r in rs if "ablations" in r]
-        lines.append(f"| {exp.removeprefix('induction-')}{'' if distinct else ' (repeats)'} | {pos} | "
-                     f"{len(rs)} | {rng([r['accuracy'] for r in rs], '.1%')} | {rng(ood, '.1%')} | "
-                     f"{', '.join(counts)} | {rng([r['copying'][-1]['copying'] for r in rs], '+.3f')} | "
-                     f"{right({'ABCDEF'})} | {right({'ABCDEFABCDEF', 'XYZRSTXYZRST'})} | "
-                     f"{right({'AAABBBAAABBB'})} | {repeats} | {rng(nok, '.1%') if nok else '—'} |")
+        lines.append(
+            f"| {exp.removeprefix('induction-')}{'' if distinct else ' (repeats)'} | {pos} | "
+            f"{len(rs)} | {rng([r['accuracy'] for r in rs], '.1%')} | {rng(ood, '.1%')} | "
+            f"{', '.join(counts)} | {rng([r['copying'][-1]['copying'] for r in rs], '+.3f')} | "
+            f"{right({'ABCDEF'})} | {right({'ABCDEFABCDEF', 'XYZRSTXYZRST'})} | "
+            f"{right({'AAABBBAAABBB'})} | {repeats} | {rng(nok, '.1%') if nok else '—'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -153,13 +212,16 @@ def completions(paths: list[Path], prompt: str) -> list[str]:
             tokens = encode_prompt(prompt, run.config["n_vocab"], run.config["seq_len"])
             completion = decode(ind.greedy_complete(model, tokens, run.config["seq_len"]))
             correct = correct_completion(prompt, run.config["block_len"], run.config["seq_len"])
-            lines.append(f"{path.name} ({run.experiment}, epoch {run.epochs[-1]:,}): {prompt} -> {completion}"
-                         f"   (correct: {correct if correct is not None else 'N/A'})")
+            lines.append(
+                f"{path.name} ({run.experiment}, epoch {run.epochs[-1]:,}): {prompt} -> {completion}"
+                f"   (correct: {correct if correct is not None else 'N/A'})"
+            )
     return lines
 
 
 def _figures(r: dict, history: dict, metrics: dict, folder: Path) -> None:
     from headmovies.render.induction import figures as F
+
     save_figure(F.attention_figure(r), folder, "attention", dpi=110)
     save_figure(F.copying_figure(r), folder, "copying", dpi=110)
     save_figure(F.block_length_figure(r), folder, "block_length", dpi=110)
@@ -169,13 +231,23 @@ def _figures(r: dict, history: dict, metrics: dict, folder: Path) -> None:
         save_figure(F.attention_figure(r, "no_k_composition"), folder, "attention_no_k_composition", dpi=110)
 
 
-def write_report(paths: list[Path], out: Path, movie: bool = True, formats=FORMATS, fps: float = 24.0,
-                 hold_s: float = 2.0, sequences: int = 1024, progress: bool = True,
-                 log: Callable[[str], None] = print, event_hold_s: float = EVENT_HOLD_S) -> list[dict]:
+def write_report(
+    paths: list[Path],
+    out: Path,
+    movie: bool = True,
+    formats=FORMATS,
+    fps: float = 24.0,
+    hold_s: float = 2.0,
+    sequences: int = 1024,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    event_hold_s: float = EVENT_HOLD_S,
+) -> list[dict]:
     """Analyse the last snapshot of each run and write the report (every run is checked before
     anything is written): <name>/analysis.{md,json}, figures as .png and .svg, the attention
     movie (unless `movie` is false), and summary.{md,json} across runs. Returns the results."""
     from headmovies.render.induction.movie import make_movie
+
     for path in paths:
         with Run(path) as run:
             ind.check_run(run)
@@ -184,8 +256,10 @@ def write_report(paths: list[Path], out: Path, movie: bool = True, formats=FORMA
     for path, name in zip(paths, unique_names(paths)):
         folder = prepare_out_dir(out / name)
         with Run(path) as run:
-            log(f"{path}: {run.experiment}, {len(run)} snapshots to epoch {run.epochs[-1]:,}"
-                + ("" if run.complete else " (incomplete run)"))
+            log(
+                f"{path}: {run.experiment}, {len(run)} snapshots to epoch {run.epochs[-1]:,}"
+                + ("" if run.complete else " (incomplete run)")
+            )
             r = ind.analyse(run, n_sequences=sequences)
             r["name"] = name
             history = ind.over_training(run, progress=progress)
@@ -195,23 +269,42 @@ def write_report(paths: list[Path], out: Path, movie: bool = True, formats=FORMA
         write_text(folder / "analysis.md", run_markdown(r))
         _figures(r, history, metrics, folder)
         if movie:
-            res = make_movie(history, r, metrics, folder, name, formats, fps, hold_s, progress, config=config,
-                             event_hold_s=event_hold_s)
-            log(f"  movie: {res.frames} frames {res.size[0]}x{res.size[1]} -> "
-                + ", ".join(p.name for p in res.paths.values()))
-        log(f"  {folder}: accuracy {r['accuracy']:.2%}, block lengths "
-            + ", ".join(f"{k}: {v:.0%}" for k, v in r["block_length_accuracy"].items()))
+            res = make_movie(
+                history,
+                r,
+                metrics,
+                folder,
+                name,
+                formats,
+                fps,
+                hold_s,
+                progress,
+                config=config,
+                event_hold_s=event_hold_s,
+            )
+            log(
+                f"  movie: {res.frames} frames {res.size[0]}x{res.size[1]} -> "
+                + ", ".join(p.name for p in res.paths.values())
+            )
+        log(
+            f"  {folder}: accuracy {r['accuracy']:.2%}, block lengths "
+            + ", ".join(f"{k}: {v:.0%}" for k, v in r["block_length_accuracy"].items())
+        )
         results.append(r)
     write_text(out / "summary.json", json.dumps([_jsonable(r) for r in results], indent=1) + "\n")
-    write_text(out / "summary.md", "# Induction runs\n\n" + summary_markdown(results)
-               + "\n## Over seeds\n\n" + grouped_markdown(results))
+    write_text(
+        out / "summary.md",
+        "# Induction runs\n\n" + summary_markdown(results) + "\n## Over seeds\n\n" + grouped_markdown(results),
+    )
     return results
 
 
-LEARNED = 0.9   # accuracy from which a block length counts as solved, for the sweep outcome
-SWEEP_OUTCOME = (f"'induction': accuracy >= {LEARNED:.0%} at the trained block length and on average at the others "
-                 f"({', '.join(map(str, BLOCK_LENGTHS))}); 'trained length only': at the trained length only; "
-                 "'not learned': neither")
+LEARNED = 0.9  # accuracy from which a block length counts as solved, for the sweep outcome
+SWEEP_OUTCOME = (
+    f"'induction': accuracy >= {LEARNED:.0%} at the trained block length and on average at the others "
+    f"({', '.join(map(str, BLOCK_LENGTHS))}); 'trained length only': at the trained length only; "
+    "'not learned': neither"
+)
 
 
 def outcome(accuracy: float, block_length_accuracy: dict, block_len: int) -> str:
@@ -230,10 +323,14 @@ def sweep_summary(run: Run) -> dict:
     "outcome" (`outcome`)."""
     r = ind.analyse(run)
     graded = [c for c in r["completions"] if c["is_correct"] is not None]
-    out = {"epoch": r["epoch"], "outcome": outcome(r["accuracy"], r["block_length_accuracy"], r["config"]["block_len"]),
-           "accuracy": r["accuracy"], "block_length_accuracy": r["block_length_accuracy"],
-           "copying": {row["circuit"]: row["copying"] for row in r["copying"]},
-           "prompts_right": f"{sum(c['is_correct'] for c in graded)}/{len(graded)}"}
+    out = {
+        "epoch": r["epoch"],
+        "outcome": outcome(r["accuracy"], r["block_length_accuracy"], r["config"]["block_len"]),
+        "accuracy": r["accuracy"],
+        "block_length_accuracy": r["block_length_accuracy"],
+        "copying": {row["circuit"]: row["copying"] for row in r["copying"]},
+        "prompts_right": f"{sum(c['is_correct'] for c in graded)}/{len(graded)}",
+    }
     if "ablations" in r:
         out["ablated_accuracy"] = {k: v["accuracy"] for k, v in r["ablations"].items()}
     return out

@@ -4,6 +4,7 @@ logged metrics), the axis labels, and the movie's text alternative (the snippet'
 worded in `events`. Everything here takes values (`stream.RunInfo`, the orbit history), not
 the run file.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -23,13 +24,18 @@ def metrics_caption(metrics: dict) -> Callable[[int], str]:
     if "epoch" not in metrics:
         return lambda epoch: ""
     index = {int(e): i for i, e in enumerate(metrics["epoch"])}
-    parts = [("train_acc", "train {:.1%}"), ("heldout_acc", "held-out {:.1%}"),
-             ("eq_error_pooled", "eq. error pooled {:.1e}"), ("eq_error_worst_input", "worst input {:.1e}")]
+    parts = [
+        ("train_acc", "train {:.1%}"),
+        ("heldout_acc", "held-out {:.1%}"),
+        ("eq_error_pooled", "eq. error pooled {:.1e}"),
+        ("eq_error_worst_input", "worst input {:.1e}"),
+    ]
     parts = [(k, f) for k, f in parts if k in metrics]
 
     def caption(epoch: int) -> str:
         i = index.get(int(epoch))
         return "" if i is None else "   ".join(f.format(metrics[k][i]) for k, f in parts)
+
     return caption
 
 
@@ -40,10 +46,12 @@ def task_words(experiment: str, n: int) -> str:
 
 def header_text(info: RunInfo, n: int, m: int, n_heads: int, trail_epochs: float) -> str:
     """Two lines: the run, and how to read a dot."""
-    return (f"{info.file} ({info.experiment}, seed {info.seed}): {n_heads} heads of one attention layer learning "
-            f"{task_words(info.experiment, n)}; the group C_{n} shifts tokens by s and outputs by {m}s\n"
-            f"Each dot is one head: X^(u,v), the Fourier coefficient of its QK circuit (query u, key v) or "
-            f"OV circuit (output u, input v); trails: last {trail_epochs:g} epochs")
+    return (
+        f"{info.file} ({info.experiment}, seed {info.seed}): {n_heads} heads of one attention layer learning "
+        f"{task_words(info.experiment, n)}; the group C_{n} shifts tokens by s and outputs by {m}s\n"
+        f"Each dot is one head: X^(u,v), the Fourier coefficient of its QK circuit (query u, key v) or "
+        f"OV circuit (output u, input v); trails: last {trail_epochs:g} epochs"
+    )
 
 
 def _task_in_full(experiment: str, n: int) -> str:
@@ -52,8 +60,9 @@ def _task_in_full(experiment: str, n: int) -> str:
     return f"the {experiment} task (C_{n})"
 
 
-def figcaption(info: RunInfo, n_heads: int, history: OrbitHistory | None, tracks: Sequence[Track],
-               panels: Sequence[Panel], n: int) -> str:
+def figcaption(
+    info: RunInfo, n_heads: int, history: OrbitHistory | None, tracks: Sequence[Track], panels: Sequence[Panel], n: int
+) -> str:
     """The movie's text alternative (the snippet's <figcaption>): what trained, what the
     panels show, the held events in the words of the timeline (`events`: phase changes, and
     each orbit's verification from the orbit check of every snapshot, `history`; None: the
@@ -63,23 +72,34 @@ def figcaption(info: RunInfo, n_heads: int, history: OrbitHistory | None, tracks
     penalty = " under an equivariance penalty" if float(cfg.get("eq_weight", 0) or 0) > 0 else ""
     planned = int(cfg.get("epochs", epochs) or epochs)
     so_far = "" if info.complete else f" so far (of {planned:,}; the run is unfinished)"
-    parts = [f"{n_heads} heads of one attention layer ({info.experiment} run {info.file}, seed {info.seed}) trained "
-             f"{epochs:,} epochs{so_far}{penalty} on {_task_in_full(info.experiment, n)}."]
+    parts = [
+        f"{n_heads} heads of one attention layer ({info.experiment} run {info.file}, seed {info.seed}) trained "
+        f"{epochs:,} epochs{so_far}{penalty} on {_task_in_full(info.experiment, n)}."
+    ]
     planes = ", ".join(f"{p.circuit.upper()} ({p.u}, {p.v})" for p in panels)
-    parts.append(f"Each dot is one head: the Fourier coefficient of its QK or OV circuit in one plane per panel "
-                 f"({planes}); shifting every token by s turns the dots of an orbit into each other.")
-    events = refine_event(cfg, epochs, history) + ([verified_event(tr, history.tol) for tr in tracks]
-                                                   if history is not None else [])
+    parts.append(
+        f"Each dot is one head: the Fourier coefficient of its QK or OV circuit in one plane per panel "
+        f"({planes}); shifting every token by s turns the dots of an orbit into each other."
+    )
+    events = refine_event(cfg, epochs, history) + (
+        [verified_event(tr, history.tol) for tr in tracks] if history is not None else []
+    )
     for epoch in sorted({e.epoch for e in events}):
         parts.append(f"At epoch {epoch:,} " + "; ".join(e.words for e in events if e.epoch == epoch) + ".")
     if history is not None:
-        parts.append("Before its verification an orbit's heads are drawn pale." if tracks else
-                     "No orbit is verified at the final snapshot.")
+        parts.append(
+            "Before its verification an orbit's heads are drawn pale."
+            if tracks
+            else "No orbit is verified at the final snapshot."
+        )
     met = info.metrics
     final = []
-    for key, words, fmt in (("train_acc", "train accuracy", "{:.1%}"), ("heldout_acc", "held-out accuracy", "{:.1%}"),
-                            ("eq_error_pooled", "equivariance error (pooled)", "{:.2g}"),
-                            ("eq_error_worst_input", "at the worst input", "{:.2g}")):
+    for key, words, fmt in (
+        ("train_acc", "train accuracy", "{:.1%}"),
+        ("heldout_acc", "held-out accuracy", "{:.1%}"),
+        ("eq_error_pooled", "equivariance error (pooled)", "{:.2g}"),
+        ("eq_error_worst_input", "at the worst input", "{:.2g}"),
+    ):
         if key in met and len(met[key]):
             final.append(f"{words} {fmt.format(float(met[key][-1]))}")
     if final:

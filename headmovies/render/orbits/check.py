@@ -51,6 +51,7 @@ inner products computed for every shift at once in Fourier space (`shifted_inner
 errors below 1e-4, where that form loses digits, are recomputed from the shifted matrices.
 32 heads of C_24 take a few milliseconds (bench/orbit_check.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -65,9 +66,9 @@ from headmovies.errors import RunFileError, UserError
 if TYPE_CHECKING:
     from headmovies.runfile.reader import Run
 
-TOL = 0.02        # seed 000: "within 2 % in relative Frobenius norm"
-DEAD_TOL = 0.01   # a head whose centred OV norm is below 1 % of the largest head's is dead
-M_FLOOR = 1e-9    # logits: a centred QK circuit this small is uniform attention
+TOL = 0.02  # seed 000: "within 2 % in relative Frobenius norm"
+DEAD_TOL = 0.01  # a head whose centred OV norm is below 1 % of the largest head's is dead
+M_FLOOR = 1e-9  # logits: a centred QK circuit this small is uniform attention
 GAUGES = ("spec", "bias")
 
 
@@ -80,6 +81,7 @@ class Orbit:
     heads: all original heads of the orbit, sorted. size: number of units = n / |stabiliser|.
     stabiliser: the shifts fixing each member. worst_error: max over members and shifts of e.
     """
+
     units: list[list[int]]
     stabiliser: list[int]
     worst_error: float
@@ -103,6 +105,7 @@ class OrbitReport:
     that s sends h's unit onto (-1 for dead heads). match_error [n, H]: that match's relative
     error e (NaN for dead heads). head_error [H]: max over s of match_error (NaN if dead).
     """
+
     n: int
     m: int
     tol: float
@@ -121,15 +124,32 @@ class OrbitReport:
 
     def to_dict(self) -> dict:
         """JSON-ready dict: errors to 6 significant digits, NaN written as null."""
+
         def num(v):
             return None if not np.isfinite(v) else sig6(v)
+
         return {
-            "epoch": self.epoch, "n": self.n, "m": self.m, "tol": self.tol, "dead_tol": self.dead_tol,
-            "n_heads": self.n_heads, "gauge": self.gauge,
+            "epoch": self.epoch,
+            "n": self.n,
+            "m": self.m,
+            "tol": self.tol,
+            "dead_tol": self.dead_tol,
+            "n_heads": self.n_heads,
+            "gauge": self.gauge,
             "bias_error": None if self.bias_error is None else num(self.bias_error),
-            "orbits": [{"size": o.size, "stabiliser": o.stabiliser, "worst_error": num(o.worst_error),
-                        "heads": o.heads, "units": o.units} for o in self.orbits],
-            "merged": self.merged, "dead": self.dead, "unassigned": self.unassigned,
+            "orbits": [
+                {
+                    "size": o.size,
+                    "stabiliser": o.stabiliser,
+                    "worst_error": num(o.worst_error),
+                    "heads": o.heads,
+                    "units": o.units,
+                }
+                for o in self.orbits
+            ],
+            "merged": self.merged,
+            "dead": self.dead,
+            "unassigned": self.unassigned,
             "head_error": [num(v) for v in self.head_error],
             "match": self.match.tolist(),
             "match_error": [[num(v) for v in row] for row in self.match_error],
@@ -149,23 +169,31 @@ class OrbitReport:
     def text(self) -> str:
         """A few lines in words."""
         at = f" at epoch {self.epoch:,}" if self.epoch is not None else ""
-        lines = [f"orbit check{at}: C_{self.n} acting on {heads(self.n_heads)} (outputs shift by "
-                 f"{self.m}s), tolerance {self.tol:.1%} relative Frobenius norm"
-                 + (", bias gauge (each head's key-independent OV part removed)" if self.gauge == "bias" else "")]
+        lines = [
+            f"orbit check{at}: C_{self.n} acting on {heads(self.n_heads)} (outputs shift by "
+            f"{self.m}s), tolerance {self.tol:.1%} relative Frobenius norm"
+            + (", bias gauge (each head's key-independent OV part removed)" if self.gauge == "bias" else "")
+        ]
         if not self.orbits:
             lines.append("  no verified orbit")
         for i, o in enumerate(self.orbits, 1):
             extra = f" ({len(o.heads)} heads after merging)" if len(o.heads) != o.size else ""
-            lines.append(f"  orbit {i}: size {o.size}{extra}, stabiliser {{{', '.join(map(str, o.stabiliser))}}}, "
-                         f"worst error {format_error(o.worst_error, self.tol)}: heads in shift order {_units_text(o.units)}")
+            lines.append(
+                f"  orbit {i}: size {o.size}{extra}, stabiliser {{{', '.join(map(str, o.stabiliser))}}}, "
+                f"worst error {format_error(o.worst_error, self.tol)}: heads in shift order {_units_text(o.units)}"
+            )
         if self.merged:
             lines.append(f"  merged (same centred QK, OV summed): {_units_text(self.merged)}")
-        lines.append(f"  dead (OV norm < {self.dead_tol:.0%} of the largest): "
-                     + (f"{heads(len(self.dead))} {self.dead}" if self.dead else "none"))
+        lines.append(
+            f"  dead (OV norm < {self.dead_tol:.0%} of the largest): "
+            + (f"{heads(len(self.dead))} {self.dead}" if self.dead else "none")
+        )
         if self.unassigned:
             errs = self.head_error[self.unassigned]
-            lines.append(f"  in no orbit: {heads(len(self.unassigned))} {self.unassigned} "
-                         f"(their worst-shift match error: {np.nanmin(errs):.1%} to {np.nanmax(errs):.1%})")
+            lines.append(
+                f"  in no orbit: {heads(len(self.unassigned))} {self.unassigned} "
+                f"(their worst-shift match error: {np.nanmin(errs):.1%} to {np.nanmax(errs):.1%})"
+            )
         else:
             lines.append("  in no orbit: none")
         if self.bias_error is not None:
@@ -236,8 +264,9 @@ def sig6(v: float) -> float:
     return float(f"{v:.6g}")
 
 
-def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
-                 dead_tol: float = DEAD_TOL, gauge: str = "spec") -> OrbitReport:
+def check_orbits(
+    M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL, dead_tol: float = DEAD_TOL, gauge: str = "spec"
+) -> OrbitReport:
     """Orbit check of one snapshot (module docstring gives the definition).
 
     M: QK circuits [H, n, n] (query token, key token); R: OV circuits [H, n, n] (output class,
@@ -256,16 +285,19 @@ def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
     if M.shape != (H, n, n) or R.shape != (H, n, n):
         raise ValueError(f"expected M and R of shape [n_heads, {n}, {n}], got {M.shape} and {R.shape}")
     Mc, Rc = centre_qk(M), centre_ov(R)
-    r_scale = np.linalg.norm(Rc.reshape(H, -1), axis=1).max() if H else 0.0   # before the bias gauge
+    r_scale = np.linalg.norm(Rc.reshape(H, -1), axis=1).max() if H else 0.0  # before the bias gauge
     bias_error = None
     if gauge == "bias":
-        beta = Rc.mean(2)                                   # [H, n]: output added whatever the attention
+        beta = Rc.mean(2)  # [H, n]: output added whatever the attention
         Rc = Rc - beta[:, :, None]
         B = beta.sum(0)
         nB = np.linalg.norm(B)
         # a total bias at rounding level (relative to the largest head's OV) counts as none
-        bias_error = 0.0 if nB <= 1e-9 * max(r_scale, M_FLOOR) else \
-            max((np.linalg.norm(np.roll(B, m * s) - B) / nB for s in range(1, n)), default=0.0)
+        bias_error = (
+            0.0
+            if nB <= 1e-9 * max(r_scale, M_FLOOR)
+            else max((np.linalg.norm(np.roll(B, m * s) - B) / nB for s in range(1, n)), default=0.0)
+        )
     r_norm = np.linalg.norm(Rc.reshape(H, -1), axis=1)
     live = r_norm > dead_tol * r_scale if r_scale > 0 else np.zeros(H, bool)
     m_scale = np.linalg.norm(Mc[live].reshape(int(live.sum()), -1), axis=1).max() if live.any() else 0.0
@@ -284,7 +316,7 @@ def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
     UM = np.stack([Mc[g].mean(0) for g in units]) if U else np.zeros((0, n, n))
     UR = np.stack([Rc[g].sum(0) for g in units]) if U else np.zeros((0, n, n))
 
-    sigma, err = _match(UM, UR, n, m, m_floor)              # [n, U] each
+    sigma, err = _match(UM, UR, n, m, m_floor)  # [n, U] each
     orbits, in_orbit = [], np.zeros(U, bool)
     for u in range(U):
         if in_orbit[u]:
@@ -305,8 +337,22 @@ def check_orbits(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
     alive = [h for g in units for h in g]
     head_error[alive] = match_error[:, alive].max(0)
     unassigned = sorted(h for u, g in enumerate(units) if not in_orbit[u] for h in g)
-    return OrbitReport(n, m, tol, dead_tol, H, orbits, merged, sorted(dead), unassigned,
-                       match, match_error, head_error, gauge=gauge, bias_error=bias_error)
+    return OrbitReport(
+        n,
+        m,
+        tol,
+        dead_tol,
+        H,
+        orbits,
+        merged,
+        sorted(dead),
+        unassigned,
+        match,
+        match_error,
+        head_error,
+        gauge=gauge,
+        bias_error=bias_error,
+    )
 
 
 def shifted_inner_products(X: np.ndarray, c: int) -> np.ndarray:
@@ -319,28 +365,28 @@ def shifted_inner_products(X: np.ndarray, c: int) -> np.ndarray:
     n products of [U, n] x [n, U] and one FFT over j. Cost O(U^2 n^2 + U^2 n log n).
     """
     n = X.shape[-1]
-    F = np.fft.fft2(X)                                                    # [U, k, l]
+    F = np.fft.fft2(X)  # [U, k, l]
     k = np.arange(n)
-    l = (np.arange(n)[:, None] - c * k[None, :]) % n                      # l[j, k]: c k + l = j
-    A = F[:, k[None, :], l].transpose(1, 0, 2)                            # [j, U, k]
-    P = A @ np.conj(A).transpose(0, 2, 1)                                 # [j, U, V]
-    return np.fft.fft(P, axis=0).real / n ** 2                            # [s, U, V]
+    l = (np.arange(n)[:, None] - c * k[None, :]) % n  # l[j, k]: c k + l = j
+    A = F[:, k[None, :], l].transpose(1, 0, 2)  # [j, U, k]
+    P = A @ np.conj(A).transpose(0, 2, 1)  # [j, U, V]
+    return np.fft.fft(P, axis=0).real / n**2  # [s, U, V]
 
 
 def _match(UM: np.ndarray, UR: np.ndarray, n: int, m: int, m_floor: float) -> tuple[np.ndarray, np.ndarray]:
     """For each shift s and unit u: sigma[s, u], the nearest unit to s.u, and err[s, u], the
     relative error e of that match."""
     U = len(UM)
-    if U == 0:                                     # no live head: nothing to match
+    if U == 0:  # no live head: nothing to match
         return np.zeros((n, 0), int), np.zeros((n, 0))
     XM, XR = UM.reshape(U, -1), UR.reshape(U, -1)
     nM, nR = np.linalg.norm(XM, axis=1), np.linalg.norm(XR, axis=1)
     dM = np.maximum(nM, m_floor)
     # squared distances from inner products (shifts preserve norms): ||a - b||^2 = |a|^2 + |b|^2 - 2<a, b>
-    eM2 = (nM[None, :, None] ** 2 + nM ** 2 - 2 * shifted_inner_products(UM, 1)) / dM[None, :, None] ** 2
-    eR2 = (nR[None, :, None] ** 2 + nR ** 2 - 2 * shifted_inner_products(UR, m)) / nR[None, :, None] ** 2
-    e2 = np.maximum(eM2, eR2)                                             # [s, u, v]
-    sigma = e2.argmin(-1)                                                 # [s, u]
+    eM2 = (nM[None, :, None] ** 2 + nM**2 - 2 * shifted_inner_products(UM, 1)) / dM[None, :, None] ** 2
+    eR2 = (nR[None, :, None] ** 2 + nR**2 - 2 * shifted_inner_products(UR, m)) / nR[None, :, None] ** 2
+    e2 = np.maximum(eM2, eR2)  # [s, u, v]
+    sigma = e2.argmin(-1)  # [s, u]
     err = np.sqrt(np.take_along_axis(e2, sigma[..., None], -1)[..., 0].clip(0))
     # the inner-product form loses digits below ~1e-7: redo tiny errors by difference
     tiny = err < 1e-4
@@ -357,11 +403,11 @@ def _verify(u: int, sigma: np.ndarray, err: np.ndarray, n: int, tol: float):
     """(members in shift order, stabiliser, worst error) if u's orbit is verified, else None."""
     members = list(dict.fromkeys(sigma[:, u].tolist()))
     size = len(members)
-    if members[0] != u or n % size:        # the identity must send u to itself
+    if members[0] != u or n % size:  # the identity must send u to itself
         return None
-    images = sigma[:, members]             # [n, size]
+    images = sigma[:, members]  # [n, size]
     member_set = set(members)
-    for row in images.tolist():            # closed, and each shift permutes the members
+    for row in images.tolist():  # closed, and each shift permutes the members
         if len(set(row)) != size or not member_set.issuperset(row):
             return None
     worst = float(err[:, members].max())
@@ -384,22 +430,28 @@ def snapshot_index(run: "Run", epoch: int | None) -> int:
     hits = np.flatnonzero(run.epochs == epoch)
     if not len(hits):
         near = run.epochs[np.argsort(np.abs(run.epochs - epoch))[:3]]
-        raise UserError(f"{run.path} has no snapshot at epoch {epoch}; nearest: "
-                        f"{', '.join(map(str, sorted(near.tolist())))} (of {run.epochs[0]}..{run.epochs[-1]})")
+        raise UserError(
+            f"{run.path} has no snapshot at epoch {epoch}; nearest: "
+            f"{', '.join(map(str, sorted(near.tolist())))} (of {run.epochs[0]}..{run.epochs[-1]})"
+        )
     return int(hits[0])
 
 
 def group_of(run: "Run") -> tuple[int, int]:
     """(n, m) of the run, after checking it holds what the orbit check needs."""
     if run.n is None or run.m is None:
-        raise RunFileError(f"{run.path} ({run.experiment}) has no group data (n, m): the orbit check needs a "
-                           "run of a C_n-symmetric experiment such as orbits")
+        raise RunFileError(
+            f"{run.path} ({run.experiment}) has no group data (n, m): the orbit check needs a "
+            "run of a C_n-symmetric experiment such as orbits"
+        )
     run.require(*CIRCUIT_NAMES)
     shape_e = run.shape("W_E")
     shape_u = run.shape("W_U")
     if shape_e[0] != run.n or shape_u[-1] != run.n:
-        raise RunFileError(f"{run.path}: the orbit check needs {run.n} tokens and {run.n} output classes (C_{run.n}); "
-                           f"W_E is {shape_e}, W_U is {shape_u}")
+        raise RunFileError(
+            f"{run.path}: the orbit check needs {run.n} tokens and {run.n} output classes (C_{run.n}); "
+            f"W_E is {shape_e}, W_U is {shape_u}"
+        )
     return run.n, run.m
 
 
@@ -416,8 +468,9 @@ def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
     return c["qk"], c["ov"]
 
 
-def run_report(run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL,
-               gauge: str = "spec") -> OrbitReport:
+def run_report(
+    run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL, gauge: str = "spec"
+) -> OrbitReport:
     """The orbit report of one snapshot of an open run (the last one by default)."""
     check_tolerances(tol, dead_tol)
     n, m = group_of(run)
@@ -426,5 +479,3 @@ def run_report(run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol:
     report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol, gauge=gauge)
     report.epoch = int(run.epochs[t])
     return report
-
-

@@ -5,16 +5,17 @@ matplotlib's default cycle (as in seed 000: 12 blue, 4 orange); live heads in no
 dead heads (negligible OV circuit, docs/math.md "Orbit check") a lighter grey. Before an orbit
 is verified, the movie may show its heads in a pale tint of its colour (`hint_colour`).
 """
+
 from __future__ import annotations
 
 from matplotlib.colors import to_rgba
 
-ORBIT_COLOURS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")   # C7 is grey: kept for "no orbit"
+ORBIT_COLOURS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")  # C7 is grey: kept for "no orbit"
 OTHER_COLOUR = "#a0a0a0"
 DEAD_COLOUR = "#dcdcdc"
-DEAD_EDGE = "#b4b4b4"        # the outline that keeps a small light-grey dead dot visible on white
+DEAD_EDGE = "#b4b4b4"  # the outline that keeps a small light-grey dead dot visible on white
 ONE_COLOUR = "C0"
-HINT_PALE = 0.65             # a hint is the orbit colour mixed with this much white
+HINT_PALE = 0.65  # a hint is the orbit colour mixed with this much white
 SHAPES = {1: "point", 2: "pair", 3: "triangle", 4: "square"}
 
 

@@ -7,6 +7,7 @@ equivariance penalty grows, the OV-bias penalty starts) and each final orbit's v
 (the epoch from which it stays verified, `history.OrbitHistory.locked_in`). Each is an
 `Event`: a short label for the strip, and `words`, the sentence undated.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -49,13 +50,19 @@ def refine_event(config: dict, through: int, history: OrbitHistory | None = None
 
 def verified_event(track: Track, tol: float) -> Event:
     """A final orbit's verification (from `track.since` on it stays verified), in its colour."""
-    return Event(track.since, f"{track.name()} verified", colour=track.colour, phase=False,
-                 words=f"heads {track.head_list()} form a verified {track.name()} "
-                       f"(worst error {format_error(track.error_at_since, tol)})")
+    return Event(
+        track.since,
+        f"{track.name()} verified",
+        colour=track.colour,
+        phase=False,
+        words=f"heads {track.head_list()} form a verified {track.name()} "
+        f"(worst error {format_error(track.error_at_since, tol)})",
+    )
 
 
-def training_events(config: dict, epochs: Sequence[int] | None = None, history: OrbitHistory | None = None,
-                    tracks: Sequence[Track] = ()) -> list[Event]:
+def training_events(
+    config: dict, epochs: Sequence[int] | None = None, history: OrbitHistory | None = None, tracks: Sequence[Track] = ()
+) -> list[Event]:
     """Schedule switch, phase change and each track's verification, in epoch order. `epochs`:
     the snapshots shown (events after the last are left out; None: the whole planned run, as
     the live viewer's timeline spans it)."""

@@ -16,6 +16,7 @@
 Each is written as PNG and SVG, under a temporary name renamed when complete, together with
 the orbit report (orbits.json, orbits.txt). Sources: seed 000; docs/math.md; docs/movie.md.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,7 +45,7 @@ from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
 from headmovies.runfile.reader import Run
 
 NAMES = ("curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress")
-PANELS_TRAIL = TRAIL_EPOCHS         # the panels still's trails (epochs), as the movie's default
+PANELS_TRAIL = TRAIL_EPOCHS  # the panels still's trails (epochs), as the movie's default
 
 
 def orbit_colours(report: OrbitReport) -> list:
@@ -61,10 +62,16 @@ def orbit_colours(report: OrbitReport) -> list:
 
 # ---- curves ----
 
-PRETTY = {"train_loss": "train cross-entropy", "heldout_loss": "held-out cross-entropy",
-          "eq_loss": "equivariance loss", "train_acc": "train", "heldout_acc": "held-out",
-          "eq_error_pooled": "pooled", "eq_error_worst_input": "worst input"}
-EQ_ERRORS = ("eq_error_pooled", "eq_error_worst_input")   # docs/math.md, "Equivariance loss and equivariance errors"
+PRETTY = {
+    "train_loss": "train cross-entropy",
+    "heldout_loss": "held-out cross-entropy",
+    "eq_loss": "equivariance loss",
+    "train_acc": "train",
+    "heldout_acc": "held-out",
+    "eq_error_pooled": "pooled",
+    "eq_error_worst_input": "worst input",
+}
+EQ_ERRORS = ("eq_error_pooled", "eq_error_worst_input")  # docs/math.md, "Equivariance loss and equivariance errors"
 
 
 def _label(key: str) -> str:
@@ -83,9 +90,11 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
     """Loss and equivariance error (log y) and accuracy (%, linear) over epochs, each curve
     labelled with its final value. metrics: `Run.metrics()` ({'epoch': [K], name: [K]})."""
     epoch = metrics["epoch"]
-    groups = [("loss", [k for k in sorted(metrics) if k.endswith("loss")], True),
-              ("accuracy", [k for k in sorted(metrics) if k.endswith("_acc")], False),
-              ("equivariance error", [k for k in EQ_ERRORS if k in metrics], True)]
+    groups = [
+        ("loss", [k for k in sorted(metrics) if k.endswith("loss")], True),
+        ("accuracy", [k for k in sorted(metrics) if k.endswith("_acc")], False),
+        ("equivariance error", [k for k in EQ_ERRORS if k in metrics], True),
+    ]
     groups = [g for g in groups if g[1]]
     if not groups:
         raise UserError("the run logged no loss, accuracy or equivariance-error metrics to plot")
@@ -94,9 +103,15 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
         for k in keys:
             y = np.asarray(metrics[k], float)
             if log:
-                ok = y > 0   # log axes cannot show 0
-                ax.plot(epoch[ok], y[ok], lw=1.5, color=_colour(k), ls="--" if k == "eq_error_worst_input" else "-",
-                        label=f"{_label(k)} (final {y[-1]:.2g})")
+                ok = y > 0  # log axes cannot show 0
+                ax.plot(
+                    epoch[ok],
+                    y[ok],
+                    lw=1.5,
+                    color=_colour(k),
+                    ls="--" if k == "eq_error_worst_input" else "-",
+                    label=f"{_label(k)} (final {y[-1]:.2g})",
+                )
             else:
                 ax.plot(epoch, 100 * y, lw=1.5, color=_colour(k), label=f"{_label(k)} (final {100 * y[-1]:.1f}%)")
         if log:
@@ -115,6 +130,7 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
 
 # ---- orbit check picture ----
 
+
 def head_order(report: OrbitReport) -> list[int]:
     """Heads grouped: each orbit in shift order (merged duplicates together), then heads in
     no orbit, then dead heads."""
@@ -130,7 +146,7 @@ def orbit_check_figure(report: OrbitReport, title: str = "") -> Figure:
     H, n = len(order), report.n
     fig = Figure(figsize=(max(6.0, 0.24 * H + 2.5), max(4.0, 0.2 * n + 1.8)), layout="constrained")
     ax = fig.subplots()
-    rest = err[1:][np.isfinite(err[1:])]          # shift 0 always matches itself exactly
+    rest = err[1:][np.isfinite(err[1:])]  # shift 0 always matches itself exactly
     lo = max(1e-6, min(report.tol / 100, rest.min() if rest.size else 1.0))
     hi = max(report.tol * 10, rest.max() if rest.size else 1.0)
     # two-tone log scale: blues within tolerance, oranges beyond it
@@ -140,8 +156,14 @@ def orbit_check_figure(report: OrbitReport, title: str = "") -> Figure:
     above = matplotlib.colormaps["Oranges"](np.linspace(0.35, 1.0, max(1, k - round(k * split))))
     cmap = ListedColormap(np.vstack([below, above])).with_extremes(bad=DEAD_COLOUR)
     masked = np.ma.masked_invalid(np.clip(err, lo, hi))
-    im = ax.imshow(masked, aspect="auto", cmap=cmap, norm=LogNorm(lo, hi), interpolation="nearest",
-                   extent=(-0.5, H - 0.5, n - 0.5, -0.5))
+    im = ax.imshow(
+        masked,
+        aspect="auto",
+        cmap=cmap,
+        norm=LogNorm(lo, hi),
+        interpolation="nearest",
+        extent=(-0.5, H - 0.5, n - 0.5, -0.5),
+    )
     colours = orbit_colours(report)
     for x, h in enumerate(order):
         ax.add_patch(Rectangle((x - 0.5, -1.6), 1, 0.9, color=colours[h], clip_on=False))
@@ -156,18 +178,38 @@ def orbit_check_figure(report: OrbitReport, title: str = "") -> Figure:
     cb = fig.colorbar(im, ax=ax, shrink=0.9, pad=0.01)
     cb.ax.axhline(report.tol, color="black", lw=1.5)
     cb.set_label(f"relative error of the best match (blue: within the {report.tol:.0%} tolerance)")
-    handles = [Line2D([], [], ls="", marker="s", ms=8, color=orbit_colour(i),
-                      label=f"orbit {i + 1}: size {o.size}, stabiliser order {len(o.stabiliser)}, "
-                            f"worst {format_error(o.worst_error, report.tol)}")
-               for i, o in enumerate(report.orbits)]
+    handles = [
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="s",
+            ms=8,
+            color=orbit_colour(i),
+            label=f"orbit {i + 1}: size {o.size}, stabiliser order {len(o.stabiliser)}, "
+            f"worst {format_error(o.worst_error, report.tol)}",
+        )
+        for i, o in enumerate(report.orbits)
+    ]
     if report.unassigned:
-        handles.append(Line2D([], [], ls="", marker="s", ms=8, color=OTHER_COLOUR,
-                              label=f"{heads(len(report.unassigned))} in no orbit"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="s",
+                ms=8,
+                color=OTHER_COLOUR,
+                label=f"{heads(len(report.unassigned))} in no orbit",
+            )
+        )
     if report.dead:
-        handles.append(Line2D([], [], ls="", marker="s", ms=8, color=DEAD_COLOUR,
-                              label=f"{heads(len(report.dead))} dead"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(3, max(1, len(handles))), frameon=False,
-               fontsize=8)
+        handles.append(
+            Line2D([], [], ls="", marker="s", ms=8, color=DEAD_COLOUR, label=f"{heads(len(report.dead))} dead")
+        )
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=min(3, max(1, len(handles))), frameon=False, fontsize=8
+    )
     at = f" at epoch {report.epoch:,}" if report.epoch is not None else ""
     ax.set_title(title or f"orbit check{at}: C_{n}, outputs shift by {report.m}s", fontsize=10)
     return fig
@@ -175,22 +217,28 @@ def orbit_check_figure(report: OrbitReport, title: str = "") -> Figure:
 
 # ---- Fourier power per orbit ----
 
+
 def _centred_freqs(n: int) -> np.ndarray:
     """Frequencies in display order: -ceil(n/2)+1 .. n//2 (signed)."""
     return np.array(sorted({signed(f, n) for f in range(n)}))
 
 
-def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels: Sequence[Panel] = (),
-                       title: str = "") -> Figure:
+def orbit_power_figure(
+    report: OrbitReport, M: np.ndarray, R: np.ndarray, panels: Sequence[Panel] = (), title: str = ""
+) -> Figure:
     """For each verified orbit (and the heads in no orbit): its power |X^(u,v)|^2 over
     frequency pairs for QK (u query, v key) and OV (u output, v input), as a fraction of the
     orbit's total, log colour; the movie's `panels` and their conjugates boxed."""
     n = report.n
-    groups = [(f"orbit {i + 1} (size {o.size})", o, orbit_colour(i))
-              for i, o in enumerate(report.orbits)]
+    groups = [(f"orbit {i + 1} (size {o.size})", o, orbit_colour(i)) for i, o in enumerate(report.orbits)]
     if report.unassigned:
-        groups.append((f"{heads(len(report.unassigned))} in no orbit",
-                       Orbit([[h] for h in report.unassigned], [], float("nan")), OTHER_COLOUR))
+        groups.append(
+            (
+                f"{heads(len(report.unassigned))} in no orbit",
+                Orbit([[h] for h in report.unassigned], [], float("nan")),
+                OTHER_COLOUR,
+            )
+        )
     if not groups:
         raise UserError("every head is dead: no Fourier power to show")
     freqs = _centred_freqs(n)
@@ -205,20 +253,36 @@ def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels
             P = power[circuit]
             frac = P / P.sum() if P.sum() > 0 else P
             img = frac[np.ix_(idx, idx)]
-            im = ax.imshow(np.clip(img, 1e-4, 1), origin="lower", cmap="magma_r", norm=norm,
-                           extent=(freqs[0] - 0.5, freqs[-1] + 0.5, freqs[0] - 0.5, freqs[-1] + 0.5))
+            im = ax.imshow(
+                np.clip(img, 1e-4, 1),
+                origin="lower",
+                cmap="magma_r",
+                norm=norm,
+                extent=(freqs[0] - 0.5, freqs[-1] + 0.5, freqs[0] - 0.5, freqs[-1] + 0.5),
+            )
             # where this orbit would draw its full polygon: order(r) == size
             if orbit.stabiliser:
                 for p in panels:
                     if p.circuit != circuit:
                         continue
-                    for (u, v) in ((p.u, p.v), (-p.u, -p.v)):
-                        ax.add_patch(Rectangle((signed(v, n) - 0.5, signed(u, n) - 0.5), 1, 1, fill=False,
-                                               ec="#1f77b4" if (u, v) == (p.u, p.v) else "#9ecae1", lw=1.3))
+                    for u, v in ((p.u, p.v), (-p.u, -p.v)):
+                        ax.add_patch(
+                            Rectangle(
+                                (signed(v, n) - 0.5, signed(u, n) - 0.5),
+                                1,
+                                1,
+                                fill=False,
+                                ec="#1f77b4" if (u, v) == (p.u, p.v) else "#9ecae1",
+                                lw=1.3,
+                            )
+                        )
             top = np.unravel_index(np.argmax(img), img.shape)
             share = img[top]
-            ax.set_title(f"{label}: {circuit.upper()}\nlargest {share:.1%} at (u,v)=({freqs[top[0]]},{freqs[top[1]]})",
-                         fontsize=9, color=colour if colour != OTHER_COLOUR else "#404040")
+            ax.set_title(
+                f"{label}: {circuit.upper()}\nlargest {share:.1%} at (u,v)=({freqs[top[0]]},{freqs[top[1]]})",
+                fontsize=9,
+                color=colour if colour != OTHER_COLOUR else "#404040",
+            )
             ax.set_xlabel("v (key frequency)" if circuit == "qk" else "v (input frequency)", fontsize=8)
             ax.set_ylabel("u (query frequency)" if circuit == "qk" else "u (output frequency)", fontsize=8)
             ticks = [f for f in freqs if f % max(1, n // 8) == 0]
@@ -227,12 +291,17 @@ def orbit_power_figure(report: OrbitReport, M: np.ndarray, R: np.ndarray, panels
             ax.tick_params(labelsize=7)
     fig.colorbar(im, ax=axes, shrink=0.6, label="fraction of the orbit's power")
     at = f" at epoch {report.epoch:,}" if report.epoch is not None else ""
-    fig.suptitle(title or f"Fourier power |X^(u,v)|² of each orbit's merged QK and OV circuits{at}\n"
-                          f"(boxed: the movie's planes and their conjugates)", fontsize=10)
+    fig.suptitle(
+        title
+        or f"Fourier power |X^(u,v)|² of each orbit's merged QK and OV circuits{at}\n"
+        f"(boxed: the movie's planes and their conjugates)",
+        fontsize=10,
+    )
     return fig
 
 
 # ---- orbits over time ----
+
 
 def orbits_over_time(h: OrbitHistory) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray]:
     """(epochs [T], {orbit size: heads in verified orbits of that size [T]}, dead heads [T]) from
@@ -240,15 +309,17 @@ def orbits_over_time(h: OrbitHistory) -> tuple[np.ndarray, dict[int, np.ndarray]
     return h.epochs, h.counts_by_size(), h.dead.sum(1)
 
 
-def orbits_over_time_figure(epochs: np.ndarray, counts: dict[int, np.ndarray], dead: np.ndarray,
-                            n_heads: int, tol: float, title: str = "") -> Figure:
+def orbits_over_time_figure(
+    epochs: np.ndarray, counts: dict[int, np.ndarray], dead: np.ndarray, n_heads: int, tol: float, title: str = ""
+) -> Figure:
     """Stacked heads in verified orbits by orbit size over epochs."""
     fig = Figure(figsize=(7.0, 3.2), layout="constrained")
     ax = fig.subplots()
     base = np.zeros(len(epochs))
     for i, (k, c) in enumerate(counts.items()):
-        ax.fill_between(epochs, base, base + c, step="post", alpha=0.8, lw=0,
-                        color=orbit_colour(i), label=f"in orbits of size {k}")
+        ax.fill_between(
+            epochs, base, base + c, step="post", alpha=0.8, lw=0, color=orbit_colour(i), label=f"in orbits of size {k}"
+        )
         base = base + c
     if dead.any():
         ax.fill_between(epochs, base, base + dead, step="post", color=DEAD_COLOUR, lw=0, label="dead")
@@ -260,13 +331,21 @@ def orbits_over_time_figure(epochs: np.ndarray, counts: dict[int, np.ndarray], d
     if counts or dead.any():
         ax.legend(fontsize=8, frameon=False, loc="upper left")
     else:
-        ax.text(0.5, 0.5, "no verified orbit at any snapshot", ha="center", va="center", transform=ax.transAxes,
-                color="#606060")
+        ax.text(
+            0.5,
+            0.5,
+            "no verified orbit at any snapshot",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="#606060",
+        )
     ax.set_title(title or f"heads in verified orbits (tolerance {tol:.0%}) at each snapshot", fontsize=10)
     return fig
 
 
 # ---- orbit formation as a progress measure ----
+
 
 def orbit_progress_figure(h: OrbitHistory, title: str = "") -> Figure:
     """Top: each head's worst-shift match error (`OrbitHistory.head_error`, log; a gap where
@@ -275,6 +354,7 @@ def orbit_progress_figure(h: OrbitHistory, title: str = "") -> Figure:
     Bottom: heads in verified orbits at each snapshot. Dotted verticals: the epoch from which
     each final orbit is verified at every later snapshot (`OrbitHistory.locked_in`)."""
     from matplotlib.ticker import FuncFormatter
+
     T, H = h.head_error.shape
     final = h.orbits[-1] if h.orbits else []
     colour = [DEAD_COLOUR if h.dead[-1, k] else OTHER_COLOUR for k in range(H)]
@@ -285,12 +365,21 @@ def orbit_progress_figure(h: OrbitHistory, title: str = "") -> Figure:
     ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=(2.2, 1))
     err = h.head_error
     finite = err[np.isfinite(err) & (err > 0)]
-    order = [k for k in range(H) if colour[k] == DEAD_COLOUR] + [k for k in range(H) if colour[k] == OTHER_COLOUR] \
-        + [k for _, members, _ in final for k in members]          # orbit heads drawn last, on top
+    order = (
+        [k for k in range(H) if colour[k] == DEAD_COLOUR]
+        + [k for k in range(H) if colour[k] == OTHER_COLOUR]
+        + [k for _, members, _ in final for k in members]
+    )  # orbit heads drawn last, on top
     for k in order:
         in_orbit = colour[k] not in (DEAD_COLOUR, OTHER_COLOUR)
-        ax.plot(h.epochs, np.where(err[:, k] > 0, err[:, k], np.nan), color=colour[k],
-                lw=1.3 if in_orbit else 0.8, alpha=1.0 if in_orbit else 0.8, zorder=3 if in_orbit else 2)
+        ax.plot(
+            h.epochs,
+            np.where(err[:, k] > 0, err[:, k], np.nan),
+            color=colour[k],
+            lw=1.3 if in_orbit else 0.8,
+            alpha=1.0 if in_orbit else 0.8,
+            zorder=3 if in_orbit else 2,
+        )
     ax.axhline(h.tol, color="black", ls="--", lw=1.0, zorder=4)
     ax.set_yscale("log")
     if finite.size:
@@ -310,8 +399,15 @@ def orbit_progress_figure(h: OrbitHistory, title: str = "") -> Figure:
             if when is not None:
                 a.axvline(when, color=orbit_colour(i), ls=":", lw=1.4, zorder=1)
         locked = f"locked in at epoch {when:,}" if when is not None else "not locked in"
-        handles.append(Line2D([], [], color=orbit_colour(i), lw=1.5,
-                              label=f"orbit {i + 1} (size {size}, heads {', '.join(map(str, members))}): {locked}"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=orbit_colour(i),
+                lw=1.5,
+                label=f"orbit {i + 1} (size {size}, heads {', '.join(map(str, members))}): {locked}",
+            )
+        )
     n_none = sum(c == OTHER_COLOUR for c in colour)
     n_dead = sum(c == DEAD_COLOUR for c in colour)
     if n_none:
@@ -319,41 +415,64 @@ def orbit_progress_figure(h: OrbitHistory, title: str = "") -> Figure:
     if n_dead:
         handles.append(Line2D([], [], color=DEAD_COLOUR, lw=1.0, label=f"{heads(n_dead)} dead at the end"))
     handles.append(Line2D([], [], color="black", ls="--", lw=1.0, label=f"tolerance {h.tol:.0%}"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=2 if len(handles) > 3 else 1, frameon=False,
-               fontsize=8)
+    fig.legend(
+        handles=handles, loc="outside lower center", ncols=2 if len(handles) > 3 else 1, frameon=False, fontsize=8
+    )
     ax.set_xlim(h.epochs[0], h.epochs[-1] if T > 1 else h.epochs[0] + 1)
-    ax.set_title(title or "orbit formation: each head's distance to the nearest orbit structure, and heads in "
-                          "verified orbits", fontsize=10)
+    ax.set_title(
+        title or "orbit formation: each head's distance to the nearest orbit structure, and heads in verified orbits",
+        fontsize=10,
+    )
     return fig
 
 
 # ---- panels at the final epoch ----
+
 
 def trail_start(epochs: np.ndarray, trail_epochs: float) -> int:
     """Index of the first snapshot the final frame's trails need (epochs int [T])."""
     return max(0, int(np.searchsorted(epochs, epochs[-1] - trail_epochs, side="right")) - 1)
 
 
-def panels_still(info: RunInfo, epochs: np.ndarray, coords: np.ndarray, panels: Sequence[Panel],
-                 report: OrbitReport, n: int, m: int, trail_epochs: float = TRAIL_EPOCHS,
-                 history: OrbitHistory | None = None) -> Figure:
+def panels_still(
+    info: RunInfo,
+    epochs: np.ndarray,
+    coords: np.ndarray,
+    panels: Sequence[Panel],
+    report: OrbitReport,
+    n: int,
+    m: int,
+    trail_epochs: float = TRAIL_EPOCHS,
+    history: OrbitHistory | None = None,
+) -> Figure:
     """The movie's last frame as a figure (same artists, colours and legend as the movie, no
     timeline), from the snapshots in the final trail window: epochs int [K] and coords complex
     [K, P, H] (`stream.collect`; earlier snapshots are ignored). With `history` (the orbit check
     of every snapshot) the legend dates each orbit ("verified since epoch E"); without it, the
     final snapshot's report alone says "verified at epoch E"."""
     first = trail_start(epochs, trail_epochs)
-    states = list(frame_states(zip(epochs[first:], coords[first:]), trail_epochs=trail_epochs,
-                               caption=metrics_caption(info.metrics)))
+    states = list(
+        frame_states(
+            zip(epochs[first:], coords[first:]), trail_epochs=trail_epochs, caption=metrics_caption(info.metrics)
+        )
+    )
     complete = history is not None
     if history is None:
         history = OrbitHistory.of([int(epochs[-1])], [SnapshotCheck.of(report)], n, m, report.tol, report.dead_tol)
     looks = OrbitLooks(history, list(panels), states[-1].points, n, m, complete=complete)
-    figure = PanelFigure([p.title(n, m) for p in panels], looks.colours, looks.legend,
-                         header=header_text(info, n, m, report.n_heads, trail_epochs), blit=False,
-                         draw_order=looks.draw_order, trail_epochs=trail_epochs,
-                         notes=[p.note(n, m) for p in panels], axis_labels=AXIS_LABELS, outlines=looks.outlines,
-                         legend_cols=1)
+    figure = PanelFigure(
+        [p.title(n, m) for p in panels],
+        looks.colours,
+        looks.legend,
+        header=header_text(info, n, m, report.n_heads, trail_epochs),
+        blit=False,
+        draw_order=looks.draw_order,
+        trail_epochs=trail_epochs,
+        notes=[p.note(n, m) for p in panels],
+        axis_labels=AXIS_LABELS,
+        outlines=looks.outlines,
+        legend_cols=1,
+    )
     states[-1].look = looks.look(len(history) - 1)
     figure.update(states[-1])
     return figure.fig
@@ -361,10 +480,18 @@ def panels_still(info: RunInfo, epochs: np.ndarray, coords: np.ndarray, panels: 
 
 # ---- everything ----
 
-def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels: Sequence[str] | None = None,
-                 tol: float = TOL, dead_tol: float = DEAD_TOL, formats: Sequence[str] = FIGURE_FORMATS,
-                 over_time: bool = True, progress: bool = True,
-                 log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> list[Path]:
+
+def make_figures(
+    run_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    panels: Sequence[str] | None = None,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+    formats: Sequence[str] = FIGURE_FORMATS,
+    over_time: bool = True,
+    progress: bool = True,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+) -> list[Path]:
     """Write every figure of `run_path` into `out_dir` (created); returns the paths written.
     `panels`: as the movie's --panels (None: seed panels if the orbits live there, else auto).
     One pass over the snapshots (`stream.collect`): all of them with `over_time` (the orbit
@@ -375,17 +502,24 @@ def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels
         final = final_snapshot(run, tol, dead_tol)
         report, M, R = final.report, final.M, final.R
         chosen, note = resolve_panels(panels, report, M, R, n, m)
-        out_dir = prepare_out_dir(out_dir)     # only now: bad input above leaves no folder behind
+        out_dir = prepare_out_dir(out_dir)  # only now: bad input above leaves no folder behind
         log(f"{run.path}: {len(run)} snapshots; {note}: {' '.join(map(str, chosen))}")
         info = RunInfo.of(run)
         indices = None if over_time else np.arange(trail_start(info.epochs, PANELS_TRAIL), len(run))
         bar = None
         if progress and over_time:
             from tqdm import tqdm
-            bar = lambda it: tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot",  # noqa: E731
-                                  dynamic_ncols=True)
-        facts = collect(run, chosen, check=over_time, tol=tol, dead_tol=dead_tol, indices=indices, final=final,
-                        progress=bar)
+
+            bar = lambda it: tqdm(
+                it,
+                total=len(run),
+                desc="orbit check per snapshot",
+                unit="snapshot",  # noqa: E731
+                dynamic_ncols=True,
+            )
+        facts = collect(
+            run, chosen, check=over_time, tol=tol, dead_tol=dead_tol, indices=indices, final=final, progress=bar
+        )
         path = run.path
     name = f"{info.experiment} · {info.file}"
     paths.append(write_text(out_dir / "orbits.json", report.to_json() + "\n"))
@@ -397,13 +531,22 @@ def make_figures(run_path: str | os.PathLike, out_dir: str | os.PathLike, panels
         log(f"{path}: no metrics logged, no curves")
     history = facts.history
     if chosen:
-        paths += save_figure(panels_still(info, facts.epochs, facts.coords, chosen, report, n, m, PANELS_TRAIL,
-                                          history), out_dir, "panels", formats, dpi=100)
+        paths += save_figure(
+            panels_still(info, facts.epochs, facts.coords, chosen, report, n, m, PANELS_TRAIL, history),
+            out_dir,
+            "panels",
+            formats,
+            dpi=100,
+        )
     paths += save_figure(orbit_check_figure(report), out_dir, "orbit_check", formats)
     if report.orbits or report.unassigned:
         paths += save_figure(orbit_power_figure(report, M, R, chosen), out_dir, "orbit_power", formats)
     if history is not None:
-        paths += save_figure(orbits_over_time_figure(*orbits_over_time(history), report.n_heads, tol), out_dir,
-                             "orbits_over_time", formats)
+        paths += save_figure(
+            orbits_over_time_figure(*orbits_over_time(history), report.n_heads, tol),
+            out_dir,
+            "orbits_over_time",
+            formats,
+        )
         paths += save_figure(orbit_progress_figure(history), out_dir, "orbit_progress", formats)
     return paths

@@ -19,6 +19,7 @@ The legend has one entry per final orbit ("4-orbit (heads 5, 15, 30, 31): square
 at 0 where r = 8 · verified since epoch 10,700", true in every panel), one for orbits that do
 not last (if any), one for the other live heads and one for the dead heads, with counts at t.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,8 +29,7 @@ from matplotlib.colors import to_rgba
 
 from headmovies.render.core.panels import Look
 from headmovies.render.core.projections import Panel
-from headmovies.render.orbits.colours import (DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour, orbit_colour,
-                                             shape_name)
+from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour, orbit_colour, shape_name
 from headmovies.render.orbits.history import OrbitHistory
 
 # dot area (points^2) and outline width by state
@@ -49,6 +49,7 @@ class Track:
     the same set of heads is a verified orbit at each snapshot; since: the epoch from which it
     is verified at every later snapshot (`OrbitHistory.locked_in`); error_at_since: its worst
     error at that snapshot."""
+
     size: int
     heads: tuple[int, ...]
     colour: str
@@ -72,7 +73,7 @@ def head_ranges(heads) -> str:
         j = i
         while j + 1 < len(heads) and heads[j + 1] == heads[j] + 1:
             j += 1
-        parts += [f"{heads[i]}–{heads[j]}"] if j - i >= 2 else [str(h) for h in heads[i:j + 1]]
+        parts += [f"{heads[i]}–{heads[j]}"] if j - i >= 2 else [str(h) for h in heads[i : j + 1]]
         i = j + 1
     return ", ".join(parts)
 
@@ -98,7 +99,7 @@ def shapes_in_panels(track: Track, panels: list[Panel], final: np.ndarray, n: in
     sits at 0: its stabiliser forces 0 unless the polygon order divides the orbit size, and
     heads within 1 % of the panel's largest radius count as at 0. final: complex [P, H]
     coordinates at the final snapshot."""
-    scale = np.abs(final).max(axis=1)                                                        # [P]
+    scale = np.abs(final).max(axis=1)  # [P]
     heads = list(track.heads)
     out = []
     for p, panel in enumerate(panels):
@@ -121,8 +122,11 @@ def shape_words(shapes: list[int], panels: list[Panel], n: int, m: int) -> str:
             k = shapes[ps[0]]
             parts.append(f"{shape_name(k) if k else 'at 0'} where r = {r}")
         else:
-            parts += [f"{shape_name(shapes[p]) if shapes[p] else 'at 0'} in {panels[p].circuit.upper()} "
-                      f"({panels[p].u}, {panels[p].v})" for p in ps]
+            parts += [
+                f"{shape_name(shapes[p]) if shapes[p] else 'at 0'} in {panels[p].circuit.upper()} "
+                f"({panels[p].u}, {panels[p].v})"
+                for p in ps
+            ]
     return ", ".join(parts)
 
 
@@ -138,20 +142,21 @@ class OrbitLooks:
     [(panel, heads, colour)], track_of_outline [G], look(t) -> Look, note (one line).
     """
 
-    def __init__(self, history: OrbitHistory, panels: list[Panel], final: np.ndarray, n: int, m: int,
-                 complete: bool = True):
+    def __init__(
+        self, history: OrbitHistory, panels: list[Panel], final: np.ndarray, n: int, m: int, complete: bool = True
+    ):
         self.history = history
         self.tracks = final_tracks(history)
         self.complete = complete
         H = history.dead.shape[1]
         self.n_heads = H
-        self.member = np.full(H, -1)                                                          # track of each head
+        self.member = np.full(H, -1)  # track of each head
         for i, tr in enumerate(self.tracks):
             self.member[list(tr.heads)] = i
         tracked = np.zeros((len(history), H), bool)
         for tr in self.tracks:
             tracked[np.ix_(tr.verified, list(tr.heads))] = True
-        self.transient = history.in_orbit & ~tracked                                          # [T, H]
+        self.transient = history.in_orbit & ~tracked  # [T, H]
         self.transient_colour = orbit_colour(len(self.tracks))
         self.shapes = []
         self.outlines, self.track_of_outline = [], []
@@ -174,14 +179,21 @@ class OrbitLooks:
         first = self.look(0)
         self.colours = [tuple(c) for c in first.face]
         dead_any = history.dead.any(0)
-        self.draw_order = ([h for h in range(H) if dead_any[h] and self.member[h] < 0]
-                           + [h for h in range(H) if not dead_any[h] and self.member[h] < 0]
-                           + [h for i in reversed(range(len(self.tracks))) for h in self.tracks[i].heads])
+        self.draw_order = (
+            [h for h in range(H) if dead_any[h] and self.member[h] < 0]
+            + [h for h in range(H) if not dead_any[h] and self.member[h] < 0]
+            + [h for i in reversed(range(len(self.tracks))) for h in self.tracks[i].heads]
+        )
         sizes = ", ".join(str(tr.size) for tr in self.tracks)
-        found = (f"{len(self.tracks)} verified orbit{'s' if len(self.tracks) > 1 else ''} at the final snapshot "
-                 f"(size {sizes}), each shown from the snapshot it is verified: "
-                 + ", ".join(f"{tr.name()} from epoch {tr.since:,}" for tr in self.tracks)) if self.tracks \
+        found = (
+            (
+                f"{len(self.tracks)} verified orbit{'s' if len(self.tracks) > 1 else ''} at the final snapshot "
+                f"(size {sizes}), each shown from the snapshot it is verified: "
+                + ", ".join(f"{tr.name()} from epoch {tr.since:,}" for tr in self.tracks)
+            )
+            if self.tracks
             else "no verified orbit at the final snapshot"
+        )
         self.note = found
 
     def _track_label(self, i: int, t: int) -> str:
@@ -230,19 +242,43 @@ class OrbitLooks:
         legend = []
         for i, tr in enumerate(self.tracks):
             on = tr.verified[t]
-            legend.append((self._track_label(i, t), to_rgba(tr.colour) if on else hint_colour(tr.colour),
-                           WHITE if on else NONE, VERIFIED["size"] if on else HINT["size"]))
+            legend.append(
+                (
+                    self._track_label(i, t),
+                    to_rgba(tr.colour) if on else hint_colour(tr.colour),
+                    WHITE if on else NONE,
+                    VERIFIED["size"] if on else HINT["size"],
+                )
+            )
         if self.has_transient:
             k = int((state == 4).sum())
-            legend.append((f"{k} head{'s' if k != 1 else ''} in a verified orbit that does not last to the end",
-                           to_rgba(self.transient_colour), WHITE, VERIFIED["size"]))
+            legend.append(
+                (
+                    f"{k} head{'s' if k != 1 else ''} in a verified orbit that does not last to the end",
+                    to_rgba(self.transient_colour),
+                    WHITE,
+                    VERIFIED["size"],
+                )
+            )
         others = int((state == 1).sum())
-        legend.append((f"{others} other live head{'s' if others != 1 else ''} (in no orbit at the end)",
-                       to_rgba(OTHER_COLOUR), WHITE, OTHER["size"]))
+        legend.append(
+            (
+                f"{others} other live head{'s' if others != 1 else ''} (in no orbit at the end)",
+                to_rgba(OTHER_COLOUR),
+                WHITE,
+                OTHER["size"],
+            )
+        )
         if self.has_dead:
             dead = int((state == 0).sum())
-            legend.append((f"{dead} dead head{'s' if dead != 1 else ''} (OV circuit < {self.dead_tol_words()})",
-                           to_rgba(DEAD_COLOUR), to_rgba(DEAD_EDGE), DEAD["size"] * 2))
+            legend.append(
+                (
+                    f"{dead} dead head{'s' if dead != 1 else ''} (OV circuit < {self.dead_tol_words()})",
+                    to_rgba(DEAD_COLOUR),
+                    to_rgba(DEAD_EDGE),
+                    DEAD["size"] * 2,
+                )
+            )
         return Look(face, edge, size, lw, trail, outlines, legend)
 
     def dead_tol_words(self) -> str:

@@ -7,6 +7,7 @@ moment, and the figures draw each head's distance to the nearest orbit structure
 worst-shift match error, docs/math.md "Orbit check") as a progress measure. Pure numpy: this
 module holds the results, `stream.orbit_history` computes them from a run file.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ class SnapshotCheck:
     each live head's worst-shift match error (NaN for dead heads). dead [H] bool. in_orbit [H]
     bool: the head is in a verified orbit.
     """
+
     orbits: list[tuple[int, tuple[int, ...], float]]
     head_error: np.ndarray
     dead: np.ndarray
@@ -38,8 +40,9 @@ class SnapshotCheck:
         inside = np.zeros(H, bool)
         for o in report.orbits:
             inside[o.heads] = True
-        return cls([(o.size, tuple(o.heads), float(o.worst_error)) for o in report.orbits], report.head_error,
-                   dead, inside)
+        return cls(
+            [(o.size, tuple(o.heads), float(o.worst_error)) for o in report.orbits], report.head_error, dead, inside
+        )
 
 
 @dataclass
@@ -51,6 +54,7 @@ class OrbitHistory:
     for dead heads). dead [T, H] bool. in_orbit [T, H] bool: the head is in a verified orbit
     at that snapshot. tol, dead_tol: the check's tolerances.
     """
+
     epochs: np.ndarray
     orbits: list[list[tuple[int, tuple[int, ...], float]]]
     head_error: np.ndarray
@@ -62,26 +66,59 @@ class OrbitHistory:
     dead_tol: float = DEAD_TOL
 
     @classmethod
-    def of(cls, epochs: Sequence[int], checks: Iterable[SnapshotCheck], n: int, m: int, tol: float,
-           dead_tol: float = DEAD_TOL) -> "OrbitHistory":
+    def of(
+        cls,
+        epochs: Sequence[int],
+        checks: Iterable[SnapshotCheck],
+        n: int,
+        m: int,
+        tol: float,
+        dead_tol: float = DEAD_TOL,
+    ) -> "OrbitHistory":
         """The history of the snapshots at `epochs` [T] from their condensed checks (T of them)."""
         checks = list(checks)
-        return cls(np.asarray(epochs, np.int64), [c.orbits for c in checks], np.array([c.head_error for c in checks]),
-                   np.array([c.dead for c in checks]), np.array([c.in_orbit for c in checks]), n, m, tol, dead_tol)
+        return cls(
+            np.asarray(epochs, np.int64),
+            [c.orbits for c in checks],
+            np.array([c.head_error for c in checks]),
+            np.array([c.dead for c in checks]),
+            np.array([c.in_orbit for c in checks]),
+            n,
+            m,
+            tol,
+            dead_tol,
+        )
 
     def __len__(self) -> int:
         return len(self.epochs)
 
     def concat(self, later: "OrbitHistory") -> "OrbitHistory":
         """This history followed by `later` (the snapshots a live run added)."""
-        return OrbitHistory(np.concatenate([self.epochs, later.epochs]), self.orbits + later.orbits,
-                            np.concatenate([self.head_error, later.head_error]), np.concatenate([self.dead, later.dead]),
-                            np.concatenate([self.in_orbit, later.in_orbit]), self.n, self.m, self.tol, self.dead_tol)
+        return OrbitHistory(
+            np.concatenate([self.epochs, later.epochs]),
+            self.orbits + later.orbits,
+            np.concatenate([self.head_error, later.head_error]),
+            np.concatenate([self.dead, later.dead]),
+            np.concatenate([self.in_orbit, later.in_orbit]),
+            self.n,
+            self.m,
+            self.tol,
+            self.dead_tol,
+        )
 
     def cut(self, k: int) -> "OrbitHistory":
         """The first k snapshots (a resumed run dropped the others)."""
-        return OrbitHistory(self.epochs[:k], self.orbits[:k], self.head_error[:k], self.dead[:k], self.in_orbit[:k],
-                            self.n, self.m, self.tol, self.dead_tol)
+        return OrbitHistory(
+            self.epochs[:k],
+            self.orbits[:k],
+            self.head_error[:k],
+            self.dead[:k],
+            self.in_orbit[:k],
+            self.n,
+            self.m,
+            self.tol,
+            self.dead_tol,
+        )
 
     def heads_in_orbits(self) -> np.ndarray:
         """int [T]: heads in verified orbits at each snapshot."""
@@ -90,8 +127,7 @@ class OrbitHistory:
     def counts_by_size(self) -> dict[int, np.ndarray]:
         """{orbit size: heads in verified orbits of that size [T]}, largest size first."""
         sizes = sorted({k for orbits in self.orbits for k, _, _ in orbits}, reverse=True)
-        return {k: np.array([sum(len(h) for s, h, _ in orbits if s == k) for orbits in self.orbits])
-                for k in sizes}
+        return {k: np.array([sum(len(h) for s, h, _ in orbits if s == k) for orbits in self.orbits]) for k in sizes}
 
     def verified(self, heads) -> np.ndarray:
         """bool [T]: the set `heads` is one verified orbit at each snapshot."""

@@ -9,6 +9,7 @@ head is drawn as part of an orbit only from the snapshot at which that orbit is 
 for `event_hold_s` seconds. The pass keeps each snapshot's coordinates (P x H complex
 numbers), not its weights; frames are drawn from them as they are encoded.
 """
+
 from __future__ import annotations
 
 import sys
@@ -38,19 +39,36 @@ def movie_timeline(info: RunInfo, history: OrbitHistory | None, tracks: Sequence
     while verified (stacked step areas, left axis up to a quarter above the heads in final
     orbits; only with the orbit check, `history`) and the equivariance error (right axis, log)
     when logged."""
-    curves = [Curve(history.epochs, tr.verified * len(tr.heads), f"{tr.name()}", tr.colour, step=True, fill=True,
-                    stack=True) for tr in tracks] if history is not None else []
+    curves = (
+        [
+            Curve(
+                history.epochs, tr.verified * len(tr.heads), f"{tr.name()}", tr.colour, step=True, fill=True, stack=True
+            )
+            for tr in tracks
+        ]
+        if history is not None
+        else []
+    )
     met = info.metrics
     if "eq_error_pooled" in met and len(met["eq_error_pooled"]):
-        curves.append(Curve(met["epoch"], met["eq_error_pooled"], "equivariance error (pooled)", EQ_COLOUR,
-                            axis="right"))
+        curves.append(
+            Curve(met["epoch"], met["eq_error_pooled"], "equivariance error (pooled)", EQ_COLOUR, axis="right")
+        )
     events = training_events(info.config, info.epochs, history, tracks)
     start, end = int(info.epochs[0]), int(info.epochs[-1])
     if history is None:
         return Timeline(start, end, events, curves, right_label="eq. error", right_log=True)
     top = max([sum(len(tr.heads) for tr in tracks)] + [1])
-    return Timeline(start, end, events, curves, left_label="heads in\norbits", left_lim=(0, min(n_heads, 1.25 * top)),
-                    right_label="eq. error", right_log=True)
+    return Timeline(
+        start,
+        end,
+        events,
+        curves,
+        left_label="heads in\norbits",
+        left_lim=(0, min(n_heads, 1.25 * top)),
+        right_label="eq. error",
+        right_log=True,
+    )
 
 
 class OrbitMovie:
@@ -67,10 +85,19 @@ class OrbitMovie:
     Raises RunFileError / UserError (one line) for a run that cannot be drawn.
     """
 
-    def __init__(self, run: Run, panels: Sequence[str] | None = None, panel_px: int = 480,
-                 trail_epochs: float = TRAIL_EPOCHS, colour_orbits: bool = True, fps: float = 24.0,
-                 event_hold_s: float = EVENT_HOLD_S, timeline: bool = True, progress: bool = False,
-                 blit: bool = True):
+    def __init__(
+        self,
+        run: Run,
+        panels: Sequence[str] | None = None,
+        panel_px: int = 480,
+        trail_epochs: float = TRAIL_EPOCHS,
+        colour_orbits: bool = True,
+        fps: float = 24.0,
+        event_hold_s: float = EVENT_HOLD_S,
+        timeline: bool = True,
+        progress: bool = False,
+        blit: bool = True,
+    ):
         n, m = require_group(run)
         final = final_snapshot(run)
         self.panels, self.panel_note = resolve_panels(panels, final.report, final.M, final.R, n, m)
@@ -80,10 +107,17 @@ class OrbitMovie:
         bar = None
         if progress:
             from tqdm import tqdm
-            bar = lambda it: tqdm(it, total=len(run), unit="snapshot", dynamic_ncols=True, leave=False,  # noqa: E731
-                                  desc="circuits, coordinates" + (", orbit check" if check else ""))
+
+            bar = lambda it: tqdm(
+                it,
+                total=len(run),
+                unit="snapshot",
+                dynamic_ncols=True,
+                leave=False,  # noqa: E731
+                desc="circuits, coordinates" + (", orbit check" if check else ""),
+            )
         facts = collect(run, self.panels, check=check, final=final, progress=bar)
-        self.epochs, self.coords, self.history = facts.epochs, facts.coords, facts.history     # [T], [T, P, H]
+        self.epochs, self.coords, self.history = facts.epochs, facts.coords, facts.history  # [T], [T, P, H]
         self.n_heads = H = self.coords.shape[-1]
         self.trail_epochs = trail_epochs
         self.looks: OrbitLooks | None = None
@@ -91,11 +125,14 @@ class OrbitMovie:
             self.looks = OrbitLooks(self.history, self.panels, self.coords[-1], n, m)
             self.note = self.looks.note
         else:
-            self.note = ("one colour (orbit colours off)" if not colour_orbits
-                         else "one colour (the run lacks weights of the orbit check)")
+            self.note = (
+                "one colour (orbit colours off)"
+                if not colour_orbits
+                else "one colour (the run lacks weights of the orbit check)"
+            )
         tracks = self.looks.tracks if self.looks else []
         self.timeline = movie_timeline(info, self.history, tracks, H)
-        self.extra = hold_frames(self.epochs, self.timeline.events, fps, event_hold_s)          # [T]
+        self.extra = hold_frames(self.epochs, self.timeline.events, fps, event_hold_s)  # [T]
         self.caption = figcaption(info, H, self.history, tracks, self.panels, n)
         self.panel_px, self.with_timeline = panel_px, timeline
         self.figure = self.make_figure(blit)
@@ -104,16 +141,30 @@ class OrbitMovie:
         """A new `PanelFigure` of this movie (`blit=False`: drawn the ordinary way)."""
         n, m, H = self.n, self.m, self.n_heads
         if self.looks:
-            colours, legend, order, outlines = (self.looks.colours, self.looks.legend, self.looks.draw_order,
-                                                self.looks.outlines)
+            colours, legend, order, outlines = (
+                self.looks.colours,
+                self.looks.legend,
+                self.looks.draw_order,
+                self.looks.outlines,
+            )
         else:
             colours, legend, order, outlines = [ONE_COLOUR] * H, [], None, []
-        return PanelFigure([p.title(n, m) for p in self.panels], colours, legend,
-                           header=header_text(self.info, n, m, H, self.trail_epochs), panel_px=self.panel_px,
-                           draw_order=order, trail_epochs=self.trail_epochs, blit=blit,
-                           notes=[p.note(n, m) for p in self.panels], axis_labels=AXIS_LABELS,
-                           outlines=outlines, timeline=self.timeline if self.with_timeline else None,
-                           snapshot_epochs=self.epochs, legend_cols=1)
+        return PanelFigure(
+            [p.title(n, m) for p in self.panels],
+            colours,
+            legend,
+            header=header_text(self.info, n, m, H, self.trail_epochs),
+            panel_px=self.panel_px,
+            draw_order=order,
+            trail_epochs=self.trail_epochs,
+            blit=blit,
+            notes=[p.note(n, m) for p in self.panels],
+            axis_labels=AXIS_LABELS,
+            outlines=outlines,
+            timeline=self.timeline if self.with_timeline else None,
+            snapshot_epochs=self.epochs,
+            legend_cols=1,
+        )
 
     def __len__(self) -> int:
         """Frames, held copies included (not the encoder's final hold)."""
@@ -125,8 +176,9 @@ class OrbitMovie:
 
     def states(self) -> Iterator:
         """The `FrameState` of every snapshot (with its look), in order."""
-        states = frame_states(zip(self.epochs, self.coords), trail_epochs=self.trail_epochs,
-                              caption=metrics_caption(self.info.metrics))
+        states = frame_states(
+            zip(self.epochs, self.coords), trail_epochs=self.trail_epochs, caption=metrics_caption(self.info.metrics)
+        )
         for t, state in enumerate(states):
             if self.looks is not None:
                 state.look = self.looks.look(t)
@@ -143,12 +195,23 @@ class OrbitMovie:
         self.figure.close()
 
 
-def make_movie(run_path: str | Path, out_dir: str | Path, panels: Sequence[str] | None = None,
-               formats: Sequence[str] | str = FORMATS, fps: float = 24.0, hold_s: float = 2.0,
-               basename: str = "orbits", panel_px: int = 480, quality: Quality = Quality(),
-               trail_epochs: float = TRAIL_EPOCHS, progress: bool = True, colour_orbits: bool = True,
-               event_hold_s: float = EVENT_HOLD_S, timeline: bool = True,
-               log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> EncodeResult:
+def make_movie(
+    run_path: str | Path,
+    out_dir: str | Path,
+    panels: Sequence[str] | None = None,
+    formats: Sequence[str] | str = FORMATS,
+    fps: float = 24.0,
+    hold_s: float = 2.0,
+    basename: str = "orbits",
+    panel_px: int = 480,
+    quality: Quality = Quality(),
+    trail_epochs: float = TRAIL_EPOCHS,
+    progress: bool = True,
+    colour_orbits: bool = True,
+    event_hold_s: float = EVENT_HOLD_S,
+    timeline: bool = True,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+) -> EncodeResult:
     """Render the orbit movie of `run_path` into `out_dir/basename.{mp4,webm,gif,png,html}`.
 
     panels: `--panels` words (`panel_choice.resolve_panels`): None or ['default'] (the seed's
@@ -164,19 +227,30 @@ def make_movie(run_path: str | Path, out_dir: str | Path, panels: Sequence[str] 
     with Run(run_path) as run:
         movie = OrbitMovie(run, panels, panel_px, trail_epochs, colour_orbits, fps, event_hold_s, timeline, progress)
         path = run.path
-    try:                                   # the pass has read the run: the file is closed while frames are drawn
+    try:  # the pass has read the run: the file is closed while frames are drawn
         prepare_out_dir(out_dir)
         total = len(movie) + int(round(hold_s * fps))
         held = ", ".join(f"{e.label} at {e.epoch:,}" for e in movie.timeline.events if e.hold)
         epochs = movie.epochs
-        log(f"{path}: {len(epochs)} snapshot{'s' * (len(epochs) != 1)} (epochs {epochs[0]:,}..{epochs[-1]:,}), "
+        log(
+            f"{path}: {len(epochs)} snapshot{'s' * (len(epochs) != 1)} (epochs {epochs[0]:,}..{epochs[-1]:,}), "
             f"{movie.panel_note}: {' '.join(map(str, movie.panels))}; {movie.note}; "
-            f"held {event_hold_s:g} s: {held or 'nothing'}")
+            f"held {event_hold_s:g} s: {held or 'nothing'}"
+        )
         bar = _progress(total, progress)
         try:
-            result = encode(movie.frames(), out_dir, basename, fps=fps, hold_s=hold_s, formats=formats,
-                            quality=quality, on_frame=bar.update if bar else None,
-                            on_stage=(lambda s: bar.set_postfix_str(s)) if bar else None, caption=movie.caption)
+            result = encode(
+                movie.frames(),
+                out_dir,
+                basename,
+                fps=fps,
+                hold_s=hold_s,
+                formats=formats,
+                quality=quality,
+                on_frame=bar.update if bar else None,
+                on_stage=(lambda s: bar.set_postfix_str(s)) if bar else None,
+                caption=movie.caption,
+            )
         finally:
             if bar:
                 bar.close()
@@ -189,4 +263,5 @@ def _progress(total: int, enabled: bool):
     if not enabled:
         return None
     from tqdm import tqdm
+
     return tqdm(total=total, desc="movie", unit="frame", dynamic_ncols=True)

@@ -13,6 +13,7 @@ orbit of size > 1 has, in a seed QK panel and a seed OV panel of its order, at l
 LIVES_IN of the power of its best plane of that order), and the automatic panels otherwise.
 `check_panels` says whether a run can supply the planes chosen.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -26,8 +27,8 @@ from headmovies.render.orbits.check import Orbit, OrbitReport
 from headmovies.runfile.reader import Run
 
 SEED_PANELS = (Panel("qk", 0, 10), Panel("ov", 10, -10), Panel("qk", 0, 6), Panel("ov", 6, -6))  # seed 000's four
-LIVES_IN = 0.5     # an orbit lives in a seed plane holding >= half the power of its best plane
-MAX_ORBITS = 2     # auto: panels for the two largest orbits (QK and OV each): four panels
+LIVES_IN = 0.5  # an orbit lives in a seed plane holding >= half the power of its best plane
+MAX_ORBITS = 2  # auto: panels for the two largest orbits (QK and OV each): four panels
 
 
 def signed(f: int, n: int) -> int:
@@ -56,8 +57,12 @@ def orbit_power(orbit: Orbit, M: np.ndarray, R: np.ndarray) -> dict[str, np.ndar
 
 def _planes(circuit: str, n: int, m: int) -> list[Panel]:
     """Every plane of a circuit outside the gauge (QK v = 0 and OV u = 0 are centred away)."""
-    return [Panel(circuit, u, v) for u in range(n) for v in range(n)
-            if not (circuit == "qk" and v == 0) and not (circuit == "ov" and u == 0)]
+    return [
+        Panel(circuit, u, v)
+        for u in range(n)
+        for v in range(n)
+        if not (circuit == "qk" and v == 0) and not (circuit == "ov" and u == 0)
+    ]
 
 
 def best_plane(power: np.ndarray, circuit: str, n: int, m: int, order: int | None) -> tuple[Panel, float] | None:
@@ -86,8 +91,9 @@ def orbit_panels(orbit: Orbit, M: np.ndarray, R: np.ndarray, n: int, m: int) -> 
     return out
 
 
-def auto_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: int,
-                max_orbits: int = MAX_ORBITS) -> list[Panel]:
+def auto_panels(
+    report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: int, max_orbits: int = MAX_ORBITS
+) -> list[Panel]:
     """Panels chosen for the data: for each of the `max_orbits` largest verified orbits of size
     > 1, its best QK plane then its best OV plane (`orbit_panels`), duplicates dropped; then,
     up to four panels, the QK planes of order > 1 where all live heads carry the most power,
@@ -101,14 +107,21 @@ def auto_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: in
     live = sorted(set(range(report.n_heads)) - set(report.dead))
     if not live:
         return panels or (list(SEED_PANELS) if n == 24 else [])
-    power = {"qk": fourier_power(centre_qk(np.asarray(M, np.float64)[live])).sum(0),
-             "ov": fourier_power(centre_ov(np.asarray(R, np.float64)[live])).sum(0)}
+    power = {
+        "qk": fourier_power(centre_qk(np.asarray(M, np.float64)[live])).sum(0),
+        "ov": fourier_power(centre_ov(np.asarray(R, np.float64)[live])).sum(0),
+    }
     ranked = {}
     for circuit in CIRCUITS:
-        ranked[circuit] = [p for p in sorted({canonical(p, n, m) for p in _planes(circuit, n, m) if p.order(n, m) > 1},
-                                             key=lambda p: -power[circuit][p.u % n, p.v % n])
-                           if p not in panels]
-    for qk in ranked["qk"]:                # each QK plane with the strongest OV plane of its order
+        ranked[circuit] = [
+            p
+            for p in sorted(
+                {canonical(p, n, m) for p in _planes(circuit, n, m) if p.order(n, m) > 1},
+                key=lambda p: -power[circuit][p.u % n, p.v % n],
+            )
+            if p not in panels
+        ]
+    for qk in ranked["qk"]:  # each QK plane with the strongest OV plane of its order
         if len(panels) >= 4:
             break
         ov = next((p for p in ranked["ov"] if p.order(n, m) == qk.order(n, m) and p not in panels), None)
@@ -132,8 +145,10 @@ def lives_in_seed_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: i
             seed = [p for p in SEED_PANELS if p.circuit == circuit and p.order(n, m) == o.size]
             got = max((power[circuit][p.u % n, p.v % n] for p in seed), default=0.0)
             if best is None or got < LIVES_IN * best[1]:
-                return False, (f"the orbit of size {o.size} has no {circuit.upper()} seed panel of order {o.size} "
-                               f"holding >= {LIVES_IN:.0%} of its best plane's power")
+                return False, (
+                    f"the orbit of size {o.size} has no {circuit.upper()} seed panel of order {o.size} "
+                    f"holding >= {LIVES_IN:.0%} of its best plane's power"
+                )
     return True, "every orbit shows as its polygon in the seed's panels"
 
 
@@ -145,8 +160,9 @@ def default_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m:
     return auto_panels(report, M, R, n, m), f"automatic panels ({why})"
 
 
-def resolve_panels(words: Sequence[str] | None, report: OrbitReport | None, M: np.ndarray | None,
-                   R: np.ndarray | None, n: int, m: int) -> tuple[list[Panel], str]:
+def resolve_panels(
+    words: Sequence[str] | None, report: OrbitReport | None, M: np.ndarray | None, R: np.ndarray | None, n: int, m: int
+) -> tuple[list[Panel], str]:
     """Panels from a `--panels` value: None or ['default'] (seed if the orbits live there,
     else auto), ['auto'], ['seed'], or CIRCUIT:U,V words. `report`, M, R (final snapshot) are
     needed only for default and auto. Returns (panels, note in words)."""
@@ -161,8 +177,10 @@ def resolve_panels(words: Sequence[str] | None, report: OrbitReport | None, M: n
     if report is None:
         if keyword == "default" and n == 24:
             return list(SEED_PANELS), "seed panels (no orbit check: the run lacks its weights)"
-        raise UserError(f"--panels {keyword} needs the orbit check of the final snapshot (a run with all six "
-                        "weights); give planes such as qk:0,10 ov:10,-10")
+        raise UserError(
+            f"--panels {keyword} needs the orbit check of the final snapshot (a run with all six "
+            "weights); give planes such as qk:0,10 ov:10,-10"
+        )
     if keyword == "auto":
         return auto_panels(report, M, R, n, m), "automatic panels (--panels auto)"
     return default_panels(report, M, R, n, m)
@@ -171,8 +189,10 @@ def resolve_panels(words: Sequence[str] | None, report: OrbitReport | None, M: n
 def require_group(run: Run) -> tuple[int, int]:
     """(n, m) of the run's symmetry group; RunFileError if the run has none."""
     if run.n is None or run.m is None:
-        raise RunFileError(f"{run.path} ({run.experiment}) has no group data (n, m): irrep panels need "
-                           "a run of a C_n-symmetric experiment such as orbits")
+        raise RunFileError(
+            f"{run.path} ({run.experiment}) has no group data (n, m): irrep panels need "
+            "a run of a C_n-symmetric experiment such as orbits"
+        )
     return run.n, run.m
 
 
@@ -188,9 +208,13 @@ def check_panels(run: Run, panels: Sequence[Panel]) -> tuple[int, int]:
         names = CIRCUIT_WEIGHTS[panel.circuit]
         missing = [w for w in names if w not in shapes]
         if missing:
-            raise RunFileError(f"{run.path} ({run.experiment}) has no weights {missing}, so panel {panel} "
-                               f"({panel.circuit.upper()} circuit) cannot be drawn")
+            raise RunFileError(
+                f"{run.path} ({run.experiment}) has no weights {missing}, so panel {panel} "
+                f"({panel.circuit.upper()} circuit) cannot be drawn"
+            )
         if shapes["W_E"][0] != n or (panel.circuit == "ov" and shapes["W_U"][-1] != n):
-            raise RunFileError(f"{run.path}: panel {panel} needs {n} tokens and {n} output classes "
-                               f"(C_{n}); W_E is {shapes['W_E']}, W_U is {shapes.get('W_U')}")
+            raise RunFileError(
+                f"{run.path}: panel {panel} needs {n} tokens and {n} output classes "
+                f"(C_{n}); W_E is {shapes['W_E']}, W_U is {shapes.get('W_U')}"
+            )
     return n, m

@@ -16,6 +16,7 @@ about the run (name, config, metrics), read once. Memory: the weights of one chu
 is collected (P x H complex coordinates and the condensed check per snapshot; the viewer's
 factors are larger, H x 4 x n x d_head each).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,15 +24,28 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from headmovies.render.core.circuits import (CIRCUIT_WEIGHTS, centre_ov, centre_qk, circuit_factors, ov_circuit,
-                                             qk_circuit)
+from headmovies.render.core.circuits import (
+    CIRCUIT_WEIGHTS,
+    centre_ov,
+    centre_qk,
+    circuit_factors,
+    ov_circuit,
+    qk_circuit,
+)
 from headmovies.render.core.projections import Panel, irrep_coordinate
-from headmovies.render.orbits.check import (CIRCUIT_NAMES, DEAD_TOL, TOL, OrbitReport, check_orbits,
-                                           check_tolerances, group_of)
+from headmovies.render.orbits.check import (
+    CIRCUIT_NAMES,
+    DEAD_TOL,
+    TOL,
+    OrbitReport,
+    check_orbits,
+    check_tolerances,
+    group_of,
+)
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
 from headmovies.runfile.reader import Run
 
-CHUNK = 32          # snapshots per HDF5 read
+CHUNK = 32  # snapshots per HDF5 read
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,7 @@ class RunInfo:
     file: the run file's name; experiment; seed; config (dict); complete: training finished;
     epochs: int64 [T], the snapshots' epochs; metrics: `Run.metrics()` ({'epoch': [K], name: [K]}).
     """
+
     file: str
     experiment: str
     seed: int
@@ -51,8 +66,9 @@ class RunInfo:
 
     @classmethod
     def of(cls, run: Run) -> "RunInfo":
-        return cls(run.path.name, run.experiment, run.seed, run.config, bool(run.complete), np.array(run.epochs),
-                   run.metrics())
+        return cls(
+            run.path.name, run.experiment, run.seed, run.config, bool(run.complete), np.array(run.epochs), run.metrics()
+        )
 
 
 @dataclass
@@ -60,6 +76,7 @@ class FinalSnapshot:
     """The last snapshot of a run, read before the pass: its weights (every one the run holds),
     its uncentred circuits M (QK) and R (OV) [H, n, n] where the run holds their weights (else
     None), and its orbit report (None unless the run holds all six weights of the check)."""
+
     index: int
     epoch: int
     weights: dict[str, np.ndarray]
@@ -92,6 +109,7 @@ class Snapshot:
     circuit in each panel's plane (None without panels). report: its orbit report (None
     unless asked). factors: float64 [H, 4, n, d_head], `circuit_factors` (None unless asked).
     """
+
     index: int
     epoch: int
     coords: np.ndarray | None
@@ -99,9 +117,17 @@ class Snapshot:
     factors: np.ndarray | None
 
 
-def snapshot_facts(run: Run, panels: Sequence[Panel] = (), check: bool = False, factors: bool = False,
-                   tol: float = TOL, dead_tol: float = DEAD_TOL, indices: np.ndarray | None = None,
-                   final: FinalSnapshot | None = None, chunk: int = CHUNK) -> Iterator[Snapshot]:
+def snapshot_facts(
+    run: Run,
+    panels: Sequence[Panel] = (),
+    check: bool = False,
+    factors: bool = False,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+    indices: np.ndarray | None = None,
+    final: FinalSnapshot | None = None,
+    chunk: int = CHUNK,
+) -> Iterator[Snapshot]:
     """The facts of each snapshot of an open run (or of the given increasing indices), in order:
     irrep coordinates in `panels`, with `check` the orbit report (tolerances `tol`, `dead_tol`),
     with `factors` the factored circuits. Each snapshot is read once, in chunks of `chunk`, and
@@ -116,26 +142,55 @@ def snapshot_facts(run: Run, panels: Sequence[Panel] = (), check: bool = False, 
     for t in idx:
         if cached and t == final.index:
             circ = {k: c for k, c in (("qk", final.M), ("ov", final.R)) if k in kinds}
-            report = final.report if final.report is not None and (final.report.tol, final.report.dead_tol) == \
-                (tol, dead_tol) else None
-            yield _facts(final.index, final.epoch, final.weights, circ, report, panels, kinds, check, factors,
-                         n, m, tol, dead_tol)
+            report = (
+                final.report
+                if final.report is not None and (final.report.tol, final.report.dead_tol) == (tol, dead_tol)
+                else None
+            )
+            yield _facts(
+                final.index,
+                final.epoch,
+                final.weights,
+                circ,
+                report,
+                panels,
+                kinds,
+                check,
+                factors,
+                n,
+                m,
+                tol,
+                dead_tol,
+            )
         else:
             _, (epoch, w) = next(weights)
             yield _facts(int(t), epoch, w, {}, None, panels, kinds, check, factors, n, m, tol, dead_tol)
 
 
-def _facts(t: int, epoch: int, w: dict, circ: dict, report: OrbitReport | None, panels: Sequence[Panel],
-           kinds: set, check: bool, factors: bool, n: int, m: int, tol: float, dead_tol: float) -> Snapshot:
+def _facts(
+    t: int,
+    epoch: int,
+    w: dict,
+    circ: dict,
+    report: OrbitReport | None,
+    panels: Sequence[Panel],
+    kinds: set,
+    check: bool,
+    factors: bool,
+    n: int,
+    m: int,
+    tol: float,
+    dead_tol: float,
+) -> Snapshot:
     """One snapshot's facts from its weights `w` (and any circuits or report already computed)."""
     if "qk" in kinds and "qk" not in circ:
-        circ["qk"] = qk_circuit(w["W_E"], w["W_Q"], w["W_K"])                          # [H, n, n]
+        circ["qk"] = qk_circuit(w["W_E"], w["W_Q"], w["W_K"])  # [H, n, n]
     if "ov" in kinds and "ov" not in circ:
-        circ["ov"] = ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"])                # [H, n, n]
+        circ["ov"] = ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"])  # [H, n, n]
     coords = None
-    if panels:                     # centring leaves every coordinate with u, v != 0 unchanged (gauge-invariant)
+    if panels:  # centring leaves every coordinate with u, v != 0 unchanged (gauge-invariant)
         centred = {k: (centre_qk if k == "qk" else centre_ov)(circ[k]) for k in {p.circuit for p in panels}}
-        coords = np.stack([irrep_coordinate(centred[p.circuit], p.u, p.v) for p in panels])   # [P, H]
+        coords = np.stack([irrep_coordinate(centred[p.circuit], p.u, p.v) for p in panels])  # [P, H]
     if check and report is None:
         report = check_orbits(circ["qk"], circ["ov"], n, m, tol, dead_tol)
         report.epoch = int(epoch)
@@ -147,16 +202,24 @@ class Collected:
     """The facts of a run's snapshots (T of them), gathered: epochs int64 [T]; coords complex
     [T, P, H] (None without panels); history: the orbit check of each (None unless asked);
     factors float64 [T, H, 4, n, d_head] (None unless asked)."""
+
     epochs: np.ndarray
     coords: np.ndarray | None
     history: OrbitHistory | None
     factors: np.ndarray | None
 
 
-def collect(run: Run, panels: Sequence[Panel] = (), check: bool = False, factors: bool = False,
-            tol: float = TOL, dead_tol: float = DEAD_TOL, indices: np.ndarray | None = None,
-            final: FinalSnapshot | None = None,
-            progress: Callable[[Iterable], Iterable] | None = None) -> Collected:
+def collect(
+    run: Run,
+    panels: Sequence[Panel] = (),
+    check: bool = False,
+    factors: bool = False,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+    indices: np.ndarray | None = None,
+    final: FinalSnapshot | None = None,
+    progress: Callable[[Iterable], Iterable] | None = None,
+) -> Collected:
     """`snapshot_facts` gathered into arrays. `progress`, if given, wraps the snapshot
     iterator (e.g. tqdm)."""
     facts: Iterable[Snapshot] = snapshot_facts(run, panels, check, factors, tol, dead_tol, indices, final)
@@ -172,21 +235,29 @@ def collect(run: Run, panels: Sequence[Panel] = (), check: bool = False, factors
         if s.factors is not None:
             F.append(s.factors)
     n, m = (run.n, run.m)
-    return Collected(np.asarray(epochs, np.int64), np.array(coords) if panels else None,
-                     OrbitHistory.of(epochs, checks, n, m, tol, dead_tol) if check else None,
-                     np.array(F) if factors else None)
+    return Collected(
+        np.asarray(epochs, np.int64),
+        np.array(coords) if panels else None,
+        OrbitHistory.of(epochs, checks, n, m, tol, dead_tol) if check else None,
+        np.array(F) if factors else None,
+    )
 
 
-def orbit_history(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL,
-                  progress: Callable[[Iterable], Iterable] | None = None,
-                  indices: np.ndarray | None = None) -> OrbitHistory:
+def orbit_history(
+    run: Run,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+    progress: Callable[[Iterable], Iterable] | None = None,
+    indices: np.ndarray | None = None,
+) -> OrbitHistory:
     """The orbit check (`check.check_orbits`) of every snapshot of an open run (or of the
     snapshot indices given, in increasing order). `progress`, if given, wraps the iterator."""
     return collect(run, (), check=True, tol=tol, dead_tol=dead_tol, indices=indices, progress=progress).history
 
 
-def panel_coordinates(run: Run, panels: Sequence[Panel], indices: np.ndarray | None = None,
-                      chunk: int = CHUNK) -> Iterator[tuple[int, np.ndarray]]:
+def panel_coordinates(
+    run: Run, panels: Sequence[Panel], indices: np.ndarray | None = None, chunk: int = CHUNK
+) -> Iterator[tuple[int, np.ndarray]]:
     """(epoch, complex [P, H]) per snapshot: X^(u, v) of each head's centred circuit in each
     panel's plane, as the movie draws it (the coordinates of `snapshot_facts` alone)."""
     for s in snapshot_facts(run, panels, indices=indices, chunk=chunk):

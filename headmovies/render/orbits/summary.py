@@ -6,6 +6,7 @@ head settles at one frequency w early in training, and an orbit at w has n / gcd
 so the group sizes say which orbits can form (docs/results/orbits.md, "Why orbits are rare
 here").
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,8 @@ def head_frequencies(M: np.ndarray) -> np.ndarray:
     centred QK power in the planes (0, w). M: QK circuits [H, n, n]."""
     n = M.shape[-1]
     a = np.arange(n)
-    key_power = np.abs(centre_qk(M).sum(1) @ np.exp(2j * np.pi * np.outer(a, a) / n)) ** 2   # (H, w)
-    return key_power[:, 1:n // 2 + 1].argmax(1) + 1
+    key_power = np.abs(centre_qk(M).sum(1) @ np.exp(2j * np.pi * np.outer(a, a) / n)) ** 2  # (H, w)
+    return key_power[:, 1 : n // 2 + 1].argmax(1) + 1
 
 
 def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
@@ -32,21 +33,23 @@ def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
     return dict(sorted(groups.items()))
 
 
-def orbit_summary(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL,
-                  dead_tol: float = DEAD_TOL) -> dict:
+def orbit_summary(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL, dead_tol: float = DEAD_TOL) -> dict:
     """The orbit check of one snapshot (circuits M, R [H, n, n]) summarised as a JSON-ready
     dict: orbit sizes (largest first), the non-trivial ones, each orbit's worst error and r-free
     stabiliser size, dead and merged head counts, the six smallest per-head worst-shift errors
     of live heads, the largest |centred QK score| and the frequency groups {w: heads}."""
     report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol)
     live = np.isfinite(report.head_error)
-    return {"orbit_sizes": [o.size for o in report.orbits],
-            "nontrivial": [o.size for o in report.orbits if o.size > 1],
-            "worst": [round(o.worst_error, 4) for o in report.orbits],
-            "n_dead": len(report.dead), "n_merged": sum(len(g) for g in report.merged),
-            "closest": sorted(float(e) for e in report.head_error[live])[:6],
-            "max_score": float(np.abs(centre_qk(M)).max()),
-            "groups": frequency_groups(M, report)}
+    return {
+        "orbit_sizes": [o.size for o in report.orbits],
+        "nontrivial": [o.size for o in report.orbits if o.size > 1],
+        "worst": [round(o.worst_error, 4) for o in report.orbits],
+        "n_dead": len(report.dead),
+        "n_merged": sum(len(g) for g in report.merged),
+        "closest": sorted(float(e) for e in report.head_error[live])[:6],
+        "max_score": float(np.abs(centre_qk(M)).max()),
+        "groups": frequency_groups(M, report),
+    }
 
 
 SWEEP_OUTCOME = "orbit structure: sizes of the verified orbits of 2 or more heads ('none': no such orbit)"

@@ -31,6 +31,7 @@ inlines it with the payload into one file.
 `ViewerData` builds this incrementally, one pass over the snapshots it has not seen
 (`stream.collect`), so the live view (`watch.py`) reads and sends only new snapshots.
 """
+
 from __future__ import annotations
 
 import base64
@@ -59,12 +60,12 @@ from headmovies.render.orbits.viewer_page.build import page
 from headmovies.runfile.reader import Run
 
 PAYLOAD_VERSION = 1
-MAX_MB = 5.0          # issue 13: the default run's page stays under this
-HEATMAP = "RdBu_r"    # the heads' circuits in the page: red positive, blue negative
+MAX_MB = 5.0  # issue 13: the default run's page stays under this
+HEATMAP = "RdBu_r"  # the heads' circuits in the page: red positive, blue negative
 
 
-SCALE_STEPS = 8          # row scales are powers of 2^(1/8)
-ZERO_CODE = -32768       # the scale code of an all-zero row
+SCALE_STEPS = 8  # row scales are powers of 2^(1/8)
+ZERO_CODE = -32768  # the scale code of an all-zero row
 
 
 def fourier_rows(F: np.ndarray) -> np.ndarray:
@@ -101,7 +102,7 @@ def dequantise_rows(q: np.ndarray, code: np.ndarray) -> np.ndarray:
 
 def rows_to_factors(A: np.ndarray, n: int) -> np.ndarray:
     """Real [..., n, d] factors from their rows u = 0..n/2 (the inverse of `fourier_rows`)."""
-    full = np.concatenate([A, np.conj(A[..., 1:(n + 1) // 2, :][..., ::-1, :])], axis=-2)
+    full = np.concatenate([A, np.conj(A[..., 1 : (n + 1) // 2, :][..., ::-1, :])], axis=-2)
     return np.real(np.fft.fft(full, axis=-2)) / n
 
 
@@ -147,11 +148,20 @@ def plane_words(panel: Panel, n: int, m: int) -> dict:
     turn = 360.0 * r / n
     deg = f"{turn:g}" if turn == int(turn) else f"{turn:.1f}"
     shape = "stays put" if k == 1 else f"draws a regular {k}-gon" if k > 2 else "draws a pair"
-    return {"circuit": panel.circuit, "u": panel.u, "v": panel.v, "r": r, "order": k, "shape": shape_name(k),
-            "title": f"{circuit} circuit, (u, v) = ({panel.u}, {panel.v})",
-            "axes": (f"x, y: real and imaginary part of each head's ({panel.u}, {panel.v}) Fourier coefficient "
-                     f"of its centred {circuit} circuit. A shift by s turns every dot by r·s·{360 / n:g}° "
-                     f"(r = {r}: {deg}° per unit shift); an orbit {shape} here.")}
+    return {
+        "circuit": panel.circuit,
+        "u": panel.u,
+        "v": panel.v,
+        "r": r,
+        "order": k,
+        "shape": shape_name(k),
+        "title": f"{circuit} circuit, (u, v) = ({panel.u}, {panel.v})",
+        "axes": (
+            f"x, y: real and imaginary part of each head's ({panel.u}, {panel.v}) Fourier coefficient "
+            f"of its centred {circuit} circuit. A shift by s turns every dot by r·s·{360 / n:g}° "
+            f"(r = {r}: {deg}° per unit shift); an orbit {shape} here."
+        ),
+    }
 
 
 def _key(heads) -> str:
@@ -179,12 +189,19 @@ class ViewerData:
     the orbit check, or for tolerances out of range.
     """
 
-    def __init__(self, run: Run, panels: Sequence[str] | None = None, tol: float = TOL,
-                 dead_tol: float = DEAD_TOL, trail_epochs: float = TRAIL_EPOCHS):
+    def __init__(
+        self,
+        run: Run,
+        panels: Sequence[str] | None = None,
+        tol: float = TOL,
+        dead_tol: float = DEAD_TOL,
+        trail_epochs: float = TRAIL_EPOCHS,
+    ):
         self.n, self.m = group_of(run)
-        self.final = final_snapshot(run, tol, dead_tol)        # used by the first `grow`, then dropped
-        self.panels, self.panel_note = resolve_panels(panels, self.final.report, self.final.M, self.final.R,
-                                                      self.n, self.m)
+        self.final = final_snapshot(run, tol, dead_tol)  # used by the first `grow`, then dropped
+        self.panels, self.panel_note = resolve_panels(
+            panels, self.final.report, self.final.M, self.final.R, self.n, self.m
+        )
         check_panels(run, self.panels)
         self.tol, self.dead_tol, self.trail_epochs = tol, dead_tol, trail_epochs
         self.n_heads = int(run.shape("W_Q")[0])
@@ -214,17 +231,25 @@ class ViewerData:
         start, stop = self.count, len(run)
         if stop <= start:
             return None
-        facts = collect(run, self.panels, check=True, factors=True, tol=self.tol, dead_tol=self.dead_tol,
-                        indices=np.arange(start, stop), final=self.final)
+        facts = collect(
+            run,
+            self.panels,
+            check=True,
+            factors=True,
+            tol=self.tol,
+            dead_tol=self.dead_tol,
+            indices=np.arange(start, stop),
+            final=self.final,
+        )
         self.final = None
         part = facts.history
         self.history = part if self.history is None else self.history.concat(part)
-        coords = facts.coords                                                                   # [t, P, H]
+        coords = facts.coords  # [t, P, H]
         rows, codes = quantise_rows(fourier_rows(facts.factors))
         cap = metrics_caption(self.info.metrics)
         metrics = self.info.metrics
         eq = {}
-        if "eq_error_pooled" in metrics:        # old files' eq_error is read as eq_error_pooled
+        if "eq_error_pooled" in metrics:  # old files' eq_error is read as eq_error_pooled
             eq = {int(e): v for e, v in zip(metrics["epoch"], metrics["eq_error_pooled"])}
         epochs = [int(e) for e in facts.epochs]
         data = {
@@ -233,13 +258,15 @@ class ViewerData:
             "captions": [cap(e) for e in epochs],
             "eq_error": [_num(eq[e]) if e in eq else None for e in epochs],
             "orbits": [[[_key(h), _num(err)] for _, h, err in o] for o in part.orbits],
-            "arrays": pack({
-                "coords": np.stack([coords.real, coords.imag], -1).astype(np.float32),
-                "rows": time_delta(rows),
-                "codes": time_delta(codes),
-                "head_error": part.head_error.astype(np.float32),
-                "dead": part.dead.astype(np.uint8),
-            }),
+            "arrays": pack(
+                {
+                    "coords": np.stack([coords.real, coords.imag], -1).astype(np.float32),
+                    "rows": time_delta(rows),
+                    "codes": time_delta(codes),
+                    "head_error": part.head_error.astype(np.float32),
+                    "dead": part.dead.astype(np.uint8),
+                }
+            ),
         }
         chunk = Chunk(start, stop, data)
         self.chunks.append(chunk)
@@ -258,14 +285,24 @@ class ViewerData:
         else:
             latest = set()
         # as in the movie: the orbits of the last snapshot, largest first, then ones seen earlier
-        order = sorted(sets, key=lambda k: (k not in latest, -sets[k]["size"] if k in latest else sets[k]["first"],
-                                            sets[k]["heads"][0]))
+        order = sorted(
+            sets,
+            key=lambda k: (k not in latest, -sets[k]["size"] if k in latest else sets[k]["first"], sets[k]["heads"][0]),
+        )
         orbits = []
         for i, key in enumerate(order):
             s = sets[key]
             lock = h.locked_in(s["heads"]) if key in latest else None
-            orbits.append({"key": key, "heads": s["heads"], "size": s["size"], "colour": to_hex(orbit_colour(i)),
-                           "locked_in": lock, "final": key in latest})
+            orbits.append(
+                {
+                    "key": key,
+                    "heads": s["heads"],
+                    "size": s["size"],
+                    "colour": to_hex(orbit_colour(i)),
+                    "locked_in": lock,
+                    "final": key in latest,
+                }
+            )
         info = self.info
         # the page marks each orbit's verification itself (from `orbits`); its timeline spans the planned run
         events = training_events(info.config, None, h)
@@ -273,17 +310,25 @@ class ViewerData:
             "version": PAYLOAD_VERSION,
             "file": info.file,
             "experiment": info.experiment,
-            "n": self.n, "m": self.m, "n_heads": self.n_heads, "d_head": self.d_head,
+            "n": self.n,
+            "m": self.m,
+            "n_heads": self.n_heads,
+            "d_head": self.d_head,
             "final_epoch": int(info.config.get("epochs", info.epochs[-1])),
             "complete": info.complete,
-            "tol": self.tol, "dead_tol": self.dead_tol,
+            "tol": self.tol,
+            "dead_tol": self.dead_tol,
             "trail_epochs": self.trail_epochs,
             "panels": [plane_words(p, self.n, self.m) for p in self.panels],
             "panel_note": self.panel_note,
             "events": [{"epoch": e.epoch, "label": e.words, "short": e.label} for e in events],
             "orbits": orbits,
-            "colours": {"other": to_hex(OTHER_COLOUR), "dead": to_hex(DEAD_COLOUR), "dead_edge": to_hex(DEAD_EDGE),
-                        "heatmap": heatmap_stops()},
+            "colours": {
+                "other": to_hex(OTHER_COLOUR),
+                "dead": to_hex(DEAD_COLOUR),
+                "dead_edge": to_hex(DEAD_EDGE),
+                "heatmap": heatmap_stops(),
+            },
             "fourier_rows": {"scale_steps": SCALE_STEPS, "zero_code": ZERO_CODE},
             "axes": {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR},
         }
@@ -308,9 +353,15 @@ class ViewerResult:
     panels: list[Panel]
 
 
-def make_viewer(run_path: str | Path, out_dir: str | Path, panels: Sequence[str] | None = None,
-                tol: float = TOL, dead_tol: float = DEAD_TOL, name: str = "viewer",
-                trail_epochs: float = TRAIL_EPOCHS) -> ViewerResult:
+def make_viewer(
+    run_path: str | Path,
+    out_dir: str | Path,
+    panels: Sequence[str] | None = None,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+    name: str = "viewer",
+    trail_epochs: float = TRAIL_EPOCHS,
+) -> ViewerResult:
     """Write `out_dir/name.html`, the viewer of `run_path` (whole or not at all). Errors a
     user can cause (run file, weights, panels, output folder) are UserError, raised before
     anything is written."""

@@ -9,6 +9,7 @@ rest, which the resumed writer writes again. A file replaced by a different run 
 makes the page reload. The page polls `/update?gen=G&since=T` (JSON) and gets the chunks it
 lacks; `gen` counts reopenings, so a page that holds dropped snapshots is told where to cut.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,8 @@ from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
 from headmovies.render.orbits.viewer import ViewerData, page
 
-POLL_MS = 1000      # the page asks for new snapshots this often
-SAY_S = 30          # a message about the file shows this long in the page
+POLL_MS = 1000  # the page asks for new snapshots this often
+SAY_S = 30  # a message about the file shows this long in the page
 
 
 def shared_prefix(old: Run, new: Run) -> int:
@@ -53,8 +54,9 @@ class Follower:
     """A run file followed as it grows, thread-safe: `poll()` from one thread, `page_text()` and
     `update()` from the server's."""
 
-    def __init__(self, path: str | os.PathLike, panels: Sequence[str] | None = None, tol: float = TOL,
-                 dead_tol: float = DEAD_TOL):
+    def __init__(
+        self, path: str | os.PathLike, panels: Sequence[str] | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL
+    ):
         self.path = Path(path)
         self.panels, self.tol, self.dead_tol = panels, tol, dead_tol
         self.lock = threading.Lock()
@@ -62,8 +64,8 @@ class Follower:
         self.inode = None
         self.identity = ""
         self.gen = 0
-        self.cuts: dict[int, int] = {}        # gen -> snapshots kept when it began
-        self.message, self.said_at, self.error = "", 0.0, False    # shown in the page for SAY_S seconds
+        self.cuts: dict[int, int] = {}  # gen -> snapshots kept when it began
+        self.message, self.said_at, self.error = "", 0.0, False  # shown in the page for SAY_S seconds
         self.last_growth = time.monotonic()
         self._open()
         self.data = ViewerData(self.run, panels, tol, dead_tol)
@@ -71,10 +73,10 @@ class Follower:
         self.meta = self.data.meta()
 
     def _open(self) -> None:
-        inode = os.stat(self.path).st_ino        # before opening: a replacement in between is seen next poll
+        inode = os.stat(self.path).st_ino  # before opening: a replacement in between is seen next poll
         run = Run(self.path)
         try:
-            group_of(run)                          # a clear error for a run without C_n data
+            group_of(run)  # a clear error for a run without C_n data
         except Exception:
             run.close()
             raise
@@ -87,7 +89,7 @@ class Follower:
         try:
             return os.stat(self.path).st_ino != self.inode
         except FileNotFoundError:
-            return False                           # mid-replacement or removed: keep what we have
+            return False  # mid-replacement or removed: keep what we have
 
     def poll(self) -> int:
         """Reopen if the file was replaced, read new snapshots. Returns how many were added.
@@ -97,13 +99,13 @@ class Follower:
                 before = self.data.count
                 if self._replaced():
                     old, old_identity = self.run, self.identity
-                    self.run = None                         # keep the old file open to compare
+                    self.run = None  # keep the old file open to compare
                     self._open()
-                    if self.identity != old_identity:      # another run (--force): start over
+                    if self.identity != old_identity:  # another run (--force): start over
                         self.data = ViewerData(self.run, self.panels, self.tol, self.dead_tol)
                         before = 0
                         self._say("the run file was replaced by a new run")
-                    else:                                   # resumed: keep the shared prefix
+                    else:  # resumed: keep the shared prefix
                         before = min(before, self.data.truncate(shared_prefix(old, self.run)))
                         self._say("writer restarted (--resume): following the new file")
                     old.close()
@@ -130,10 +132,14 @@ class Follower:
 
     def status(self) -> dict:
         last = self.data.chunks[-1].data["epochs"][-1] if self.data.chunks else 0
-        return {"epoch": int(last), "final_epoch": int(self.meta["final_epoch"]), "complete": bool(self.meta["complete"]),
-                "quiet_s": round(time.monotonic() - self.last_growth, 1),
-                "message": self.message if self.error or time.monotonic() - self.said_at < SAY_S else "",
-                "snapshots": self.data.count}
+        return {
+            "epoch": int(last),
+            "final_epoch": int(self.meta["final_epoch"]),
+            "complete": bool(self.meta["complete"]),
+            "quiet_s": round(time.monotonic() - self.last_growth, 1),
+            "message": self.message if self.error or time.monotonic() - self.said_at < SAY_S else "",
+            "snapshots": self.data.count,
+        }
 
     def live(self) -> dict:
         return {"update": "update", "poll_ms": POLL_MS, "gen": self.gen, "identity": self.identity}
@@ -154,8 +160,13 @@ class Follower:
                 start = min([since] + [self.cuts[g] for g in range(gen + 1, self.gen + 1)])
             start = max(0, min(start, self.data.count))
             chunks = [c.data for c in self.data.chunks if c.stop > start]
-            return {"gen": self.gen, "identity": self.identity, "meta": self.meta, "chunks": chunks,
-                    "status": self.status()}
+            return {
+                "gen": self.gen,
+                "identity": self.identity,
+                "meta": self.meta,
+                "chunks": chunks,
+                "status": self.status(),
+            }
 
     def close(self) -> None:
         with self.lock:
@@ -174,7 +185,7 @@ def _handler(follower: Follower):
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self) -> None:          # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             url = urlparse(self.path)
             try:
                 if url.path in ("/", "/index.html"):
@@ -192,8 +203,9 @@ def _handler(follower: Follower):
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
-        def log_message(self, format, *args) -> None:   # quiet: the terminal shows the run's progress
+        def log_message(self, format, *args) -> None:  # quiet: the terminal shows the run's progress
             pass
+
     return Handler
 
 
@@ -202,8 +214,9 @@ def serve(follower: Follower, host: str = "127.0.0.1", port: int = 8765) -> Thre
     try:
         server = ThreadingHTTPServer((host, port), _handler(follower))
     except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pass another --port "
-                        "(--port 0 picks a free one)") from None
+        raise UserError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}): pass another --port (--port 0 picks a free one)"
+        ) from None
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="viewer-server", daemon=True).start()
     return server
@@ -226,9 +239,17 @@ def wait_for_run(path: Path, interval: float, log: Callable[[str], None]) -> Non
         time.sleep(interval)
 
 
-def watch(run_path: str | os.PathLike, panels: Sequence[str] | None = None, host: str = "127.0.0.1",
-          port: int = 8765, interval: float = 1.0, tol: float = TOL, dead_tol: float = DEAD_TOL,
-          open_browser: bool = False, log: Callable[[str], None] = print) -> None:
+def watch(
+    run_path: str | os.PathLike,
+    panels: Sequence[str] | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    interval: float = 1.0,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+    open_browser: bool = False,
+    log: Callable[[str], None] = print,
+) -> None:
     """Serve the live viewer of `run_path` until Ctrl-C (KeyboardInterrupt, or SIGTERM through the
     CLI), then stop the server and close the file. Prints the URL, then one line per change."""
     path = Path(run_path)
@@ -237,10 +258,13 @@ def watch(run_path: str | os.PathLike, panels: Sequence[str] | None = None, host
     server = serve(follower, host, port)
     url = f"http://{host}:{server.server_address[1]}/"
     st = follower.status()
-    log(f"serving the live viewer of {path} at {url} (Ctrl-C stops): epoch {st['epoch']:,} of "
-        f"{st['final_epoch']:,}, {st['snapshots']} snapshots")
+    log(
+        f"serving the live viewer of {path} at {url} (Ctrl-C stops): epoch {st['epoch']:,} of "
+        f"{st['final_epoch']:,}, {st['snapshots']} snapshots"
+    )
     if open_browser:
         import webbrowser
+
         webbrowser.open(url)
     # Ctrl-C (and SIGTERM) only wake this loop: raised inside h5py they could leave its lock held
     with deferred_signals() as signals:
@@ -249,13 +273,15 @@ def watch(run_path: str | os.PathLike, panels: Sequence[str] | None = None, host
                 message = follower.message
                 if follower.poll():
                     st = follower.status()
-                    log(f"epoch {st['epoch']:,} of {st['final_epoch']:,} ({st['snapshots']} snapshots)"
-                        + (", training finished" if st["complete"] else ""))
+                    log(
+                        f"epoch {st['epoch']:,} of {st['final_epoch']:,} ({st['snapshots']} snapshots)"
+                        + (", training finished" if st["complete"] else "")
+                    )
                 if follower.message and follower.message != message:
                     log(follower.message)
         finally:
             server.shutdown()
             server.server_close()
             follower.close()
-        signals.deliver()                # stopped by Ctrl-C or SIGTERM: the CLI's handler raises
-    raise KeyboardInterrupt              # (outside the main thread, no handler ran: say stopped all the same)
+        signals.deliver()  # stopped by Ctrl-C or SIGTERM: the CLI's handler raises
+    raise KeyboardInterrupt  # (outside the main thread, no handler ran: say stopped all the same)

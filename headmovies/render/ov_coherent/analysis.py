@@ -17,14 +17,24 @@ Model at the read-off: logits = W_E[0] W_U + sum_h z_h W_O[h] W_U, z_h = sum_b a
 att_h = softmax over the keys of the read-off's QK row M_h[0, :] (docs/math.md, "QK and OV circuits"; render.core.circuits).
 "Ablating" a head removes its term z_h W_O[h] W_U (zero ablation).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from headmovies.errors import UserError
 from headmovies.render.core.circuits import ov_circuit, qk_circuit
-from headmovies.tasks.ov_coherent import (CLASSES, D_VOCAB, EXPERIMENTS, N_CLASSES, NOISE, READOFF, SIGNAL,
-                                          WEIGHT_NAMES, Cases)
+from headmovies.tasks.ov_coherent import (
+    CLASSES,
+    D_VOCAB,
+    EXPERIMENTS,
+    N_CLASSES,
+    NOISE,
+    READOFF,
+    SIGNAL,
+    WEIGHT_NAMES,
+    Cases,
+)
 
 EXPERIMENT = EXPERIMENTS[0]
 
@@ -35,8 +45,10 @@ def check_weights(weights: dict[str, np.ndarray]) -> None:
     if missing:
         raise UserError(f"weights {missing} are missing; an {EXPERIMENT} run stores {WEIGHT_NAMES}")
     if weights["W_E"].shape[0] != D_VOCAB or weights["W_U"].shape[-1] != N_CLASSES:
-        raise UserError(f"W_E {weights['W_E'].shape} / W_U {weights['W_U'].shape} do not fit "
-                        f"{D_VOCAB} tokens and {N_CLASSES} classes: not an {EXPERIMENT} run")
+        raise UserError(
+            f"W_E {weights['W_E'].shape} / W_U {weights['W_U'].shape} do not fit "
+            f"{D_VOCAB} tokens and {N_CLASSES} classes: not an {EXPERIMENT} run"
+        )
 
 
 def readoff_qk(weights: dict[str, np.ndarray]) -> np.ndarray:
@@ -60,14 +72,14 @@ def direct_logits(weights: dict[str, np.ndarray]) -> np.ndarray:
 def attention(weights: dict[str, np.ndarray], counts: np.ndarray) -> np.ndarray:
     """Attention of the read-off on each key *token* [N, n_heads, 12] (a token that occurs k
     times gets the sum over its k positions), from key counts [N, 12]."""
-    s = readoff_qk(weights)                                                  # (H, V)
-    w = counts[:, None, :] * np.exp(s - s.max(-1, keepdims=True))            # (N, H, V)
+    s = readoff_qk(weights)  # (H, V)
+    w = counts[:, None, :] * np.exp(s - s.max(-1, keepdims=True))  # (N, H, V)
     return w / w.sum(-1, keepdims=True)
 
 
 def head_logits(weights: dict[str, np.ndarray], counts: np.ndarray) -> np.ndarray:
     """Each head's contribution to the logits [N, n_heads, 10] (uncentred)."""
-    R = ov_tables(weights, centred=False)                                    # (H, C, V)
+    R = ov_tables(weights, centred=False)  # (H, C, V)
     return np.einsum("nhv,hcv->nhc", attention(weights, counts), R)
 
 
@@ -126,13 +138,13 @@ def attention_by_pair(weights: dict[str, np.ndarray], cases: Cases) -> np.ndarra
     """Mean attention of the read-off given the pair present [n_heads, 4, 4]: entry [h, a-1, b-1]
     is head h's attention on token a (all its copies) when the pair is {a, b}; for a == b it is
     the attention on both copies. Averaged over the noise with its probabilities."""
-    att = attention(weights, cases.counts)                                   # (N, H, V)
+    att = attention(weights, cases.counts)  # (N, H, V)
     H = att.shape[1]
     out = np.zeros((H, len(SIGNAL), len(SIGNAL)))
     for c, (a, b) in enumerate(CLASSES):
         sel = cases.labels == c
         p = cases.probs[sel] / cases.probs[sel].sum()
-        mean = np.einsum("n,nhv->hv", p, att[sel])                            # (H, V)
+        mean = np.einsum("n,nhv->hv", p, att[sel])  # (H, V)
         out[:, a - 1, b - 1] = mean[:, a]
         out[:, b - 1, a - 1] = mean[:, b]
     return out
@@ -142,9 +154,9 @@ def class_contributions(weights: dict[str, np.ndarray], cases: Cases) -> np.ndar
     """Each head's mean contribution to the correct class's logit [10 classes, n_heads], over the
     sequences of that class; logits centred over classes per head (gauge). Point c of the plane
     figure is (head 1, head 2) of row c: both > 0 is constructive interference."""
-    per_head = head_logits(weights, cases.counts)                            # (N, H, C)
+    per_head = head_logits(weights, cases.counts)  # (N, H, C)
     per_head = per_head - per_head.mean(-1, keepdims=True)
-    own = per_head[np.arange(len(cases)), :, cases.labels]                   # (N, H)
+    own = per_head[np.arange(len(cases)), :, cases.labels]  # (N, H)
     out = np.zeros((N_CLASSES, per_head.shape[1]))
     for c in range(N_CLASSES):
         sel = cases.labels == c
@@ -163,15 +175,16 @@ def readout_directions(weights: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(weights["W_O"], np.float64) @ np.asarray(weights["W_U"], np.float64)
 
 
-def hard_attention_predictions(weights: dict[str, np.ndarray], cases: Cases,
-                               ablate: tuple[int, ...] = ()) -> np.ndarray:
+def hard_attention_predictions(
+    weights: dict[str, np.ndarray], cases: Cases, ablate: tuple[int, ...] = ()
+) -> np.ndarray:
     """Predicted classes [N] if every head attended only to the present token it ranks highest
     (the seed's "all or nothing" attention): logits = W_E[0] W_U + sum_h R_h[:, top_h]. Compared
     with the model's predictions, this tells how far orderings + OV tables explain the model."""
-    s = readoff_qk(weights)                                                  # (H, V)
-    present = cases.counts[:, None, :] > 0                                   # (N, 1, V)
-    top = np.where(present, s[None], -np.inf).argmax(-1)                     # (N, H)
-    R = ov_tables(weights, centred=False)                                    # (H, C, V)
+    s = readoff_qk(weights)  # (H, V)
+    present = cases.counts[:, None, :] > 0  # (N, 1, V)
+    top = np.where(present, s[None], -np.inf).argmax(-1)  # (N, H)
+    R = ov_tables(weights, centred=False)  # (H, C, V)
     out = np.broadcast_to(direct_logits(weights), (len(cases), N_CLASSES)).copy()
     for h in range(s.shape[0]):
         if h not in ablate:
@@ -194,16 +207,18 @@ def analyse(weights: dict[str, np.ndarray], cases: Cases) -> dict:
     heads = []
     for h in range(H):
         abl_acc, abl_class = accuracy(logits(weights, cases.counts, ablate=(h,)).argmax(-1), cases)
-        heads.append({
-            "head": h + 1,
-            "qk_readoff": qk[h].tolist(),
-            "qk_signal_minus_noise": (qk[h, list(SIGNAL)] - qk[h, list(NOISE)].mean()).tolist(),
-            "ordering": list(preference_ordering(qk[h])),
-            "ordering_text": format_ordering(qk[h]),
-            "ablated_acc": abl_acc,
-            "ablated_class_acc": abl_class.tolist(),
-            "ov_signal": R[h][:, list(SIGNAL)].tolist(),    # [10 classes][4 signal tokens]
-        })
+        heads.append(
+            {
+                "head": h + 1,
+                "qk_readoff": qk[h].tolist(),
+                "qk_signal_minus_noise": (qk[h, list(SIGNAL)] - qk[h, list(NOISE)].mean()).tolist(),
+                "ordering": list(preference_ordering(qk[h])),
+                "ordering_text": format_ordering(qk[h]),
+                "ablated_acc": abl_acc,
+                "ablated_class_acc": abl_class.tolist(),
+                "ov_signal": R[h][:, list(SIGNAL)].tolist(),  # [10 classes][4 signal tokens]
+            }
+        )
     hard = hard_attention_predictions(weights, cases)
     agree = float(((hard == pred) * cases.probs).sum() / cases.probs.sum())
     return {
@@ -236,6 +251,8 @@ def qk_trajectory(run, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
 def require_run(run) -> None:
     """Raise UserError unless `run` (a reader.Run) is an ov-coherent run with the weights needed."""
     if run.experiment != EXPERIMENT:
-        raise UserError(f"{run.path} is a run of {run.experiment!r}, not {EXPERIMENT!r}; "
-                        f"train one with `headmovies train {EXPERIMENT}`")
+        raise UserError(
+            f"{run.path} is a run of {run.experiment!r}, not {EXPERIMENT!r}; "
+            f"train one with `headmovies train {EXPERIMENT}`"
+        )
     run.require(*WEIGHT_NAMES)

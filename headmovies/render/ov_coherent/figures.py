@@ -4,6 +4,7 @@ Inputs are the numpy results of `ov_coherent.analysis` (never the training code)
 sheet per run, training curves across runs, and the final (head 1, head 2) QK plane of every
 run. The movie is in `ov_coherent.movie`.
 """
+
 from __future__ import annotations
 
 import matplotlib
@@ -17,7 +18,7 @@ from headmovies.render.ov_coherent import analysis as S  # noqa: E402
 from headmovies.tasks import ov_coherent as T  # noqa: E402
 
 TOKEN_COLOURS = {1: "tab:blue", 2: "tab:orange", 3: "tab:green", 4: "tab:red"}
-CLASS_CMAP = ListedColormap(plt.get_cmap("tab10").colors[:T.N_CLASSES])
+CLASS_CMAP = ListedColormap(plt.get_cmap("tab10").colors[: T.N_CLASSES])
 
 
 def plane_coords(qk: np.ndarray) -> np.ndarray:
@@ -28,6 +29,7 @@ def plane_coords(qk: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- per-run analysis sheet
 
+
 def _qk_bars(ax, result: dict) -> None:
     H = result["n_heads"]
     width = 0.8 / H
@@ -36,8 +38,15 @@ def _qk_bars(ax, result: dict) -> None:
         qk = np.array(head["qk_readoff"])
         qk = qk - qk[list(T.NOISE)].mean()
         colours = ["black"] + [TOKEN_COLOURS[t] for t in T.SIGNAL] + ["0.6"] * len(T.NOISE)
-        ax.bar(x + (h - (H - 1) / 2) * width, qk, width, color=colours, edgecolor="white",
-               hatch=None if h == 0 else "//", label=f"head {h + 1}: {head['ordering_text']}")
+        ax.bar(
+            x + (h - (H - 1) / 2) * width,
+            qk,
+            width,
+            color=colours,
+            edgecolor="white",
+            hatch=None if h == 0 else "//",
+            label=f"head {h + 1}: {head['ordering_text']}",
+        )
     ax.axhline(0, color="0.3", lw=0.6)
     ax.set_xticks(x, ["R"] + [str(t) for t in T.SIGNAL] + [str(t) for t in T.NOISE])
     ax.set_xlabel("key token (R = read-off, 1-4 signal, 5-11 noise)")
@@ -48,13 +57,19 @@ def _qk_bars(ax, result: dict) -> None:
 
 def _class_acc(ax, result: dict) -> None:
     H = result["n_heads"]
-    series = [("full model", result["class_acc"])] + \
-             [(f"head {h['head']} ablated", h["ablated_class_acc"]) for h in result["heads"]]
+    series = [("full model", result["class_acc"])] + [
+        (f"head {h['head']} ablated", h["ablated_class_acc"]) for h in result["heads"]
+    ]
     width = 0.8 / len(series)
     x = np.arange(T.N_CLASSES)
     for i, (label, acc) in enumerate(series):
-        ax.bar(x + (i - (len(series) - 1) / 2) * width, acc, width, label=label,
-               color=["black", "tab:purple", "tab:cyan", "tab:olive", "tab:brown"][i % 5])
+        ax.bar(
+            x + (i - (len(series) - 1) / 2) * width,
+            acc,
+            width,
+            label=label,
+            color=["black", "tab:purple", "tab:cyan", "tab:olive", "tab:brown"][i % 5],
+        )
     ax.set_xticks(x, T.CLASS_NAMES, rotation=60, fontsize=7)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("accuracy (exact)" if result["exact"] else "accuracy (sampled)")
@@ -70,20 +85,22 @@ def _contribution_plane(ax, result: dict) -> None:
         ax.set_xticks(np.arange(T.N_CLASSES), T.CLASS_NAMES, rotation=60, fontsize=7)
         ax.set_title("head 1's contribution to the correct logit", fontsize=9)
         return
-    ax.scatter(cc[:, 0], cc[:, 1], c=np.arange(T.N_CLASSES), cmap=CLASS_CMAP, vmin=-0.5,
-               vmax=T.N_CLASSES - 0.5, s=40, zorder=3)
+    ax.scatter(
+        cc[:, 0], cc[:, 1], c=np.arange(T.N_CLASSES), cmap=CLASS_CMAP, vmin=-0.5, vmax=T.N_CLASSES - 0.5, s=40, zorder=3
+    )
     for c, name in enumerate(T.CLASS_NAMES):
         ax.annotate(name, cc[c, :2], xytext=(3, 3), textcoords="offset points", fontsize=7)
     ax.axhline(0, color="0.5", lw=0.6)
     ax.axvline(0, color="0.5", lw=0.6)
     ax.set_xlabel("head 1 contribution to correct logit")
     ax.set_ylabel("head 2 contribution to correct logit")
-    ax.set_title("each class: (head 1, head 2) logit contribution\n(centred over classes, mean over its sequences)",
-                 fontsize=9)
+    ax.set_title(
+        "each class: (head 1, head 2) logit contribution\n(centred over classes, mean over its sequences)", fontsize=9
+    )
 
 
 def _attention_heatmaps(fig, spec, result: dict) -> None:
-    att = np.array(result["attention_by_pair"])                     # (H, 4, 4)
+    att = np.array(result["attention_by_pair"])  # (H, 4, 4)
     sub = spec.subgridspec(1, att.shape[0])
     axes = []
     for h in range(att.shape[0]):
@@ -92,8 +109,15 @@ def _attention_heatmaps(fig, spec, result: dict) -> None:
         im = ax.imshow(att[h], vmin=0, vmax=1, cmap="viridis", aspect="auto")
         for a in range(4):
             for b in range(4):
-                ax.text(b, a, f"{att[h, a, b]:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if att[h, a, b] < 0.6 else "black")
+                ax.text(
+                    b,
+                    a,
+                    f"{att[h, a, b]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if att[h, a, b] < 0.6 else "black",
+                )
         ax.set_xticks(range(4), T.SIGNAL)
         ax.set_yticks(range(4), T.SIGNAL)
         ax.set_xlabel("other token b of the pair", fontsize=8)
@@ -105,7 +129,7 @@ def _attention_heatmaps(fig, spec, result: dict) -> None:
 def _ov_heatmaps(fig, spec, result: dict) -> None:
     H = result["n_heads"]
     sub = spec.subgridspec(1, H)
-    ov = np.array([h["ov_signal"] for h in result["heads"]])         # (H, 10, 4)
+    ov = np.array([h["ov_signal"] for h in result["heads"]])  # (H, 10, 4)
     lim = np.abs(ov).max() or 1.0
     axes = []
     for h in range(H):
@@ -121,8 +145,8 @@ def _ov_heatmaps(fig, spec, result: dict) -> None:
 
 def _decision_plane(ax, weights: dict, cases: T.Cases) -> None:
     """For 2 heads of d_head 1: every case's (z_1, z_2) on the argmax regions of the readout."""
-    z = S.head_outputs(weights, cases.counts)[..., 0]                 # (N, 2)
-    U = S.readout_directions(weights)[:, 0, :]                        # (2, C)
+    z = S.head_outputs(weights, cases.counts)[..., 0]  # (N, 2)
+    U = S.readout_directions(weights)[:, 0, :]  # (2, C)
     bias = S.direct_logits(weights)
     lo, hi = z.min(0), z.max(0)
     pad = 0.15 * (hi - lo) + 1e-6
@@ -130,15 +154,33 @@ def _decision_plane(ax, weights: dict, cases: T.Cases) -> None:
     gy = np.linspace(lo[1] - pad[1], hi[1] + pad[1], 300)
     X, Y = np.meshgrid(gx, gy)
     region = (bias + X[..., None] * U[0] + Y[..., None] * U[1]).argmax(-1)
-    ax.imshow(region, origin="lower", extent=(gx[0], gx[-1], gy[0], gy[-1]), cmap=CLASS_CMAP,
-              vmin=-0.5, vmax=T.N_CLASSES - 0.5, alpha=0.35, aspect="auto", interpolation="nearest")
-    order = np.argsort(cases.probs)                                  # rare cases underneath
-    ax.scatter(z[order, 0], z[order, 1], c=cases.labels[order], cmap=CLASS_CMAP, vmin=-0.5,
-               vmax=T.N_CLASSES - 0.5, s=4, edgecolors="none")
+    ax.imshow(
+        region,
+        origin="lower",
+        extent=(gx[0], gx[-1], gy[0], gy[-1]),
+        cmap=CLASS_CMAP,
+        vmin=-0.5,
+        vmax=T.N_CLASSES - 0.5,
+        alpha=0.35,
+        aspect="auto",
+        interpolation="nearest",
+    )
+    order = np.argsort(cases.probs)  # rare cases underneath
+    ax.scatter(
+        z[order, 0],
+        z[order, 1],
+        c=cases.labels[order],
+        cmap=CLASS_CMAP,
+        vmin=-0.5,
+        vmax=T.N_CLASSES - 0.5,
+        s=4,
+        edgecolors="none",
+    )
     for c, name in enumerate(T.CLASS_NAMES):
         sel = cases.labels == c
-        ax.annotate(name, np.average(z[sel], axis=0, weights=cases.probs[sel]), fontsize=7, ha="center",
-                    fontweight="bold")
+        ax.annotate(
+            name, np.average(z[sel], axis=0, weights=cases.probs[sel]), fontsize=7, ha="center", fontweight="bold"
+        )
     ax.set_xlabel("head 1 output z_1 = attention-weighted W_V")
     ax.set_ylabel("head 2 output z_2")
     ax.set_title("head outputs of every case on the readout's class regions", fontsize=9)
@@ -160,23 +202,33 @@ def analysis_figure(result: dict, weights: dict, cases: T.Cases, title: str) -> 
         _decision_plane(ax, weights, cases)
     else:
         ax.axis("off")
-        ax.text(0.5, 0.5, f"decision plane drawn only for 2 heads of d_head 1\n"
-                f"(this run: {result['n_heads']} head(s) of d_head {result['d_head']})",
-                ha="center", va="center", fontsize=9)
+        ax.text(
+            0.5,
+            0.5,
+            f"decision plane drawn only for 2 heads of d_head 1\n"
+            f"(this run: {result['n_heads']} head(s) of d_head {result['d_head']})",
+            ha="center",
+            va="center",
+            fontsize=9,
+        )
     opp = {True: "opposite orderings", False: "orderings not opposite", None: "one head"}[result["opposite"]]
-    fig.suptitle(f"{title}: accuracy {result['acc']:.2%}, {opp}, hard-attention explanation agrees on "
-                 f"{result['hard_attention_agreement']:.1%}", fontsize=11)
+    fig.suptitle(
+        f"{title}: accuracy {result['acc']:.2%}, {opp}, hard-attention explanation agrees on "
+        f"{result['hard_attention_agreement']:.1%}",
+        fontsize=11,
+    )
     return fig
 
 
 # ---------------------------------------------------------------- across runs
+
 
 def training_figure(curves: list[tuple[str, dict[str, np.ndarray]]]) -> plt.Figure:
     """Exact read-off accuracy and loss over epochs (here one optimizer step each), one line per run.
     curves: [(label, metrics dict from Run.metrics())]."""
     fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
     for label, m in curves:
-        epoch = np.maximum(m["epoch"], 1)            # the log axis starts at epoch 1
+        epoch = np.maximum(m["epoch"], 1)  # the log axis starts at epoch 1
         ax_acc.plot(epoch, m["acc"], label=label, lw=1)
         ax_loss.plot(epoch, m["loss"], label=label, lw=1)
     for ax in (ax_acc, ax_loss):
@@ -208,7 +260,7 @@ def orderings_figure(items: list[tuple[str, np.ndarray, bool | None]]) -> plt.Fi
     for ax in axes.flat[n:]:
         ax.axis("off")
     for ax, (label, qk, opposite) in zip(axes.flat, items):
-        xy = plane_coords(qk)[:2].T                                  # (12, 2)
+        xy = plane_coords(qk)[:2].T  # (12, 2)
         lim = 1.15 * np.abs(xy).max()
         _plane_axes(ax, lim)
         ax.scatter(xy[list(T.NOISE), 0], xy[list(T.NOISE), 1], s=10, c="0.6")

@@ -3,6 +3,7 @@ head 1 against head 2, over training (docs/math.md, "OV-coherent analyses"), ove
 strip (docs/movie.md, "Timeline"): epochs, the logged accuracy, the schedule switch, the epoch
 from which the two heads' preference orderings stay opposite and the epoch from which the
 accuracy stays at or above 99 % (held `event_hold_s` seconds each)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,17 @@ import numpy as np  # noqa: E402
 from headmovies.errors import UserError  # noqa: E402
 from headmovies.render.core.encode import EncodeResult, encode  # noqa: E402
 from headmovies.runfile.reader import Run  # noqa: E402
-from headmovies.render.core.timeline import (EVENT_HOLD_S, STRIP_PX, Curve, Event, Timeline,  # noqa: E402
-                                             TimelineStrip, first_lasting, hold_frames, schedule_events)
+from headmovies.render.core.timeline import (
+    EVENT_HOLD_S,
+    STRIP_PX,
+    Curve,
+    Event,
+    Timeline,  # noqa: E402
+    TimelineStrip,
+    first_lasting,
+    hold_frames,
+    schedule_events,
+)
 from headmovies.render.ov_coherent import analysis as S  # noqa: E402
 from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords  # noqa: E402
 from headmovies.tasks import ov_coherent as T  # noqa: E402
@@ -36,41 +46,65 @@ class QKPlaneMovie:
     epochs [T], qk [T, n_heads >= 2, 12] (from `analysis.qk_trajectory`), acc [T] or None.
     """
 
-    def __init__(self, epochs: np.ndarray, qk: np.ndarray, acc: np.ndarray | None = None, *,
-                 trail: int = 1000, title: str = "", size_px: int = 720, dpi: int = 120,
-                 timeline: Timeline | None = None):
+    def __init__(
+        self,
+        epochs: np.ndarray,
+        qk: np.ndarray,
+        acc: np.ndarray | None = None,
+        *,
+        trail: int = 1000,
+        title: str = "",
+        size_px: int = 720,
+        dpi: int = 120,
+        timeline: Timeline | None = None,
+    ):
         if qk.shape[1] < 2:
             raise UserError("the QK-plane movie needs at least 2 heads")
-        self.epochs, self.xy = epochs, np.swapaxes(plane_coords(qk)[:, :2], 1, 2)   # (T, 12, 2)
+        self.epochs, self.xy = epochs, np.swapaxes(plane_coords(qk)[:, :2], 1, 2)  # (T, 12, 2)
         self.qk, self.acc, self.trail = qk, acc, trail
         strip_px = STRIP_PX if timeline is not None else 0
         height = size_px + strip_px
         self.fig = plt.figure(figsize=(size_px / dpi, height / dpi), dpi=dpi)
-        y = lambda frac: (strip_px + frac * size_px) / height       # noqa: E731  (fractions of the square part)
+        y = lambda frac: (strip_px + frac * size_px) / height  # noqa: E731  (fractions of the square part)
         ax = self.ax = self.fig.add_axes([0.13, y(0.1), 0.82, 0.76 * size_px / height])
         ax.set_aspect("equal")
-        ax.plot([-1e9, 1e9], [0, 0], color="0.65", lw=0.6)        # thin cross at the origin
+        ax.plot([-1e9, 1e9], [0, 0], color="0.65", lw=0.6)  # thin cross at the origin
         ax.plot([0, 0], [-1e9, 1e9], color="0.65", lw=0.6)
         ax.set_xlabel("head 1: read-off QK score − mean noise")
         ax.set_ylabel("head 2: read-off QK score − mean noise")
         self.trails = {t: ax.plot([], [], color=TOKEN_COLOURS[t], lw=1.2, alpha=0.45)[0] for t in T.SIGNAL}
-        self.noise = ax.scatter(np.zeros(len(T.NOISE)), np.zeros(len(T.NOISE)), s=14, c="0.55",
-                                label="noise 5-11", zorder=2)
-        self.readoff = ax.scatter([0], [0], s=40, facecolors="none", edgecolors="black",
-                                  label="read-off", zorder=2)
-        self.dots = ax.scatter(np.zeros(4), np.zeros(4), s=70, c=[TOKEN_COLOURS[t] for t in T.SIGNAL],
-                               zorder=4, edgecolors="white", linewidths=0.6)
-        self.labels = [ax.text(0, 0, str(t), fontsize=10, fontweight="bold", color=TOKEN_COLOURS[t],
-                               zorder=5) for t in T.SIGNAL]
+        self.noise = ax.scatter(
+            np.zeros(len(T.NOISE)), np.zeros(len(T.NOISE)), s=14, c="0.55", label="noise 5-11", zorder=2
+        )
+        self.readoff = ax.scatter([0], [0], s=40, facecolors="none", edgecolors="black", label="read-off", zorder=2)
+        self.dots = ax.scatter(
+            np.zeros(4),
+            np.zeros(4),
+            s=70,
+            c=[TOKEN_COLOURS[t] for t in T.SIGNAL],
+            zorder=4,
+            edgecolors="white",
+            linewidths=0.6,
+        )
+        self.labels = [
+            ax.text(0, 0, str(t), fontsize=10, fontweight="bold", color=TOKEN_COLOURS[t], zorder=5) for t in T.SIGNAL
+        ]
         ax.legend(loc="lower left", fontsize=7, framealpha=0.7)
-        self.fig.text(0.5, y(0.965), title or "read-off QK scores per signal token, head 1 vs head 2",
-                      ha="center", va="top", fontsize=10)
+        self.fig.text(
+            0.5,
+            y(0.965),
+            title or "read-off QK scores per signal token, head 1 vs head 2",
+            ha="center",
+            va="top",
+            fontsize=10,
+        )
         self.info = self.fig.text(0.5, y(0.915), "", ha="center", va="top", fontsize=9, family="monospace")
         self.strip = None
         if timeline is not None:
             W = self.fig.bbox.width
-            self.strip = TimelineStrip(self.fig, (70, 4, W - 70 - 30, strip_px - 8), timeline, epochs,
-                                       animated=False, fontsize=8.0)
+            self.strip = TimelineStrip(
+                self.fig, (70, 4, W - 70 - 30, strip_px - 8), timeline, epochs, animated=False, fontsize=8.0
+            )
         self.lim = None
         w, h = self.fig.canvas.get_width_height()
         self.size = (w - w % 2, h - h % 2)
@@ -89,7 +123,7 @@ class QKPlaneMovie:
         start = np.searchsorted(self.epochs, self.epochs[t] - self.trail)
         radius = np.abs(xy).max()
         for i, tok in enumerate(T.SIGNAL):
-            path = self.xy[start:t + 1, tok]
+            path = self.xy[start : t + 1, tok]
             self.trails[tok].set_data(path[:, 0], path[:, 1])
             radius = max(radius, np.abs(path).max())
         lim = self._limit(1.15 * max(radius, 1e-3))
@@ -101,8 +135,11 @@ class QKPlaneMovie:
         self.ax.set_xlim(-lim, lim)
         self.ax.set_ylim(-lim, lim)
         orders = [S.format_ordering(self.qk[t, h]).replace(" > noise", "").replace(" ", "") for h in range(2)]
-        opp = "opposite" if S.are_opposite(S.preference_ordering(self.qk[t, 0]),
-                                           S.preference_ordering(self.qk[t, 1])) else "not opposite"
+        opp = (
+            "opposite"
+            if S.are_opposite(S.preference_ordering(self.qk[t, 0]), S.preference_ordering(self.qk[t, 1]))
+            else "not opposite"
+        )
         acc = f"   acc {self.acc[t]:6.2%}" if self.acc is not None else ""
         self.info.set_text(f"epoch {int(self.epochs[t]):>6d}{acc}\nhead 1: {orders[0]}   head 2: {orders[1]}   ({opp})")
         if self.strip is not None:
@@ -141,16 +178,30 @@ def ov_coherent_timeline(epochs: np.ndarray, qk: np.ndarray, metrics: dict, conf
     events = schedule_events(config, epochs)
     e = first_lasting(epochs, opposite_over_time(qk))
     if e is not None:
-        events.append(Event(e, "orderings opposite", f"epoch {e:,}: heads 1 and 2 order the signal tokens oppositely "
-                            "from here on", colour=OPPOSITE_COLOUR, phase=False))
+        events.append(
+            Event(
+                e,
+                "orderings opposite",
+                f"epoch {e:,}: heads 1 and 2 order the signal tokens oppositely from here on",
+                colour=OPPOSITE_COLOUR,
+                phase=False,
+            )
+        )
     curves = []
     if "acc" in metrics and len(metrics["acc"]):
         me, acc = np.asarray(metrics["epoch"]), np.asarray(metrics["acc"], float)
         curves.append(Curve(me, 100 * acc, "accuracy", ACC_COLOUR))
         e = first_lasting(me, acc >= ACC_MARK)
         if e is not None:
-            events.append(Event(e, f"accuracy ≥ {ACC_MARK:.0%}", f"epoch {e:,}: accuracy reaches {ACC_MARK:.0%} "
-                                "and stays there", colour=ACC_COLOUR, phase=False))
+            events.append(
+                Event(
+                    e,
+                    f"accuracy ≥ {ACC_MARK:.0%}",
+                    f"epoch {e:,}: accuracy reaches {ACC_MARK:.0%} and stays there",
+                    colour=ACC_COLOUR,
+                    phase=False,
+                )
+            )
     return Timeline(int(epochs[0]), int(epochs[-1]), events, curves, left_label="accuracy %", left_lim=(0, 100))
 
 
@@ -159,11 +210,15 @@ def figcaption(run: Run, label: str, qk: np.ndarray, timeline: Timeline, acc_fin
     cfg = run.config
     H = qk.shape[1]
     so_far = "" if run.complete else f" so far (of {int(cfg.get('epochs', 0) or 0):,}; the run is unfinished)"
-    parts = [f"{H} attention heads (d_head {cfg.get('d_head', '?')}) of one layer trained {int(run.epochs[-1]):,} "
-             f"epochs{so_far} to name the unordered pair of signal tokens (1-4) among noise tokens at a read-off token "
-             f"(ov-coherent, {label}, seed {run.seed})."]
-    parts.append("Each coloured dot is one signal token at its read-off QK score in head 1 (across) and head 2 (up), "
-                 "each minus that head's mean noise score; grey dots are the noise tokens.")
+    parts = [
+        f"{H} attention heads (d_head {cfg.get('d_head', '?')}) of one layer trained {int(run.epochs[-1]):,} "
+        f"epochs{so_far} to name the unordered pair of signal tokens (1-4) among noise tokens at a read-off token "
+        f"(ov-coherent, {label}, seed {run.seed})."
+    ]
+    parts.append(
+        "Each coloured dot is one signal token at its read-off QK score in head 1 (across) and head 2 (up), "
+        "each minus that head's mean noise score; grey dots are the noise tokens."
+    )
     for e in timeline.events:
         if e.label == "orderings opposite":
             parts.append(f"Heads 1 and 2 order the signal tokens oppositely from epoch {e.epoch:,} on.")
@@ -174,23 +229,48 @@ def figcaption(run: Run, label: str, qk: np.ndarray, timeline: Timeline, acc_fin
     return " ".join(parts)
 
 
-def make_movie(run: Run, out_dir: Path, label: str, formats, fps: float = 24.0, hold_s: float = 2.0,
-               trail: int = 1000, progress: bool = True, event_hold_s: float = EVENT_HOLD_S) -> EncodeResult:
+def make_movie(
+    run: Run,
+    out_dir: Path,
+    label: str,
+    formats,
+    fps: float = 24.0,
+    hold_s: float = 2.0,
+    trail: int = 1000,
+    progress: bool = True,
+    event_hold_s: float = EVENT_HOLD_S,
+) -> EncodeResult:
     """Render the QK-plane movie of an open run into out_dir/qk_plane.{mp4,webm,gif,png,html}."""
     from tqdm import tqdm
+
     epochs, qk = S.qk_trajectory(run)
     m = run.metrics()
     acc = np.interp(epochs, m["epoch"], m["acc"]) if "acc" in m else None
     timeline = ov_coherent_timeline(epochs, qk, m, run.config)
     extra = hold_frames(epochs, timeline.events, fps, event_hold_s)
-    movie = QKPlaneMovie(epochs, qk, acc, trail=trail, title=f"{label}: read-off QK, head 1 vs head 2",
-                         timeline=timeline)
+    movie = QKPlaneMovie(
+        epochs, qk, acc, trail=trail, title=f"{label}: read-off QK, head 1 vs head 2", timeline=timeline
+    )
     caption = figcaption(run, label, qk, timeline, float(m["acc"][-1]) if "acc" in m and len(m["acc"]) else None)
-    bar = tqdm(total=len(movie) + int(extra.sum()) + int(round(hold_s * fps)), desc=f"movie {label}", unit="frame",
-               dynamic_ncols=True, disable=not progress)
+    bar = tqdm(
+        total=len(movie) + int(extra.sum()) + int(round(hold_s * fps)),
+        desc=f"movie {label}",
+        unit="frame",
+        dynamic_ncols=True,
+        disable=not progress,
+    )
     try:
-        return encode(movie.frames(extra), out_dir, "qk_plane", fps=fps, hold_s=hold_s, formats=formats,
-                      on_frame=bar.update, on_stage=bar.set_postfix_str, caption=caption)
+        return encode(
+            movie.frames(extra),
+            out_dir,
+            "qk_plane",
+            fps=fps,
+            hold_s=hold_s,
+            formats=formats,
+            on_frame=bar.update,
+            on_stage=bar.set_postfix_str,
+            caption=caption,
+        )
     finally:
         bar.close()
         movie.close()

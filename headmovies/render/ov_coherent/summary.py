@@ -2,6 +2,7 @@
 training curves, the QK planes and the QK-plane movie, written into one folder by
 `headmovies ov-coherent report` (`write_report`); and a sweep row's summary of one run
 (`sweep_summary`, `SWEEP_OUTCOME`, docs/sweeps.md)."""
+
 from __future__ import annotations
 
 import json
@@ -19,17 +20,21 @@ from headmovies.tasks import ov_coherent as T
 
 def summary_table(rows: list[dict]) -> str:
     """Markdown table, one row per run."""
-    head = ("| run | seed | heads × d_head | L | epochs | accuracy | worst class | head orderings "
-            "(QK from read-off) | opposite | Kendall τ | acc, head ablated | hard-attention agreement |")
+    head = (
+        "| run | seed | heads × d_head | L | epochs | accuracy | worst class | head orderings "
+        "(QK from read-off) | opposite | Kendall τ | acc, head ablated | hard-attention agreement |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         orders = "; ".join(f"h{h['head']}: {h['ordering_text']}" for h in r["heads"])
         abl = ", ".join(f"h{h['head']} {h['ablated_acc']:.1%}" for h in r["heads"])
         opp = {True: "yes", False: "no", None: "n/a"}[r["opposite"]]
         tau = "n/a" if r["kendall_tau"] is None else f"{r['kendall_tau']:+.2f}"
-        lines.append(f"| {r['name']} | {r['seed']} | {r['n_heads']} × {r['d_head']} | {r['seq_len']} | "
-                     f"{r['epoch']:,} | {r['acc']:.2%} | {r['worst_class_acc']:.2%} | {orders} | {opp} | {tau} | "
-                     f"{abl} | {r['hard_attention_agreement']:.1%} |")
+        lines.append(
+            f"| {r['name']} | {r['seed']} | {r['n_heads']} × {r['d_head']} | {r['seq_len']} | "
+            f"{r['epoch']:,} | {r['acc']:.2%} | {r['worst_class_acc']:.2%} | {orders} | {opp} | {tau} | "
+            f"{abl} | {r['hard_attention_agreement']:.1%} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -38,20 +43,33 @@ def summary_text(rows: list[dict]) -> str:
     out = [summary_table(rows).rstrip()]
     for r in rows:
         if r["opposite"] is not None:
-            out.append(f"{r['name']}: {r['acc']:.2%} accurate; head 1 {r['heads'][0]['ordering_text']}, head 2 "
-                       f"{r['heads'][1]['ordering_text']}: {'opposite' if r['opposite'] else 'NOT opposite'}")
+            out.append(
+                f"{r['name']}: {r['acc']:.2%} accurate; head 1 {r['heads'][0]['ordering_text']}, head 2 "
+                f"{r['heads'][1]['ordering_text']}: {'opposite' if r['opposite'] else 'NOT opposite'}"
+            )
     two = [r for r in rows if r["n_heads"] == 2 and r["d_head"] == 1]
     if two:
         taus = np.array([r["kendall_tau"] for r in two])
-        out.append(f"2 heads of d_head 1: {sum(r['acc'] >= 1 - 1e-12 for r in two)}/{len(two)} runs at 100 % "
-                   f"accuracy, {sum(bool(r['opposite']) for r in two)}/{len(two)} with opposite orderings "
-                   f"(Kendall tau between the heads: mean {taus.mean():+.2f}, {np.sum(taus < 0)}/{len(two)} negative)")
+        out.append(
+            f"2 heads of d_head 1: {sum(r['acc'] >= 1 - 1e-12 for r in two)}/{len(two)} runs at 100 % "
+            f"accuracy, {sum(bool(r['opposite']) for r in two)}/{len(two)} with opposite orderings "
+            f"(Kendall tau between the heads: mean {taus.mean():+.2f}, {np.sum(taus < 0)}/{len(two)} negative)"
+        )
     return "\n".join(out) + "\n"
 
 
-def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("mp4", "webm", "gif", "png", "html"),
-                 fps: float = 24.0, hold_s: float = 2.0, trail: int = 1000, progress: bool = True,
-                 log: Callable[[str], None] = print, event_hold_s: float = EVENT_HOLD_S) -> list[dict]:
+def write_report(
+    paths: list[Path],
+    out: Path,
+    movie: str = "first",
+    formats=("mp4", "webm", "gif", "png", "html"),
+    fps: float = 24.0,
+    hold_s: float = 2.0,
+    trail: int = 1000,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    event_hold_s: float = EVENT_HOLD_S,
+) -> list[dict]:
     """Analyse the final snapshot of each run and write the report into `out` (docs/movie.md):
     summary.md, summary.json, training.png, orderings.png, <name>/analysis.{png,json} and, for
     the first run with >= 2 heads (movie="first"), every such run ("all") or none ("none"),
@@ -61,6 +79,7 @@ def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("m
 
     from headmovies.render.ov_coherent import figures as F
     from headmovies.render.ov_coherent.movie import make_movie
+
     runs = []
     try:
         for path in paths:
@@ -76,14 +95,30 @@ def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("m
             cases = cases_by_len.setdefault(L, T.task_cases(L))
             w = r.weights(-1, T.WEIGHT_NAMES)
             result = S.analyse(w, cases)
-            row = {"name": name, "path": str(r.path), "seed": r.seed, "seq_len": L,
-                   "epoch": int(r.epochs[-1]), "complete": r.complete, **result}
+            row = {
+                "name": name,
+                "path": str(r.path),
+                "seed": r.seed,
+                "seq_len": L,
+                "epoch": int(r.epochs[-1]),
+                "complete": r.complete,
+                **result,
+            }
             rows.append(row)
             run_dir = prepare_out_dir(out / name)
             write_text(run_dir / "analysis.json", json.dumps(row, indent=1) + "\n")
-            save_figure(F.analysis_figure(result, w, cases, f"{name} ({result['n_heads']} × d_head "
-                                          f"{result['d_head']}, seed {r.seed}, epoch {row['epoch']:,})"),
-                        run_dir, "analysis", ("png",), dpi=110)
+            save_figure(
+                F.analysis_figure(
+                    result,
+                    w,
+                    cases,
+                    f"{name} ({result['n_heads']} × d_head {result['d_head']}, seed {r.seed}, epoch {row['epoch']:,})",
+                ),
+                run_dir,
+                "analysis",
+                ("png",),
+                dpi=110,
+            )
             curves.append((name, r.metrics()))
             if result["n_heads"] >= 2:
                 planes.append((name, S.readoff_qk(w), result["opposite"]))
@@ -99,17 +134,21 @@ def write_report(paths: list[Path], out: Path, movie: str = "first", formats=("m
             for r, name in multi[: 1 if movie == "first" else None]:
                 res = make_movie(r, out / name, name, formats, fps, hold_s, trail, progress, event_hold_s)
                 w, h = res.size
-                log(f"movie for {name}: {res.frames} frames, {w}x{h} px, {res.fps:g} fps: "
-                    + ", ".join(str(p) for p in res.paths.values()))
+                log(
+                    f"movie for {name}: {res.frames} frames, {w}x{h} px, {res.fps:g} fps: "
+                    + ", ".join(str(p) for p in res.paths.values())
+                )
     finally:
         for r in runs:
             r.close()
     return rows
 
 
-SWEEP_OUTCOME = ("'opposite': 100 % accurate with exactly opposite QK preference orderings in heads 1 and 2; "
-                 "'opposed (τ < 0)': 100 %, Kendall τ between them < 0; 'not opposed': 100 %, τ >= 0; "
-                 "'solved': 100 % with one head; 'not solved': below 100 %")
+SWEEP_OUTCOME = (
+    "'opposite': 100 % accurate with exactly opposite QK preference orderings in heads 1 and 2; "
+    "'opposed (τ < 0)': 100 %, Kendall τ between them < 0; 'not opposed': 100 %, τ >= 0; "
+    "'solved': 100 % with one head; 'not solved': below 100 %"
+)
 
 
 def outcome(result: dict) -> str:
@@ -130,7 +169,14 @@ def sweep_summary(run: Run) -> dict:
     S.require_run(run)
     cases = T.task_cases(int(run.config.get("seq_len", 10)))
     r = S.analyse(run.weights(-1, T.WEIGHT_NAMES), cases)
-    return {"epoch": int(run.epochs[-1]), "outcome": outcome(r), "acc": r["acc"], "worst_class_acc": r["worst_class_acc"],
-            "orderings": [h["ordering_text"] for h in r["heads"]], "ablated_acc": [h["ablated_acc"] for h in r["heads"]],
-            "opposite": r["opposite"], "kendall_tau": r["kendall_tau"],
-            "hard_attention_agreement": r["hard_attention_agreement"]}
+    return {
+        "epoch": int(run.epochs[-1]),
+        "outcome": outcome(r),
+        "acc": r["acc"],
+        "worst_class_acc": r["worst_class_acc"],
+        "orderings": [h["ordering_text"] for h in r["heads"]],
+        "ablated_acc": [h["ablated_acc"] for h in r["heads"]],
+        "opposite": r["opposite"],
+        "kendall_tau": r["kendall_tau"],
+        "hard_attention_agreement": r["hard_attention_agreement"],
+    }

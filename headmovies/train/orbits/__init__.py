@@ -4,6 +4,7 @@
 equivariance errors), `task` (OrbitTask, one run) and `batch` (OrbitBatch, many runs per
 process). `TASKS` and `BATCHING` are what the registry (`train/experiments.py`) lists.
 """
+
 from headmovies.train.orbits.batch import OrbitBatch
 from headmovies.train.orbits.task import OrbitTask
 

@@ -6,6 +6,7 @@ Inputs are one-hot tokens and the layer has no positions, so the output at a pos
 only on its own token a (the query) and the multiset of the three tokens (the keys): the grid
 G[a, b, c] (query a, keys {a, b, c}) holds every input's outputs (docs/experiments.md, "Speed").
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,20 +28,20 @@ class GridAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, M: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
-        s0 = torch.diagonal(M, dim1=-2, dim2=-1)[..., None, None]    # (..., H, a, 1, 1) self
-        s1 = M[..., :, :, None]                                       # (..., H, a, b, 1)
-        s2 = M[..., :, None, :]                                       # (..., H, a, 1, c)
-        mx = torch.maximum(torch.maximum(s0, s1), s2)                 # (..., H, a, b, c)
+        s0 = torch.diagonal(M, dim1=-2, dim2=-1)[..., None, None]  # (..., H, a, 1, 1) self
+        s1 = M[..., :, :, None]  # (..., H, a, b, 1)
+        s2 = M[..., :, None, :]  # (..., H, a, 1, c)
+        mx = torch.maximum(torch.maximum(s0, s1), s2)  # (..., H, a, b, c)
         a0 = (s0 - mx).exp_()
         a1 = (s1 - mx).exp_()
         z = (s2 - mx).exp_()
         z += a0
         z += a1
         r = z.reciprocal_()
-        a0 *= r                                                       # attention on the query's own token
-        a1 *= r                                                       # on key b (on key c: a1 transposed)
+        a0 *= r  # attention on the query's own token
+        a1 *= r  # on key b (on key c: a1 transposed)
         t1 = torch.einsum("...habc,...hxb->...abcx", a1, R)
-        out = torch.einsum("...habc,...hxa->...abcx", a0, R)          # (..., a, b, c, n_out)
+        out = torch.einsum("...habc,...hxa->...abcx", a0, R)  # (..., a, b, c, n_out)
         out += t1
         out += t1.transpose(-3, -2)
         ctx.save_for_backward(a0, a1, R)
@@ -49,16 +50,17 @@ class GridAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         a0, a1, R = ctx.saved_tensors
-        g = 0.5 * (g + g.transpose(-3, -2))      # only the (b, c)-symmetric part of g reaches the weights
-        d0 = torch.einsum("...abcx,...hxa->...habc", g, R)            # dL/dA_0
-        d1 = torch.einsum("...abcx,...hxb->...habc", g, R)            # dL/dA_1 (dL/dA_2 = its transpose)
+        g = 0.5 * (g + g.transpose(-3, -2))  # only the (b, c)-symmetric part of g reaches the weights
+        d0 = torch.einsum("...abcx,...hxa->...habc", g, R)  # dL/dA_0
+        d1 = torch.einsum("...abcx,...hxb->...habc", g, R)  # dL/dA_1 (dL/dA_2 = its transpose)
         p1 = a1 * d1
         S = a0 * d0
         S += p1
-        S += p1.transpose(-2, -1)                                     # sum_j A_j dL/dA_j
-        ds0 = a0 * (d0 - S)                                           # softmax backward
+        S += p1.transpose(-2, -1)  # sum_j A_j dL/dA_j
+        ds0 = a0 * (d0 - S)  # softmax backward
         ds1 = a1 * (d1 - S)
         dM = 2 * ds1.sum(-1) + torch.diag_embed(ds0.sum((-2, -1)))
-        dR = torch.einsum("...habc,...abcx->...hax", a0, g) \
-            + 2 * torch.einsum("...habc,...abcx->...hbx", a1, g)      # key-major (..., H, n, n_out)
+        dR = torch.einsum("...habc,...abcx->...hax", a0, g) + 2 * torch.einsum(
+            "...habc,...abcx->...hbx", a1, g
+        )  # key-major (..., H, n, n_out)
         return dM, dR.transpose(-2, -1)

@@ -23,6 +23,7 @@ AdamW learning rate and weight decay per step), the sequence term's lengths and 
 snapshot schedule. Everything else may differ per instance: seed, init_scale, split, train_frac,
 the loss weights and their ramps (eq_*, ov_bias_weight, refine_eq_weight, ...), refine_prune.
 """
+
 from __future__ import annotations
 
 import torch
@@ -35,19 +36,35 @@ from headmovies.train.orbits.model import qk_ov
 from headmovies.train.orbits.task import OrbitTask
 
 # Config keys every instance of a batch shares; the rest may differ per instance.
-SHARED_KEYS = ("p", "n_heads", "d_model", "d_head", "residual",                       # shapes
-               "epochs", "lr", "lr_schedule", "weight_decay",                          # the optimizer's
-               "refine_start", "refine_lr", "refine_weight_decay",                     # schedule
-               "eq_seq_lens", "refine_seq_lens", "eq_seq_batch",                       # sequence term
-               "early_every", "switch_epoch", "late_every", "log_early")               # snapshots
+SHARED_KEYS = (
+    "p",
+    "n_heads",
+    "d_model",
+    "d_head",
+    "residual",  # shapes
+    "epochs",
+    "lr",
+    "lr_schedule",
+    "weight_decay",  # the optimizer's
+    "refine_start",
+    "refine_lr",
+    "refine_weight_decay",  # schedule
+    "eq_seq_lens",
+    "refine_seq_lens",
+    "eq_seq_batch",  # sequence term
+    "early_every",
+    "switch_epoch",
+    "late_every",
+    "log_early",
+)  # snapshots
 
-PARAMS = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")    # `model.AttentionLayer`'s parameters, in its order
+PARAMS = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")  # `model.AttentionLayer`'s parameters, in its order
 
 
 # On a CPU batching pays for small models (it shares the per-operation overhead) while a batch's
 # grid tensors (instances x heads x n^3 cells, 1 MB at 2^18) stay near the cache; beyond that each
 # element costs more than alone (docs/benchmarks.md, "Many models per process").
-BATCH_ELEMENTS = 2 ** 18
+BATCH_ELEMENTS = 2**18
 MAX_BATCH = 32
 
 
@@ -59,7 +76,7 @@ def batch_key(cfg: OrbitConfig) -> tuple:
 def max_batch(cfg: OrbitConfig) -> int:
     """Most instances of this config worth training as one batch on a CPU (1 for the default
     32 heads of C_24: there batching does not pay)."""
-    return max(1, min(MAX_BATCH, BATCH_ELEMENTS // (cfg.n_heads * cfg.p ** 3)))
+    return max(1, min(MAX_BATCH, BATCH_ELEMENTS // (cfg.n_heads * cfg.p**3)))
 
 
 class OrbitBatch:
@@ -72,24 +89,25 @@ class OrbitBatch:
     def __init__(self, cfgs: list[OrbitConfig], device: str | torch.device = "cpu"):
         if not cfgs or len({batch_key(c) for c in cfgs}) != 1:
             raise ValueError("a batch needs one or more configs that agree on " + ", ".join(SHARED_KEYS))
-        self.cfg = cfgs[0]          # for the shared keys
+        self.cfg = cfgs[0]  # for the shared keys
         self.device = torch.device(device)
         self.views, self._rng = [], []
-        for cfg in cfgs:            # as loop.train builds a single run
+        for cfg in cfgs:  # as loop.train builds a single run
             torch.manual_seed(cfg.seed)
             self.views.append(OrbitTask(cfg))
             self._rng.append(torch.get_rng_state())
         views, dev = self.views, self.device
-        self.params = [torch.nn.Parameter(torch.stack([getattr(v.model, k).detach() for v in views]).to(dev))
-                       for k in PARAMS]
+        self.params = [
+            torch.nn.Parameter(torch.stack([getattr(v.model, k).detach() for v in views]).to(dev)) for k in PARAMS
+        ]
         self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U = self.params
         self.optimizer = torch.optim.AdamW(self.params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self._leaves: list[list[torch.Tensor]] | None = None
         v0 = views[0]
-        self.gather = v0.gather.to(dev)                                       # depends on n only
+        self.gather = v0.gather.to(dev)  # depends on n only
         self.target = v0.target.to(dev)
-        self.w_train = torch.stack([v.w_train for v in views]).to(dev)        # (B, a, b, c)
-        self.w_eq = torch.stack([v.w_eq for v in views]).to(dev)              # (B, a, orbit)
+        self.w_train = torch.stack([v.w_train for v in views]).to(dev)  # (B, a, b, c)
+        self.w_eq = torch.stack([v.w_eq for v in views]).to(dev)  # (B, a, orbit)
 
     key = staticmethod(batch_key)
     max_size = staticmethod(max_batch)
@@ -122,7 +140,7 @@ class OrbitBatch:
     def grid_logits(self) -> torch.Tensor:
         """Logits G [B, a, b, c, class] of every instance."""
         M, R = self.circuits()
-        out = GridAttention.apply(M, R)                               # (B, n, n, n, n_out)
+        out = GridAttention.apply(M, R)  # (B, n, n, n, n_out)
         if self.cfg.residual:
             # per instance, as the single run adds it: the gradient of the direct path then sums
             # over (b, c) with the single run's shapes; a batched broadcast sums in another
@@ -137,8 +155,8 @@ class OrbitBatch:
     def step(self, epoch: int) -> None:
         """`OrbitTask.step` for every instance at once."""
         cfg = self.cfg
-        sched = [v.schedule(epoch - 1) for v in self.views]     # (lr, wd, lambda, lengths, mu) each
-        lr, weight_decay, _, lengths, _ = sched[0]               # shared (batch_key)
+        sched = [v.schedule(epoch - 1) for v in self.views]  # (lr, wd, lambda, lengths, mu) each
+        lr, weight_decay, _, lengths, _ = sched[0]  # shared (batch_key)
         lam = [s[2] for s in sched]
         mu = [s[4] for s in sched]
         if cfg.refines() and epoch - 1 == cfg.refine_start:
@@ -155,13 +173,13 @@ class OrbitBatch:
             for L in lengths:
                 loss = loss + lam_t * self._seq_eq_loss(L, active)
         if max(mu) > 0:
-            OV = self.circuits()[1].mT      # per instance (small; batched reductions of tiny tables round differently)
+            OV = self.circuits()[1].mT  # per instance (small; batched reductions of tiny tables round differently)
             loss = loss + torch.tensor(mu, device=self.device) * torch.stack(
-                [ov_bias_penalty(OV[i].mT, M_SHIFT) for i in range(len(self))])
+                [ov_bias_penalty(OV[i].mT, M_SHIFT) for i in range(len(self))]
+            )
         loss.sum().backward()
         for j, P in enumerate(self.params):
-            P.grad = torch.stack([w[j].grad if w[j].grad is not None else torch.zeros_like(w[j])
-                                  for w in self._leaves])
+            P.grad = torch.stack([w[j].grad if w[j].grad is not None else torch.zeros_like(w[j]) for w in self._leaves])
         self._leaves = None
         self.optimizer.step()
 
@@ -169,7 +187,7 @@ class OrbitBatch:
         """[B]: `losses.seq_eq_loss` of each active instance on sequences drawn from its own
         generator (as its single run draws them), 0 for the others (which draw nothing)."""
         M, R = self.circuits()
-        OV = R.mT          # slice the key-major product, so gradients reach it in the single run's layout
+        OV = R.mT  # slice the key-major product, so gradients reach it in the single run's layout
         out = []
         for i, view in enumerate(self.views):
             if i not in active:
@@ -204,6 +222,7 @@ class OrbitBatch:
             for p, P in zip(view.model.parameters(), self.params):
                 state = self.optimizer.state.get(P)
                 if state:
-                    view.optimizer.state[p] = {k: (v.clone() if k == "step" else v[i].cpu().clone())
-                                               for k, v in state.items()}
+                    view.optimizer.state[p] = {
+                        k: (v.clone() if k == "step" else v[i].cpu().clone()) for k, v in state.items()
+                    }
         return view

@@ -1,5 +1,6 @@
 """The orbit experiment's config (`OrbitConfig`): its defaults, their checks and its memory
 estimate. docs/experiments.md lists every key; docs/results/orbits.md says why these defaults."""
+
 from __future__ import annotations
 
 import re
@@ -11,37 +12,37 @@ from headmovies.train.config import TrainConfig, require_memory, require_signs
 
 @dataclass
 class OrbitConfig(TrainConfig):
-    epochs: int = 16000         # full-batch steps (docs/results/orbits.md: why these defaults)
-    seed: int = 24              # the census's most seed-like run (docs/results/orbits.md, "The default run")
-    p: int = 24                 # n: token values and the order of the group C_n (the config key is p)
+    epochs: int = 16000  # full-batch steps (docs/results/orbits.md: why these defaults)
+    seed: int = 24  # the census's most seed-like run (docs/results/orbits.md, "The default run")
+    p: int = 24  # n: token values and the order of the group C_n (the config key is p)
     n_heads: int = 32
     d_model: int = 128
     d_head: int = 4
-    residual: bool = False      # add the residual stream (direct path W_E W_U) to the layer output
-    init_scale: float = 1.0     # multiplies every initial weight
-    train_frac: float = 0.3     # fraction of the n^3 inputs used for cross-entropy
-    split: str = "orbit"        # "random" inputs, or whole shift-"orbit"s of inputs held out together
+    residual: bool = False  # add the residual stream (direct path W_E W_U) to the layer output
+    init_scale: float = 1.0  # multiplies every initial weight
+    train_frac: float = 0.3  # fraction of the n^3 inputs used for cross-entropy
+    split: str = "orbit"  # "random" inputs, or whole shift-"orbit"s of inputs held out together
     lr: float = 1e-3
-    lr_schedule: str = "cosine"    # "constant" or "cosine" (decays to 0 at the final epoch)
-    weight_decay: float = 0.1   # AdamW, decoupled
-    eq_weight: float = 10.0     # lambda: loss = CE(train) + lambda * eq_loss
-    eq_inputs: str = "all"      # inputs x the equivariance term sees: "all" n^3, or "train"
-    eq_start: int = 500         # lambda is 0 before this epoch (fit first) ...
-    eq_ramp: int = 2000         # ... then rises linearly to eq_weight over this many epochs
-    eq_seq_lens: str = ""       # e.g. "2,4,8": the equivariance term also sees random sequences of these lengths ...
-    eq_seq_batch: int = 16      # ... this many of each length per step, each at all n shifts
+    lr_schedule: str = "cosine"  # "constant" or "cosine" (decays to 0 at the final epoch)
+    weight_decay: float = 0.1  # AdamW, decoupled
+    eq_weight: float = 10.0  # lambda: loss = CE(train) + lambda * eq_loss
+    eq_inputs: str = "all"  # inputs x the equivariance term sees: "all" n^3, or "train"
+    eq_start: int = 500  # lambda is 0 before this epoch (fit first) ...
+    eq_ramp: int = 2000  # ... then rises linearly to eq_weight over this many epochs
+    eq_seq_lens: str = ""  # e.g. "2,4,8": the equivariance term also sees random sequences of these lengths ...
+    eq_seq_batch: int = 16  # ... this many of each length per step, each at all n shifts
     ov_bias_weight: float = 0.0  # mu: + mu * ov_bias_penalty (the part of the OV biases a shift moves)
     # Optional second phase, a fine-tune of the first phase's weights within the same run:
-    refine_start: int = 10000   # epoch at which it starts (the first phase's cosine ends here); off
-                                # when 0 or >= epochs
-    refine_lr: float = 3e-4     # AdamW moments reset; lr restarts here (cosine to 0 at `epochs`)
+    refine_start: int = 10000  # epoch at which it starts (the first phase's cosine ends here); off
+    # when 0 or >= epochs
+    refine_lr: float = 3e-4  # AdamW moments reset; lr restarts here (cosine to 0 at `epochs`)
     refine_weight_decay: float = 0.1
     refine_eq_weight: float = 100.0  # lambda ramps from 0 to this over refine_ramp epochs
     refine_ramp: int = 2000
     refine_seq_lens: str = "6"  # sequence lengths of the equivariance term in this phase
-    refine_prune: float = 0.0   # at its start, zero the heads whose centred OV norm is below this
-                                # fraction of the largest head's (0: keep all; 0.25 in the census's
-                                # with-additions recipe)
+    refine_prune: float = 0.0  # at its start, zero the heads whose centred OV norm is below this
+    # fraction of the largest head's (0: keep all; 0.25 in the census's
+    # with-additions recipe)
     refine_ov_bias_weight: float = 0.01  # mu of ov_bias_penalty in this phase
 
     def validate(self) -> None:
@@ -63,16 +64,20 @@ class OrbitConfig(TrainConfig):
             raise ConfigError("eq_start and eq_ramp must be >= 0, eq_seq_batch >= 1")
         for key in ("eq_seq_lens", "refine_seq_lens"):
             text = getattr(self, key).replace(" ", "")
-            if text and not re.fullmatch(r"[0-9]+(,[0-9]+)*", text) or any(
-                    not 1 <= n <= MAX_SEQ_LEN for n in seq_lengths(text)):
-                raise ConfigError(f"{key} must be a comma-separated list of lengths from 1 to {MAX_SEQ_LEN} "
-                                  f"(e.g. '4' or '2,4,8'), got {getattr(self, key)!r}")
+            if (
+                text
+                and not re.fullmatch(r"[0-9]+(,[0-9]+)*", text)
+                or any(not 1 <= n <= MAX_SEQ_LEN for n in seq_lengths(text))
+            ):
+                raise ConfigError(
+                    f"{key} must be a comma-separated list of lengths from 1 to {MAX_SEQ_LEN} "
+                    f"(e.g. '4' or '2,4,8'), got {getattr(self, key)!r}"
+                )
         if self.refine_start < 0:
             raise ConfigError(f"refine_start must be >= 0 (0: no second phase), got {self.refine_start}")
         if self.refine_lr <= 0 or self.refine_weight_decay < 0 or self.refine_eq_weight < 0 or self.refine_ramp < 0:
             raise ConfigError("refine_lr must be > 0; refine_weight_decay, refine_eq_weight and refine_ramp >= 0")
-        choices = {"split": ("random", "orbit"), "eq_inputs": ("all", "train"),
-                   "lr_schedule": ("constant", "cosine")}
+        choices = {"split": ("random", "orbit"), "eq_inputs": ("all", "train"), "lr_schedule": ("constant", "cosine")}
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ConfigError(f"{key} must be one of {allowed}, got {getattr(self, key)!r}")
@@ -86,7 +91,7 @@ class OrbitConfig(TrainConfig):
         params = 2 * n * self.d_model + 4 * H * self.d_model * self.d_head
         L = max(seq_lengths(self.eq_seq_lens) + seq_lengths(self.refine_seq_lens) + [0])
         seq = 24 * H * n * self.eq_seq_batch * L * L + 8 * n * n * self.eq_seq_batch * L * H
-        return 16 * params + 96 * n ** 4 + 40 * H * n ** 3 + seq
+        return 16 * params + 96 * n**4 + 40 * H * n**3 + seq
 
     def refines(self) -> bool:
         """True if the run has a second phase: 0 < refine_start < epochs (a shorter run, e.g.
@@ -94,7 +99,7 @@ class OrbitConfig(TrainConfig):
         return 0 < self.refine_start < self.epochs
 
 
-MAX_SEQ_LEN = 64   # the sequence term holds n_heads x 24 x eq_seq_batch x L^2 scores (L = 64: ~0.2 GB)
+MAX_SEQ_LEN = 64  # the sequence term holds n_heads x 24 x eq_seq_batch x L^2 scores (L = 64: ~0.2 GB)
 
 
 def seq_lengths(text: str) -> list[int]:

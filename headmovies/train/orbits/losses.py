@@ -7,6 +7,7 @@ and reduce each instance alone, so each gets its single run's values and gradien
 A shifted input grid is the same grid re-indexed, so the equivariance term over *all* inputs
 and *all* shifts costs one gather (`orbit_gather_index`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,14 @@ def orbit_gather_index(n: int, m: int) -> torch.Tensor:
     return torch.from_numpy(flat.reshape(-1))
 
 
-def grid_losses(logits: torch.Tensor, target: torch.Tensor, w_train: torch.Tensor, gather: torch.Tensor,
-                w_eq: torch.Tensor, with_eq: bool = True):
+def grid_losses(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    w_train: torch.Tensor,
+    gather: torch.Tensor,
+    w_eq: torch.Tensor,
+    with_eq: bool = True,
+):
     """(logp, nll, ce, eq) of grid logits [..., n, n, n, n_out] (`...`: none, or [B] instances).
 
     target: the class of each cell (a, b, c) [n, n, n]; w_train: cell weights of the training
@@ -35,7 +42,7 @@ def grid_losses(logits: torch.Tensor, target: torch.Tensor, w_train: torch.Tenso
     w_train-weighted cross-entropy [...] and `eq_loss` [...] (zeros when not with_eq)."""
     logp = logits.log_softmax(-1)
     target = target.expand(logp.shape[:-1])
-    nll = -logp.gather(-1, target[..., None]).squeeze(-1)                 # (..., a, b, c)
+    nll = -logp.gather(-1, target[..., None]).squeeze(-1)  # (..., a, b, c)
     cells = (-3, -2, -1)
     ce = (w_train * nll).sum(cells) / w_train.sum(cells)
     eq = eq_loss(logp, gather, w_eq) if with_eq else logp.new_zeros(logp.shape[:-4])
@@ -54,10 +61,10 @@ def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.
     n = logp.shape[-4]
     # index_select, not [gather]: the same values and (gather is a permutation) the same gradient,
     # bit for bit, at a fraction of advanced indexing's cost
-    lr = logp.flatten(-4).index_select(-1, gather).unflatten(-1, (n, n * n, n))   # (..., a, orbit, k')
-    W = w.sum(-2)                                                         # (..., orbit)
-    mu = (w[..., None] * lr).sum(-3) / W.clamp_min(1e-12)[..., None]      # (..., orbit, k')
-    d2 = (lr - mu[..., None, :, :]).pow(2).sum(-1)                        # (..., a, orbit)
+    lr = logp.flatten(-4).index_select(-1, gather).unflatten(-1, (n, n * n, n))  # (..., a, orbit, k')
+    W = w.sum(-2)  # (..., orbit)
+    mu = (w[..., None] * lr).sum(-3) / W.clamp_min(1e-12)[..., None]  # (..., orbit, k')
+    d2 = (lr - mu[..., None, :, :]).pow(2).sum(-1)  # (..., a, orbit)
     total = n * (w * d2).sum((-2, -1)) + (W[..., None, :] * d2).sum((-2, -1))
     n_inputs = w.sum((-2, -1)) / 3
     return total / (n_inputs * (n - 1))
@@ -76,16 +83,17 @@ def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
     total bias has. The penalty leaves that part free and acts on the moved parts, which in an
     equivariant layer sum to zero over the heads. Returns a scalar (logits squared).
     Source: docs/results/orbits.md."""
-    OV = R.mT                     # key-major: the memory order the circuit was computed in
+    OV = R.mT  # key-major: the memory order the circuit was computed in
     centred = OV - OV.mean(-1, keepdim=True)
-    beta = centred.mean(1)                                                # (H, n_out)
+    beta = centred.mean(1)  # (H, n_out)
     n_out = beta.shape[-1]
     invariant = torch.stack([torch.roll(beta, m * s, -1) for s in range(n_out)]).mean(0)
     return OV.shape[1] * (beta - invariant).pow(2).sum()
 
 
-def seq_eq_loss(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor,
-                direct: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+def seq_eq_loss(
+    M: torch.Tensor, R: torch.Tensor, x: torch.Tensor, direct: tuple[torch.Tensor, torch.Tensor] | None = None
+) -> torch.Tensor:
     """Equivariance loss on token sequences x [B, L] (not task inputs; the layer has no
     positions, so any length is valid), each at all n shifts: mean over x and s != 0 of
     ||l(x+s) - roll_{ms} l(x)||^2, scaled to 3 positions so it matches `eq_loss`. Inputs of
@@ -96,25 +104,25 @@ def seq_eq_loss(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor,
     stream. Returns a scalar."""
     n, B, L = M.shape[-1], x.shape[0], x.shape[1]
     x = x.to(M.device)
-    t = ((x[None] + torch.arange(n, device=M.device)[:, None, None]) % n).reshape(n * B, L)   # row s*B+i: x_i + s
-    OV = R.mT                                                               # (H, n, n_out) key-major
+    t = ((x[None] + torch.arange(n, device=M.device)[:, None, None]) % n).reshape(n * B, L)  # row s*B+i: x_i + s
+    OV = R.mT  # (H, n, n_out) key-major
     # M[:, t_i, t_j] as index_select on flat (query, key) cells: the same values, and its backward
     # (index_add_) sums the same terms in the same order as advanced indexing's, 8x faster
     cell = (t[:, :, None] * n + t[:, None, :]).reshape(-1)
-    score = M.reshape(M.shape[0], n * n).index_select(1, cell).view(-1, n * B, L, L)   # (H, pB, L, L)
-    e = (score - score.amax(-1, keepdim=True).detach()).exp()               # softmax (faster
-    att = e / e.sum(-1, keepdim=True)                                       # than .softmax for small L)
-    onehot = F.one_hot(t, n).to(att.dtype)                                   # (pB, L, n)
-    on_token = torch.einsum("hnij,njb->nihb", att, onehot)                   # attention per key token
-    logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])   # sum over heads, tokens
-    logits = logits.view(n * B, L, -1)                                       # (pB, L, n)
+    score = M.reshape(M.shape[0], n * n).index_select(1, cell).view(-1, n * B, L, L)  # (H, pB, L, L)
+    e = (score - score.amax(-1, keepdim=True).detach()).exp()  # softmax (faster
+    att = e / e.sum(-1, keepdim=True)  # than .softmax for small L)
+    onehot = F.one_hot(t, n).to(att.dtype)  # (pB, L, n)
+    on_token = torch.einsum("hnij,njb->nihb", att, onehot)  # attention per key token
+    logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])  # sum over heads, tokens
+    logits = logits.view(n * B, L, -1)  # (pB, L, n)
     if direct is not None:
         logits = logits + (direct[0] @ direct[1])[t]
     logp = logits.log_softmax(-1).view(n, B, L, n)
     # d_s[k] = l(x+s)[k + m s] equals l(x)[k] for an equivariant layer; loss = spread over s
-    k = (torch.arange(n, device=M.device)[None, :] + M_SHIFT * torch.arange(n, device=M.device)[:, None]) % n   # (s, k)
+    k = (torch.arange(n, device=M.device)[None, :] + M_SHIFT * torch.arange(n, device=M.device)[:, None]) % n  # (s, k)
     d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
-    spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))                           # (B,)
+    spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))  # (B,)
     return 2 / (n - 1) * spread.mean() * 3 / L
 
 
@@ -133,4 +141,3 @@ def seq_eq_loss_indexed(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> to
     k = (torch.arange(n)[None, :] + M_SHIFT * torch.arange(n)[:, None]) % n
     d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
     return 2 / (n - 1) * (d - d.mean(0)).pow(2).sum((0, 2, 3)).mean() * 3 / L
-

@@ -9,6 +9,7 @@ from the per-head n x n QK table M_h and OV table (`attention.GridAttention`); e
 three outputs are cells of that grid ((x1,x2,x3), (x2,x1,x3), (x3,x1,x2)), and a shifted input
 grid is the same grid re-indexed (`losses.eq_loss`).
 """
+
 from __future__ import annotations
 
 import math
@@ -19,17 +20,18 @@ from torch import nn
 from headmovies.train.orbits.attention import GridAttention
 
 
-def qk_ov(W_E: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor, W_O: torch.Tensor,
-          W_U: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def qk_ov(
+    W_E: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor, W_O: torch.Tensor, W_U: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """QK table M [H, n, n] (query token, key token; scaled by 1/sqrt(d_head) as the layer does)
     and key-major OV circuit [H, n, n_out] (key token, output class) of one layer's weights
     (`AttentionLayer`'s shapes), docs/math.md "QK and OV circuits". A batch of runs calls it per
     instance (`batch.OrbitBatch.circuits`): one product alone rounds as in the single run."""
-    q = torch.einsum("nd,hde->hne", W_E, W_Q)                         # (H, n, dh)
-    k = torch.einsum("nd,hde->hne", W_E, W_K)                         # (H, n, dh)
-    M = q @ k.transpose(1, 2) / math.sqrt(W_Q.shape[-1])              # (H, n, n)
-    v = torch.einsum("nd,hde->hne", W_E, W_V)                         # (H, n, dh)
-    return M, v @ (W_O @ W_U)                                         # (H, n, n), (H, n, n_out)
+    q = torch.einsum("nd,hde->hne", W_E, W_Q)  # (H, n, dh)
+    k = torch.einsum("nd,hde->hne", W_E, W_K)  # (H, n, dh)
+    M = q @ k.transpose(1, 2) / math.sqrt(W_Q.shape[-1])  # (H, n, n)
+    v = torch.einsum("nd,hde->hne", W_E, W_V)  # (H, n, dh)
+    return M, v @ (W_O @ W_U)  # (H, n, n), (H, n, n_out)
 
 
 class AttentionLayer(nn.Module):
@@ -46,17 +48,18 @@ class AttentionLayer(nn.Module):
         self.W_V = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
         self.W_O = nn.Parameter(g * torch.randn(n_heads, d_head, d_model) / math.sqrt(d_head * n_heads))
         self.W_U = nn.Parameter(g * torch.randn(d_model, n) / math.sqrt(d_model))
+
     def circuits(self) -> tuple[torch.Tensor, torch.Tensor]:
         """QK table M [H, n, n] (query token, key token) and OV circuit R [H, n_out, n] (output
         class, key token), from `qk_ov`. R is a transposed view of the key-major product; `.mT`
         gives that product back."""
         M, OV = qk_ov(self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U)
-        return M, OV.transpose(1, 2)                                  # (H, n, n), (H, n_out, n)
+        return M, OV.transpose(1, 2)  # (H, n, n), (H, n_out, n)
 
     def grid_logits(self) -> torch.Tensor:
         """Logits G [a, b, c, class] at a query token a with keys {a, b, c}, for all n^3 cells."""
         M, R = self.circuits()
-        out = GridAttention.apply(M, R)                               # (n, n, n, n_out)
+        out = GridAttention.apply(M, R)  # (n, n, n, n_out)
         if self.residual:
             out = out + (self.W_E @ self.W_U)[:, None, None, :]
         return out
@@ -64,14 +67,13 @@ class AttentionLayer(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Straightforward per-sample path: tokens [B, 3] -> logits [B, 3, n]. Used as the
         reference in tests and bench/train_speed.py."""
-        x = self.W_E[tokens]                                          # (B, 3, d)
-        q = torch.einsum("bid,hde->bhie", x, self.W_Q)                # (B, H, 3, dh)
+        x = self.W_E[tokens]  # (B, 3, d)
+        q = torch.einsum("bid,hde->bhie", x, self.W_Q)  # (B, H, 3, dh)
         k = torch.einsum("bid,hde->bhie", x, self.W_K)
         v = torch.einsum("bid,hde->bhie", x, self.W_V)
         att = (q @ k.transpose(-1, -2) / math.sqrt(self.d_head)).softmax(-1)  # (B, H, 3, 3)
-        z = torch.einsum("bhij,bhje->bhie", att, v)                   # (B, H, 3, dh)
-        out = torch.einsum("bhie,hed->bid", z, self.W_O)              # (B, 3, d)
+        z = torch.einsum("bhij,bhje->bhie", att, v)  # (B, H, 3, dh)
+        out = torch.einsum("bhie,hed->bid", z, self.W_O)  # (B, 3, d)
         if self.residual:
             out = out + x
         return out @ self.W_U
-

@@ -3,6 +3,7 @@ self-attention layer (`model.AttentionLayer`), penalised toward C_n-equivariance
 (`losses`), learning (x1, x2, x3) -> (x2+x3, x3+x1, x1+x2) mod n; its two-phase schedule,
 head pruning, and the step that may compute its grid term in a second thread (`Task.overlap`).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,9 @@ def _grid_pool() -> ThreadPoolExecutor:
     """The one thread that computes grid terms under `Task.overlap`, on one torch thread."""
     global _GRID_POOL
     if _GRID_POOL is None:
-        _GRID_POOL = ThreadPoolExecutor(1, thread_name_prefix="grid-term", initializer=torch.set_num_threads,
-                                        initargs=(1,))
+        _GRID_POOL = ThreadPoolExecutor(
+            1, thread_name_prefix="grid-term", initializer=torch.set_num_threads, initargs=(1,)
+        )
     return _GRID_POOL
 
 
@@ -54,7 +56,7 @@ class _Precomputed(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         dM, dR = ctx.future.result()
-        if not bool(grad == 1):          # a step's loss is a plain sum: grad is exactly 1
+        if not bool(grad == 1):  # a step's loss is a plain sum: grad is exactly 1
             dM, dR = grad * dM, grad * dR
         return dM, dR, None
 
@@ -68,33 +70,47 @@ class OrbitTask(Task):
         super().__init__(cfg)
         n = cfg.p
         self.model = AttentionLayer(n, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.residual, cfg.init_scale)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
+        )
         self.train_idx, self.heldout_idx = make_split(n, cfg.train_frac, cfg.split, cfg.seed)
         self.gather = orbit_gather_index(n, M_SHIFT)
-        g = self.gather.view(n, n * n, n)[:, :, 0] // n                       # cell index of (a, orbit)
+        g = self.gather.view(n, n * n, n)[:, :, 0] // n  # cell index of (a, orbit)
         w_train = torch.from_numpy(cell_weights(self.train_idx, n)).float()
         w_held = torch.from_numpy(cell_weights(self.heldout_idx, n)).float()
         self.w_train, self.w_held = w_train, w_held
         eq_w = w_train + w_held if cfg.eq_inputs == "all" else w_train
-        self.w_eq = eq_w.reshape(-1)[g]                                       # (a, orbit)
+        self.w_eq = eq_w.reshape(-1)[g]  # (a, orbit)
         b, c = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-        self.target = torch.from_numpy((b + c) % n).expand(n, n, n)           # target of cell (a,b,c)
+        self.target = torch.from_numpy((b + c) % n).expand(n, n, n)  # target of cell (a,b,c)
         self.seq_lens = (seq_lengths(cfg.eq_seq_lens), seq_lengths(cfg.refine_seq_lens))  # per phase
-        self.overlapped_steps = 0         # steps whose grid term ran in the second thread (`Task.overlap`)
+        self.overlapped_steps = 0  # steps whose grid term ran in the second thread (`Task.overlap`)
 
-    FORK_KEYS = ("epochs", "refine_lr", "refine_weight_decay", "refine_eq_weight", "refine_ramp",
-                 "refine_seq_lens", "refine_prune", "refine_ov_bias_weight")
+    FORK_KEYS = (
+        "epochs",
+        "refine_lr",
+        "refine_weight_decay",
+        "refine_eq_weight",
+        "refine_ramp",
+        "refine_seq_lens",
+        "refine_prune",
+        "refine_ov_bias_weight",
+    )
 
     @classmethod
     def fork_epoch(cls, cfg: OrbitConfig) -> int:
         """refine_start: the second phase starts from the weights alone (fresh AdamW moments, see
         `step`), provided the first phase drew nothing from the generator (no eq_seq_lens)."""
         if not cfg.refines():
-            raise UserError(f"only a run with a second phase can fork (0 < refine_start < epochs); this one has "
-                            f"refine_start={cfg.refine_start}, epochs={cfg.epochs}")
+            raise UserError(
+                f"only a run with a second phase can fork (0 < refine_start < epochs); this one has "
+                f"refine_start={cfg.refine_start}, epochs={cfg.epochs}"
+            )
         if seq_lengths(cfg.eq_seq_lens):
-            raise UserError(f"a run with a first-phase sequence term (eq_seq_lens={cfg.eq_seq_lens!r}) cannot fork: "
-                            "its random sequences are not in the source's run file")
+            raise UserError(
+                f"a run with a first-phase sequence term (eq_seq_lens={cfg.eq_seq_lens!r}) cannot fork: "
+                "its random sequences are not in the source's run file"
+            )
         return cfg.refine_start
 
     def _losses(self, logits: torch.Tensor, with_eq: bool = True):
@@ -113,11 +129,17 @@ class OrbitTask(Task):
         if cfg.refines() and epoch >= cfg.refine_start:
             e, length = epoch - cfg.refine_start, cfg.epochs - cfg.refine_start
             lam = cfg.refine_eq_weight * min(1.0, (e + 1) / max(1, cfg.refine_ramp))
-            return (self._cosine(cfg.refine_lr, e, length), cfg.refine_weight_decay, lam, self.seq_lens[1],
-                    cfg.refine_ov_bias_weight)
+            return (
+                self._cosine(cfg.refine_lr, e, length),
+                cfg.refine_weight_decay,
+                lam,
+                self.seq_lens[1],
+                cfg.refine_ov_bias_weight,
+            )
         length = cfg.refine_start if cfg.refines() else cfg.epochs
-        lam = 0.0 if epoch < cfg.eq_start else \
-            cfg.eq_weight * min(1.0, (epoch - cfg.eq_start + 1) / max(1, cfg.eq_ramp))
+        lam = (
+            0.0 if epoch < cfg.eq_start else cfg.eq_weight * min(1.0, (epoch - cfg.eq_start + 1) / max(1, cfg.eq_ramp))
+        )
         return self._cosine(cfg.lr, epoch, length), cfg.weight_decay, lam, self.seq_lens[0], cfg.ov_bias_weight
 
     def _cosine(self, lr: float, epoch: int, length: int) -> float:
@@ -139,7 +161,7 @@ class OrbitTask(Task):
         a head gets no gradient, and AdamW (with fresh moments) and weight decay keep zeros."""
         if fraction <= 0:
             return []
-        OV = self.model.circuits()[1].mT                                         # (H, n, n_out) key-major
+        OV = self.model.circuits()[1].mT  # (H, n, n_out) key-major
         norm = (OV - OV.mean(-1, keepdim=True)).flatten(1).norm(dim=1)
         weak = torch.nonzero(norm < fraction * norm.max()).flatten()
         self.model.W_V[weak] = 0
@@ -149,7 +171,7 @@ class OrbitTask(Task):
     def step(self, epoch: int) -> None:
         lr, weight_decay, lam, lengths, mu = self.schedule(epoch - 1)
         if self.cfg.refines() and epoch - 1 == self.cfg.refine_start:
-            self.optimizer.state.clear()         # second phase: fresh AdamW moments (a fine-tune)
+            self.optimizer.state.clear()  # second phase: fresh AdamW moments (a fine-tune)
             self.prune_heads(self.cfg.refine_prune)
         for group in self.optimizer.param_groups:
             group["lr"], group["weight_decay"] = lr, weight_decay
@@ -209,11 +231,17 @@ class OrbitTask(Task):
         return {"n": self.cfg.p, "m": M_SHIFT}
 
     def progress(self, metrics: dict[str, float]) -> dict[str, float]:
-        return {"loss": f"{metrics['train_loss']:.3g}", "train": f"{metrics['train_acc']:.3f}",
-                "held": f"{metrics['heldout_acc']:.3f}", "eq_pooled": f"{metrics['eq_error_pooled']:.1e}",
-                "eq_worst": f"{metrics['eq_error_worst_input']:.1e}"}
+        return {
+            "loss": f"{metrics['train_loss']:.3g}",
+            "train": f"{metrics['train_acc']:.3f}",
+            "held": f"{metrics['heldout_acc']:.3f}",
+            "eq_pooled": f"{metrics['eq_error_pooled']:.1e}",
+            "eq_worst": f"{metrics['eq_error_worst_input']:.1e}",
+        }
 
     def summary(self, metrics: dict[str, float]) -> str:
-        return (f"train acc {metrics['train_acc']:.2%}, held-out acc {metrics['heldout_acc']:.2%}, "
-                f"equivariance error {metrics['eq_error_pooled']:.2e} pooled, "
-                f"{metrics['eq_error_worst_input']:.2e} worst input")
+        return (
+            f"train acc {metrics['train_acc']:.2%}, held-out acc {metrics['heldout_acc']:.2%}, "
+            f"equivariance error {metrics['eq_error_pooled']:.2e} pooled, "
+            f"{metrics['eq_error_worst_input']:.2e} worst input"
+        )

@@ -7,6 +7,7 @@ per script, in the order they run. `page` puts each part's text in place of its 
 order, and the payload's JSON in the payload tag, so the page opens from file:// with nothing
 fetched. The same parts always give the same page, byte for byte.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,6 +35,7 @@ def inline(html: str, read=part) -> str:
     """`html` with each stylesheet link and script tag replaced by the text of the part it names
     (read(name) -> str); "</" that would close the element early is escaped. ValueError if a
     script holds "<!--" (HTML would misread what follows)."""
+
     def style(m: re.Match) -> str:
         return "<style>\n" + read(m.group(1)).replace("</style", "<\\/style") + "</style>"
 
