@@ -1,4 +1,4 @@
-# make movie  - train the orbit experiment (seed 000) if needed and render its movie
+# make movie  - train the orbit experiment (source 000) if needed and render its movie
 # make test   - run the tests
 # Both bootstrap .venv on first use. torch defaults to the CPU build; override with TORCH=torch.
 # make test also needs Chromium for the browser tests (installed with apt-get when missing and root).
@@ -15,7 +15,7 @@ RUN := data/orbits.h5
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup browser test movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-screen
+.PHONY: setup browser test movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-screen docs-picture docs-picture-induction docs-picture-ov-coherent
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,30 @@ movie: train-orbits
 viewer: train-orbits
 	$(HM) orbits view $(RUN) --out $(MOVIE_DIR)
 
+# make docs-picture - the README's picture: the default movie (make movie) as a small looping GIF,
+# 440 px wide at 4 frames a second, 64 colours (about 0.37 MB), committed as documentation.
+# make docs-picture-induction, docs-picture-ov-coherent - the results pages' pictures, from the
+# reports of make induction and make ov-coherent, 1,100 px wide in 128 colours (under 0.2 MB).
+# Remake them whenever the movie or the figures change. ffmpeg: the one on PATH, else imageio-ffmpeg's.
+DOCS_PICTURE := docs/pictures/orbits.gif
+FFMPEG = $$(command -v ffmpeg || $(PY) -c "import imageio_ffmpeg; print(imageio_ffmpeg.get_ffmpeg_exe())")
+# $(call docs_png,SOURCE.png,TARGET.png): SOURCE scaled and quantised into TARGET, written aside first
+docs_png = $(FFMPEG) -v error -y -i $(1) -vf \
+	"scale=1100:-2:flags=lanczos,split[a][b];[a]palettegen=max_colors=128[p];[b][p]paletteuse=dither=none" \
+	$(dir $(2)).partial-$(notdir $(2)) && mv $(dir $(2)).partial-$(notdir $(2)) $(2) && ls -l $(2)
+
+docs-picture: movie
+	$(FFMPEG) -v error -y -i $(MOVIE_DIR)/orbits.mp4 -filter_complex \
+		"fps=4,scale=440:-2:flags=lanczos,split[a][b];[a]palettegen=max_colors=64:stats_mode=full[p];[b][p]paletteuse=dither=none:diff_mode=rectangle" \
+		-loop 0 $(dir $(DOCS_PICTURE)).partial-$(notdir $(DOCS_PICTURE)) && mv $(dir $(DOCS_PICTURE)).partial-$(notdir $(DOCS_PICTURE)) $(DOCS_PICTURE)
+	@ls -l $(DOCS_PICTURE)
+
+docs-picture-induction: induction
+	$(call docs_png,outputs/induction/induction-2l/attention.png,docs/pictures/induction-2l.png)
+
+docs-picture-ov-coherent: ov-coherent
+	$(call docs_png,outputs/ov-coherent/h2d1_seed0/analysis.png,docs/pictures/ov-coherent.png)
+
 retrain: setup
 	$(HM) train orbits --out $(RUN) --force --threads $(THREADS)
 
@@ -63,7 +87,7 @@ figures: train-orbits
 
 # make census - the orbit census (docs/results/orbits.md, "Census"): the orbit experiment on the
 # seeds CENSUS_SEEDS (a range FIRST-LAST), CENSUS_CHUNK seeds at a time, under four recipes at the
-# full default schedule: the seed's own objective (no pruning, no OV-bias penalty; about 8 min a
+# full default schedule: source 000's own objective (no pruning, no OV-bias penalty; about 8 min a
 # run on one idle core), then row Q's recipe with both additions, with pruning only and with
 # the OV-bias penalty only (today's default), each forked from the seed-objective run at the start of its second
 # phase (docs/sweeps.md, "Forks": the same runs, about 60 % of the time each). The chunks let the
@@ -72,7 +96,7 @@ figures: train-orbits
 # tables, figure and rows in docs/results/census/. A sweep exits 1 when some run failed; the census
 # still counts the others. Each run file takes about 80 MB: 200 seeds under the four recipes need
 # about 65 GB in data/census/ (the committed census rows need none of it).
-# make census-screen - the early screen: SCREEN_SEEDS under the seed's objective, each trained only
+# make census-screen - the early screen: SCREEN_SEEDS under source 000's objective, each trained only
 # through epoch SCREEN_EPOCH of the full schedule (about 23 s per seed); `make census` then lists
 # the seeds whose frequency groups fit an orbit. Continue chosen ones with
 # `headmovies sweep orbits --out data/census/screen-seed-objective --seeds S1,S2 $(SEED_OBJECTIVE)`.
@@ -108,7 +132,7 @@ census-screen: setup
 	$(HM) sweep orbits --out data/census/screen-seed-objective --seeds $(SCREEN_SEEDS) \
 		--stop-at $(SCREEN_EPOCH) $(SEED_OBJECTIVE) || [ $$? -eq 1 ]
 
-# make ov-coherent - seed 004: train 2 heads x d_head 1 (OV_COHERENT_SEEDS) and 1 head x d_head 4
+# make ov-coherent - source 004: train 2 heads x d_head 1 (OV_COHERENT_SEEDS) and 1 head x d_head 4
 # (OV_COHERENT_WIDE_SEEDS), one run at a time on one thread; table, figures and QK-plane movie
 OV_COHERENT_SEEDS ?= 0 1 2 3 4 5 6 7 8 9
 OV_COHERENT_WIDE_SEEDS ?= 0 1 2
@@ -123,12 +147,12 @@ ov-coherent: setup
 		--out data/ov-coherent/h1d4_seed$$s.h5 --set seed=$$s --set n_heads=1 --set d_head=4 --reuse || exit 1; done
 	$(HM) ov-coherent report $(OV_COHERENT_RUNS) --out outputs/ov-coherent
 
-# make induction - seed 003: train the 1-layer, smeared-key and 2-layer models (seed 0; complete
+# make induction - source 003: train the 1-layer, smeared-key and 2-layer models (seed 0; complete
 # runs are reused), then figures, tables and attention movies under outputs/induction/.
-# make induction-seeds - the seed comparison: INDUCTION_SEEDS x both position placements, one run at
+# make induction-seeds - the comparison with source 003: INDUCTION_SEEDS x both position placements, one run at
 # a time on one thread (seed 0 with the default placement, INDUCTION_DEFAULT_POSITIONS, is `make
 # induction`'s run), plus INDUCTION_REPEAT_SEEDS with letters drawn independently (repeats allowed,
-# as in the seed); no movies.
+# as in source 003); no movies.
 INDUCTION_VARIANTS := 1l smeared 2l
 INDUCTION_SEEDS ?= 0 1 2
 INDUCTION_POSITIONS ?= qk_vector qk_input

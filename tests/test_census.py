@@ -369,3 +369,62 @@ def test_a_bad_out_fails_before_any_run_is_read(tmp_path, capsys):
     )
     assert cli_main(["orbits", "census", str(tmp_path), "--out", str(tmp_path / "file.txt" / "c")]) == 2
     assert capsys.readouterr().err.startswith(f"error: cannot create output folder {tmp_path}/file.txt/c: ")
+
+
+def test_provenance_names_code_machine_and_dates_and_survives_the_run_files(tmp_path):
+    """census.md's provenance table is generated from the run files' root attributes, carried in
+    the rows (so a rebuild from rows alone keeps it); rows without them say "not recorded"."""
+    import os
+    from datetime import UTC, datetime
+
+    a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (4,), "extra_heads": 1}, 1: {"orbit_sizes": (2,)}})
+    with h5py.File(a / "seed0.h5", "r+") as f:
+        f.attrs["versions"] = json.dumps({"headmovies": "0.3.0", "torch": "2.13.0+cpu", "numpy": "2.0"})
+        f.attrs["git_commit"] = "abcdef1234567890"
+        f.attrs["machine"] = json.dumps({"cpu": "Test CPU 9000", "cores": 2, "system": "Linux x86_64"})
+        f.attrs["created"] = "2026-12-04T10:00:00+00:00"
+    written = datetime(2026, 12, 4, 12, 30, tzinfo=UTC).timestamp()
+    for seed in (0, 1):
+        os.utime(a / f"seed{seed}.h5", (written, written + 60 * seed))
+    out = tmp_path / "census"
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
+    rows = census_rows.read_census_rows(out / "census.jsonl")
+    assert rows[0]["provenance"] == {
+        "created": "2026-12-04T10:00:00+00:00",
+        "git_commit": "abcdef1234567890",
+        "versions": {"headmovies": "0.3.0", "torch": "2.13.0+cpu"},
+        "machine": {"cpu": "Test CPU 9000", "cores": 2, "system": "Linux x86_64"},
+    }
+    md = (out / "census.md").read_text()
+    assert "1 of 2 rows name their machine" in md
+    assert (
+        "| exact | 0 | 1 | headmovies 0.3.0, commit abcdef1 | Test CPU 9000, 2 cores (Linux x86_64) "
+        "| 2026-12-04 10:00 | 2026-12-04 12:30 |"
+    ) in md
+    # the hand-built seed 1 records a creation time but no code version, commit or machine
+    assert (
+        "| exact | 1 | 1 | headmovies (version not recorded), commit not recorded | not recorded "
+        "| 2026-01-01 00:00 | 2026-12-04 12:31 |"
+    ) in md
+
+    # a row counted before rows carried provenance gains it from its unchanged run file ...
+    old = [{k: v for k, v in r.items() if k != "provenance"} for r in rows]
+    (out / "census.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress"]) == 0
+    assert census_rows.read_census_rows(out / "census.jsonl") == rows
+    # ... and says "not recorded" once its run file is gone; the rebuild from rows keeps what rows carry
+    (out / "census.jsonl").write_text(json.dumps(rows[0]) + "\n" + json.dumps(old[1]) + "\n")
+    again = tmp_path / "again"
+    assert cli_main(["orbits", "census", "--rows", str(out / "census.jsonl"), "--out", str(again)]) == 0
+    md = (again / "census.md").read_text()
+    assert "| exact | 0 | 1 | headmovies 0.3.0, commit abcdef1 | Test CPU 9000, 2 cores" in md
+    assert "| exact | 1 | 1 | not recorded | not recorded | not recorded | 2026-12-04 12:31 |" in md
+
+
+def test_seed_ranges_and_the_machine_of_rows():
+    from headmovies.sweeps.census_provenance import machine_of, seed_ranges
+
+    assert seed_ranges([7, 0, 1, 2, 5, 8, 2]) == "0–2, 5, 7–8"
+    assert seed_ranges([]) == ""
+    assert machine_of({"provenance": {"machine": {"cpu": "X", "cores": 1}}}) == "X, 1 core"
+    assert machine_of({}) == "not recorded"

@@ -509,6 +509,8 @@ def test_run_file_round_trip(tmp_path):
         assert (a["n"], a["m"]) == (5, 2) and runfile.is_complete(f)
         assert json.loads(a["config"])["n_heads"] == 3
         assert {"torch", "headmovies"} <= set(json.loads(a["versions"])) and "created" in a and "git_commit" in a
+        machine = json.loads(a["machine"])  # provenance: the CPU that trained it (census.md, "Provenance")
+        assert machine["cores"] == len(os.sched_getaffinity(0)) and machine["cpu"] and machine["system"]
         train_idx, held_idx = f["split/train"][()], f["split/heldout"][()]
         assert len(train_idx) == round(0.3 * 125) and len(np.intersect1d(train_idx, held_idx)) == 0
         assert len(train_idx) + len(held_idx) == 125

@@ -6,6 +6,7 @@ Needs only numpy and h5py (the schema is `runfile`).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Iterator
@@ -148,6 +149,29 @@ class Run:
 
     def split(self) -> dict[str, np.ndarray]:
         return schema.read_split(self.f)
+
+    def provenance(self) -> dict:
+        """What made this run, from its root attributes: {"created": ISO 8601 UTC or None,
+        "git_commit": str ("" when unknown) or None, "versions": {library: version} or None,
+        "machine": {"cpu", "cores", "system"} or None}. None: the file does not record it
+        (`machine` is written since issue 33; older files lack it)."""
+
+        def parsed(name: str):
+            try:
+                value = json.loads(self.f.attrs[name])
+            except (KeyError, TypeError, ValueError):
+                return None
+            return value if isinstance(value, dict) else None
+
+        def text(name: str):
+            return str(self.f.attrs[name]) if name in self.f.attrs else None
+
+        return {
+            "created": text("created"),
+            "git_commit": text("git_commit"),
+            "versions": parsed("versions"),
+            "machine": parsed("machine"),
+        }
 
     def close(self) -> None:
         self.f.close()

@@ -3,6 +3,7 @@ docs/results/orbits.md, "Census"; docs/sweeps.md): sweep folders of the orbit ex
 per recipe, become one row per finished run, then tables and a figure made from the rows alone.
 
     sweep folders -> `census_rows` (census.jsonl) -> `census_tables` (census.md)
+                                                  -> `census_provenance` (census.md, "Provenance")
                                                   -> `census_figure` (census.{png,svg})
 """
 
@@ -13,6 +14,7 @@ from typing import Sequence
 
 from headmovies.render.core.outputs import FIGURE_FORMATS, save_figure, write_text
 from headmovies.sweeps.census_figure import census_figure
+from headmovies.sweeps.census_provenance import provenance_markdown
 from headmovies.sweeps.census_rows import write_census_rows
 from headmovies.sweeps.census_tables import census_markdown, complete_runs
 
@@ -28,7 +30,7 @@ def write_census(
     figure of an earlier census that this one does not draw (another format, or a screen alone,
     which has no final outcomes) is removed, so the folder never pairs new tables with an old figure."""
     paths = [write_census_rows(out / "census.jsonl", rows)] if write_jsonl else []
-    paths.append(write_text(out / "census.md", census_markdown(rows, settings)))
+    paths.append(write_text(out / "census.md", census_markdown(rows, settings) + "\n" + provenance_markdown(rows)))
     drawn = tuple(formats) if complete_runs(rows) else ()
     if drawn:
         paths += save_figure(census_figure(rows, settings), out, "census", drawn, dpi=110)

@@ -25,6 +25,7 @@ from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_o
 from headmovies.render.orbits.stream import orbit_history
 from headmovies.render.orbits.summary import head_frequencies
 from headmovies.runfile.reader import Run
+from headmovies.sweeps.census_provenance import run_provenance, with_provenance
 from headmovies.sweeps.sweep_rows import latest, read_sweep_rows
 
 SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
@@ -45,7 +46,8 @@ def census_row(
     heads), heads, worst error and lock-in epoch (from which it stays verified), and each live
     head's omega (0: dead) at the screen epochs the run has and at its last snapshot. Also the
     last snapshot's orbits in the bias gauge (`check.check_orbits(gauge="bias")`: each head's
-    key-independent OV part set aside, which the loss cannot see; docs/results/orbits.md).
+    key-independent OV part set aside, which the loss cannot see; docs/results/orbits.md), and
+    which code and machine trained it, when (`provenance`, census_provenance.run_provenance).
     Raises RunFileError for an unreadable run file."""
     path = Path(path)
     with Run(path) as run:
@@ -63,6 +65,7 @@ def census_row(
         bias = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol, gauge="bias")  # c: the last snapshot's
         cfg = run.config
         complete = run.complete
+        provenance = run_provenance(run)
         metrics = {k: float(v[-1]) for k, v in run.metrics().items() if k != "epoch" and len(v)}
     final = omega[str(epochs[-1])]
     orbits = []
@@ -107,6 +110,7 @@ def census_row(
         **{k: metrics.get(k) for k in ("train_acc", "heldout_acc", "eq_error_pooled", "eq_error_worst_input")},
         "seconds": sweep_row.get("seconds"),
         "omega": omega,
+        "provenance": provenance,  # which code and machine made it, when (census_provenance)
     }
 
 
@@ -192,7 +196,7 @@ def collect(
             path.stat().st_size,
             path.stat().st_mtime_ns,
         ):
-            rows.append(hit)
+            rows.append(with_provenance(hit, path))  # a row counted before it carried provenance gains it
         elif path.exists():
             try:
                 rows.append(census_row(path, sweep_row, recipe, screen_epochs))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import platform
 import subprocess
 from datetime import datetime, timezone
@@ -44,6 +45,30 @@ def _git_commit() -> str:
         return ""
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what `platform` knows; "" if nothing."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    """The machine that trains (root attribute `machine`, JSON): {"cpu": model name, "cores":
+    logical CPUs this process may use, "system": e.g. "Linux x86_64"}. Provenance only: another
+    CPU's kernels round differently, so a run's last digits can differ there (docs/run-file.md)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 0
+    return {"cpu": _cpu_model(), "cores": cores, "system": f"{platform.system()} {platform.machine()}".strip()}
+
+
 def run_attrs(experiment: str, cfg: TrainConfig, task: Task) -> dict:
     """Root attributes of a new run file (docs/run-file.md)."""
     return {
@@ -54,6 +79,7 @@ def run_attrs(experiment: str, cfg: TrainConfig, task: Task) -> dict:
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": json.dumps(_versions(), sort_keys=True),
         "git_commit": _git_commit(),
+        "machine": json.dumps(machine(), sort_keys=True),
         **task.attrs(),
     }
 

@@ -1,5 +1,5 @@
 """The orbit experiment's config (`OrbitConfig`): its defaults, their checks and its memory
-estimate. docs/experiments.md lists every key; docs/results/orbits.md says why these defaults."""
+estimate. docs/experiments.md lists every key; docs/notebook/ says why these defaults."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from headmovies.train.config import TrainConfig, require_memory, require_signs
 
 @dataclass
 class OrbitConfig(TrainConfig):
-    epochs: int = 16000  # full-batch steps (docs/results/orbits.md: why these defaults)
-    seed: int = 24  # the census's most seed-like run (docs/results/orbits.md, "The default run")
+    epochs: int = 16000  # full-batch steps (docs/notebook/2026-11-30-orbit-search.md: why these defaults)
+    seed: int = 24  # the census's most source-like run (docs/notebook/2026-12-01-default-run.md)
     p: int = 24  # n: token values and the order of the group C_n (the config key is p)
     n_heads: int = 32
     d_model: int = 128

@@ -82,7 +82,7 @@ def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
     outputs (output frequencies k with m k = 0 mod n_out), the only part an equivariant layer's
     total bias has. The penalty leaves that part free and acts on the moved parts, which in an
     equivariant layer sum to zero over the heads. Returns a scalar (logits squared).
-    Source: docs/results/orbits.md."""
+    Source: docs/notebook/2026-11-30-orbit-search.md, "Why orbits are rare here", item 7."""
     OV = R.mT  # key-major: the memory order the circuit was computed in
     centred = OV - OV.mean(-1, keepdim=True)
     beta = centred.mean(1)  # (H, n_out)
