@@ -19,10 +19,9 @@ from pathlib import Path
 # models ~30x (measured); sleeping threads cost little. Set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from headmovies import __version__, disk  # noqa: E402
-from headmovies.commands import induction, orbits, ov_coherent, recover, sweep, train  # noqa: E402
-from headmovies.errors import UserError, forget_warnings  # noqa: E402
-
+from headmovies import __version__, disk
+from headmovies.commands import induction, orbits, ov_coherent, recover, sweep, train
+from headmovies.errors import UserError, forget_warnings
 
 # The commands, in the order `headmovies --help` lists them: shared ones, then one per
 # experiment family (a new family adds its module here).

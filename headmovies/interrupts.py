@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 
 class deferred_signals:
@@ -31,7 +31,7 @@ class deferred_signals:
         self._before: dict[int, Callable] = {}
         self._received: int | None = None
 
-    def __enter__(self) -> "deferred_signals":
+    def __enter__(self) -> deferred_signals:
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 handler = signal.getsignal(sig)

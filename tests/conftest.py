@@ -20,7 +20,6 @@ def one_torch_thread():
 
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
-    yield
 
 
 CHROMIUM = os.environ.get("HEADMOVIES_CHROMIUM", "/usr/bin/chromium")

@@ -15,6 +15,7 @@ from headmovies.cli import main as cli_main
 from headmovies.errors import UserError
 from headmovies.sweeps import census_rows
 from headmovies.sweeps import census_tables as C
+
 from equivariant import equivariant_run
 
 
@@ -230,7 +231,7 @@ def test_a_cut_off_run_file_is_named_keeps_an_earlier_row_and_the_rest_is_counte
     err = capsys.readouterr().err
     assert f"census: {a / 'seed0.h5'} is not a readable" in err and "could be read" in err.splitlines()[-1]
     # the library call without a handler still refuses, naming the file
-    with pytest.raises(UserError, match="seed0.h5 is not a readable"):
+    with pytest.raises(UserError, match=r"seed0\.h5 is not a readable"):
         census_rows.collect([a])
 
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from headmovies.cli import main as render_main
-from headmovies.render.core.encode import encode, find_ffmpeg
 from headmovies.errors import UserError
+from headmovies.render.core.encode import encode, find_ffmpeg
+
 from equivariant import equivariant_run, equivariant_weights, write_run
 
 ROOT = Path(__file__).resolve().parents[1]

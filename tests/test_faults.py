@@ -31,6 +31,7 @@ from headmovies.errors import DiskFullError, RunFileError
 from headmovies.interrupts import deferred_signals
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.writer import RunWriter
+
 from equivariant import equivariant_run, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,8 +139,13 @@ class SmallDisk:
         self.real = done.returncode == 0
         if not self.real:
             real_free = disk.free_bytes
-            inside = lambda p: Path(p).resolve().is_relative_to(path.resolve())  # noqa: E731
-            used = lambda: sum(f.stat().st_size for f in path.rglob("*") if f.is_file())  # noqa: E731
+
+            def inside(p):
+                return Path(p).resolve().is_relative_to(path.resolve())
+
+            def used():
+                return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
             monkeypatch.setattr(disk, "free_bytes", lambda p: max(0, size - used()) if inside(p) else real_free(p))
 
     def grow(self, size: int) -> None:
@@ -246,9 +252,13 @@ def test_a_write_that_meets_a_full_disk_keeps_every_complete_snapshot(small_disk
     out = d.path / "run.h5"
     writer = RunWriter.create(out, ATTRS, 0, _fill(0), {"loss": 0.0}, {})
     writer.publish()
-    with pytest.raises(DiskFullError, match="while writing the snapshot at epoch"):
+
+    def append_until_full():
         for t in range(1, 10_000):
             writer.append(t, _fill(t), {"loss": float(t)})
+
+    with pytest.raises(DiskFullError, match="while writing the snapshot at epoch"):
+        append_until_full()
     writer.close()
     epochs, weights, metrics = read_run(out)
     assert len(epochs) > 10 and epochs.tolist() == list(range(len(epochs)))
@@ -272,6 +282,7 @@ def test_the_renderer_on_a_full_disk_says_so_and_leaves_nothing(small_disk, tiny
     d.fill(4_000)  # room to start, not for the movie
     if not d.real:  # injected: the first image written meets a full disk
         import matplotlib.figure
+
         import headmovies.render.core.encode as encode
 
         def full(*args, **kw):
@@ -421,6 +432,7 @@ def test_a_signal_stops_at_the_next_snapshot_and_one_in_the_last_interval_comple
     every 10 epochs to 30, then every 20, and at 60): training stops after the next snapshot
     with its checkpoint; in the last interval the run is first marked complete."""
     import torch
+
     from headmovies.train.orbits.task import OrbitTask
 
     step = OrbitTask.step
@@ -504,7 +516,7 @@ def test_kills_at_random_points_resume_exactly_and_live_reads_are_never_torn(tmp
     out = tmp_path / "run.h5"
     rng = random.Random(2026)
     kills = exact_resumes = reads = torn = 0
-    for i in range(KILLS):
+    for _i in range(KILLS):
         resume = out.exists()
         proc = headmovies(*train_argv(out, epochs, *(["--resume"] if resume else [])))
         start = read_run(out)[0].size if resume else 0
@@ -757,7 +769,10 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
     """name -> (argv, text the error line must hold). Files the cases need are made here."""
     orbit, ind, ov = (str(runs / n) for n in ("orbits.h5", "ind.h5", "ov.h5"))
     movie = ["orbits", "movie", orbit, "--out", str(tmp / "out"), "--no-progress"]
-    train = lambda *a: train_argv(tmp / "new.h5", 20, *a)  # noqa: E731
+
+    def train(*a):
+        return train_argv(tmp / "new.h5", 20, *a)
+
     (tmp / "latin1.toml").write_bytes('lr = "caf\xe9"\n'.encode("latin-1"))
     (tmp / "folder.h5").mkdir()
     (tmp / "trunc.h5").write_bytes((runs / "orbits.h5").read_bytes())
@@ -775,7 +790,10 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "panel-px 100000": (movie + ["--panel-px", "100000"], "--panel-px must be in 220..2000, got 100000"),
         "panel-px 8": (
             movie + ["--panel-px", "8"],
-            "--panel-px must be in 220..2000 (below 220 the text no longer fits; to show the movie smaller, give it a smaller width in the page), got 8",
+            (
+                "--panel-px must be in 220..2000 (below 220 the text no longer fits; "
+                "to show the movie smaller, give it a smaller width in the page), got 8"
+            ),
         ),
         # checked before any run is read or any file written
         "html alone": (movie + ["--formats", "html"], "the html snippet plays the mp4/webm movie"),
@@ -1026,6 +1044,7 @@ def test_bad_input_in_a_fresh_process_has_no_traceback(tmp_path):
 def test_the_snapshot_count_bound_holds_for_every_schedule():
     """The bound `validate` checks before any schedule is built is never below the real count."""
     import itertools
+
     from headmovies.train.config import snapshot_count
     from headmovies.train.schedule import snapshot_epochs
 

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from equivariant import equivariant_run, write_run
 from headmovies.cli import main
-from headmovies.render.orbits.figures import head_order, make_figures, orbits_over_time
 from headmovies.render.orbits.check import check_orbits
+from headmovies.render.orbits.figures import head_order, make_figures, orbits_over_time
 from headmovies.render.orbits.stream import orbit_history
 from headmovies.runfile.reader import Run
+
+from equivariant import equivariant_run, write_run
 
 EPOCHS = np.arange(0, 251, 50)  # 6 snapshots; the layer is exactly equivariant from epoch 200
 
@@ -156,8 +157,8 @@ def test_orbit_history_dates_each_orbit_from_its_verification(eq_run):
 def test_both_equivariance_errors_in_curves_and_caption(eq_run, tmp_path):
     """New files store eq_error_pooled and eq_error_worst_input; files made before hold the
     pooled error as `eq_error`, which the reader renames, so figures and captions read both."""
-    from headmovies.render.orbits.figures import curves_figure
     from headmovies.render.orbits.captions import metrics_caption
+    from headmovies.render.orbits.figures import curves_figure
 
     with Run(eq_run) as run:
         met = run.metrics()
@@ -188,24 +189,25 @@ def test_orbit_progress_figure(eq_run):
     """Per head one error curve coloured by its final orbit, the tolerance line, the
     heads-in-orbits count, and each orbit's lock-in epoch (the fifth snapshot, 200) marked."""
     from matplotlib.colors import to_hex
+
     from headmovies.render.orbits.figures import orbit_progress_figure
 
     with Run(eq_run) as run:
         h = orbit_history(run)
     fig = orbit_progress_figure(h)
     top, bottom = fig.axes[:2]
-    curves = [l for l in top.get_lines() if len(l.get_xdata()) == len(EPOCHS)]
+    curves = [line for line in top.get_lines() if len(line.get_xdata()) == len(EPOCHS)]
     assert len(curves) == 20  # 16 orbit heads + 4 in none
     by_colour = {}
     for line in curves:
         by_colour.setdefault(to_hex(line.get_color()), []).append(line)
     assert sorted(len(v) for v in by_colour.values()) == [4, 4, 12]
-    tol = [l for l in top.get_lines() if l.get_linestyle() == "--"]
+    tol = [line for line in top.get_lines() if line.get_linestyle() == "--"]
     assert len(tol) == 1 and tol[0].get_ydata()[0] == pytest.approx(0.02)
     assert top.get_yscale() == "log"
-    locks = sorted({float(l.get_xdata()[0]) for l in top.get_lines() if l.get_linestyle() == ":"})
+    locks = sorted({float(line.get_xdata()[0]) for line in top.get_lines() if line.get_linestyle() == ":"})
     assert locks == [200.0]
-    step = [l for l in bottom.get_lines() if l.get_linestyle() == "-"][0]
+    step = next(line for line in bottom.get_lines() if line.get_linestyle() == "-")
     assert step.get_ydata().tolist() == [0, 0, 0, 0, 16, 16]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend[0] == "orbit 1 (size 12, heads 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11): locked in at epoch 200"

@@ -13,11 +13,12 @@ import pytest
 from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import ConfigError, UserError
-from headmovies.train import config, loop
-from headmovies.train.fork import ForkTooEarly
 from headmovies.sweeps import sweep as S
 from headmovies.sweeps.sweep_rows import ROWS_FILE, read_sweep_rows
+from headmovies.train import config, loop
+from headmovies.train.fork import ForkTooEarly
 from headmovies.train.orbits.config import OrbitConfig
+
 from test_sweep import SWEEP_SETS, assert_same_run_files
 
 # Second phase from epoch 120 of 200; the source has neither addition, the fork both (strong
@@ -93,7 +94,7 @@ def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
         r"and 120\)",
     ):
         loop.train("orbits", cfg(refine_start="100"), out, progress=False, fork_from=src)
-    with pytest.raises(UserError, match="cannot fork from .*nothere.h5: no such file"):
+    with pytest.raises(UserError, match=r"cannot fork from .*nothere\.h5: no such file"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=tmp_path / "nothere.h5")
     (tmp_path / "junk.h5").write_text("not HDF5")
     with pytest.raises(UserError, match=r"cannot fork from .*junk.h5: .* is not a readable HDF5 run file[^;]*$"):
@@ -104,7 +105,7 @@ def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src.h5", "src.h5.ckpt"]
     # an existing run is kept unless --force; a run never forks from itself
     loop.train("orbits", cfg(), out, progress=False)
-    with pytest.raises(UserError, match="out.h5 exists; pass --force to replace it with the fork"):
+    with pytest.raises(UserError, match=r"out\.h5 exists; pass --force to replace it with the fork"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=src)
     with pytest.raises(UserError, match="--fork-from is the --out file"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=out, force=True)
@@ -154,7 +155,7 @@ def test_a_source_extended_after_the_fork_epoch_forks_and_its_extensions_stay_be
 def test_a_sweep_forks_where_it_can(tmp_path):
     """Sources for seeds 0 and 1 (seed 1 only through epoch 80): seed 0 forks, seeds 1 and 2
     train from scratch; all three equal a sweep trained from scratch."""
-    common = {k: v for k, v in PHASES.items()}
+    common = dict(PHASES.items())
     S.sweep("orbits", tmp_path / "src", seeds=[0], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False)
     S.sweep(
         "orbits", tmp_path / "src", seeds=[1], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False, stop_at=80

@@ -14,8 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-from headmovies.train import config
 from headmovies.cli import main as pipeline_main
+from headmovies.cli import main as render_main
+from headmovies.render.induction import analysis as ind
+from headmovies.runfile.reader import Run
+from headmovies.tasks import induction as task
+from headmovies.tasks.induction import sinusoidal_table
+from headmovies.train import config
 from headmovies.train.induction import (
     Induction1L,
     Induction2L,
@@ -25,11 +30,6 @@ from headmovies.train.induction import (
     repeated_blocks,
 )
 from headmovies.train.loop import train
-from headmovies.render.induction import analysis as ind
-from headmovies.tasks import induction as task
-from headmovies.tasks.induction import sinusoidal_table
-from headmovies.cli import main as render_main
-from headmovies.runfile.reader import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"epochs": "40", "early_every": "10", "batch_size": "32", "eval_size": "64"}
@@ -230,12 +230,12 @@ def test_copying_scores_known_eigenvalues():
 def test_k_composition_known_cases():
     e = np.eye(4)
     w = {"W_E": np.eye(4), "W_U": np.eye(4)}
-    for l in (0, 1):
+    for li in (0, 1):
         w |= {
-            f"blocks.{l}.attn.W_Q": e[None, :, :1],
-            f"blocks.{l}.attn.W_K": e[None, :, :1],
-            f"blocks.{l}.attn.W_V": e[None, :, :1],
-            f"blocks.{l}.attn.W_O": e[None, :1, :],
+            f"blocks.{li}.attn.W_Q": e[None, :, :1],
+            f"blocks.{li}.attn.W_K": e[None, :, :1],
+            f"blocks.{li}.attn.W_V": e[None, :, :1],
+            f"blocks.{li}.attn.W_O": e[None, :1, :],
         }
     assert ind.composition_scores(w)["k"][0, 0] == pytest.approx(1.0)  # OV1 writes where keys read
     w["blocks.1.attn.W_K"] = e[None, :, 1:2]  # keys read another direction
@@ -366,12 +366,13 @@ def test_induction_timeline_marks_accuracy_that_lasts():
     assert [(e.epoch, e.label) for e in tl.events] == [(300, "accuracy ≥ 50%"), (400, "accuracy ≥ 90%")]
     assert tl.curves[0].values.tolist() == pytest.approx([10, 60, 40, 60, 95, 97])
     tl = induction_timeline(epochs, metrics, {**config, "early_every": 50})
-    assert [(e.epoch, e.hold) for e in tl.events][0] == (300, False)  # the schedule switch is marked, not held
+    assert next((e.epoch, e.hold) for e in tl.events) == (300, False)  # the schedule switch is marked, not held
 
 
 def test_attention_movie_has_timeline_holds_and_caption(tiny_runs, tmp_path):
     from headmovies.render.core.timeline import hold_frames
     from headmovies.render.induction.movie import induction_timeline
+
     from test_encode import probe
 
     run = tiny_runs["induction-smeared"]

@@ -149,6 +149,38 @@ GROUP_CONSTANTS = {"SNAPSHOTS", "METRICS", "SPLIT", "COMPLETE"}  # runfile.schem
 GROUP_PATH = re.compile(r"^/?(snapshots|metrics|split|complete)(/|$)")
 
 
+def _imports_h5py(node: ast.AST) -> bool:
+    """An import statement, `__import__("h5py")` or `import_module("h5py")`."""
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] == "h5py" for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] == "h5py"
+    return bool(
+        isinstance(node, ast.Call)
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and str(node.args[0].value).split(".")[0] == "h5py"
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("__import__", "import_module")
+    )
+
+
+def _indexes_groups(node: ast.AST) -> bool:
+    """`run.f[...]`, a subscript by a group constant or by a group path."""
+    if not isinstance(node, ast.Subscript):
+        return False
+    key = node.slice
+    return bool(
+        (isinstance(node.value, ast.Attribute) and node.value.attr == "f")
+        or getattr(key, "attr", getattr(key, "id", None)) in GROUP_CONSTANTS
+        or (
+            isinstance(key, ast.Constant)
+            and isinstance(key.value, str)
+            and GROUP_PATH.match(key.value)
+            and "/" in key.value
+        )
+    )
+
+
 def runfile_breaches(root: Path) -> list[str]:
     """'path:line: what' (path under `root`, a headmovies/ folder) for each place outside
     root/runfile/ that imports h5py (an import statement, `__import__` or `import_module`) or
@@ -160,34 +192,10 @@ def runfile_breaches(root: Path) -> list[str]:
         if rel.startswith("runfile/"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=rel)):
-            what = None
-            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "h5py" for a in node.names):
-                what = "imports h5py"
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "h5py":
-                what = "imports h5py"
-            elif (
-                isinstance(node, ast.Call)
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and str(node.args[0].value).split(".")[0] == "h5py"
-                and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("__import__", "import_module")
-            ):
-                what = "imports h5py"
-            elif isinstance(node, ast.Subscript):
-                key = node.slice
-                if isinstance(node.value, ast.Attribute) and node.value.attr == "f":
-                    what = "indexes a run file's groups"
-                elif getattr(key, "attr", getattr(key, "id", None)) in GROUP_CONSTANTS:
-                    what = "indexes a run file's groups"
-                elif (
-                    isinstance(key, ast.Constant)
-                    and isinstance(key.value, str)
-                    and GROUP_PATH.match(key.value)
-                    and "/" in key.value
-                ):
-                    what = "indexes a run file's groups"
-            if what:
-                found.add((rel, node.lineno, what))
+            if _imports_h5py(node):
+                found.add((rel, node.lineno, "imports h5py"))
+            elif _indexes_groups(node):
+                found.add((rel, node.lineno, "indexes a run file's groups"))
     return [f"{rel}:{line}: {what}" for rel, line, what in sorted(found)]
 
 

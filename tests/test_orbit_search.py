@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from headmovies.errors import ConfigError
-from headmovies.train import config
+from headmovies.sweeps import search as orbit_search
 from headmovies.tasks.orbits import M_SHIFT
+from headmovies.train import config
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.losses import ov_bias_penalty
 from headmovies.train.orbits.task import OrbitTask
-from equivariant import equivariant_weights
 
-from headmovies.sweeps import search as orbit_search
+from equivariant import equivariant_weights
 
 
 def task_of(**sets) -> OrbitTask:

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from headmovies.render.core.circuits import circuits
+from headmovies.render.core.projections import Panel
 from headmovies.render.orbits.check import check_orbits, format_error, shift_ov, shift_qk, shifted_inner_products
+from headmovies.render.orbits.panel_choice import SEED_PANELS, auto_panels, canonical, default_panels, resolve_panels
 
 
 def orbit_heads(n, m, k, rng, scale_m=1.0, scale_r=1.0):
@@ -102,7 +104,7 @@ def test_output_shift_m(m):
 
 def test_wrong_m_breaks_orbits():
     # an orbit built for m = 2 is not one for m = 1: its OV circuits do not shift that way
-    M, R, expected = layer(24, 2, [12, 4], seed=1)
+    M, R, _expected = layer(24, 2, [12, 4], seed=1)
     report = check_orbits(M, R, 24, 1)
     assert report.orbits == [] and report.unassigned == list(range(16))
 
@@ -310,10 +312,6 @@ def test_bad_shapes():
 
 
 # ---- panels chosen for the data (render/panel_choice.py) ----
-
-from headmovies.render.orbits.panel_choice import auto_panels, canonical, default_panels, resolve_panels  # noqa: E402
-from headmovies.render.core.projections import Panel  # noqa: E402
-from headmovies.render.orbits.panel_choice import SEED_PANELS  # noqa: E402
 
 
 def plane_orbit(n, m, k, qk, ov, rng, noise=0.1):

@@ -10,16 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from headmovies.train import config as pconfig
 from headmovies.cli import main as pipeline_main
+from headmovies.cli import main as render_main
+from headmovies.render.ov_coherent import analysis as S
+from headmovies.runfile.reader import Run
+from headmovies.tasks import ov_coherent as T
+from headmovies.train import config as pconfig
 from headmovies.train import ov_coherent as P
 from headmovies.train.loop import train
 from headmovies.train.orbits.config import OrbitConfig
-from headmovies.render.ov_coherent import analysis as S
-from headmovies.tasks import ov_coherent as T
-from headmovies.cli import main as render_main
-from headmovies.runfile.reader import Run
-
 
 # ------------------------------------------------------------------ generator
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from matplotlib.colors import to_rgba
 
+from headmovies.render.core.panels import PanelFigure, frame_states, grid_shape
 from headmovies.render.orbits.colours import OTHER_COLOUR
 from headmovies.render.orbits.head_styles import OrbitLooks
-from headmovies.render.orbits.stream import orbit_history, panel_coordinates
-from headmovies.render.core.panels import PanelFigure, frame_states, grid_shape
 from headmovies.render.orbits.panel_choice import SEED_PANELS
+from headmovies.render.orbits.stream import orbit_history, panel_coordinates
 from headmovies.runfile.reader import Run
+
 from equivariant import equivariant_run
 
 

@@ -17,18 +17,18 @@ import pytest
 import torch
 
 from headmovies import runfile
-from headmovies.errors import RunFileError
-from headmovies.train import config
 from headmovies.cli import main as pipeline_main
+from headmovies.errors import RunFileError
+from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.tasks.orbits import all_inputs
+from headmovies.train import config
+from headmovies.train.loop import train
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
 from headmovies.train.orbits.losses import eq_loss, orbit_gather_index
 from headmovies.train.orbits.model import AttentionLayer
 from headmovies.train.orbits.task import OrbitTask
 from headmovies.train.schedule import snapshot_epochs
-from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.train.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -234,7 +234,10 @@ def _brute_eq(logp: torch.Tensor, inputs: np.ndarray, p: int, m: int = 2):
     ell = torch.stack(
         [logp[x[:, 0], x[:, 1], x[:, 2]], logp[x[:, 1], x[:, 0], x[:, 2]], logp[x[:, 2], x[:, 0], x[:, 1]]], 1
     ).double()  # (N, 3, p)
-    flat = lambda xx: xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+
+    def flat(xx):
+        return xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+
     sel = torch.from_numpy(inputs)
     total, errs = 0.0, []
     for s in range(1, p):
@@ -282,7 +285,10 @@ def _brute_worst_input(model: AttentionLayer, p: int, m: int = 2) -> np.ndarray:
     x = torch.from_numpy(all_inputs(p))
     with torch.no_grad():
         ell = model(x).log_softmax(-1).double()  # (N, 3, p)
-    flat = lambda xx: xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+
+    def flat(xx):
+        return xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+
     ratio = np.zeros((len(x), p))
     for s in range(p):
         for i in range(len(x)):

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from headmovies.errors import UserError
 from headmovies.render.core.circuits import centre_ov, centre_qk, ov_circuit, qk_circuit
-from headmovies.render.orbits.panel_choice import SEED_PANELS
 from headmovies.render.core.projections import (
     Panel,
     fourier_power,
@@ -18,7 +18,8 @@ from headmovies.render.core.projections import (
     polygon_order,
     rotation_frequency,
 )
-from headmovies.errors import UserError
+from headmovies.render.orbits.panel_choice import SEED_PANELS
+
 from equivariant import equivariant_weights
 
 

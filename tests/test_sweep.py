@@ -21,20 +21,21 @@ import torch
 from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import RunFileError, UserError
-from headmovies.runfile.reader import Run
 from headmovies.render.orbits import summary as orbits_summary
 from headmovies.render.orbits.check import run_report
 from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.train import config, loop
+from headmovies.runfile.reader import Run
 from headmovies.sweeps import plan as P
 from headmovies.sweeps import report as sweep_report
 from headmovies.sweeps import sweep as S
 from headmovies.sweeps.folder import SETTINGS_FILE
 from headmovies.sweeps.sweep_rows import ROWS_FILE, latest, read_sweep_rows
+from headmovies.train import config, loop
 from headmovies.train.batch_loop import train_batch
 from headmovies.train.orbits.batch import OrbitBatch, batch_key, max_batch
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.task import OrbitTask
+
 from equivariant import equivariant_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +126,7 @@ def test_batch_key_and_size():
     assert batch_key(cfg_of(seed=1, eq_weight=3)) == batch_key(cfg_of(seed=2, eq_weight=30))
     assert batch_key(cfg_of(lr=1e-3)) != batch_key(cfg_of(lr=3e-4))
     assert batch_key(cfg_of(n_heads=3)) != batch_key(cfg_of(n_heads=4))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a batch needs one or more configs that agree on"):
         OrbitBatch([cfg_of(lr=1e-3), cfg_of(lr=3e-4)])
     assert max_batch(OrbitConfig()) == 1
     assert max_batch(cfg_of(p=12, n_heads=8)) == 2**18 // (8 * 12**3) == 18
@@ -633,7 +634,7 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     again = S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
     assert (again.done, again.skipped) == (0, 2)
     # an earlier --stop-at than the runs' is refused up front, nothing recorded
-    with pytest.raises(UserError, match="seed0.h5 was stopped at epoch 120, past --stop-at 80: rerun with"):
+    with pytest.raises(UserError, match=r"seed0\.h5 was stopped at epoch 120, past --stop-at 80: rerun with"):
         S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=80)
     assert len(read_sweep_rows(out / ROWS_FILE)) == 2
     # a rows line cut short by a kill: the next row still gets a line of its own

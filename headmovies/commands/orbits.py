@@ -244,8 +244,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from headmovies.runfile.reader import Run
     from headmovies.render.orbits.check import run_report
+    from headmovies.runfile.reader import Run
 
     with Run(args.run) as r:
         report = run_report(r, args.epoch, args.tol, args.dead_tol, args.gauge)
@@ -365,16 +365,17 @@ def census(args: argparse.Namespace) -> int:
                 f"cannot read {settings_path} ({' '.join(str(exc).split())}); it names the recipes' "
                 f"settings of {old_path}: restore it, or give another --out"
             ) from None
-        progress = None
-        if not args.no_progress:
+
+        def progress(it):
             from tqdm import tqdm
 
-            progress = lambda it: tqdm(it, desc="census", unit="run")  # noqa: E731
+            return tqdm(it, desc="census", unit="run")
+
         rows, settings = collect(
             args.sweeps,
             old,
             screen,
-            progress,
+            None if args.no_progress else progress,
             old_settings,
             on_unreadable=lambda path, message: skipped.append(message),
         )

@@ -107,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.threads <= MAX_THREADS:
         raise UserError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
     import torch
-    from headmovies.train import config, experiments, loop, reuse
+
     from headmovies.sweeps.backend_local import default_workers
+    from headmovies.train import config, experiments, loop, reuse
 
     torch.set_num_threads(args.threads)
     task_cls = experiments.get(args.experiment)

@@ -11,8 +11,8 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Callable
 
 from headmovies.errors import UserError
 from headmovies.interrupts import ignore_between_jobs

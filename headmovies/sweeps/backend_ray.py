@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import signal
 import socket
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from headmovies.errors import UserError

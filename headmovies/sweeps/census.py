@@ -9,8 +9,8 @@ per recipe, become one row per finished run, then tables and a figure made from 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from headmovies.render.core.outputs import FIGURE_FORMATS, save_figure, write_text
 from headmovies.sweeps.census_figure import census_figure

@@ -13,10 +13,11 @@ from headmovies.sweeps.census_tables import by_recipe, complete_runs, screen_epo
 
 
 def census_figure(rows: list[dict], settings: dict[str, dict]):
-    """Four panels: outcome shares per recipe (default gauge; bias gauge below); train accuracy against the pooled equivariance
-    error per run; each verified orbit's lock-in epoch; and the early screen (heads keeping
-    their omega, orbits whose group fitted) against the screen epoch."""
+    """Four panels: outcome shares per recipe (default gauge; bias gauge below); train accuracy
+    against the pooled equivariance error per run; each verified orbit's lock-in epoch; and the
+    early screen (heads keeping their omega, orbits whose group fitted) against the screen epoch."""
     from matplotlib.figure import Figure
+
     from headmovies.render.orbits.colours import orbit_colour
 
     rows = complete_runs(rows)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.circuits import circuits
@@ -262,7 +262,7 @@ def read_census_rows(path: Path, any_version: bool = False) -> list[dict]:
             f"{' '.join(str(exc).split())}"
         ) from None
     for i, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or not ROW_KEYS <= row.keys():
+        if not isinstance(row, dict) or not row.keys() >= ROW_KEYS:
             raise UserError(
                 f"{path} line {i} is not a census row (written by `headmovies orbits census`, "
                 "census.jsonl; a sweep's sweep.jsonl is read through its folder)"

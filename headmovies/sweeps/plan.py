@@ -69,7 +69,7 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
         if key in seen:
             raise UserError(f"--grid {key} is given twice; list all its values in one --grid {key}=V1,V2")
         values = [v.strip() for v in text.split(";" if ";" in text else ",")]
-        if not text.strip() or any(v == "" for v in values) and ";" not in text:
+        if not text.strip() or (any(v == "" for v in values) and ";" not in text):
             raise UserError(
                 f"--grid {key} has an empty value list or an empty value ({item!r}); "
                 f"give values, e.g. --grid {key}=V1,V2"

@@ -9,6 +9,7 @@ orbit structure, e.g. '4+2'). The orbit census across sweeps is another thing: `
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -46,10 +47,8 @@ def by_config(rows: list[dict]) -> dict[str, list[dict]]:
     for row in rows:
         groups.setdefault(config_text(row), []).append(row)
     order = list(groups)
-    try:
+    with contextlib.suppress(TypeError):  # grids of different keys and types: keep first-seen order
         order.sort(key=lambda k: tuple(groups[k][0]["grid"].items()))
-    except TypeError:  # grids of different keys and types: keep first-seen order
-        pass
     return {k: sorted(groups[k], key=lambda r: r["seed"]) for k in order}
 
 

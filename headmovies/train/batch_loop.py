@@ -16,13 +16,13 @@ import numpy as np
 
 from headmovies.errors import UserError
 from headmovies.interrupts import deferred_signals
+from headmovies.runfile.checkpoint import checkpoint_path
+from headmovies.runfile.lock import RunLock
+from headmovies.runfile.writer import RunWriter
 from headmovies.train import experiments, loop, new_run
 from headmovies.train.checkpoints import save_checkpoint
 from headmovies.train.config import TrainConfig
 from headmovies.train.schedule import config_schedule
-from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.runfile.lock import RunLock
-from headmovies.runfile.writer import RunWriter
 
 
 def train_batch(
@@ -61,7 +61,7 @@ def train_batch(
         stopping = False
         with deferred_signals() as signals:  # Ctrl-C: stop at the next snapshot (loop.train)
             last_ckpt = time.monotonic()
-            todo = set(int(e) for e in schedule if e > 0)
+            todo = {int(e) for e in schedule if e > 0}
             for epoch in range(1, cfg.epochs + 1):
                 if signals.pending.is_set() and not stopping:
                     stopping = True

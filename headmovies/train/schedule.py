@@ -19,7 +19,7 @@ def snapshot_epochs(
     late = np.arange(switch_epoch + late_every, epochs + 1, late_every) if epochs > switch_epoch else []
     extra = [epochs]
     if log_early:
-        extra += [2**k for k in range(0, 64) if 2**k < min(early_every, epochs)]
+        extra += [2**k for k in range(64) if 2**k < min(early_every, epochs)]
     return np.unique(np.concatenate([early, late, extra]).astype(np.int64))
 
 

@@ -8,10 +8,10 @@ Every command that writes figures or text uses these helpers; the movie encoder
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 import tempfile
+from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
 
 from headmovies import disk
 from headmovies.errors import DiskFullError, UserError

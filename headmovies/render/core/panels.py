@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -354,7 +354,7 @@ class PanelFigure:
             self.scales.append(tx)
         self.outline_groups = [(int(p), np.asarray(h, int)) for p, h, _ in outlines]
         self.outline_lines = []
-        for p, heads, colour in outlines:
+        for p, _heads, colour in outlines:
             line = Line2D([], [], color=colour, lw=1.3 * fs, alpha=0.75, zorder=2.5, visible=False, **anim)
             self.axes[p].add_line(line)
             self.outline_lines.append(line)

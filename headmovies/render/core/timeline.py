@@ -18,8 +18,8 @@ what is known at that epoch in full and the rest pale.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from matplotlib.lines import Line2D

@@ -14,6 +14,7 @@ heads and layers from 1).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,9 +90,9 @@ def n_layers(weights: dict[str, np.ndarray]) -> int:
     return n
 
 
-def layer(weights: dict[str, np.ndarray], l: int) -> dict[str, np.ndarray]:
-    """{'W_Q', 'W_K', 'W_V', 'W_O'[, 'alpha']} of layer l (float64)."""
-    p = f"blocks.{l}.attn."
+def layer(weights: dict[str, np.ndarray], li: int) -> dict[str, np.ndarray]:
+    """{'W_Q', 'W_K', 'W_V', 'W_O'[, 'alpha']} of layer li (float64)."""
+    p = f"blocks.{li}.attn."
     return {k[len(p) :]: np.asarray(v, np.float64) for k, v in weights.items() if k.startswith(p)}
 
 
@@ -122,11 +123,11 @@ def forward(
     x = x0
     mask = np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, 0.0)  # causal: no later keys
     patterns = []
-    for l in range(n_layers(weights)):
-        w = layer(weights, l)
+    for li in range(n_layers(weights)):
+        w = layer(weights, li)
         dh = w["W_Q"].shape[-1]
-        xq = x if (q_composition or l == 0) else x0
-        xk = x if (k_composition or l == 0) else x0
+        xq = x if (q_composition or li == 0) else x0
+        xk = x if (k_composition or li == 0) else x0
         if vector_pos:
             P = pos.reshape(T, -1, dh).transpose(1, 0, 2)[None]  # (1, H, T, dh)
             q, k = _heads(xq, w["W_Q"]) + P, _heads(xk, w["W_K"]) + P
@@ -240,19 +241,19 @@ def copying_scores(eigenvalues: np.ndarray) -> dict[str, float]:
     }
 
 
-def ov_factors(weights, l: int, h: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Factors (A [V, r], B [r, V]) of the OV circuit R = A @ B of head h of layer l (r = d_head),
+def ov_factors(weights, li: int, h: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Factors (A [V, r], B [r, V]) of the OV circuit R = A @ B of head h of layer li (r = d_head),
     or of the sum over the layer's heads (h=None, r = H * d_head): R[c, b] is the logit added
     to output token c per unit of attention on token b, R = (W_E W_V W_O W_U)^T (docs/math.md,
     "QK and OV circuits")."""
-    w = layer(weights, l)
+    w = layer(weights, li)
     W_E, W_U = np.asarray(weights["W_E"], np.float64), np.asarray(weights["W_U"], np.float64)
     if h is None:
         H, d, dh = w["W_V"].shape
-        V, O = w["W_V"].transpose(1, 0, 2).reshape(d, H * dh), w["W_O"].reshape(H * dh, d)
+        W_V, W_O = w["W_V"].transpose(1, 0, 2).reshape(d, H * dh), w["W_O"].reshape(H * dh, d)
     else:
-        V, O = w["W_V"][h], w["W_O"][h]
-    return (O @ W_U).T, (W_E @ V).T
+        W_V, W_O = w["W_V"][h], w["W_O"][h]
+    return (W_O @ W_U).T, (W_E @ W_V).T
 
 
 def copying_table(weights) -> list[dict]:
@@ -262,24 +263,24 @@ def copying_table(weights) -> list[dict]:
     earlier layers are not included)."""
     rows = []
 
-    def add(name, l, h, A, B):
+    def add(name, li, h, A, B):
         lam = factored_eigenvalues(A, B)
         lam = lam[np.argsort(-np.abs(lam))]
         rows.append(
             {
                 "circuit": name,
-                "layer": l,
+                "layer": li,
                 "head": h,
                 **copying_scores(lam),
                 "eigenvalues": [[float(z.real), float(z.imag)] for z in lam],
             }
         )
 
-    for l in range(n_layers(weights)):
-        H = weights[f"blocks.{l}.attn.W_Q"].shape[0]
+    for li in range(n_layers(weights)):
+        H = weights[f"blocks.{li}.attn.W_Q"].shape[0]
         for h in range(H):
-            add(f"L{l}H{h}", l, h, *ov_factors(weights, l, h))
-        add(f"L{l} sum of heads", l, None, *ov_factors(weights, l))
+            add(f"L{li}H{h}", li, h, *ov_factors(weights, li, h))
+        add(f"L{li} sum of heads", li, None, *ov_factors(weights, li))
     add("direct path W_E W_U", None, None, weights["W_E"], weights["W_U"])
     return rows
 
@@ -345,7 +346,7 @@ def immediate_repeats(completion: str, prompt: str) -> int:
     """How often a completed letter equals the letter just before it (the seed's "never
     repeats the same token twice in a row")."""
     seq = prompt[-1:] + completion
-    return sum(a == b for a, b in zip(seq, seq[1:]))
+    return sum(a == b for a, b in itertools.pairwise(seq))
 
 
 # ----------------------------------------------------------------------------- whole runs
@@ -422,12 +423,12 @@ def analyse(run, n_sequences: int = 1024, seed: int = 0) -> dict:
     prof = offset_profile(att["model"], start=L)  # (n_layers, H, T)
     out["heads"] = [
         {
-            "head": f"L{l}H{h}",
-            "top_offset": int(np.nanargmax(prof[l, h])),
-            "top_offset_attention": float(np.nanmax(prof[l, h])),
-            "offset_attention": [float(v) for v in prof[l, h, : L + 2]],
+            "head": f"L{li}H{h}",
+            "top_offset": int(np.nanargmax(prof[li, h])),
+            "top_offset_attention": float(np.nanmax(prof[li, h])),
+            "offset_attention": [float(v) for v in prof[li, h, : L + 2]],
         }
-        for l in range(nl)
+        for li in range(nl)
         for h in range(prof.shape[1])
     ]
     if "blocks.0.attn.alpha" in weights:

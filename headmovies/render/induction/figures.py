@@ -11,11 +11,11 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import PowerNorm  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import PowerNorm
 
-from headmovies.render.induction import analysis as ind  # noqa: E402
+from headmovies.render.induction import analysis as ind
 
 ATT_NORM = dict(vmin=0.0, vmax=1.0, gamma=0.5)  # sqrt colour scale: weak diagonals stay visible
 ATT_CMAP = "magma"
@@ -51,17 +51,17 @@ def _heatmap_grid(
         ),
     )
     images = []
-    for l in range(nl):
+    for li in range(nl):
         for h in range(H):
-            ax = axes[l, h]
-            images.append(ax.imshow(att[l, h], cmap=ATT_CMAP, norm=PowerNorm(**ATT_NORM), interpolation="nearest"))
-            ax.set_title(titles[l][h], fontsize=8)
+            ax = axes[li, h]
+            images.append(ax.imshow(att[li, h], cmap=ATT_CMAP, norm=PowerNorm(**ATT_NORM), interpolation="nearest"))
+            ax.set_title(titles[li][h], fontsize=8)
             ax.set_xticks(ticks)
             ax.set_yticks(ticks)
             ax.tick_params(labelsize=6, length=2)
             if h == 0:
                 ax.set_ylabel("query position", fontsize=7)
-            if l == nl - 1:
+            if li == nl - 1:
                 ax.set_xlabel("key position", fontsize=7)
     lift = below_px / dpi / height
     cax = fig.add_axes([0.92, lift + 0.15 * (1 - lift), 0.015, 0.7 * (1 - lift)])
@@ -75,10 +75,10 @@ def head_titles(result: dict, nl: int, H: int) -> list[list[str]]:
     cop = _copy_by_head(result)
     heads = {h["head"]: h for h in result["heads"]}
     out = []
-    for l in range(nl):
+    for li in range(nl):
         row = []
         for h in range(H):
-            name = f"L{l}H{h}"
+            name = f"L{li}H{h}"
             row.append(f"{name}  copying {cop[name]['copying']:+.2f}\nmost attention {heads[name]['top_offset']} back")
         out.append(row)
     return out
@@ -143,7 +143,7 @@ def block_length_figure(result: dict):
     for i, (label, acc) in enumerate(series):
         vals = [acc[str(L)] for L in lengths]
         ax.bar(x + (i - (len(series) - 1) / 2) * width, vals, width, label=label, color=colours[i % 4])
-    ax.set_xticks(x, [f"{L}{' (trained)' if L == result['config']['block_len'] else ''}" for L in lengths])
+    ax.set_xticks(x, [f"{L}{' (trained)' if result['config']['block_len'] == L else ''}" for L in lengths])
     ax.set_xlabel("block length")
     ax.set_ylabel("accuracy on predictable positions")
     ax.set_ylim(0, 1.02)

@@ -6,16 +6,16 @@ movies, and tables across runs (docs/results/induction.md), written into one fol
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from headmovies.render.core.encode import FORMATS
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
-from headmovies.runfile.reader import Run
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
+from headmovies.runfile.reader import Run
 from headmovies.tasks.induction import BLOCK_LENGTHS, correct_completion, decode, encode_prompt, positions_of
 
 
@@ -30,9 +30,11 @@ def run_markdown(r: dict) -> str:
     out = [
         f"# {r['experiment']}, seed {r['seed']} (epoch {r['epoch']:,})",
         "",
-        f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
-        f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {positions_of(r['config'])}; "
-        f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}.",
+        (
+            f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
+            f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {positions_of(r['config'])}; "
+            f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}."
+        ),
         "",
     ]
     if "smear_sigmoid_alpha" in r:
@@ -44,8 +46,10 @@ def run_markdown(r: dict) -> str:
     out += [
         "## OV copying scores",
         "",
-        "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the seed's wording (nonzero "
-        "eigenvalues only). Heads are 0-based (the seed's Head 1 is L0H0).",
+        (
+            "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the seed's wording (nonzero "
+            "eigenvalues only). Heads are 0-based (the seed's Head 1 is L0H0)."
+        ),
         "",
         "| circuit | Σλ/Σ\\|λ\\| | mean Re(λ/\\|λ\\|) | seed 003 printed |",
         "|---|---|---|---|",
@@ -176,13 +180,13 @@ def grouped_markdown(results: list[dict]) -> str:
         counts = []
         for r in rs:
             per_layer = []
-            for l in range(r["n_layers"]):
-                sc = [row["copying"] for row in r["copying"] if row["layer"] == l and row["head"] is not None]
+            for li in range(r["n_layers"]):
+                sc = [row["copying"] for row in r["copying"] if row["layer"] == li and row["head"] is not None]
                 per_layer.append(f"{sum(v > 0.5 for v in sc)}/{sum(v < -0.5 for v in sc)}")
             counts.append(" · ".join(per_layer))
         comps = [c for r in rs for c in r["completions"]]
 
-        def right(prompts):
+        def right(prompts, comps=comps):
             ok = [c["is_correct"] for c in comps if c["prompt"] in prompts]
             return f"{sum(bool(v) for v in ok)}/{len(ok)}"
 

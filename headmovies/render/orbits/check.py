@@ -60,8 +60,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from headmovies.render.core.circuits import centre_ov, centre_qk, circuits
 from headmovies.errors import RunFileError, UserError
+from headmovies.render.core.circuits import centre_ov, centre_qk, circuits
 
 if TYPE_CHECKING:
     from headmovies.runfile.reader import Run
@@ -273,9 +273,9 @@ def check_orbits(
     key token), both uncentred, as `render.core.circuits` gives them. n: order of C_n (= d_vocab =
     d_vocab_out); m: outputs shift by m*s when inputs shift by s. tol: relative Frobenius
     tolerance for a match (and for merging); dead_tol: OV norm, relative to the largest head's,
-    below which a head is dead. gauge: "spec" (the default: centre QK rows and OV columns) or "bias" (also remove each head's
-    key-independent OV part; module docstring). Raises ValueError on mismatched shapes or an
-    unknown gauge.
+    below which a head is dead. gauge: "spec" (the default: centre QK rows and OV columns) or
+    "bias" (also remove each head's key-independent OV part; module docstring). Raises ValueError
+    on mismatched shapes or an unknown gauge.
     """
     if gauge not in GAUGES:
         raise ValueError(f"gauge must be one of {GAUGES}, got {gauge!r}")
@@ -367,7 +367,7 @@ def shifted_inner_products(X: np.ndarray, c: int) -> np.ndarray:
     n = X.shape[-1]
     F = np.fft.fft2(X)  # [U, k, l]
     k = np.arange(n)
-    l = (np.arange(n)[:, None] - c * k[None, :]) % n  # l[j, k]: c k + l = j
+    l = (np.arange(n)[:, None] - c * k[None, :]) % n  # noqa: E741 - the docstring's index l: c k + l = j
     A = F[:, k[None, :], l].transpose(1, 0, 2)  # [j, U, k]
     P = A @ np.conj(A).transpose(0, 2, 1)  # [j, U, V]
     return np.fft.fft(P, axis=0).real / n**2  # [s, U, V]
@@ -423,7 +423,7 @@ def _verify(u: int, sigma: np.ndarray, err: np.ndarray, n: int, tol: float):
 CIRCUIT_NAMES = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")
 
 
-def snapshot_index(run: "Run", epoch: int | None) -> int:
+def snapshot_index(run: Run, epoch: int | None) -> int:
     """Index of the snapshot at `epoch` (the last one if None). UserError names the nearest."""
     if epoch is None:
         return len(run) - 1
@@ -437,7 +437,7 @@ def snapshot_index(run: "Run", epoch: int | None) -> int:
     return int(hits[0])
 
 
-def group_of(run: "Run") -> tuple[int, int]:
+def group_of(run: Run) -> tuple[int, int]:
     """(n, m) of the run, after checking it holds what the orbit check needs."""
     if run.n is None or run.m is None:
         raise RunFileError(
@@ -461,7 +461,7 @@ def check_tolerances(tol: float, dead_tol: float) -> None:
         raise UserError(f"--tol must be in (0, 1) and --dead-tol in [0, 1), got {tol} and {dead_tol}")
 
 
-def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
+def snapshot_circuits(run: Run, t: int) -> tuple[np.ndarray, np.ndarray]:
     """Uncentred QK and OV circuits M, R [H, n, n] of snapshot index t."""
     w = run.weights(t, list(CIRCUIT_NAMES))
     c = circuits(w)
@@ -469,7 +469,7 @@ def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_report(
-    run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL, gauge: str = "spec"
+    run: Run, epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL, gauge: str = "spec"
 ) -> OrbitReport:
     """The orbit report of one snapshot of an open run (the last one by default)."""
     check_tolerances(tol, dead_tol)

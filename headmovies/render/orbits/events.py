@@ -10,7 +10,7 @@ equivariance penalty grows, the OV-bias penalty starts) and each final orbit's v
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import matplotlib
 import numpy as np
@@ -393,7 +393,7 @@ def orbit_progress_figure(h: OrbitHistory, title: str = "") -> Figure:
     ax2.set_xlabel("epoch")
     ax2.grid(alpha=0.3, lw=0.5)
     handles = []
-    for i, (size, members, worst) in enumerate(final):
+    for i, (size, members, _worst) in enumerate(final):
         when = h.locked_in(members)
         for a in (ax, ax2):
             if when is not None:
@@ -506,19 +506,21 @@ def make_figures(
         log(f"{run.path}: {len(run)} snapshots; {note}: {' '.join(map(str, chosen))}")
         info = RunInfo.of(run)
         indices = None if over_time else np.arange(trail_start(info.epochs, PANELS_TRAIL), len(run))
-        bar = None
-        if progress and over_time:
+
+        def bar(it):
             from tqdm import tqdm
 
-            bar = lambda it: tqdm(
-                it,
-                total=len(run),
-                desc="orbit check per snapshot",
-                unit="snapshot",  # noqa: E731
-                dynamic_ncols=True,
-            )
+            return tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot", dynamic_ncols=True)
+
         facts = collect(
-            run, chosen, check=over_time, tol=tol, dead_tol=dead_tol, indices=indices, final=final, progress=bar
+            run,
+            chosen,
+            check=over_time,
+            tol=tol,
+            dead_tol=dead_tol,
+            indices=indices,
+            final=final,
+            progress=bar if progress and over_time else None,
         )
         path = run.path
     name = f"{info.experiment} · {info.file}"

@@ -3,8 +3,8 @@ orbit is shown only from the snapshot at which the orbit check verifies it (docs
 "What a frame shows").
 
 The orbit check of every snapshot (`history.OrbitHistory`, from the pass over the run,
-`stream`) says which heads are in verified orbits when. Each orbit of the final snapshot is a `Track`, followed back over the run. At
-snapshot t a head is drawn
+`stream`) says which heads are in verified orbits when. Each orbit of the final snapshot is a
+`Track`, followed back over the run. At snapshot t a head is drawn
 
 - in its orbit's colour, filled (and the orbit's polygon outlined in the panels where it
   draws one), when that orbit is verified at t;
@@ -163,7 +163,7 @@ class OrbitLooks:
         for i, tr in enumerate(self.tracks):
             where = shapes_in_panels(tr, panels, final, n, m)
             self.shapes.append(shape_words(where, panels, n, m))
-            for p, panel in enumerate(panels):
+            for p in range(len(panels)):
                 if where[p] >= 2:
                     self.outlines.append((p, list(tr.heads), tr.colour))
                     self.track_of_outline.append(i)

@@ -13,8 +13,8 @@ numbers), not its weights; frames are drawn from them as they are encoded.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -104,19 +104,14 @@ class OrbitMovie:
         self.n, self.m = check_panels(run, self.panels)
         self.info = info = RunInfo.of(run)
         check = colour_orbits and final.report is not None
-        bar = None
-        if progress:
+
+        def bar(it):
             from tqdm import tqdm
 
-            bar = lambda it: tqdm(
-                it,
-                total=len(run),
-                unit="snapshot",
-                dynamic_ncols=True,
-                leave=False,  # noqa: E731
-                desc="circuits, coordinates" + (", orbit check" if check else ""),
-            )
-        facts = collect(run, self.panels, check=check, final=final, progress=bar)
+            desc = "circuits, coordinates" + (", orbit check" if check else "")
+            return tqdm(it, total=len(run), unit="snapshot", dynamic_ncols=True, leave=False, desc=desc)
+
+        facts = collect(run, self.panels, check=check, final=final, progress=bar if progress else None)
         self.epochs, self.coords, self.history = facts.epochs, facts.coords, facts.history  # [T], [T, P, H]
         self.n_heads = H = self.coords.shape[-1]
         self.trail_epochs = trail_epochs

@@ -16,7 +16,7 @@ LIVES_IN of the power of its best plane of that order), and the automatic panels
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -42,8 +42,7 @@ def canonical(panel: Panel, n: int, m: int) -> Panel:
     with r mod n in [0, n/2], frequencies written in (-n/2, n/2]: e.g. qk:0,10, ov:10,-10."""
     a = Panel(panel.circuit, signed(panel.u, n), signed(panel.v, n))
     b = Panel(panel.circuit, signed(-panel.u, n), signed(-panel.v, n))
-    key = lambda p: (p.r(n, m) > n / 2, p.r(n, m) == n / 2 and p.u < 0, p.u < 0)
-    return min((a, b), key=key)
+    return min((a, b), key=lambda p: (p.r(n, m) > n / 2, p.r(n, m) == n / 2 and p.u < 0, p.u < 0))
 
 
 def orbit_power(orbit: Orbit, M: np.ndarray, R: np.ndarray) -> dict[str, np.ndarray]:

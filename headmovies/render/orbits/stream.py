@@ -19,8 +19,8 @@ factors are larger, H x 4 x n x d_head each).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class RunInfo:
     metrics: dict
 
     @classmethod
-    def of(cls, run: Run) -> "RunInfo":
+    def of(cls, run: Run) -> RunInfo:
         return cls(
             run.path.name, run.experiment, run.seed, run.config, bool(run.complete), np.array(run.epochs), run.metrics()
         )

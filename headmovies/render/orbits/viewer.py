@@ -38,9 +38,9 @@ import base64
 import math
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from matplotlib import colormaps

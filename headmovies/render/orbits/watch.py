@@ -16,19 +16,19 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Sequence
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 
 from headmovies.errors import RunFileError, UserError
 from headmovies.interrupts import deferred_signals
-from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
 from headmovies.render.orbits.viewer import ViewerData, page
+from headmovies.runfile.reader import Run
 
 POLL_MS = 1000  # the page asks for new snapshots this often
 SAY_S = 30  # a message about the file shows this long in the page
@@ -185,7 +185,7 @@ def _handler(follower: Follower):
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:  # the name http.server calls
             url = urlparse(self.path)
             try:
                 if url.path in ("/", "/index.html"):

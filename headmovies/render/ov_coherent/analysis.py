@@ -1,4 +1,5 @@
-"""Analyses of an OV-coherent superposition run (seed 004; docs/math.md, "OV-coherent analyses") from its stored weights alone.
+"""Analyses of an OV-coherent superposition run (seed 004; docs/math.md, "OV-coherent analyses")
+from its stored weights alone.
 
 Source: L. Greenspan, "An OV-Coherent Toy Model of Attention Head Superposition" (AI Alignment
 Forum, 2023; seed 004): with 2 heads of d_head 1 the model names the pair {A, B} of signal
@@ -14,7 +15,8 @@ the finite set of (class, noise multiset) cases returned by `task_cases`, each w
 probability. Accuracies below are exact expectations over the task distribution.
 
 Model at the read-off: logits = W_E[0] W_U + sum_h z_h W_O[h] W_U, z_h = sum_b att_h[b] W_E[b] W_V[h],
-att_h = softmax over the keys of the read-off's QK row M_h[0, :] (docs/math.md, "QK and OV circuits"; render.core.circuits).
+att_h = softmax over the keys of the read-off's QK row M_h[0, :] (docs/math.md, "QK and OV circuits";
+render.core.circuits).
 "Ablating" a head removes its term z_h W_O[h] W_U (zero ablation).
 """
 
@@ -59,7 +61,8 @@ def readoff_qk(weights: dict[str, np.ndarray]) -> np.ndarray:
 
 def ov_tables(weights: dict[str, np.ndarray], centred: bool = True) -> np.ndarray:
     """OV table [n_heads, 10 classes, 12 key tokens]: logit added to class c per unit of attention
-    on token b, R_h[c, b] (docs/math.md, "QK and OV circuits"); centred over classes (the output softmax ignores the mean)."""
+    on token b, R_h[c, b] (docs/math.md, "QK and OV circuits"); centred over classes (the output
+    softmax ignores the mean)."""
     R = ov_circuit(weights["W_E"], weights["W_V"], weights["W_O"], weights["W_U"])
     return R - R.mean(axis=-2, keepdims=True) if centred else R
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import ListedColormap
 
-from headmovies.render.ov_coherent import analysis as S  # noqa: E402
-from headmovies.tasks import ov_coherent as T  # noqa: E402
+from headmovies.render.ov_coherent import analysis as S
+from headmovies.tasks import ov_coherent as T
 
 TOKEN_COLOURS = {1: "tab:blue", 2: "tab:orange", 3: "tab:green", 4: "tab:red"}
 CLASS_CMAP = ListedColormap(plt.get_cmap("tab10").colors[: T.N_CLASSES])

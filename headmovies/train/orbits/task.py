@@ -15,13 +15,12 @@ import torch
 
 from headmovies.errors import UserError
 from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
-from headmovies.train.task import Task
 from headmovies.train.orbits.attention import GridAttention
 from headmovies.train.orbits.config import OrbitConfig, seq_lengths
 from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
 from headmovies.train.orbits.losses import grid_losses, orbit_gather_index, ov_bias_penalty, seq_eq_loss
 from headmovies.train.orbits.model import AttentionLayer
-
+from headmovies.train.task import Task
 
 _GRID_POOL: ThreadPoolExecutor | None = None
 # a forked child has the pool object but not its thread: make it start a new one
