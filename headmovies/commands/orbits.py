@@ -321,7 +321,7 @@ def figures(args: argparse.Namespace) -> int:
 def census(args: argparse.Namespace) -> int:
     from headmovies.render.core.outputs import check_out_dir, prepare_out_dir
     from headmovies.sweeps.census import write_census
-    from headmovies.sweeps.census_rows import collect, read_census_rows, write_settings
+    from headmovies.sweeps.census_rows import Settings, collect, read_census_rows, write_settings
 
     formats = _formats(args.formats)
     try:
@@ -348,7 +348,7 @@ def census(args: argparse.Namespace) -> int:
         rows = read_census_rows(args.rows)
         if not rows:
             raise UserError(f"{args.rows} holds no census rows")
-        settings = {r["recipe"]: None for r in rows}  # None: not recorded
+        settings: Settings = {r["recipe"]: None for r in rows}  # None: not recorded
         settings.update(
             json.loads(args.rows.with_suffix(".settings.json").read_text())
             if args.rows.with_suffix(".settings.json").is_file()

@@ -97,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p.epilog = _epilog()
         return plain_help()
 
-    p.format_help = format_help
+    p.format_help = format_help  # type: ignore[method-assign]  # the epilog is built on demand
 
 
 MAX_THREADS = 256

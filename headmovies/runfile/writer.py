@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import h5py
 import numpy as np
@@ -142,7 +143,9 @@ def fork_copy(src: h5py.File, out: str | os.PathLike, through_epoch: int, attrs:
     return tmp
 
 
-def _fail(f: h5py.File | None, tmp: Path | None, exc: BaseException, where: Path, what: str, then: str = ""):
+def _fail(
+    f: h5py.File | None, tmp: Path | None, exc: BaseException, where: Path, what: str, then: str = ""
+) -> NoReturn:
     """Give up on `f` (None: not opened) after `exc`: detach it if the disk is full, close it,
     remove `tmp`, and raise DiskFullError (about the file system of `where`: `what`; `then`) for
     a full disk, or `exc` itself otherwise."""

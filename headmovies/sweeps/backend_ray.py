@@ -78,7 +78,8 @@ def run_ray(jobs: list[Job], workers: int | None, on_rows: Callable[[list[dict]]
 
     task = ray.remote(num_cpus=1, max_retries=0)(run_job)
     limit = workers or cluster_cpus()
-    queue, running = list(jobs), {}
+    queue = list(jobs)
+    running: dict = {}  # Ray object ref -> its job
     try:
         while queue or running:
             while queue and len(running) < limit:

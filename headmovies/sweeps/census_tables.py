@@ -13,8 +13,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from headmovies.sweeps.census_rows import Settings
 
 
 def orbit_order(omega: int, n: int) -> int:
@@ -263,7 +267,7 @@ def screened_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
+def census_markdown(rows: list[dict], settings: Settings) -> str:
     screened = screened_table(rows)
     rows_all, rows = rows, complete_runs(rows)
     parts = [

@@ -169,12 +169,15 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
 
 def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     """Horizontal bars, one per config, split by outcome: how many seeds reached each."""
+    import matplotlib
     from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+    from matplotlib.ticker import MaxNLocator
 
     rows = latest(rows)
     groups = by_config(rows)
     order = outcome_order(rows)
-    cmap = __import__("matplotlib").colormaps["tab20" if len(order) > 10 else "tab10"]
+    cmap = matplotlib.colormaps["tab20" if len(order) > 10 else "tab10"]
     colours = {o: ("0.6" if o == FAILED else cmap(i % cmap.N)) for i, o in enumerate(order)}
     names = list(groups)
     fig = Figure(figsize=(8, 1.9 + 0.45 * len(names)), layout="constrained")
@@ -200,11 +203,15 @@ def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     ax.set_yticks(y, names)
     ax.set_xlabel("runs (seeds)")
     ax.set_xlim(0, max(1, left.max()))
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    locator = ax.xaxis.get_major_locator()
+    if isinstance(locator, MaxNLocator):  # the default AutoLocator is one
+        locator.set_params(integer=True)
     ax.set_title(f"{experiment} sweep: outcome census across seeds, per config")
     ax.legend(title="outcome", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.text(0.01, 0.0, "\n".join(textwrap.wrap(f"outcome: {outcome_text}", 110)), fontsize=7, va="bottom", color="0.3")
-    fig.get_layout_engine().set(rect=(0, 0.06 + 0.012 * len(textwrap.wrap(outcome_text, 110)), 1, 0.94))
+    engine = fig.get_layout_engine()
+    if isinstance(engine, ConstrainedLayoutEngine):  # layout="constrained" above
+        engine.set(rect=(0, 0.06 + 0.012 * len(textwrap.wrap(outcome_text, 110)), 1, 0.94))
     return fig
 
 

@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def sweep(
     out: str | os.PathLike,
     *,
     seeds: list[int] | None = None,
-    grid: list[tuple[str, list[str]]] = (),
+    grid: Sequence[tuple[str, list[str]]] = (),
     sets: dict[str, str] | None = None,
     toml: dict | None = None,
     backend: str = "local",

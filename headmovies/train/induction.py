@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -186,6 +187,8 @@ class Block(nn.Module):
 class InductionTransformer(nn.Module):
     """Attention-only transformer: W_E [V, d] -> n_layers x Attention -> W_U [d, V]."""
 
+    W_pos: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, cfg: InductionConfig):
         super().__init__()
         self.W_E = nn.Parameter(torch.randn(cfg.n_vocab, cfg.d_model))
@@ -205,7 +208,7 @@ class InductionTransformer(nn.Module):
         x0 = self.W_E[tokens]  # (B, T, d)
         pos = self.W_pos[: tokens.shape[1]]  # (T, d)
         x = x0
-        for i, block in enumerate(self.blocks):
+        for i, block in enumerate(cast(list[Block], self.blocks)):
             x = x + block.attn(x, pos, x_key=None if k_composition or i == 0 else x0)
         return x @ self.W_U  # (B, T, V)
 
@@ -216,8 +219,10 @@ def predictable_accuracy(logits: torch.Tensor, tokens: torch.Tensor, block_len: 
     return (pred == tokens[:, block_len:]).float().mean()
 
 
-class InductionTask(Task):
+class InductionTask(Task[InductionConfig]):
     """Shared training logic of the three variants (the subclasses only set defaults)."""
+
+    model: InductionTransformer
 
     Config = InductionConfig
 
@@ -259,7 +264,7 @@ class InductionTask(Task):
     def attrs(self) -> dict:
         return {"W_pos": self.model.W_pos.numpy()}
 
-    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
+    def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {"loss": f"{metrics['heldout_loss']:.3g}", "acc": f"{metrics['heldout_acc']:.3f}"}
 
     def summary(self, metrics: dict[str, float]) -> str:

@@ -16,7 +16,9 @@ def snapshot_epochs(
     up to epoch 4000, then one per 100").
     """
     early = np.arange(0, min(epochs, switch_epoch) + 1, early_every)
-    late = np.arange(switch_epoch + late_every, epochs + 1, late_every) if epochs > switch_epoch else []
+    late: np.ndarray | list[int] = (
+        np.arange(switch_epoch + late_every, epochs + 1, late_every) if epochs > switch_epoch else []
+    )
     extra = [epochs]
     if log_early:
         extra += [2**k for k in range(64) if 2**k < min(early_every, epochs)]

@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -310,7 +310,7 @@ def encode(
 
         def feed(frame: np.ndarray) -> None:
             nonlocal count
-            if proc is not None:
+            if proc is not None and proc.stdin is not None:  # stdin is a pipe (_start)
                 try:
                     proc.stdin.write(np.ascontiguousarray(frame).data)
                 except (BrokenPipeError, OSError):
@@ -330,7 +330,8 @@ def encode(
         if proc is not None:
             if on_stage:
                 on_stage("finishing " + "/".join(f for f in movies if f != "gif"))
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
             rc = proc.wait()
             proc = None
             if rc != 0:
@@ -384,7 +385,7 @@ def _start(
     size: tuple[int, int],
     channels: int,
     fps: float,
-    movies: list[str],
+    movies: Sequence[str],
     tmp: dict[str, Path],
     work: Path,
     q: Quality,

@@ -48,7 +48,8 @@ def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
 
 def unique_names(paths: Sequence[os.PathLike]) -> list[str]:
     """One output sub-folder name per input file: its stem, made unique (run, run-2, ...)."""
-    names, seen = [], {}
+    names: list[str] = []
+    seen: dict[str, int] = {}
     for p in paths:
         stem = Path(p).stem
         seen[stem] = seen.get(stem, 0) + 1

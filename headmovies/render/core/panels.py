@@ -27,6 +27,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -35,8 +36,12 @@ from matplotlib.colors import to_rgba, to_rgba_array
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.path import Path
+from matplotlib.text import Text
 
-from headmovies.render.core.timeline import STRIP_PX, Timeline, TimelineStrip
+from headmovies.render.core.timeline import STRIP_PX, Epochs, Timeline, TimelineStrip
+
+if TYPE_CHECKING:
+    from matplotlib.typing import ColorType
 
 MIN_PANEL_PX = 220  # text stops shrinking here (half size); smaller panels would not leave it room
 TRAIL_EPOCHS = 250  # seed 000: "each dot trails its last 250 epochs"
@@ -172,7 +177,7 @@ class _Trails(PathCollection):
 
     def __init__(self, colours: np.ndarray, **kw):
         super().__init__([], facecolors="none", **kw)
-        self._colours = None
+        self._colours: np.ndarray | None = None
         self.set_colours(colours)
 
     def set_colours(self, colours: np.ndarray) -> None:
@@ -208,7 +213,7 @@ class _Trails(PathCollection):
             buf[steps:] = 0.0
             rgba[:steps, g] = colour
             rgba[:steps, g, 3] = alpha * colour[3]
-        self.set_edgecolor(rgba.reshape(-1, 4))
+        self.set_edgecolor(rgba.reshape(-1, 4))  # type: ignore[arg-type]  # the stubs leave out RGBA arrays
         self.stale = True
 
 
@@ -240,7 +245,7 @@ class PanelFigure:
         self,
         titles: Sequence[str],
         colours,
-        legend: Sequence[tuple[str, object]] = (),
+        legend: Sequence[tuple[str, ColorType]] = (),
         header: str = "",
         panel_px: int = 480,
         dpi: int = 100,
@@ -249,9 +254,9 @@ class PanelFigure:
         trail_epochs: float = TRAIL_EPOCHS,
         notes: Sequence[str] = (),
         axis_labels: tuple[str, str] | None = None,
-        outlines: Sequence[tuple[int, Sequence[int], object]] = (),
+        outlines: Sequence[tuple[int, Sequence[int], ColorType]] = (),
         timeline: Timeline | None = None,
-        snapshot_epochs: Sequence[int] = (),
+        snapshot_epochs: Epochs = (),
         legend_cols: int | None = None,
     ):
         self.blit = blit
@@ -282,7 +287,7 @@ class PanelFigure:
         if self.canvas.get_width_height() != (width, height):
             raise RuntimeError(f"figure is {self.canvas.get_width_height()} px, expected {(width, height)}")
 
-        anim = dict(animated=blit)
+        anim: dict[str, Any] = dict(animated=blit)
         self.axes, self.scatters, self.trails, self.scales = [], [], [], []
         for i, title in enumerate(titles):
             r, c = i % rows, i // rows  # column by column
@@ -421,8 +426,9 @@ class PanelFigure:
             )
             self.legend_markers.append(mk)
             self.legend_texts.append(tx)
-        self._background = self._static = None
-        self._background_key = None
+        self._background: Any = None  # the canvas regions saved for blitting (BufferRegion)
+        self._static: Any = None
+        self._background_key: tuple | None = None
         if blit:
             self.canvas.draw()  # static parts only
             self._static = self.canvas.copy_from_bbox(self.fig.bbox)
@@ -431,10 +437,11 @@ class PanelFigure:
         """Restyle heads, outlines and legend from `look` (see `Look`)."""
         order = self.order
         for sc, tr in zip(self.scatters, self.trails):
-            sc.set_facecolors(look.face[order])
-            sc.set_edgecolors(look.edge[order])
+            # matplotlib's stubs leave out per-item arrays (RGBA [H, 4], widths [H])
+            sc.set_facecolor(look.face[order])  # type: ignore[arg-type]
+            sc.set_edgecolor(look.edge[order])  # type: ignore[arg-type]
             sc.set_sizes(look.size[order] * self.fs)
-            sc.set_linewidths(look.linewidth[order] * self.fs)
+            sc.set_linewidth(look.linewidth[order] * self.fs)  # type: ignore[arg-type]
             tr.set_colours(look.trail[order])
         for line, on in zip(self.outline_lines, look.outlines):
             line.set_visible(bool(on))
@@ -479,12 +486,14 @@ class PanelFigure:
 
     def _slow_key(self) -> tuple:
         """What the slowly changing artists (legend, event labels, banner) show now."""
-        key = []
+        key: list[tuple] = []
         for a in self._slow:
             if isinstance(a, Line2D):
                 key.append((to_rgba(a.get_markerfacecolor()), to_rgba(a.get_markeredgecolor()), a.get_markersize()))
-            else:
+            elif isinstance(a, Text):
                 key.append((a.get_text(), a.get_alpha(), to_rgba(a.get_color())))
+            else:
+                raise TypeError(f"a slowly changing artist is a marker or a text, got {a!r}")
         return tuple(key)
 
     def render(self, state: FrameState, rgba: bool = False) -> np.ndarray:

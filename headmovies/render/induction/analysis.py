@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ SEED_COMPLETIONS = {
     "induction-2l": {"ABCDEFABCDEF": "ABCDEFABBCEF", "AAABBBAAABBB": "ABABABABABAB", "ABCXYZABCDEF": "ABCXYZABCYYZ"},
 }
 # OV copying scores printed in seed 003 (its "sum k/|k|"; by its values, Sigma lambda / Sigma |lambda|).
-SEED_SCORES = {
+SEED_SCORES: dict[str, dict[str, Any]] = {
     "induction-1l": {
         "heads": [0.6860927, 0.85695416, 0.98481447, 0.5779195],
         "sum_of_heads": 0.9997909,

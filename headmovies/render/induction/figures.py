@@ -8,6 +8,8 @@ scores and the attention with K-composition removed. The movie is in `induction.
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -17,7 +19,7 @@ from matplotlib.colors import PowerNorm
 
 from headmovies.render.induction import analysis as ind
 
-ATT_NORM = dict(vmin=0.0, vmax=1.0, gamma=0.5)  # sqrt colour scale: weak diagonals stay visible
+ATT_NORM: dict[str, Any] = dict(vmin=0.0, vmax=1.0, gamma=0.5)  # sqrt colour scale: weak diagonals stay visible
 ATT_CMAP = "magma"
 
 
@@ -64,7 +66,7 @@ def _heatmap_grid(
             if li == nl - 1:
                 ax.set_xlabel("key position", fontsize=7)
     lift = below_px / dpi / height
-    cax = fig.add_axes([0.92, lift + 0.15 * (1 - lift), 0.015, 0.7 * (1 - lift)])
+    cax = fig.add_axes((0.92, lift + 0.15 * (1 - lift), 0.015, 0.7 * (1 - lift)))
     fig.colorbar(images[0], cax=cax).set_label("mean attention (sqrt scale)", fontsize=7)
     cax.tick_params(labelsize=6)
     title = fig.suptitle(suptitle, fontsize=10)

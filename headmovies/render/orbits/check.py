@@ -351,7 +351,7 @@ def check_orbits(
         match_error,
         head_error,
         gauge=gauge,
-        bias_error=bias_error,
+        bias_error=None if bias_error is None else float(bias_error),
     )
 
 
@@ -393,8 +393,8 @@ def _match(UM: np.ndarray, UR: np.ndarray, n: int, m: int, m_floor: float) -> tu
     for s in np.flatnonzero(tiny.any(1)):
         u = np.flatnonzero(tiny[s])
         v = sigma[s, u]
-        SM = shift_qk(UM[u], s).reshape(len(u), -1)
-        SR = shift_ov(UR[u], s, m).reshape(len(u), -1)
+        SM = shift_qk(UM[u], int(s)).reshape(len(u), -1)
+        SR = shift_ov(UR[u], int(s), m).reshape(len(u), -1)
         err[s, u] = np.maximum(np.linalg.norm(SM - XM[v], axis=1) / dM[u], np.linalg.norm(SR - XR[v], axis=1) / nR[u])
     return sigma, err
 

@@ -501,6 +501,7 @@ def make_figures(
         n, m = group_of(run)
         final = final_snapshot(run, tol, dead_tol)
         report, M, R = final.report, final.M, final.R
+        assert report is not None and M is not None and R is not None  # group_of required all six weights
         chosen, note = resolve_panels(panels, report, M, R, n, m)
         out_dir = prepare_out_dir(out_dir)  # only now: bad input above leaves no folder behind
         log(f"{run.path}: {len(run)} snapshots; {note}: {' '.join(map(str, chosen))}")
@@ -532,7 +533,7 @@ def make_figures(
     else:
         log(f"{path}: no metrics logged, no curves")
     history = facts.history
-    if chosen:
+    if facts.coords is not None:  # chosen panels
         paths += save_figure(
             panels_still(info, facts.epochs, facts.coords, chosen, report, n, m, PANELS_TRAIL, history),
             out_dir,

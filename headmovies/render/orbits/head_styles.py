@@ -88,6 +88,7 @@ def final_tracks(history: OrbitHistory) -> list[Track]:
     for i, (size, heads, _) in enumerate(orbits):
         heads = tuple(sorted(int(h) for h in heads))
         since = history.locked_in(heads)
+        assert since is not None  # a verified orbit of the last snapshot
         t = int(np.searchsorted(history.epochs, since))
         err = next(e for s, h, e in history.orbits[t] if tuple(sorted(h)) == heads)
         tracks.append(Track(int(size), heads, orbit_colour(i), history.verified(heads), since, float(err)))
@@ -152,10 +153,10 @@ class OrbitLooks:
         self.n_heads = H
         self.member = np.full(H, -1)  # track of each head
         for i, tr in enumerate(self.tracks):
-            self.member[list(tr.heads)] = i
+            self.member[np.asarray(tr.heads, int)] = i
         tracked = np.zeros((len(history), H), bool)
         for tr in self.tracks:
-            tracked[np.ix_(tr.verified, list(tr.heads))] = True
+            tracked[np.ix_(tr.verified, np.asarray(tr.heads, int))] = True
         self.transient = history.in_orbit & ~tracked  # [T, H]
         self.transient_colour = orbit_colour(len(self.tracks))
         self.shapes = []
@@ -178,7 +179,7 @@ class OrbitLooks:
             self.legend.append(("", DEAD_COLOUR))
         first = self.look(0)
         self.colours = [tuple(c) for c in first.face]
-        dead_any = history.dead.any(0)
+        dead_any = np.asarray(history.dead.any(0))  # [H]
         self.draw_order = (
             [h for h in range(H) if dead_any[h] and self.member[h] < 0]
             + [h for h in range(H) if not dead_any[h] and self.member[h] < 0]

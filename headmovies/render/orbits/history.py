@@ -10,11 +10,12 @@ module holds the results, `stream.orbit_history` computes them from a run file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
+from headmovies.render.core.timeline import Epochs
 from headmovies.render.orbits.check import DEAD_TOL, OrbitReport
 
 
@@ -68,7 +69,7 @@ class OrbitHistory:
     @classmethod
     def of(
         cls,
-        epochs: Sequence[int],
+        epochs: Epochs,
         checks: Iterable[SnapshotCheck],
         n: int,
         m: int,

@@ -112,6 +112,7 @@ class OrbitMovie:
             return tqdm(it, total=len(run), unit="snapshot", dynamic_ncols=True, leave=False, desc=desc)
 
         facts = collect(run, self.panels, check=check, final=final, progress=bar if progress else None)
+        assert facts.coords is not None  # resolve_panels gives one panel or more
         self.epochs, self.coords, self.history = facts.epochs, facts.coords, facts.history  # [T], [T, P, H]
         self.n_heads = H = self.coords.shape[-1]
         self.trail_epochs = trail_epochs
@@ -135,6 +136,10 @@ class OrbitMovie:
     def make_figure(self, blit: bool = True) -> PanelFigure:
         """A new `PanelFigure` of this movie (`blit=False`: drawn the ordinary way)."""
         n, m, H = self.n, self.m, self.n_heads
+        colours: list
+        legend: list
+        order: list[int] | None
+        outlines: list
         if self.looks:
             colours, legend, order, outlines = (
                 self.looks.colours,

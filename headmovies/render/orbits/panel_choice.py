@@ -173,7 +173,7 @@ def resolve_panels(
         return [parse_panel(w, n) for w in words], "panels as given"
     if keyword == "seed":
         return list(SEED_PANELS), "seed panels (--panels seed)"
-    if report is None:
+    if report is None or M is None or R is None:  # a report comes with both circuits
         if keyword == "default" and n == 24:
             return list(SEED_PANELS), "seed panels (no orbit check: the run lacks its weights)"
         raise UserError(

@@ -69,7 +69,7 @@ class QKPlaneMovie:
         def y(frac):  # fractions of the square part
             return (strip_px + frac * size_px) / height
 
-        ax = self.ax = self.fig.add_axes([0.13, y(0.1), 0.82, 0.76 * size_px / height])
+        ax = self.ax = self.fig.add_axes((0.13, y(0.1), 0.82, 0.76 * size_px / height))
         ax.set_aspect("equal")
         ax.plot([-1e9, 1e9], [0, 0], color="0.65", lw=0.6)  # thin cross at the origin
         ax.plot([0, 0], [-1e9, 1e9], color="0.65", lw=0.6)
@@ -108,7 +108,7 @@ class QKPlaneMovie:
             self.strip = TimelineStrip(
                 self.fig, (70, 4, W - 70 - 30, strip_px - 8), timeline, epochs, animated=False, fontsize=8.0
             )
-        self.lim = None
+        self.lim: float | None = None
         w, h = self.fig.canvas.get_width_height()
         self.size = (w - w % 2, h - h % 2)
 
@@ -148,7 +148,7 @@ class QKPlaneMovie:
         if self.strip is not None:
             self.strip.update(int(self.epochs[t]))
         self.fig.canvas.draw()
-        rgb = np.asarray(self.fig.canvas.buffer_rgba())[..., :3]
+        rgb = np.asarray(self.fig.canvas.buffer_rgba())[..., :3]  # type: ignore[attr-defined]  # Agg, chosen above
         return np.ascontiguousarray(rgb[: self.size[1], : self.size[0]])
 
     def frames(self, extra: np.ndarray | None = None) -> Iterator[np.ndarray]:

@@ -60,7 +60,8 @@ class _Precomputed(torch.autograd.Function):
         return dM, dR, None
 
 
-class OrbitTask(Task):
+class OrbitTask(Task[OrbitConfig]):
+    model: AttentionLayer
     name = "orbits"
     description = "seed 000: 32-head equivariance-penalised attention layer on modular addition (C_24)"
     Config = OrbitConfig
@@ -205,7 +206,8 @@ class OrbitTask(Task):
         M.requires_grad_(), R.requires_grad_()
         with torch.enable_grad():
             _, _, ce, eq = self._losses(GridAttention.apply(M, R))
-            return torch.autograd.grad(ce + lam * eq, (M, R))
+            dM, dR = torch.autograd.grad(ce + lam * eq, (M, R))
+            return dM, dR
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -229,7 +231,7 @@ class OrbitTask(Task):
     def attrs(self) -> dict:
         return {"n": self.cfg.p, "m": M_SHIFT}
 
-    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
+    def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {
             "loss": f"{metrics['train_loss']:.3g}",
             "train": f"{metrics['train_acc']:.3f}",
