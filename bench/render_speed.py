@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from headmovies.render.core.encode import Quality, encode, find_ffmpeg
-from headmovies.render.core.panels import PanelFigure, frame_states
+from headmovies.render.core.frame_states import frame_states
+from headmovies.render.core.panels import PanelFigure
 from headmovies.render.orbits.movie import OrbitMovie
 from headmovies.render.orbits.panel_choice import SEED_PANELS
 from headmovies.render.orbits.stream import panel_coordinates

@@ -21,7 +21,7 @@ from matplotlib.image import imread
 
 from headmovies.render.core.circuits import centre_qk, qk_circuit
 from headmovies.render.core.encode import encode
-from headmovies.render.core.panels import frame_states
+from headmovies.render.core.frame_states import frame_states
 from headmovies.render.core.projections import irrep_coordinate
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.stream import orbit_history, panel_coordinates

@@ -11,7 +11,9 @@ from matplotlib.image import imread
 
 from headmovies.cli import main
 from headmovies.render.orbits.check import check_orbits
-from headmovies.render.orbits.figures import head_order, make_figures, orbits_over_time
+from headmovies.render.orbits.check_figures import head_order
+from headmovies.render.orbits.figures import make_figures
+from headmovies.render.orbits.history_figures import orbits_over_time
 from headmovies.render.orbits.stream import orbit_history
 from headmovies.runfile.reader import Run
 
@@ -158,7 +160,7 @@ def test_both_equivariance_errors_in_curves_and_caption(eq_run, tmp_path):
     """New files store eq_error_pooled and eq_error_worst_input; files made before hold the
     pooled error as `eq_error`, which the reader renames, so figures and captions read both."""
     from headmovies.render.orbits.captions import metrics_caption
-    from headmovies.render.orbits.figures import curves_figure
+    from headmovies.render.orbits.curves_figure import curves_figure
 
     with Run(eq_run) as run:
         met = run.metrics()
@@ -190,7 +192,7 @@ def test_orbit_progress_figure(eq_run):
     heads-in-orbits count, and each orbit's lock-in epoch (the fifth snapshot, 200) marked."""
     from matplotlib.colors import to_hex
 
-    from headmovies.render.orbits.figures import orbit_progress_figure
+    from headmovies.render.orbits.history_figures import orbit_progress_figure
 
     with Run(eq_run) as run:
         h = orbit_history(run)

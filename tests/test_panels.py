@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
 
-from headmovies.render.core.panels import PanelFigure, frame_states, grid_shape
+from headmovies.render.core.frame_states import frame_states
+from headmovies.render.core.panels import PanelFigure, grid_shape
 from headmovies.render.orbits.colours import OTHER_COLOUR
 from headmovies.render.orbits.head_styles import OrbitLooks
 from headmovies.render.orbits.panel_choice import SEED_PANELS
@@ -84,7 +85,7 @@ def test_epochs_must_increase():
 
 
 def one_state(points, limits, epoch=100):
-    from headmovies.render.core.panels import FrameState
+    from headmovies.render.core.frame_states import FrameState
 
     pts = np.asarray(points, complex)
     return FrameState(epoch, pts, pts[None], np.zeros(1), np.asarray(limits, float), np.abs(pts).max(1))

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headmovies.render.core.panels import frame_states
+from headmovies.render.core.frame_states import frame_states
 from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.viewer import (

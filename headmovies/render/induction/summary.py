@@ -15,6 +15,7 @@ from headmovies.render.core.encode import FORMATS
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
+from headmovies.render.induction import numpy_model
 from headmovies.runfile.reader import Run
 from headmovies.tasks.induction import BLOCK_LENGTHS, correct_completion, decode, encode_prompt, positions_of
 
@@ -212,9 +213,9 @@ def completions(paths: list[Path], prompt: str) -> list[str]:
     lines = []
     for path in paths:
         with Run(path) as run:
-            model = ind.model_at(run)
+            model = numpy_model.model_at(run)
             tokens = encode_prompt(prompt, run.config["n_vocab"], run.config["seq_len"])
-            completion = decode(ind.greedy_complete(model, tokens, run.config["seq_len"]))
+            completion = decode(numpy_model.greedy_complete(model, tokens, run.config["seq_len"]))
             correct = correct_completion(prompt, run.config["block_len"], run.config["seq_len"])
             lines.append(
                 f"{path.name} ({run.experiment}, epoch {run.epochs[-1]:,}): {prompt} -> {completion}"
@@ -254,7 +255,7 @@ def write_report(
 
     for path in paths:
         with Run(path) as run:
-            ind.check_run(run)
+            numpy_model.check_run(run)
     prepare_out_dir(out)
     results = []
     for path, name in zip(paths, unique_names(paths)):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.colors import to_rgba
 
-from headmovies.render.core.panels import Look
+from headmovies.render.core.frame_states import Look
 from headmovies.render.core.projections import Panel
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour, orbit_colour, shape_name
 from headmovies.render.orbits.history import OrbitHistory

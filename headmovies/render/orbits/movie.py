@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from headmovies.render.core.encode import FORMATS, EncodeResult, Quality, encode, parse_formats
+from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
 from headmovies.render.core.outputs import prepare_out_dir
-from headmovies.render.core.panels import TRAIL_EPOCHS, PanelFigure, frame_states
+from headmovies.render.core.panels import PanelFigure
 from headmovies.render.core.timeline import EVENT_HOLD_S, Curve, Timeline, hold_frames
 from headmovies.render.orbits.captions import AXIS_LABELS, figcaption, header_text, metrics_caption
 from headmovies.render.orbits.colours import ONE_COLOUR

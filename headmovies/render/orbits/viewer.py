@@ -46,8 +46,8 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
+from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.outputs import prepare_out_dir, write_text
-from headmovies.render.core.panels import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.projections import Panel, polygon_order
 from headmovies.render.orbits.captions import metrics_caption
 from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
