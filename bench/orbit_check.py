@@ -1,5 +1,5 @@
 """Speed of the orbit check (render/orbits.py): median time of `check_orbits` on 32 heads of
-C_24 (the seed's layer), random and with orbits, and on a larger group, against the
+C_24 (the source's layer), random and with orbits, and on a larger group, against the
 straightforward loop over shifts and head pairs it replaces.
 
     .venv/bin/python bench/orbit_check.py

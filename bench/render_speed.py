@@ -6,7 +6,7 @@ FFMpegWriter, on the same frames of one run, in one process.
 RUN defaults to data/orbits.h5 (`make movie` trains it). The frame states (coordinates,
 trails, eased limits, each head's look from the orbit check of every snapshot, all from one
 pass over the snapshots, `render.orbits.stream`) are computed once and shared, so every variant
-draws exactly the same frames (the movie's figure: seed panels, timeline strip, legend); each
+draws exactly the same frames (the movie's figure: source panels, timeline strip, legend); each
 variant writes one H.264 MP4 with the same encoder settings (libx264, preset medium, CRF 20,
 yuv420p) and is timed end to end (draw + encode):
 
@@ -37,7 +37,7 @@ from headmovies.render.core.encode import Quality, encode, find_ffmpeg
 from headmovies.render.core.frame_states import frame_states
 from headmovies.render.core.panels import PanelFigure
 from headmovies.render.orbits.movie import OrbitMovie
-from headmovies.render.orbits.panel_choice import SEED_PANELS
+from headmovies.render.orbits.panel_choice import SOURCE_PANELS
 from headmovies.render.orbits.stream import panel_coordinates
 from headmovies.runfile.reader import Run
 
@@ -83,7 +83,7 @@ def stream_peak(run: Run, indices: np.ndarray, fig: PanelFigure) -> float:
     """Peak MB of Python allocations while reading, projecting and drawing `indices`."""
     tracemalloc.start()
     tracemalloc.reset_peak()
-    for s in frame_states(panel_coordinates(run, SEED_PANELS, indices=indices)):
+    for s in frame_states(panel_coordinates(run, SOURCE_PANELS, indices=indices)):
         fig.render(s, rgba=True)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()

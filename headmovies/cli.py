@@ -54,8 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train tiny attention-only transformers into HDF5 run files, and render movies, figures "
         "and reports of their heads' QK and OV circuits from those files alone.",
         epilog="Run `headmovies COMMAND --help` for a command's options. Docs: docs/ in the repository. "
-        "Seeds 000, 003 and 004 are the source write-ups the experiments reproduce (docs/experiments.md); "
-        "a run's random seed is its config key `seed` (`--set seed=N`).",
+        "Sources 000, 003 and 004 are the write-ups the experiments reproduce (docs/experiments.md); "
+        "a seed is always a run's random seed, its config key `seed` (`--set seed=N`).",
     )
     parser.add_argument("--version", action="version", version=f"headmovies {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

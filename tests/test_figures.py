@@ -120,7 +120,7 @@ def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
 def test_panels_for_run(eq_run, tmp_path):
     """The movie's panel choice: one orbit check of the final snapshot serves default and auto."""
     from headmovies.render.orbits.check import run_report, snapshot_circuits
-    from headmovies.render.orbits.panel_choice import SEED_PANELS, auto_panels, resolve_panels
+    from headmovies.render.orbits.panel_choice import SOURCE_PANELS, auto_panels, resolve_panels
     from headmovies.render.orbits.stream import final_snapshot
 
     with Run(eq_run) as run:
@@ -130,7 +130,7 @@ def test_panels_for_run(eq_run, tmp_path):
         auto, _ = resolve_panels(["auto"], report, M, R, 24, 2)
         M, R = snapshot_circuits(run, -1)
         expected = auto_panels(run_report(run), M, R, 24, 2)
-    # random orbits do not live in the seed's planes: the default falls back to auto
+    # random orbits do not live in the source's planes: the default falls back to auto
     assert panels == auto == expected and note.startswith("automatic panels")
     assert [p.order(24, 2) for p in panels] == [12, 12, 4, 4]
     # 'seed' needs no orbit check, so it works on a run without the weights for one
@@ -138,7 +138,7 @@ def test_panels_for_run(eq_run, tmp_path):
     with Run(plain) as run:
         final = final_snapshot(run)
         report, M, R = final.report, final.M, final.R
-        assert report is None and resolve_panels(["seed"], report, M, R, 24, 2)[0] == list(SEED_PANELS)
+        assert report is None and resolve_panels(["source"], report, M, R, 24, 2)[0] == list(SOURCE_PANELS)
 
 
 def test_orbit_history_dates_each_orbit_from_its_verification(eq_run):

@@ -1,4 +1,4 @@
-"""Induction experiment (seed 003): data, model invariants (causal mask, positions in Q/K only,
+"""Induction experiment (source 003): data, model invariants (causal mask, positions in Q/K only,
 smeared keys), the numpy renderer against the torch trainer, copying and composition scores
 on hand-built circuits, a tiny training run, and bad input at the commands' edge."""
 
@@ -132,7 +132,7 @@ def test_positions_reach_only_q_and_k(positions):
 
 
 def test_default_positions_are_the_seeds_wording():
-    """Seed 003: positions "added to Q and K": the query/key vectors, one d_head slice per head."""
+    """Source 003: positions "added to Q and K": the query/key vectors, one d_head slice per head."""
     for cls in (Induction1L, InductionSmeared, Induction2L):
         assert cfg_of(cls).positions == "qk_vector" == task.DEFAULT_POSITIONS
     assert task.positions_of({}) == "qk_input"  # files made before the option
@@ -213,16 +213,16 @@ def test_copying_score_pure_copying_and_negation(sign):
     head = cs.copying_table(copying_weights(sign))[0]
     assert head["circuit"] == "L0H0"
     assert head["copying"] == pytest.approx(sign, abs=1e-12)
-    assert head["seed_mean_sign"] == pytest.approx(sign, abs=1e-12)
+    assert head["source_mean_sign"] == pytest.approx(sign, abs=1e-12)
     direct = cs.copying_table(copying_weights(sign))[-1]  # W_E W_E^T: identity
     assert direct["circuit"].startswith("direct") and direct["copying"] == pytest.approx(1.0)
 
 
 def test_copying_scores_known_eigenvalues():
     s = cs.copying_scores(np.array([2.0, -1.0, 0.0]))
-    assert s["copying"] == pytest.approx(1 / 3) and s["seed_mean_sign"] == pytest.approx(0.0)
+    assert s["copying"] == pytest.approx(1 / 3) and s["source_mean_sign"] == pytest.approx(0.0)
     s = cs.copying_scores(np.array([1 + 1j, 1 - 1j]))  # 45 degrees
-    assert s["copying"] == pytest.approx(1 / math.sqrt(2)) and s["seed_mean_sign"] == pytest.approx(1 / math.sqrt(2))
+    assert s["copying"] == pytest.approx(1 / math.sqrt(2)) and s["source_mean_sign"] == pytest.approx(1 / math.sqrt(2))
     A, B = np.random.default_rng(1).standard_normal((26, 8)), np.random.default_rng(2).standard_normal((8, 26))
     big = np.linalg.eigvals(A @ B)
     big = big[np.abs(big) > 1e-8]
@@ -313,7 +313,7 @@ def test_render_command_writes_tables(tiny_runs, tmp_path, capsys):
     )
     assert rc == 0
     data = json.loads((tmp_path / "induction-2l" / "analysis.json").read_text())
-    assert [r["prompt"] for r in data["completions"]] == list(task.SEED_PROMPTS)
+    assert [r["prompt"] for r in data["completions"]] == list(task.SOURCE_PROMPTS)
     assert all(len(r["prompt"]) + len(r["completion"]) == 24 for r in data["completions"])
     assert np.array(data["composition"]["k"]).shape == (4, 4)
     assert set(data["block_length_accuracy"]) == {"4", "5", "6", "7", "8"}

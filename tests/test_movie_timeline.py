@@ -49,7 +49,7 @@ def run_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def movie(run_path):
     with Run(run_path) as run:
-        mv = OrbitMovie(run, panels=["seed"], panel_px=240, fps=8, event_hold_s=1.0)
+        mv = OrbitMovie(run, panels=["source"], panel_px=240, fps=8, event_hold_s=1.0)
         states = list(mv.states())
         yield mv, states
         mv.close()

@@ -1,4 +1,4 @@
-"""OV-coherent superposition (seed 004): generator, exact evaluation, analyses on a hand-built
+"""OV-coherent superposition (source 004): generator, exact evaluation, analyses on a hand-built
 2-head solution with known answers, training/resume, bad input. Tiny configs only."""
 
 from __future__ import annotations

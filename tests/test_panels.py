@@ -11,7 +11,7 @@ from headmovies.render.core.frame_states import frame_states
 from headmovies.render.core.panels import PanelFigure, grid_shape
 from headmovies.render.orbits.colours import OTHER_COLOUR
 from headmovies.render.orbits.head_styles import OrbitLooks
-from headmovies.render.orbits.panel_choice import SEED_PANELS
+from headmovies.render.orbits.panel_choice import SOURCE_PANELS
 from headmovies.render.orbits.stream import orbit_history, panel_coordinates
 from headmovies.runfile.reader import Run
 
@@ -151,7 +151,7 @@ def test_frames_have_one_even_size(n_panels, px):
 
 def test_seed_layout_is_a_column_per_frequency():
     assert grid_shape(4) == (2, 2) and grid_shape(2) == (1, 2) and grid_shape(1) == (1, 1) and grid_shape(6) == (2, 3)
-    fig = PanelFigure([str(p) for p in SEED_PANELS], ["C0"], panel_px=100)
+    fig = PanelFigure([str(p) for p in SOURCE_PANELS], ["C0"], panel_px=100)
     (a, b, c, d) = [ax.get_position() for ax in fig.axes]
     assert a.x0 == b.x0 < c.x0 == d.x0 and a.y0 > b.y0 and c.y0 > d.y0  # QK above OV, r=10 left
 
@@ -166,7 +166,7 @@ def equi_run(tmp_path_factory):
 
 def test_run_coordinates_end_on_the_polygons(equi_run):
     with Run(equi_run) as run:
-        coords = list(panel_coordinates(run, SEED_PANELS, chunk=3))
+        coords = list(panel_coordinates(run, SOURCE_PANELS, chunk=3))
     assert [e for e, _ in coords] == list(range(0, 400, 50))
     X = coords[-1][1]  # [4, 19]
     assert X.shape == (4, 19)
@@ -182,8 +182,8 @@ def test_orbit_colours(equi_run):
     hold in every panel (each r named)."""
     with Run(equi_run) as run:
         history = orbit_history(run)
-        final = next(panel_coordinates(run, SEED_PANELS, indices=np.array([len(run) - 1])))[1]
-    looks = OrbitLooks(history, list(SEED_PANELS), final, 24, 2)
+        final = next(panel_coordinates(run, SOURCE_PANELS, indices=np.array([len(run) - 1])))[1]
+    looks = OrbitLooks(history, list(SOURCE_PANELS), final, 24, 2)
     last = looks.look(len(history) - 1)
     assert [tuple(c) for c in last.face] == [to_rgba("C0")] * 12 + [to_rgba("C1")] * 4 + [to_rgba(OTHER_COLOUR)] * 3
     assert looks.draw_order[:3] == [16, 17, 18] and sorted(looks.draw_order) == list(range(19))

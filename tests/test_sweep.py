@@ -26,8 +26,8 @@ from headmovies.render.orbits.check import run_report
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.reader import Run
 from headmovies.sweeps import plan as P
-from headmovies.sweeps import report as sweep_report
 from headmovies.sweeps import sweep as S
+from headmovies.sweeps import sweep_outcomes
 from headmovies.sweeps.folder import SETTINGS_FILE
 from headmovies.sweeps.sweep_rows import ROWS_FILE, latest, read_sweep_rows
 from headmovies.train import config, loop
@@ -443,17 +443,17 @@ def test_summary_and_census_count_outcomes_per_config():
     ]
     last = latest(rows)
     assert [r["run"] for r in last] == ["a0", "a1", "a2", "b0", "b1"] and last[2]["status"] == "done"
-    md = sweep_report.summary_markdown(rows, "orbits", "orbit structure", {"epochs": 2000})
+    md = sweep_outcomes.summary_markdown(rows, "orbits", "orbit structure", {"epochs": 2000})
     assert "| eq_weight=1 | 0–2 | 3 | 0 | none ×2, 4+2 ×1 | 50.0% [0.0%, 100.0%] | 2 |" in md
     assert "| eq_weight=10 | 0–1 | 2 | 0 | none ×2 | 50.0% [25.0%, 75.0%] | 2 |" in md
     assert "Fixed settings: epochs=2000" in md
-    fig = sweep_report.outcome_figure(rows[:5], "orbits", "orbit structure")
+    fig = sweep_outcomes.outcome_figure(rows[:5], "orbits", "orbit structure")
     ax = fig.axes[0]
     widths = {(c.get_label(), round(p.get_y() + p.get_height() / 2)): p.get_width() for c in ax.containers for p in c}
     # bars from the top: eq_weight=1 at y = 1, eq_weight=10 at y = 0
     assert widths == {("none", 1): 1, ("none", 0): 2, ("4+2", 1): 1, ("4+2", 0): 0, ("failed", 1): 1, ("failed", 0): 0}
     assert [t.get_text() for t in ax.get_yticklabels()] == ["eq_weight=1", "eq_weight=10"]
-    assert sweep_report.seeds_text([0, 1, 2, 3, 7, 9, 10]) == "0–3, 7, 9–10"
+    assert sweep_outcomes.seeds_text([0, 1, 2, 3, 7, 9, 10]) == "0–3, 7, 9–10"
 
 
 def test_orbit_sweep_summary_of_a_known_layer(tmp_path):

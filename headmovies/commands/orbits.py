@@ -1,4 +1,4 @@
-"""`headmovies orbits check|movie|figures RUN`: the orbit experiment's outputs (seed 000)."""
+"""`headmovies orbits check|movie|figures RUN`: the orbit experiment's outputs (source 000)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from headmovies.render.core.panels import MIN_PANEL_PX
 from headmovies.render.core.projections import parse_panel
 from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 from headmovies.render.orbits.check import DEAD_TOL, GAUGES, TOL
+from headmovies.render.orbits.panel_choice import OLD_PANEL_KEYWORDS, PANEL_KEYWORDS
 
 NAME = "orbits"
-HELP = "orbit experiment (seed 000): orbit check, movie and figures of a run file"
+HELP = "orbit experiment (source 000): orbit check, movie and figures of a run file"
 
 
 def _tolerances(p: argparse.ArgumentParser) -> None:
@@ -325,7 +326,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def _check_panel_words(panels) -> None:
-    if panels and not {w.lower() for w in panels} & {"seed", "auto", "default"}:
+    if panels and not {w.lower() for w in panels} & {*PANEL_KEYWORDS, *OLD_PANEL_KEYWORDS}:
         [parse_panel(p) for p in panels]  # a bad plane fails before the run is opened
 
 

@@ -15,8 +15,8 @@ run file alone:
 Conventions: docs/math.md; what the movie shows: docs/movie.md; the viewer: docs/viewer.md."""
 
 PANELS_HELP = (
-    "default (the seed's four planes if the run's orbits show in them, else chosen from the data), "
-    "auto, seed, or planes CIRCUIT:U,V such as qk:0,10 ov:10,-10"
+    "default (source 000's four planes if the run's orbits show in them, else chosen from the data), "
+    "auto, source (old name: seed), or planes CIRCUIT:U,V such as qk:0,10 ov:10,-10"
 )
 
 CHECK = """\
@@ -39,10 +39,10 @@ the frame is held --event-hold seconds at phase changes and verifications.
 
 Panels are CIRCUIT:U,V with CIRCUIT qk (rotation frequency r = u+v) or ov (r = m*u+v, u the
 output frequency); an orbit draws a regular polygon with n/gcd(r, n) vertices. --panels
-default keeps the seed's four (qk:0,10 ov:10,-10 qk:0,6 ov:6,-6) when the orbits show in
+default keeps source 000's four (qk:0,10 ov:10,-10 qk:0,6 ov:6,-6) when the orbits show in
 them, else picks, for the two largest orbits, the planes where they carry the most power,
 then fills up to four panels with the strongest QK planes of all live heads, each with an OV
-plane of the same polygon order. auto always picks; seed always draws the seed's four.
+plane of the same polygon order. auto always picks; source always draws source 000's four.
 
 Writes DIR/NAME.{{{",".join(FORMATS)}}} (those in --formats): H.264 MP4 (+faststart), VP9
 WebM, looping GIF, poster PNG (last frame) and an HTML snippet (<figure>: <video> with

@@ -139,6 +139,6 @@ def run(args: argparse.Namespace) -> int:
         f"{res.failed} failed, {res.skipped} skipped (complete, or stopped there before), "
         f"in {res.seconds:.1f} s" + (f"; {res.forked} forked from {args.fork_from}" if args.fork_from else "")
     )
-    for path in res.reports:
+    for path in res.outcome_files:
         print(f"  {path}")
     return 1 if res.failed else 0

@@ -230,7 +230,7 @@ def screen_table(rows: list[dict]) -> str:
 
 def largest_groups(rows: list[dict]) -> str:
     """Per recipe: the largest final frequency group among the omegas whose orbits have n/2
-    heads (the seed's 12-orbit: omega 2 or 10 when n = 24), as a count of seeds per group size."""
+    heads (the source's 12-orbit: omega 2 or 10 when n = 24), as a count of seeds per group size."""
     out = []
     for recipe, rs in by_recipe(rows).items():
         best = []
@@ -313,7 +313,7 @@ def census_markdown(rows: list[dict], settings: Settings) -> str:
             else "No run has a snapshot at the screen epochs (`--screen-epochs`) before its last one.",
             "",
             (
-                f"## Largest final group at an ω whose orbits have n/2 heads (the seed's 12-orbit; {omegas}), "
+                f"## Largest final group at an ω whose orbits have n/2 heads (the source's 12-orbit; {omegas}), "
                 "seeds per size"
             ),
             "",

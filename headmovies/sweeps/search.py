@@ -1,4 +1,4 @@
-r"""Search training settings of the orbit experiment (seed 000) for runs whose heads form
+r"""Search training settings of the orbit experiment (source 000) for runs whose heads form
 verified G-orbits, and print one table row per (setting, seed).
 
 Runs `OrbitTask` in-process (no run files), one run at a time, and at every `--every` epochs

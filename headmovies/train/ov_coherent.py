@@ -1,8 +1,8 @@
-"""OV-coherent head superposition (seed 004; docs/experiments.md): a 1-layer attention-only model names the
+"""OV-coherent head superposition (source 004; docs/experiments.md): a 1-layer attention-only model names the
 unordered pair of signal tokens in a sequence at a read-off token.
 
 Source: L. Greenspan, "An OV-Coherent Toy Model of Attention Head Superposition", AI Alignment
-Forum, 29 Aug 2023 (seed 004). The authors report 100 % accuracy with 2 heads of d_head 1 and,
+Forum, 29 Aug 2023 (source 004). The authors report 100 % accuracy with 2 heads of d_head 1 and,
 "in almost all runs", opposite QK preference orderings of the signal tokens in the two heads.
 
 Tokens (12): 0 = read-off, 1-4 = signal, 5-11 = noise. A sequence of length L holds two signal
@@ -126,7 +126,7 @@ class OVCoherentTask(Task[OVCoherentConfig]):
     model: ReadoffAttention
 
     name = "ov-coherent"
-    description = "seed 004: 2 heads of d_head 1 name the pair of signal tokens at a read-off token"
+    description = "source 004: 2 heads of d_head 1 name the pair of signal tokens at a read-off token"
     Config = OVCoherentConfig
 
     def __init__(self, cfg: OVCoherentConfig):

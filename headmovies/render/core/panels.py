@@ -41,7 +41,7 @@ MIN_PANEL_PX = 220  # text stops shrinking here (half size); smaller panels woul
 
 def grid_shape(n_panels: int) -> tuple[int, int]:
     """(rows, cols): one row for 1-2 panels, else two rows (filled column by column, so the
-    seed's panels give a column per frequency with QK above OV)."""
+    source 000's panels give a column per frequency with QK above OV)."""
     rows = 1 if n_panels <= 2 else 2
     return rows, math.ceil(n_panels / rows)
 

@@ -1,4 +1,4 @@
-"""Induction-head analyses (seed 003; docs/math.md, "Induction analyses") from the weights stored in a run file.
+"""Induction-head analyses (source 003; docs/math.md, "Induction analyses") from the weights stored in a run file.
 
 The analyses of the source's write-up, on the trainer's model run in numpy
 (`numpy_model`): OV copying scores (`circuit_scores`), average attention patterns, greedy
@@ -6,7 +6,7 @@ completions, accuracy by block length, and for two layers K-composition scores a
 with K-composition (or Q-composition) removed; `analyse` gathers them for the final snapshot,
 `over_training` for every snapshot. Needs only numpy.
 
-Heads are labelled TransformerLens-style, 0-based: "L0H2" is layer 0, head 2 (the seed counts
+Heads are labelled TransformerLens-style, 0-based: "L0H2" is layer 0, head 2 (the source counts
 heads and layers from 1).
 """
 
@@ -30,7 +30,7 @@ from headmovies.render.induction.numpy_model import (
 )
 from headmovies.tasks.induction import (
     BLOCK_LENGTHS,
-    SEED_PROMPTS,
+    SOURCE_PROMPTS,
     correct_completion,
     decode,
     encode_prompt,
@@ -38,10 +38,10 @@ from headmovies.tasks.induction import (
     sample_sequences,
 )
 
-# Greedy completions printed in seed 003, verbatim. The seed's 2-layer section prints the
+# Greedy completions printed in source 003, verbatim. The source's 2-layer section prints the
 # prompt "ABCXYZABCDEF" twice: once with correct completion ABCDEFABCDEF (so the prompt was
 # ABCDEFABCDEF, as read here) and once as out of distribution.
-SEED_COMPLETIONS = {
+SOURCE_COMPLETIONS = {
     "induction-1l": {
         "ABCDEF": "ECECECECECECECECEC",
         "ABCDEFABCDEF": "CFCFCFCFCFCF",
@@ -58,8 +58,8 @@ SEED_COMPLETIONS = {
     },
     "induction-2l": {"ABCDEFABCDEF": "ABCDEFABBCEF", "AAABBBAAABBB": "ABABABABABAB", "ABCXYZABCDEF": "ABCXYZABCYYZ"},
 }
-# OV copying scores printed in seed 003 (its "sum k/|k|"; by its values, Sigma lambda / Sigma |lambda|).
-SEED_SCORES: dict[str, dict[str, Any]] = {
+# OV copying scores printed in source 003 (its "sum k/|k|"; by its values, Sigma lambda / Sigma |lambda|).
+SOURCE_SCORES: dict[str, dict[str, Any]] = {
     "induction-1l": {
         "heads": [0.6860927, 0.85695416, 0.98481447, 0.5779195],
         "sum_of_heads": 0.9997909,
@@ -93,15 +93,15 @@ def block_length_accuracy(
 
 
 def immediate_repeats(completion: str, prompt: str) -> int:
-    """How often a completed letter equals the letter just before it (the seed's "never
+    """How often a completed letter equals the letter just before it (the source's "never
     repeats the same token twice in a row")."""
     seq = prompt[-1:] + completion
     return sum(a == b for a, b in itertools.pairwise(seq))
 
 
-def completions_table(model: Model, cfg: dict, experiment: str, prompts=SEED_PROMPTS) -> list[dict]:
+def completions_table(model: Model, cfg: dict, experiment: str, prompts=SOURCE_PROMPTS) -> list[dict]:
     """Greedy completions to the context length of each prompt, beside the correct completion
-    (None where none exists) and seed 003's completion for this variant (None if not printed)."""
+    (None where none exists) and source 003's completion for this variant (None if not printed)."""
     T, L = model.W_pos.shape[0], cfg.get("block_len", 6)
     rows = []
     for prompt in prompts:
@@ -113,7 +113,7 @@ def completions_table(model: Model, cfg: dict, experiment: str, prompts=SEED_PRO
                 "completion": ours,
                 "correct": correct,
                 "is_correct": None if correct is None else ours == correct,
-                "seed": SEED_COMPLETIONS.get(experiment, {}).get(prompt),
+                "source": SOURCE_COMPLETIONS.get(experiment, {}).get(prompt),
                 "immediate_repeats": immediate_repeats(ours, prompt),
             }
         )
@@ -185,7 +185,7 @@ def over_training(run, n_sequences: int = 256, seed: int = 0, progress: bool = T
     """Per snapshot: copying scores of every row of `copying_table` and each head's mean
     attention on a fixed set of n_sequences fresh sequences.
 
-    Returns {"epoch": int64 [S], "circuits": [names], "copying": [S, C], "seed_mean_sign": [S, C],
+    Returns {"epoch": int64 [S], "circuits": [names], "copying": [S, C], "source_mean_sign": [S, C],
     "attention": float32 [S, n_layers, H, T, T]}.
     """
     from tqdm import tqdm
@@ -209,12 +209,12 @@ def over_training(run, n_sequences: int = 256, seed: int = 0, progress: bool = T
         names = [r["circuit"] for r in rows]
         epochs.append(epoch)
         cop.append([r["copying"] for r in rows])
-        sms.append([r["seed_mean_sign"] for r in rows])
+        sms.append([r["source_mean_sign"] for r in rows])
         att.append(mean_attention(Model(w, W_pos, positions), tokens).astype(np.float32))
     return {
         "epoch": np.array(epochs, np.int64),
         "circuits": names,
         "copying": np.array(cop),
-        "seed_mean_sign": np.array(sms),
+        "source_mean_sign": np.array(sms),
         "attention": np.stack(att),
     }

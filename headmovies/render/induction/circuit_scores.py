@@ -32,17 +32,17 @@ def copying_scores(eigenvalues: np.ndarray) -> dict[str, float]:
 
     - "copying" = Re(Sigma lambda) / Sigma |lambda|, Elhage et al. 2021 ("A Mathematical
       Framework for Transformer Circuits", copying eigenvalue score). Weights by magnitude.
-    - "seed_mean_sign" = mean Re(lambda / |lambda|) (seed 003's wording "sum k/|k|", averaged),
+    - "source_mean_sign" = mean Re(lambda / |lambda|) (source 003's wording "sum k/|k|", averaged),
       over the eigenvalues above EIG_TOL x the largest. Counts every eigenvalue equally.
     """
     lam = np.asarray(eigenvalues, np.complex128)
     mag = np.abs(lam)
     if mag.max(initial=0) == 0:
-        return {"copying": 0.0, "seed_mean_sign": 0.0}
+        return {"copying": 0.0, "source_mean_sign": 0.0}
     keep = mag > EIG_TOL * mag.max()
     return {
         "copying": float(lam.sum().real / mag.sum()),
-        "seed_mean_sign": float(np.mean((lam[keep] / mag[keep]).real)),
+        "source_mean_sign": float(np.mean((lam[keep] / mag[keep]).real)),
     }
 
 
@@ -63,7 +63,7 @@ def ov_factors(weights, li: int, h: int | None = None) -> tuple[np.ndarray, np.n
 
 def copying_table(weights) -> list[dict]:
     """One row per head, per layer's sum of heads, and the direct path W_E W_U:
-    {'circuit', 'layer', 'head', 'copying', 'seed_mean_sign', 'eigenvalues' [[re, im], ...]}.
+    {'circuit', 'layer', 'head', 'copying', 'source_mean_sign', 'eigenvalues' [[re, im], ...]}.
     The heads' circuits are their full OV circuits from the embedding (virtual paths through
     earlier layers are not included)."""
     rows = []
@@ -107,9 +107,9 @@ def composition_scores(weights, l1: int = 0, l2: int = 1) -> dict[str, np.ndarra
     - "v": ||W_OV1 W_OV2||     (read by values)
     - "k_baseline", "q_baseline", "v_baseline": the mean score of random Gaussian matrices of
       the same shapes and ranks (200 draws, fixed seed), the level that means "no composition".
-    - "k_token": seed 003's eigenvalue sign of the token-space K-composition term
+    - "k_token": source 003's eigenvalue sign of the token-space K-composition term
       W_E W_Q2 (W_E W_OV1 W_K2)^T: Sigma lambda / Sigma |lambda| > 0 means query token a
-      prefers keys whose layer-l1 head output carries a (the seed omits the position terms,
+      prefers keys whose layer-l1 head output carries a (the source omits the position terms,
       and so does this).
     """
     w1, w2 = layer(weights, l1), layer(weights, l2)

@@ -1,4 +1,4 @@
-"""The attention movie of an induction run (seed 003): every head's mean attention pattern on
+"""The attention movie of an induction run (source 003): every head's mean attention pattern on
 fresh sequences, one frame per snapshot, titled with its copying score at that snapshot, over
 a timeline strip (docs/movie.md, "Timeline"): epochs, the held-out accuracy, the schedule
 switch and the epochs from which the accuracy stays above 50 % and 90 % (held

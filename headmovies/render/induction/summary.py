@@ -26,8 +26,8 @@ def _fmt(v, spec=".3f") -> str:
 
 def run_markdown(r: dict) -> str:
     """The per-run tables as Markdown."""
-    seed_cop = ind.SEED_SCORES.get(r["experiment"], {})
-    seed_heads = seed_cop.get("heads", []) if r["config"].get("n_heads") == 4 else []
+    source_scores = ind.SOURCE_SCORES.get(r["experiment"], {})
+    source_heads = source_scores.get("heads", []) if r["config"].get("n_heads") == 4 else []
     out = [
         f"# {r['experiment']}, seed {r['seed']} (epoch {r['epoch']:,})",
         "",
@@ -48,24 +48,24 @@ def run_markdown(r: dict) -> str:
         "## OV copying scores",
         "",
         (
-            "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the seed's wording (nonzero "
-            "eigenvalues only). Heads are 0-based (the seed's Head 1 is L0H0)."
+            "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the source's wording (nonzero "
+            "eigenvalues only). Heads are 0-based (the source's Head 1 is L0H0)."
         ),
         "",
-        "| circuit | Σλ/Σ\\|λ\\| | mean Re(λ/\\|λ\\|) | seed 003 printed |",
+        "| circuit | Σλ/Σ\\|λ\\| | mean Re(λ/\\|λ\\|) | source 003 printed |",
         "|---|---|---|---|",
     ]
     i = 0
     for row in r["copying"]:
-        seed = None
-        if row["head"] is not None and i < len(seed_heads):
-            seed, i = seed_heads[i], i + 1
+        source = None
+        if row["head"] is not None and i < len(source_heads):
+            source, i = source_heads[i], i + 1
         elif row["circuit"].startswith("direct"):
-            seed = seed_cop.get("direct")
+            source = source_scores.get("direct")
         elif row["circuit"] == "L0 sum of heads":
-            seed = seed_cop.get("sum_of_heads")
+            source = source_scores.get("sum_of_heads")
         out.append(
-            f"| {row['circuit']} | {row['copying']:+.3f} | {row['seed_mean_sign']:+.3f} | {_fmt(seed, '+.3f')} |"
+            f"| {row['circuit']} | {row['copying']:+.3f} | {row['source_mean_sign']:+.3f} | {_fmt(source, '+.3f')} |"
         )
     L = r["config"]["block_len"]
     out += [
@@ -85,13 +85,13 @@ def run_markdown(r: dict) -> str:
         "",
         "## Greedy completions to 24 letters",
         "",
-        "| prompt | completion | correct | ok | seed 003's completion | repeats in a row |",
+        "| prompt | completion | correct | ok | source 003's completion | repeats in a row |",
         "|---|---|---|---|---|---|",
     ]
     for c in r["completions"]:
         ok = {True: "yes", False: "no", None: "n/a"}[c["is_correct"]]
         out.append(
-            f"| {c['prompt']} | {c['completion']} | {c['correct'] or 'N/A'} | {ok} | {c['seed'] or '—'} | "
+            f"| {c['prompt']} | {c['completion']} | {c['correct'] or 'N/A'} | {ok} | {c['source'] or '—'} | "
             f"{c['immediate_repeats']} |"
         )
     lengths = sorted(r["block_length_accuracy"], key=int)
@@ -119,7 +119,10 @@ def run_markdown(r: dict) -> str:
             ("q", f"Q-composition score (random baseline {comp['q_baseline']:.3f})"),
             (
                 "k_token",
-                "token-space K-composition Σλ/Σ|λ| of W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ (the seed's eigenvalue test)",
+                (
+                    "token-space K-composition Σλ/Σ|λ| of W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ "
+                    "(the source's eigenvalue test)"
+                ),
             ),
         ):
             m = np.array(comp[key])
@@ -139,7 +142,7 @@ def summary_markdown(results: list[dict]) -> str:
     """One row per run: accuracy, block lengths, copying signs, completions."""
     head = (
         "| run | variant | seed | positions | accuracy | L=4 | L=5 | L=6 | L=7 | L=8 | head copying Σλ/Σ|λ| | "
-        "direct path | seed prompts right | repeats in a row |"
+        "direct path | source prompts right | repeats in a row |"
     )
     lines = [head.replace("Σ|λ|", "Σ\\|λ\\|"), "|" + "---|" * 14]
     for r in results:
@@ -160,7 +163,7 @@ def summary_markdown(results: list[dict]) -> str:
 
 def grouped_markdown(results: list[dict]) -> str:
     """Runs grouped by (variant, positions, distinct letters), over their seeds: the numbers the
-    comparison with seed 003 in docs/results/induction.md quotes. Ranges are min..max over seeds."""
+    comparison with source 003 in docs/results/induction.md quotes. Ranges are min..max over seeds."""
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         c = r["config"]
@@ -324,7 +327,7 @@ def outcome(accuracy: float, block_length_accuracy: dict, block_len: int) -> str
 def sweep_summary(run: Run) -> dict:
     """A sweep row's summary of an induction run (`analysis.analyse` of its final snapshot):
     accuracy on predictable positions, accuracy by block length, each circuit's copying score
-    Σλ/Σ|λ|, seed prompts completed right, accuracies without K/Q-composition (2 layers), and
+    Σλ/Σ|λ|, source prompts completed right, accuracies without K/Q-composition (2 layers), and
     "outcome" (`outcome`)."""
     r = ind.analyse(run)
     graded = [c for c in r["completions"] if c["is_correct"] is not None]

@@ -1,6 +1,6 @@
 """Orbit check: do a layer's heads fall into orbits of C_n, checked on the full matrices?
 
-Source: seed 000 ("Attention heads forming orbits"); docs/math.md, "Orbit check". A layer is exactly
+Source: source 000 ("Attention heads forming orbits"); docs/math.md, "Orbit check". A layer is exactly
 C_n-equivariant iff its heads fall into orbits: the shift s sends head h to a head s.h with
 
     M_{s.h} = T_s M_h T_s^{-1},   R_{s.h} = T_{ms} R_h T_s^{-1}
@@ -66,7 +66,7 @@ from headmovies.render.core.circuits import centre_ov, centre_qk, circuits
 if TYPE_CHECKING:
     from headmovies.runfile.reader import Run
 
-TOL = 0.02  # seed 000: "within 2 % in relative Frobenius norm"
+TOL = 0.02  # source 000: "within 2 % in relative Frobenius norm"
 DEAD_TOL = 0.01  # a head whose centred OV norm is below 1 % of the largest head's is dead
 M_FLOOR = 1e-9  # logits: a centred QK circuit this small is uniform attention
 GAUGES = ("spec", "bias")

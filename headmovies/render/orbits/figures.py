@@ -110,7 +110,7 @@ def make_figures(
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> list[Path]:
     """Write every figure of `run_path` into `out_dir` (created); returns the paths written.
-    `panels`: as the movie's --panels (None: seed panels if the orbits live there, else auto).
+    `panels`: as the movie's --panels (None: source panels if the orbits live there, else auto).
     One pass over the snapshots (`stream.collect`): all of them with `over_time` (the orbit
     check of each), else only those of the final trail window."""
     paths: list[Path] = []

@@ -1,4 +1,4 @@
-"""The orbit movie (seed 000; docs/movie.md): run file -> one pass over its snapshots (circuits,
+"""The orbit movie (source 000; docs/movie.md): run file -> one pass over its snapshots (circuits,
 irrep coordinates, orbit check) -> trailing-dot panels (+ timeline strip) -> encoder.
 
 Each frame is one snapshot; each dot one head at (Re X^(u,v), Im X^(u,v)) of its centred QK
@@ -215,8 +215,8 @@ def make_movie(
 ) -> EncodeResult:
     """Render the orbit movie of `run_path` into `out_dir/basename.{mp4,webm,gif,png,html}`.
 
-    panels: `--panels` words (`panel_choice.resolve_panels`): None or ['default'] (the seed's
-    four when the run's orbits show in them, else automatic), ['auto'], ['seed'], or
+    panels: `--panels` words (`panel_choice.resolve_panels`): None or ['default'] (the source's
+    four when the run's orbits show in them, else automatic), ['auto'], ['source'], or
     CIRCUIT:U,V planes. One frame per snapshot; the frame of each held event (phase change,
     orbit verified) shown `event_hold_s` seconds; the last frame held `hold_s` seconds. The
     HTML snippet's figcaption is generated from the run (`captions.figcaption`). Every check

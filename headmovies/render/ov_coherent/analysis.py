@@ -1,8 +1,8 @@
-"""Analyses of an OV-coherent superposition run (seed 004; docs/math.md, "OV-coherent analyses")
+"""Analyses of an OV-coherent superposition run (source 004; docs/math.md, "OV-coherent analyses")
 from its stored weights alone.
 
 Source: L. Greenspan, "An OV-Coherent Toy Model of Attention Head Superposition" (AI Alignment
-Forum, 2023; seed 004): with 2 heads of d_head 1 the model names the pair {A, B} of signal
+Forum, 2023; source 004): with 2 heads of d_head 1 the model names the pair {A, B} of signal
 tokens perfectly, and "in almost all runs" the two heads rank the signal tokens in opposite
 QK preference orders. Every quantity here is computed with numpy from W_E, W_Q, W_K, W_V, W_O,
 W_U (TransformerLens names), never from the training code.
@@ -103,7 +103,7 @@ def accuracy(pred: np.ndarray, cases: Cases) -> tuple[float, np.ndarray]:
 
 def preference_ordering(qk_row: np.ndarray) -> tuple[int, ...]:
     """Signal tokens 1-4 by descending QK score from the read-off (the head's "preference
-    ordering", seed 004). qk_row [12]."""
+    ordering", source 004). qk_row [12]."""
     sig = np.array(SIGNAL)
     return tuple(int(t) for t in sig[np.argsort(-qk_row[sig], kind="stable")])
 
@@ -182,7 +182,7 @@ def hard_attention_predictions(
     weights: dict[str, np.ndarray], cases: Cases, ablate: tuple[int, ...] = ()
 ) -> np.ndarray:
     """Predicted classes [N] if every head attended only to the present token it ranks highest
-    (the seed's "all or nothing" attention): logits = W_E[0] W_U + sum_h R_h[:, top_h]. Compared
+    (the source's "all or nothing" attention): logits = W_E[0] W_U + sum_h R_h[:, top_h]. Compared
     with the model's predictions, this tells how far orderings + OV tables explain the model."""
     s = readoff_qk(weights)  # (H, V)
     present = cases.counts[:, None, :] > 0  # (N, 1, V)

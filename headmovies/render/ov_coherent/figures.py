@@ -1,4 +1,4 @@
-"""Figures of ov-coherent runs (seed 004; docs/math.md, "OV-coherent analyses").
+"""Figures of ov-coherent runs (source 004; docs/math.md, "OV-coherent analyses").
 
 Inputs are the numpy results of `ov_coherent.analysis` (never the training code): one analysis
 sheet per run, training curves across runs, and the final (head 1, head 2) QK plane of every

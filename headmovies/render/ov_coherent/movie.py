@@ -1,4 +1,4 @@
-"""The QK-plane movie of an ov-coherent run (seed 004): each signal token's read-off QK score in
+"""The QK-plane movie of an ov-coherent run (source 004): each signal token's read-off QK score in
 head 1 against head 2, over training (docs/math.md, "OV-coherent analyses"), over a timeline
 strip (docs/movie.md, "Timeline"): epochs, the logged accuracy, the schedule switch, the epoch
 from which the two heads' preference orderings stay opposite and the epoch from which the

@@ -1,4 +1,4 @@
-"""The orbit experiment (seed 000; docs/experiments.md) as a registered Task: one 32-head
+"""The orbit experiment (source 000; docs/experiments.md) as a registered Task: one 32-head
 self-attention layer (`model.AttentionLayer`), penalised toward C_n-equivariance
 (`losses`), learning (x1, x2, x3) -> (x2+x3, x3+x1, x1+x2) mod n; its two-phase schedule,
 head pruning, and the step that may compute its grid term in a second thread (`Task.overlap`).
@@ -63,7 +63,7 @@ class _Precomputed(torch.autograd.Function):
 class OrbitTask(Task[OrbitConfig]):
     model: AttentionLayer
     name = "orbits"
-    description = "seed 000: 32-head equivariance-penalised attention layer on modular addition (C_24)"
+    description = "source 000: 32-head equivariance-penalised attention layer on modular addition (C_24)"
     Config = OrbitConfig
 
     def __init__(self, cfg: OrbitConfig):

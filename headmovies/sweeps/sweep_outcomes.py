@@ -1,5 +1,5 @@
-"""A sweep's report (`headmovies sweep`, docs/sweeps.md): its table and its census figure, made
-from the rows of DIR/sweep.jsonl alone.
+"""A sweep's outcomes (`headmovies sweep`, docs/sweeps.md): its table and its outcome figure,
+made from the rows of DIR/sweep.jsonl alone.
 
 summary.md groups runs by config (their grid point) across seeds: runs done and failed, the
 outcomes and their counts, and each final metric's median and range. census.{png,svg}
@@ -215,7 +215,7 @@ def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     return fig
 
 
-def write_report(out: str | Path, rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> list[Path]:
+def write_outcomes(out: str | Path, rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> list[Path]:
     """Write out/summary.md and out/census.{png,svg} (each atomically); returns their paths
     ([] without rows)."""
     if not rows:
