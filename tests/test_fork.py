@@ -262,6 +262,7 @@ def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, caps
         )
 
 
+@pytest.mark.ray
 def test_a_ray_sweep_forks_from_a_relative_source_folder(tmp_path, monkeypatch):
     """Ray workers need not share the driver's working directory: the plan carries the source as
     an absolute path. The fork equals the local one bit for bit."""

@@ -399,6 +399,7 @@ def test_ctrl_c_in_a_terminal_stops_a_two_worker_sweep_without_tracebacks(tmp_pa
     assert err.count("stopping after the snapshot at epoch") == 2
 
 
+@pytest.mark.ray
 def test_ray_sweep_equals_the_local_one(local_sweep, tmp_path):
     """The same sweep as Ray tasks on a real local Ray instance: the same rows (but wall time and
     host) and the same weights, bit for bit."""
@@ -488,9 +489,10 @@ def _closed_port() -> int:
             "error: split must be one of ('random', 'orbit'), got 'diagonal' (grid point split=diagonal)",
         ),
         (["--workers", "0"], "error: --workers must be >= 1, got 0"),
-        (
+        pytest.param(
             ["--backend", "ray", "--address", "127.0.0.1:{port}"],
             "error: cannot reach a Ray cluster at 127.0.0.1:{port} (",
+            marks=pytest.mark.ray,
         ),
     ],
 )
