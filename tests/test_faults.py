@@ -189,6 +189,7 @@ def wide_ref(tmp_path_factory):
     return read_run(out)
 
 
+@pytest.mark.slow
 def test_disk_full_before_the_first_snapshot_leaves_nothing(small_disk, capsys):
     d = small_disk(600_000)  # less than a snapshot needs with its margin
     out = d.path / "run.h5"
@@ -197,6 +198,7 @@ def test_disk_full_before_the_first_snapshot_leaves_nothing(small_disk, capsys):
     assert listing(d.path) == []  # no run file, no .partial, no checkpoint, no lock
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("every, where", [("1000", "the snapshot at epoch"), ("0", "the checkpoint at epoch")])
 def test_disk_full_at_a_later_snapshot_keeps_whole_snapshots_and_resumes_exactly(
     small_disk, wide_ref, capsys, every, where
@@ -338,6 +340,7 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout=120.0) -> int:
     raise AssertionError("no snapshots appeared")
 
 
+@pytest.mark.slow
 def test_a_second_writer_stops_at_once_naming_the_first(tmp_path, capsys):
     out = tmp_path / "run.h5"
     first = headmovies(*train_argv(out, 100_000))
@@ -395,6 +398,7 @@ def test_deferred_signals_wait_for_deliver_and_a_second_signal_does_not():
         signal.signal(signal.SIGTERM, before)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_training_at_the_next_snapshot_with_a_checkpoint_every_time(tmp_path, capsys):
     """A KeyboardInterrupt raised at an arbitrary bytecode of a training step was sometimes
     dropped (the process trained on; seen in CI). Now SIGTERM (as Ctrl-C) lets training run on
@@ -424,6 +428,7 @@ def test_sigterm_stops_training_at_the_next_snapshot_with_a_checkpoint_every_tim
     assert "trained again" not in capsys.readouterr().err  # nothing retrained
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_at, stop_at, complete", [(25, 30, False), (55, 60, True)])
 def test_a_signal_stops_at_the_next_snapshot_and_one_in_the_last_interval_completes_the_run(
     signal_at, stop_at, complete, tmp_path, monkeypatch, capsys
@@ -451,6 +456,7 @@ def test_a_signal_stops_at_the_next_snapshot_and_one_in_the_last_interval_comple
     assert torch.load(checkpoint_path(out), weights_only=False)["epoch"] == stop_at
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_says_which_snapshots_it_trains_again(tmp_path, capsys):
     out = tmp_path / "run.h5"
     proc = headmovies(*train_argv(out, 100_000, every="30"))  # only the checkpoint of epoch 0
@@ -469,6 +475,7 @@ def test_resume_after_a_kill_says_which_snapshots_it_trains_again(tmp_path, caps
     )
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_checkpoint_of_another_run(tmp_path, capsys):
     a, b = tmp_path / "a.h5", tmp_path / "b.h5"
     assert main(train_argv(a, 40, seed=1)) == 0 and main(train_argv(b, 40, seed=2)) == 0
@@ -500,6 +507,7 @@ def test_a_run_without_checkpoint_names_the_command_that_recovers_it(tmp_path, c
 # --- kills --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kills_at_random_points_resume_exactly_and_live_reads_are_never_torn(tmp_path, capsys):
     """KILLS SIGKILLs at random points (after a random number of snapshots, plus a random
     fraction of a snapshot interval), each followed by --resume; meanwhile this process reads the
@@ -617,6 +625,7 @@ def _start_movie(run, out):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
+@pytest.mark.slow
 def test_a_killed_renderer_takes_ffmpeg_along_and_the_next_render_cleans_up(long_equi, tmp_path):
     out = tmp_path / "movie"
     proc, ffmpeg = _start_movie(long_equi, out)
@@ -658,6 +667,7 @@ def test_a_killed_renderer_takes_ffmpeg_along_and_the_next_render_cleans_up(long
     assert listing(out) == ["orbits.png"]  # ... the next render into the folder removed
 
 
+@pytest.mark.slow
 def test_a_killed_ffmpeg_is_one_line_and_leaves_nothing(long_equi, tmp_path):
     out = tmp_path / "movie"
     proc, ffmpeg = _start_movie(long_equi, out)
@@ -671,6 +681,7 @@ def test_a_killed_ffmpeg_is_one_line_and_leaves_nothing(long_equi, tmp_path):
 # --- non-finite weights -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_drawn_to_its_last_finite_snapshot_with_one_warning(tmp_path, capsys):
     """A real divergence: the second phase's OV-bias weight overflows the loss after epoch 30,
     the trainer stops at the next snapshot (50), and that snapshot's weights are NaN. Every
@@ -1027,6 +1038,7 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(case, tmp_path, runs, 
             subprocess.run(["umount", "-l", str(tmp_path / "ro")])
 
 
+@pytest.mark.slow
 def test_bad_input_in_a_fresh_process_has_no_traceback(tmp_path):
     """The same from the shell, for one case of each kind (usage, config, file)."""
     for argv in (

@@ -27,6 +27,7 @@ def eq_run(tmp_path_factory):
     return equivariant_run(tmp_path_factory.mktemp("run") / "eq.h5", EPOCHS, orbit_sizes=(12, 4), extra_heads=4)
 
 
+@pytest.mark.slow
 def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
     out = tmp_path / "figs"
     assert main(["orbits", "figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
@@ -75,6 +76,7 @@ def test_head_order_groups_orbits_in_shift_order():
     assert order[6:8] == report.unassigned and order[8:] == [8] == report.dead
 
 
+@pytest.mark.slow
 def test_png_only_and_explicit_panels(eq_run, tmp_path):
     out = tmp_path / "f"
     paths = make_figures(

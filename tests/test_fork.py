@@ -38,6 +38,7 @@ def weights_at(path, epoch: int) -> dict:
         return {k: f["snapshots"][k][i] for k in runfile.weight_names(f)}
 
 
+@pytest.mark.slow
 def test_a_fork_equals_the_run_from_scratch(tmp_path):
     src, scratch, fork = tmp_path / "src.h5", tmp_path / "scratch.h5", tmp_path / "fork.h5"
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False)
@@ -57,6 +58,7 @@ def test_a_fork_equals_the_run_from_scratch(tmp_path):
     assert (np.abs(W_V_src).reshape(3, -1).max(1) > 0).all()
 
 
+@pytest.mark.slow
 def test_a_fork_stopped_early_resumes_bit_for_bit(tmp_path):
     src, scratch, fork = tmp_path / "src.h5", tmp_path / "scratch.h5", tmp_path / "fork.h5"
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False)
@@ -68,6 +70,7 @@ def test_a_fork_stopped_early_resumes_bit_for_bit(tmp_path):
     assert_same_run_files(fork, scratch)
 
 
+@pytest.mark.slow
 def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
     src, out = tmp_path / "src.h5", tmp_path / "out.h5"
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, stop_at=80)  # not yet at the fork
@@ -115,6 +118,7 @@ def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
     assert cli_main(args + sets) == 2 and not (tmp_path / "cli.h5").exists()
 
 
+@pytest.mark.slow
 def test_a_source_extended_from_fewer_epochs_is_refused(tmp_path):
     """A source first trained to 100 epochs ran its first phase's cosine to 100, not to
     refine_start = 120: its stored config (epochs=200 after --resume) hides that, the recorded
@@ -139,6 +143,7 @@ def test_a_source_extended_from_fewer_epochs_is_refused(tmp_path):
         loop.train("orbits", cfg(), tmp_path / "fork.h5", progress=False, fork_from=short)
 
 
+@pytest.mark.slow
 def test_a_source_extended_after_the_fork_epoch_forks_and_its_extensions_stay_behind(tmp_path):
     src, scratch, fork = tmp_path / "src.h5", tmp_path / "scratch.h5", tmp_path / "fork.h5"
     loop.train("orbits", cfg(epochs="160", **SEED_OBJECTIVE), src, progress=False)
@@ -152,6 +157,7 @@ def test_a_source_extended_after_the_fork_epoch_forks_and_its_extensions_stay_be
         assert "extensions" not in f.attrs
 
 
+@pytest.mark.slow
 def test_a_sweep_forks_where_it_can(tmp_path):
     """Sources for seeds 0 and 1 (seed 1 only through epoch 80): seed 0 forks, seeds 1 and 2
     train from scratch; all three equal a sweep trained from scratch."""
@@ -205,6 +211,7 @@ def test_a_sweep_forks_where_it_can(tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, capsys):
     """A grid over refine_prune names its runs seed0-refine_prune0.99 etc.; they fork from the
     source sweep's seed0 (same seed, first phase alike). A forked run cut short and resumed keeps

@@ -298,6 +298,7 @@ def test_tiny_training_run_lands_snapshots(tiny_runs):
         assert npm.n_layers(w) == 2
 
 
+@pytest.mark.slow
 def test_render_command_writes_tables(tiny_runs, tmp_path, capsys):
     rc = render_main(
         [
@@ -371,6 +372,7 @@ def test_induction_timeline_marks_accuracy_that_lasts():
     assert next((e.epoch, e.hold) for e in tl.events) == (300, False)  # the schedule switch is marked, not held
 
 
+@pytest.mark.slow
 def test_attention_movie_has_timeline_holds_and_caption(tiny_runs, tmp_path):
     from headmovies.render.core.timeline import hold_frames
     from headmovies.render.induction.movie import induction_timeline

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import headmovies
 from headmovies import tasks
 
@@ -124,6 +126,7 @@ def _modules(package: str) -> list[str]:
     return [m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{package}.")]
 
 
+@pytest.mark.slow
 def test_training_never_imports_rendering_sweeps_or_commands():
     """Import every module of headmovies.train in a fresh interpreter: no module of
     headmovies.render, headmovies.sweeps or headmovies.commands (nor the CLI) gets loaded."""
@@ -234,6 +237,7 @@ def test_the_hdf5_scan_catches_a_planted_module(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_rendering_never_imports_torch():
     """Import every rendering module, the run-file schema, the task facts and the CLI parser in
     a fresh interpreter: torch and headmovies.train stay unloaded."""
@@ -255,6 +259,7 @@ def test_rendering_never_imports_torch():
     assert len(mods) >= 25
 
 
+@pytest.mark.slow
 def test_cli_lists_every_command():
     done = subprocess.run([sys.executable, "-m", "headmovies", "--help"], capture_output=True, text=True)
     assert done.returncode == 0

@@ -236,6 +236,7 @@ def test_hold_frames_and_first_lasting():
     assert head_ranges([7, 0, 1, 2, 3, 9, 10]) == "0–3, 7, 9, 10"
 
 
+@pytest.mark.slow
 def test_movie_command_snippet_and_frame_count(run_path, tmp_path):
     out = tmp_path / "movie"
     assert (

@@ -223,6 +223,7 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, sets, needle):
     assert not (tmp_path / "x.h5").exists()
 
 
+@pytest.mark.slow
 def test_render_command_writes_table_and_figures(tmp_path, capsys):
     run = tmp_path / "tiny.h5"
     train("ov-coherent", _cfg(epochs=10), run, progress=False)
@@ -295,6 +296,7 @@ def test_ov_coherent_timeline_dates_opposite_orderings_and_accuracy():
     assert [(e.epoch, e.label) for e in tl.events] == [(30, "orderings opposite"), (30, "accuracy ≥ 99%")]
 
 
+@pytest.mark.slow
 def test_qk_plane_movie_has_timeline_and_caption(tmp_path):
     from test_encode import probe
 

@@ -111,6 +111,7 @@ def test_dot_is_drawn_where_its_coordinate_says(blit):
     assert fig.axes[1].get_xlim() == (-7.0, 7.0) and fig.axes[1].get_ylim() == (-7.0, 7.0)
 
 
+@pytest.mark.slow
 def test_blitted_frames_match_full_redraws():
     rng = np.random.default_rng(1)
     fast = PanelFigure(

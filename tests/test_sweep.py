@@ -96,6 +96,7 @@ TWO_PHASE = dict(
 
 
 @pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.slow
 def test_batched_instances_equal_their_single_runs_bit_for_bit(residual):
     """Three instances differing in seed, init, split, every loss weight and ramp, and pruning,
     over a two-phase run with the sequence term: each equals its own single run bit for bit
@@ -133,6 +134,7 @@ def test_batch_key_and_size():
     assert max_batch(cfg_of(p=8, n_heads=4)) == 32
 
 
+@pytest.mark.slow
 def test_batch_loop_writes_the_run_files_and_checkpoints_of_single_runs(tmp_path):
     """train_batch's run files equal loop.train's bit for bit (snapshots, metrics, split) and so do
     their checkpoints (model, AdamW state, generator, global RNG): each resumes as a single run."""
@@ -200,7 +202,7 @@ def test_plan_and_jobs(tmp_path):
 # --- the sweep -------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # trains a sweep: every test that uses it is marked slow
 def local_sweep(tmp_path_factory):
     """2 seeds x eq_weight 1, 10 on 2 local worker processes (batches of 2)."""
     out = tmp_path_factory.mktemp("sweep") / "local"
@@ -208,6 +210,7 @@ def local_sweep(tmp_path_factory):
     return out, res
 
 
+@pytest.mark.slow
 def test_local_sweep_rows_files_and_report(local_sweep):
     out, res = local_sweep
     assert (res.done, res.failed, res.skipped) == (4, 0, 0)
@@ -236,6 +239,7 @@ def test_local_sweep_rows_files_and_report(local_sweep):
     assert (out / "census.png").stat().st_size > 5000 and (out / "census.svg").exists()
 
 
+@pytest.mark.slow
 def test_rerun_skips_complete_runs_and_a_bigger_grid_adds_only_new_runs(local_sweep, tmp_path):
     out, _ = local_sweep
     again = S.sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=2, progress=False)
@@ -277,6 +281,7 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout: float = 60) -> No
     raise AssertionError("no snapshots appeared")
 
 
+@pytest.mark.slow
 def test_a_killed_run_is_resumed_and_ends_equal_to_an_uninterrupted_one(tmp_path):
     """A run killed mid-way (SIGKILL) in the sweep's folder: the rerun resumes it from its
     checkpoint, and it ends equal, bit for bit, to the same run trained in one go."""
@@ -308,6 +313,7 @@ def test_a_killed_run_is_resumed_and_ends_equal_to_an_uninterrupted_one(tmp_path
     assert_same_run_files(run, tmp_path / "whole.h5")
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_path):
     """SIGINT (Ctrl-C) to a sweep training two runs as one batch in its own process: it exits
     130 within seconds, both runs stop at a snapshot with its checkpoint, and the same command
@@ -354,6 +360,7 @@ def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_p
         assert torch.load(checkpoint_path(out / f"seed{seed}.h5"), weights_only=False)["epoch"] == epochs[-1]
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_terminal_stops_a_two_worker_sweep_without_tracebacks(tmp_path):
     """Ctrl-C in a terminal reaches the whole process group: the sweep and its spawned workers.
     Each worker stops its run at a snapshot; none prints a traceback (a worker waiting for a job
@@ -514,6 +521,7 @@ def test_ray_backend_without_ray_says_how_to_install(tmp_path, capsys, monkeypat
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_folder_of_another_sweep_is_refused(local_sweep, capsys):
     out, _ = local_sweep
     before = sorted(os.listdir(out))
@@ -524,6 +532,7 @@ def test_a_folder_of_another_sweep_is_refused(local_sweep, capsys):
     assert sorted(os.listdir(out)) == before
 
 
+@pytest.mark.slow
 def test_a_finished_run_of_another_config_is_never_replaced(local_sweep, tmp_path, capsys):
     """When the defaults change under a sweep (here: the sweep no longer fixes eq_ramp, so the
     default 2000 applies), a rerun refuses to retrain its finished runs and names the key."""
@@ -541,6 +550,7 @@ def test_a_finished_run_of_another_config_is_never_replaced(local_sweep, tmp_pat
     assert not (copy / ROWS_FILE).exists()
 
 
+@pytest.mark.slow
 def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_path):
     """A sweep started without --set eq_ramp=50 when 50 was the default (its sweep.json omits
     the key) continues under `--set eq_ramp=50`: the run files have exactly that config, so the
@@ -571,6 +581,7 @@ def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_p
         ("ov-coherent", {"epochs": "20", "seq_len": "6", "batch": "16", "early_every": "10"}),
     ],
 )
+@pytest.mark.slow
 def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, sets):
     """Experiments without a batched trainer sweep one run per job; their rows carry the summary
     their render package computes from the run file (`summary.sweep_summary`)."""
@@ -616,6 +627,7 @@ def test_induction_and_ov_coherent_outcomes():
 # --- an early screen: --stop-at, then continue the chosen runs ------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, capsys):
     """`sweep --stop-at 120` trains each run's own schedule (epochs=200) through epoch 120 and
     records it as stopped; a rerun with --stop-at keeps it; a rerun without it continues the
