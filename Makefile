@@ -45,13 +45,17 @@ browser:
 
 # ruff (lint and format, pyproject.toml [tool.ruff]) on the package, tests and bench; mypy on the
 # package ([tool.mypy]); any finding fails. `.pre-commit-config.yaml` runs the same.
-lint: setup
+define lint-steps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+endef
+
+lint: setup
+	$(lint-steps)
 
 test: setup browser
-	$(MAKE) --no-print-directory lint
+	$(lint-steps)
 	HEADMOVIES_CHROMIUM=$(CHROMIUM) $(PY) -m pytest
 
 # the quick loop while editing: no lint, no Chromium, no Ray, nothing marked slow (pyproject.toml
