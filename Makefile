@@ -1,5 +1,6 @@
 # make movie  - train the orbit experiment (source 000) if needed and render its movie
-# make test   - run the tests
+# make test   - lint (ruff check, ruff format --check, mypy), then run every test
+# make test-fast - the tests not marked slow, browser or ray (under a minute; no lint)
 # Both bootstrap .venv on first use. torch defaults to the CPU build; override with TORCH=torch.
 # make test also needs Chromium for the browser tests (installed with apt-get when missing and root).
 PYTHON ?= python3
@@ -15,7 +16,7 @@ RUN := data/orbits.h5
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup browser test movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-screen docs-picture docs-picture-induction docs-picture-ov-coherent
+.PHONY: setup browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-screen docs-picture docs-picture-induction docs-picture-ov-coherent
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,8 +43,25 @@ browser:
 		fi; \
 	fi
 
+# ruff (lint and format, pyproject.toml [tool.ruff]) on the package, tests and bench; mypy on the
+# package ([tool.mypy]); any finding fails. `.pre-commit-config.yaml` runs the same.
+define lint-steps
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+endef
+
+lint: setup
+	$(lint-steps)
+
 test: setup browser
+	$(lint-steps)
 	HEADMOVIES_CHROMIUM=$(CHROMIUM) $(PY) -m pytest
+
+# the quick loop while editing: no lint, no Chromium, no Ray, nothing marked slow (pyproject.toml
+# [tool.pytest.ini_options] markers)
+test-fast: setup
+	$(PY) -m pytest -m "not slow and not browser and not ray"
 
 train-orbits: setup
 	$(HM) train orbits --out $(RUN) --reuse --threads $(THREADS)

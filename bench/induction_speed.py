@@ -1,4 +1,4 @@
-"""Training speed of the induction experiments (seed 003): optimizer steps per second.
+"""Training speed of the induction experiments (source 003): optimizer steps per second.
 
     .venv/bin/python bench/induction_speed.py [--steps 300] [--threads 1]
 

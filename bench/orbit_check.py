@@ -1,5 +1,5 @@
 """Speed of the orbit check (render/orbits.py): median time of `check_orbits` on 32 heads of
-C_24 (the seed's layer), random and with orbits, and on a larger group, against the
+C_24 (the source's layer), random and with orbits, and on a larger group, against the
 straightforward loop over shifts and head pairs it replaces.
 
     .venv/bin/python bench/orbit_check.py
@@ -7,6 +7,7 @@ straightforward loop over shifts and head pairs it replaces.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from pathlib import Path
@@ -15,8 +16,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from headmovies.render.orbits.check import check_orbits, shift_ov, shift_qk  # noqa: E402
-from test_orbits import layer  # noqa: E402
+from headmovies.render.orbits.check import check_orbits, shift_ov, shift_qk
+
+from test_orbits import layer
 
 
 def naive_errors(M, R, n, m):
@@ -51,10 +53,10 @@ def main() -> None:
         ("C_113, 32 random heads", *layer(113, 2, [], n_random=32)[:2], 113),
     ]
     for name, M, R, n in cases:
-        t = median_time(lambda: check_orbits(M, R, n, 2), 20 if n < 50 else 3)
+        t = median_time(functools.partial(check_orbits, M, R, n, 2), 20 if n < 50 else 3)
         line = f"{name:40s} check_orbits {1e3 * t:8.2f} ms"
         if n < 50:
-            t0 = median_time(lambda: naive_errors(M, R, n, 2), 1)
+            t0 = median_time(functools.partial(naive_errors, M, R, n, 2), 1)
             line += f"   naive all-pairs loop {1e3 * t0:8.1f} ms   ({t0 / t:.0f}x)"
         print(line)
 

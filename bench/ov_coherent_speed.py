@@ -1,4 +1,4 @@
-"""Training speed of the OV-coherent superposition experiment (seed 004): optimizer steps per second.
+"""Training speed of the OV-coherent superposition experiment (source 004): optimizer steps per second.
 
     .venv/bin/python bench/ov_coherent_speed.py [--steps 500] [--threads 1]
 

@@ -5,9 +5,10 @@ FFMpegWriter, on the same frames of one run, in one process.
 
 RUN defaults to data/orbits.h5 (`make movie` trains it). The frame states (coordinates,
 trails, eased limits, each head's look from the orbit check of every snapshot, all from one
-pass over the snapshots, `render.orbits.stream`) are computed once and shared, so every variant draws exactly the same frames (the movie's figure: seed
-panels, timeline strip, legend); each variant writes one H.264 MP4 with the same encoder settings (libx264, preset
-medium, CRF 20, yuv420p) and is timed end to end (draw + encode):
+pass over the snapshots, `render.orbits.stream`) are computed once and shared, so every variant
+draws exactly the same frames (the movie's figure: source panels, timeline strip, legend); each
+variant writes one H.264 MP4 with the same encoder settings (libx264, preset medium, CRF 20,
+yuv420p) and is timed end to end (draw + encode):
 
   ours          render.core.panels.PanelFigure (artists made once, blitting over a cached
                 background, pixels from the canvas buffer) -> render.core.encode (raw frames
@@ -32,13 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
-
-from headmovies.render.core.encode import Quality, encode, find_ffmpeg  # noqa: E402
-from headmovies.render.orbits.movie import OrbitMovie  # noqa: E402
-from headmovies.render.core.panels import PanelFigure, frame_states  # noqa: E402
-from headmovies.render.orbits.panel_choice import SEED_PANELS  # noqa: E402
-from headmovies.render.orbits.stream import panel_coordinates  # noqa: E402
-from headmovies.runfile.reader import Run  # noqa: E402
+from headmovies.render.core.encode import Quality, encode, find_ffmpeg
+from headmovies.render.core.frame_states import frame_states
+from headmovies.render.core.panels import PanelFigure
+from headmovies.render.orbits.movie import OrbitMovie
+from headmovies.render.orbits.panel_choice import SOURCE_PANELS
+from headmovies.render.orbits.stream import panel_coordinates
+from headmovies.runfile.reader import Run
 
 FPS = 24
 
@@ -62,7 +63,7 @@ def time_funcanimation(states, fig: PanelFigure, out: Path, q: Quality) -> float
         fps=FPS, codec="libx264", extra_args=["-preset", q.mp4_preset, "-crf", str(q.mp4_crf), "-pix_fmt", "yuv420p"]
     )
     anim = FuncAnimation(
-        fig.fig, fig.update, frames=states, init_func=lambda: [], blit=False, cache_frame_data=False, repeat=False
+        fig.fig, fig.update, frames=states, init_func=list, blit=False, cache_frame_data=False, repeat=False
     )
     t0 = time.perf_counter()
     anim.save(str(out / "funcanimation.mp4"), writer=writer, dpi=fig.fig.dpi)
@@ -82,7 +83,7 @@ def stream_peak(run: Run, indices: np.ndarray, fig: PanelFigure) -> float:
     """Peak MB of Python allocations while reading, projecting and drawing `indices`."""
     tracemalloc.start()
     tracemalloc.reset_peak()
-    for s in frame_states(panel_coordinates(run, SEED_PANELS, indices=indices)):
+    for s in frame_states(panel_coordinates(run, SOURCE_PANELS, indices=indices)):
         fig.render(s, rgba=True)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -111,7 +112,10 @@ def main() -> None:
             t_ours = time_ours(states, figure(movie, True), out)
             t_noblit = time_ours(states, figure(movie, False), out)
             t_fa = time_funcanimation(states, figure(movie, False), out, Quality())
-        rate = lambda t: T / t
+
+        def rate(t):
+            return T / t
+
         print(f"  ours (blit, buffer, stdin)   {rate(t_ours):6.1f} frames/s")
         print(f"  ours without blitting        {rate(t_noblit):6.1f} frames/s")
         print(f"  FuncAnimation.save+FFMpeg    {rate(t_fa):6.1f} frames/s")

@@ -30,11 +30,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets  # noqa: E402
-from headmovies.train.orbits.config import OrbitConfig  # noqa: E402
-from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed  # noqa: E402
-from headmovies.train.orbits.task import OrbitTask  # noqa: E402
-from headmovies.runfile.writer import RunWriter  # noqa: E402
+from headmovies.runfile.writer import RunWriter
+from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets
+from headmovies.train.orbits.config import OrbitConfig
+from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed
+from headmovies.train.orbits.task import OrbitTask
 
 
 class ReferenceTrainer:
@@ -94,8 +94,13 @@ def main() -> None:
     phase1, phase2 = 3000, 12000  # lambda at eq_weight; second phase with its sequence term
     M, R = (c.detach().requires_grad_() for c in ours.model.circuits())
     x = torch.randint(0, cfg.p, (cfg.eq_seq_batch, 6), generator=torch.Generator().manual_seed(0))
-    seq_ours = lambda: seq_eq_loss(M, R, x).backward()
-    seq_ref = lambda: seq_eq_loss_indexed(M, R, x).backward()
+
+    def seq_ours():
+        return seq_eq_loss(M, R, x).backward()
+
+    def seq_ref():
+        return seq_eq_loss_indexed(M, R, x).backward()
+
     for _ in range(3):  # warm up
         ours.step(phase1)
         ref.step()

@@ -19,10 +19,9 @@ from pathlib import Path
 # models ~30x (measured); sleeping threads cost little. Set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from headmovies import __version__, disk  # noqa: E402
-from headmovies.commands import induction, orbits, ov_coherent, recover, sweep, train  # noqa: E402
-from headmovies.errors import UserError, forget_warnings  # noqa: E402
-
+from headmovies import __version__, disk
+from headmovies.commands import induction, orbits, ov_coherent, recover, sweep, train
+from headmovies.errors import UserError, forget_warnings
 
 # The commands, in the order `headmovies --help` lists them: shared ones, then one per
 # experiment family (a new family adds its module here).
@@ -55,8 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train tiny attention-only transformers into HDF5 run files, and render movies, figures "
         "and reports of their heads' QK and OV circuits from those files alone.",
         epilog="Run `headmovies COMMAND --help` for a command's options. Docs: docs/ in the repository. "
-        "Seeds 000, 003 and 004 are the source write-ups the experiments reproduce (docs/experiments.md); "
-        "a run's random seed is its config key `seed` (`--set seed=N`).",
+        "Sources 000, 003 and 004 are the write-ups the experiments reproduce (docs/experiments.md); "
+        "a seed is always a run's random seed, its config key `seed` (`--set seed=N`).",
     )
     parser.add_argument("--version", action="version", version=f"headmovies {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

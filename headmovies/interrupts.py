@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 
 class deferred_signals:
@@ -26,12 +26,12 @@ class deferred_signals:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.pending = threading.Event()
         self._before: dict[int, Callable] = {}
         self._received: int | None = None
 
-    def __enter__(self) -> "deferred_signals":
+    def __enter__(self) -> deferred_signals:
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 handler = signal.getsignal(sig)
@@ -48,14 +48,14 @@ class deferred_signals:
 
     def deliver(self) -> None:
         """Run the earlier handler of a recorded signal (usually: raise KeyboardInterrupt)."""
-        if self.pending.is_set():
+        signum = self._received
+        if self.pending.is_set() and signum is not None:  # `_record` sets both
             self.pending.clear()
-            self._before.get(self._received, signal.default_int_handler)(self._received, None)
+            self._before.get(signum, signal.default_int_handler)(signum, None)
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         for sig, handler in self._before.items():
             signal.signal(sig, handler)
-        return False
 
 
 def ignore_between_jobs() -> None:

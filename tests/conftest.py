@@ -20,7 +20,6 @@ def one_torch_thread():
 
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
-    yield
 
 
 CHROMIUM = os.environ.get("HEADMOVIES_CHROMIUM", "/usr/bin/chromium")
@@ -51,3 +50,11 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
         b.close()
+
+
+def pytest_collection_modifyitems(items):
+    """Every test that uses Chromium (the `browser` fixture, directly or through another fixture)
+    is marked `browser`, so `make test-fast` can leave it out."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)

@@ -66,7 +66,10 @@ def equivariant_weights(
     W_E = E @ Q  # [n, d]
     W_U = Q.T @ E.T  # [d, n]
     G = [Q.T @ _shift_perm(n, d_model, s) @ Q for s in range(n)]  # G[s] = Q^T Pi_s Q
-    g = lambda s: G[s % n]
+
+    def g(s):
+        return G[s % n]
+
     W_Q, W_K, W_V, W_O = [], [], [], []
     for k in orbit_sizes:
         stab = range(0, n, k)  # kZ_n

@@ -19,21 +19,22 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from equivariant import NAMES, equivariant_run
 from headmovies.render.core.circuits import centre_qk, qk_circuit
 from headmovies.render.core.encode import encode
-from headmovies.render.core.panels import frame_states
+from headmovies.render.core.frame_states import frame_states
 from headmovies.render.core.projections import irrep_coordinate
-from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.stream import orbit_history, panel_coordinates
 from headmovies.render.orbits.viewer import dequantise_rows, make_viewer, unpack
+from headmovies.runfile.reader import Run
+
+from equivariant import NAMES, equivariant_run
 
 EPOCHS = np.arange(0, 501, 25)  # 21 snapshots; the orbits are exact and verified from index 19
 ORBIT_12 = "12-orbit (heads 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)"
 
 
-@pytest.fixture()
+@pytest.fixture
 def open_page(browser):
     """open_page(url, **context options) -> (page, errors): JavaScript errors are collected."""
     contexts = []
@@ -93,7 +94,7 @@ def hex_rgb(colour: str) -> np.ndarray:
 
 
 def test_viewer_opens_from_file_offline(viewer, open_page):
-    run, result = viewer
+    _run, result = viewer
     requests = []
     page, errors = open_page("about:blank", offline=True)
     page.on("request", lambda r: requests.append(r.url))
@@ -142,10 +143,13 @@ def test_scrubbing_puts_each_dot_where_the_python_projection_does(viewer, open_p
 
 
 def test_play_pause_keys_and_the_timeline_move_through_epochs(viewer, open_page):
-    run, result = viewer
+    _run, result = viewer
     page, errors = open_page(result.path.as_uri())
     ready(page)
-    epoch = lambda: int(page.get_attribute("#epoch", "data-epoch"))
+
+    def epoch():
+        return int(page.get_attribute("#epoch", "data-epoch"))
+
     page.select_option("#speed", "250")
     page.click("#play")
     page.wait_for_function("Number(document.getElementById('epoch').dataset.epoch) >= 100", timeout=5000)

@@ -15,6 +15,7 @@ from headmovies.cli import main as cli_main
 from headmovies.errors import UserError
 from headmovies.sweeps import census_rows
 from headmovies.sweeps import census_tables as C
+
 from equivariant import equivariant_run
 
 
@@ -101,6 +102,7 @@ def test_screen_counts_kept_frequencies_recall_and_precision():
     assert C.screen_stats(rows, 750)["runs"] == 0  # no snapshot there: not counted
 
 
+@pytest.mark.slow
 def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     a = _sweep(
         tmp_path / "exact",
@@ -163,6 +165,7 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
     assert not (again / "census.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     a = _sweep(tmp_path / "exact", {0: {"orbit_sizes": (4,), "extra_heads": 1}})
     out = tmp_path / "census"
@@ -192,6 +195,7 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     assert row["version"] == 4 and row["outcome_bias_gauge"] == row["outcome"] == "2"
 
 
+@pytest.mark.slow
 def test_a_cut_off_run_file_is_named_keeps_an_earlier_row_and_the_rest_is_counted(tmp_path, capsys):
     a = _sweep(
         tmp_path / "exact",
@@ -230,10 +234,11 @@ def test_a_cut_off_run_file_is_named_keeps_an_earlier_row_and_the_rest_is_counte
     err = capsys.readouterr().err
     assert f"census: {a / 'seed0.h5'} is not a readable" in err and "could be read" in err.splitlines()[-1]
     # the library call without a handler still refuses, naming the file
-    with pytest.raises(UserError, match="seed0.h5 is not a readable"):
+    with pytest.raises(UserError, match=r"seed0\.h5 is not a readable"):
         census_rows.collect([a])
 
 
+@pytest.mark.slow
 def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path, capsys):
     """Head 12 (first of the 4-orbit) gains a key-independent OV column through W_V: the default
     check loses the 4-orbit, the bias gauge keeps it exact; the census row has both outcomes."""
@@ -272,6 +277,7 @@ def test_wilson_interval_known_values():
     assert C.wilson_interval(8, 8) == (pytest.approx(1 - 1.96**2 / (8 + 1.96**2)), 1.0)
 
 
+@pytest.mark.slow
 def test_a_grid_sweep_folder_is_refused_not_merged_into_one_recipe(tmp_path, capsys):
     folder = _sweep(tmp_path / "grid", {0: dict(orbit_sizes=(12, 4)), 1: dict(orbit_sizes=(12, 4))})
     rows = [json.loads(line) for line in (folder / "sweep.jsonl").read_text().splitlines()]
@@ -318,6 +324,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args,
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_census_continues_in_fresh_folders_on_another_machine(tmp_path, capsys):
     """The run files and sweep folders of earlier seeds are gone (another machine): the
     committed rows stand, and new seeds in fresh folders of the same recipes add to them."""

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from headmovies.cli import main as render_main
-from headmovies.render.core.encode import encode, find_ffmpeg
 from headmovies.errors import UserError
+from headmovies.render.core.encode import encode, find_ffmpeg
+
 from equivariant import equivariant_run, equivariant_weights, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,6 +134,7 @@ def tiny_run(tmp_path_factory):
     return equivariant_run(tmp_path_factory.mktemp("run") / "equi.h5", np.arange(9) * 50, extra_heads=2)
 
 
+@pytest.mark.slow
 def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
     out = tmp_path / "movie"
     argv = [
@@ -161,6 +163,7 @@ def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
     assert "25 frames" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_movie_command_panels_option(tiny_run, tmp_path):
     out = tmp_path / "two"
     assert (
@@ -252,6 +255,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tmp_path, tiny_ru
     assert not out.exists() or list(out.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_bad_input_in_a_subprocess_has_no_traceback(tmp_path):
     code, out, err = cli("orbits", "movie", str(tmp_path / "nope.h5"), "--out", str(tmp_path / "o"))
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -31,6 +31,7 @@ from headmovies.errors import DiskFullError, RunFileError
 from headmovies.interrupts import deferred_signals
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.writer import RunWriter
+
 from equivariant import equivariant_run, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,8 +139,13 @@ class SmallDisk:
         self.real = done.returncode == 0
         if not self.real:
             real_free = disk.free_bytes
-            inside = lambda p: Path(p).resolve().is_relative_to(path.resolve())  # noqa: E731
-            used = lambda: sum(f.stat().st_size for f in path.rglob("*") if f.is_file())  # noqa: E731
+
+            def inside(p):
+                return Path(p).resolve().is_relative_to(path.resolve())
+
+            def used():
+                return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
             monkeypatch.setattr(disk, "free_bytes", lambda p: max(0, size - used()) if inside(p) else real_free(p))
 
     def grow(self, size: int) -> None:
@@ -183,6 +189,7 @@ def wide_ref(tmp_path_factory):
     return read_run(out)
 
 
+@pytest.mark.slow
 def test_disk_full_before_the_first_snapshot_leaves_nothing(small_disk, capsys):
     d = small_disk(600_000)  # less than a snapshot needs with its margin
     out = d.path / "run.h5"
@@ -191,6 +198,7 @@ def test_disk_full_before_the_first_snapshot_leaves_nothing(small_disk, capsys):
     assert listing(d.path) == []  # no run file, no .partial, no checkpoint, no lock
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("every, where", [("1000", "the snapshot at epoch"), ("0", "the checkpoint at epoch")])
 def test_disk_full_at_a_later_snapshot_keeps_whole_snapshots_and_resumes_exactly(
     small_disk, wide_ref, capsys, every, where
@@ -246,9 +254,13 @@ def test_a_write_that_meets_a_full_disk_keeps_every_complete_snapshot(small_disk
     out = d.path / "run.h5"
     writer = RunWriter.create(out, ATTRS, 0, _fill(0), {"loss": 0.0}, {})
     writer.publish()
-    with pytest.raises(DiskFullError, match="while writing the snapshot at epoch"):
+
+    def append_until_full():
         for t in range(1, 10_000):
             writer.append(t, _fill(t), {"loss": float(t)})
+
+    with pytest.raises(DiskFullError, match="while writing the snapshot at epoch"):
+        append_until_full()
     writer.close()
     epochs, weights, metrics = read_run(out)
     assert len(epochs) > 10 and epochs.tolist() == list(range(len(epochs)))
@@ -272,6 +284,7 @@ def test_the_renderer_on_a_full_disk_says_so_and_leaves_nothing(small_disk, tiny
     d.fill(4_000)  # room to start, not for the movie
     if not d.real:  # injected: the first image written meets a full disk
         import matplotlib.figure
+
         import headmovies.render.core.encode as encode
 
         def full(*args, **kw):
@@ -327,6 +340,7 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout=120.0) -> int:
     raise AssertionError("no snapshots appeared")
 
 
+@pytest.mark.slow
 def test_a_second_writer_stops_at_once_naming_the_first(tmp_path, capsys):
     out = tmp_path / "run.h5"
     first = headmovies(*train_argv(out, 100_000))
@@ -384,6 +398,7 @@ def test_deferred_signals_wait_for_deliver_and_a_second_signal_does_not():
         signal.signal(signal.SIGTERM, before)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_training_at_the_next_snapshot_with_a_checkpoint_every_time(tmp_path, capsys):
     """A KeyboardInterrupt raised at an arbitrary bytecode of a training step was sometimes
     dropped (the process trained on; seen in CI). Now SIGTERM (as Ctrl-C) lets training run on
@@ -413,6 +428,7 @@ def test_sigterm_stops_training_at_the_next_snapshot_with_a_checkpoint_every_tim
     assert "trained again" not in capsys.readouterr().err  # nothing retrained
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_at, stop_at, complete", [(25, 30, False), (55, 60, True)])
 def test_a_signal_stops_at_the_next_snapshot_and_one_in_the_last_interval_completes_the_run(
     signal_at, stop_at, complete, tmp_path, monkeypatch, capsys
@@ -421,6 +437,7 @@ def test_a_signal_stops_at_the_next_snapshot_and_one_in_the_last_interval_comple
     every 10 epochs to 30, then every 20, and at 60): training stops after the next snapshot
     with its checkpoint; in the last interval the run is first marked complete."""
     import torch
+
     from headmovies.train.orbits.task import OrbitTask
 
     step = OrbitTask.step
@@ -439,6 +456,7 @@ def test_a_signal_stops_at_the_next_snapshot_and_one_in_the_last_interval_comple
     assert torch.load(checkpoint_path(out), weights_only=False)["epoch"] == stop_at
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_says_which_snapshots_it_trains_again(tmp_path, capsys):
     out = tmp_path / "run.h5"
     proc = headmovies(*train_argv(out, 100_000, every="30"))  # only the checkpoint of epoch 0
@@ -457,6 +475,7 @@ def test_resume_after_a_kill_says_which_snapshots_it_trains_again(tmp_path, caps
     )
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_checkpoint_of_another_run(tmp_path, capsys):
     a, b = tmp_path / "a.h5", tmp_path / "b.h5"
     assert main(train_argv(a, 40, seed=1)) == 0 and main(train_argv(b, 40, seed=2)) == 0
@@ -488,6 +507,7 @@ def test_a_run_without_checkpoint_names_the_command_that_recovers_it(tmp_path, c
 # --- kills --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kills_at_random_points_resume_exactly_and_live_reads_are_never_torn(tmp_path, capsys):
     """KILLS SIGKILLs at random points (after a random number of snapshots, plus a random
     fraction of a snapshot interval), each followed by --resume; meanwhile this process reads the
@@ -504,7 +524,7 @@ def test_kills_at_random_points_resume_exactly_and_live_reads_are_never_torn(tmp
     out = tmp_path / "run.h5"
     rng = random.Random(2026)
     kills = exact_resumes = reads = torn = 0
-    for i in range(KILLS):
+    for _i in range(KILLS):
         resume = out.exists()
         proc = headmovies(*train_argv(out, epochs, *(["--resume"] if resume else [])))
         start = read_run(out)[0].size if resume else 0
@@ -605,6 +625,7 @@ def _start_movie(run, out):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
+@pytest.mark.slow
 def test_a_killed_renderer_takes_ffmpeg_along_and_the_next_render_cleans_up(long_equi, tmp_path):
     out = tmp_path / "movie"
     proc, ffmpeg = _start_movie(long_equi, out)
@@ -646,6 +667,7 @@ def test_a_killed_renderer_takes_ffmpeg_along_and_the_next_render_cleans_up(long
     assert listing(out) == ["orbits.png"]  # ... the next render into the folder removed
 
 
+@pytest.mark.slow
 def test_a_killed_ffmpeg_is_one_line_and_leaves_nothing(long_equi, tmp_path):
     out = tmp_path / "movie"
     proc, ffmpeg = _start_movie(long_equi, out)
@@ -659,6 +681,7 @@ def test_a_killed_ffmpeg_is_one_line_and_leaves_nothing(long_equi, tmp_path):
 # --- non-finite weights -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_drawn_to_its_last_finite_snapshot_with_one_warning(tmp_path, capsys):
     """A real divergence: the second phase's OV-bias weight overflows the loss after epoch 30,
     the trainer stops at the next snapshot (50), and that snapshot's weights are NaN. Every
@@ -757,7 +780,10 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
     """name -> (argv, text the error line must hold). Files the cases need are made here."""
     orbit, ind, ov = (str(runs / n) for n in ("orbits.h5", "ind.h5", "ov.h5"))
     movie = ["orbits", "movie", orbit, "--out", str(tmp / "out"), "--no-progress"]
-    train = lambda *a: train_argv(tmp / "new.h5", 20, *a)  # noqa: E731
+
+    def train(*a):
+        return train_argv(tmp / "new.h5", 20, *a)
+
     (tmp / "latin1.toml").write_bytes('lr = "caf\xe9"\n'.encode("latin-1"))
     (tmp / "folder.h5").mkdir()
     (tmp / "trunc.h5").write_bytes((runs / "orbits.h5").read_bytes())
@@ -775,7 +801,10 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "panel-px 100000": (movie + ["--panel-px", "100000"], "--panel-px must be in 220..2000, got 100000"),
         "panel-px 8": (
             movie + ["--panel-px", "8"],
-            "--panel-px must be in 220..2000 (below 220 the text no longer fits; to show the movie smaller, give it a smaller width in the page), got 8",
+            (
+                "--panel-px must be in 220..2000 (below 220 the text no longer fits; "
+                "to show the movie smaller, give it a smaller width in the page), got 8"
+            ),
         ),
         # checked before any run is read or any file written
         "html alone": (movie + ["--formats", "html"], "the html snippet plays the mp4/webm movie"),
@@ -1009,6 +1038,7 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(case, tmp_path, runs, 
             subprocess.run(["umount", "-l", str(tmp_path / "ro")])
 
 
+@pytest.mark.slow
 def test_bad_input_in_a_fresh_process_has_no_traceback(tmp_path):
     """The same from the shell, for one case of each kind (usage, config, file)."""
     for argv in (
@@ -1026,6 +1056,7 @@ def test_bad_input_in_a_fresh_process_has_no_traceback(tmp_path):
 def test_the_snapshot_count_bound_holds_for_every_schedule():
     """The bound `validate` checks before any schedule is built is never below the real count."""
     import itertools
+
     from headmovies.train.config import snapshot_count
     from headmovies.train.schedule import snapshot_epochs
 

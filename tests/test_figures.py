@@ -9,12 +9,15 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from equivariant import equivariant_run, write_run
 from headmovies.cli import main
-from headmovies.render.orbits.figures import head_order, make_figures, orbits_over_time
 from headmovies.render.orbits.check import check_orbits
+from headmovies.render.orbits.check_figures import head_order
+from headmovies.render.orbits.figures import make_figures
+from headmovies.render.orbits.history_figures import orbits_over_time
 from headmovies.render.orbits.stream import orbit_history
 from headmovies.runfile.reader import Run
+
+from equivariant import equivariant_run, write_run
 
 EPOCHS = np.arange(0, 251, 50)  # 6 snapshots; the layer is exactly equivariant from epoch 200
 
@@ -24,6 +27,7 @@ def eq_run(tmp_path_factory):
     return equivariant_run(tmp_path_factory.mktemp("run") / "eq.h5", EPOCHS, orbit_sizes=(12, 4), extra_heads=4)
 
 
+@pytest.mark.slow
 def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
     out = tmp_path / "figs"
     assert main(["orbits", "figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
@@ -72,6 +76,7 @@ def test_head_order_groups_orbits_in_shift_order():
     assert order[6:8] == report.unassigned and order[8:] == [8] == report.dead
 
 
+@pytest.mark.slow
 def test_png_only_and_explicit_panels(eq_run, tmp_path):
     out = tmp_path / "f"
     paths = make_figures(
@@ -117,7 +122,7 @@ def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
 def test_panels_for_run(eq_run, tmp_path):
     """The movie's panel choice: one orbit check of the final snapshot serves default and auto."""
     from headmovies.render.orbits.check import run_report, snapshot_circuits
-    from headmovies.render.orbits.panel_choice import SEED_PANELS, auto_panels, resolve_panels
+    from headmovies.render.orbits.panel_choice import SOURCE_PANELS, auto_panels, resolve_panels
     from headmovies.render.orbits.stream import final_snapshot
 
     with Run(eq_run) as run:
@@ -127,7 +132,7 @@ def test_panels_for_run(eq_run, tmp_path):
         auto, _ = resolve_panels(["auto"], report, M, R, 24, 2)
         M, R = snapshot_circuits(run, -1)
         expected = auto_panels(run_report(run), M, R, 24, 2)
-    # random orbits do not live in the seed's planes: the default falls back to auto
+    # random orbits do not live in the source's planes: the default falls back to auto
     assert panels == auto == expected and note.startswith("automatic panels")
     assert [p.order(24, 2) for p in panels] == [12, 12, 4, 4]
     # 'seed' needs no orbit check, so it works on a run without the weights for one
@@ -135,7 +140,7 @@ def test_panels_for_run(eq_run, tmp_path):
     with Run(plain) as run:
         final = final_snapshot(run)
         report, M, R = final.report, final.M, final.R
-        assert report is None and resolve_panels(["seed"], report, M, R, 24, 2)[0] == list(SEED_PANELS)
+        assert report is None and resolve_panels(["source"], report, M, R, 24, 2)[0] == list(SOURCE_PANELS)
 
 
 def test_orbit_history_dates_each_orbit_from_its_verification(eq_run):
@@ -156,8 +161,8 @@ def test_orbit_history_dates_each_orbit_from_its_verification(eq_run):
 def test_both_equivariance_errors_in_curves_and_caption(eq_run, tmp_path):
     """New files store eq_error_pooled and eq_error_worst_input; files made before hold the
     pooled error as `eq_error`, which the reader renames, so figures and captions read both."""
-    from headmovies.render.orbits.figures import curves_figure
     from headmovies.render.orbits.captions import metrics_caption
+    from headmovies.render.orbits.curves_figure import curves_figure
 
     with Run(eq_run) as run:
         met = run.metrics()
@@ -188,24 +193,25 @@ def test_orbit_progress_figure(eq_run):
     """Per head one error curve coloured by its final orbit, the tolerance line, the
     heads-in-orbits count, and each orbit's lock-in epoch (the fifth snapshot, 200) marked."""
     from matplotlib.colors import to_hex
-    from headmovies.render.orbits.figures import orbit_progress_figure
+
+    from headmovies.render.orbits.history_figures import orbit_progress_figure
 
     with Run(eq_run) as run:
         h = orbit_history(run)
     fig = orbit_progress_figure(h)
     top, bottom = fig.axes[:2]
-    curves = [l for l in top.get_lines() if len(l.get_xdata()) == len(EPOCHS)]
+    curves = [line for line in top.get_lines() if len(line.get_xdata()) == len(EPOCHS)]
     assert len(curves) == 20  # 16 orbit heads + 4 in none
     by_colour = {}
     for line in curves:
         by_colour.setdefault(to_hex(line.get_color()), []).append(line)
     assert sorted(len(v) for v in by_colour.values()) == [4, 4, 12]
-    tol = [l for l in top.get_lines() if l.get_linestyle() == "--"]
+    tol = [line for line in top.get_lines() if line.get_linestyle() == "--"]
     assert len(tol) == 1 and tol[0].get_ydata()[0] == pytest.approx(0.02)
     assert top.get_yscale() == "log"
-    locks = sorted({float(l.get_xdata()[0]) for l in top.get_lines() if l.get_linestyle() == ":"})
+    locks = sorted({float(line.get_xdata()[0]) for line in top.get_lines() if line.get_linestyle() == ":"})
     assert locks == [200.0]
-    step = [l for l in bottom.get_lines() if l.get_linestyle() == "-"][0]
+    step = next(line for line in bottom.get_lines() if line.get_linestyle() == "-")
     assert step.get_ydata().tolist() == [0, 0, 0, 0, 16, 16]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend[0] == "orbit 1 (size 12, heads 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11): locked in at epoch 200"

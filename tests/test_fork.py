@@ -13,11 +13,12 @@ import pytest
 from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import ConfigError, UserError
-from headmovies.train import config, loop
-from headmovies.train.fork import ForkTooEarly
 from headmovies.sweeps import sweep as S
 from headmovies.sweeps.sweep_rows import ROWS_FILE, read_sweep_rows
+from headmovies.train import config, loop
+from headmovies.train.fork import ForkTooEarly
 from headmovies.train.orbits.config import OrbitConfig
+
 from test_sweep import SWEEP_SETS, assert_same_run_files
 
 # Second phase from epoch 120 of 200; the source has neither addition, the fork both (strong
@@ -37,6 +38,7 @@ def weights_at(path, epoch: int) -> dict:
         return {k: f["snapshots"][k][i] for k in runfile.weight_names(f)}
 
 
+@pytest.mark.slow
 def test_a_fork_equals_the_run_from_scratch(tmp_path):
     src, scratch, fork = tmp_path / "src.h5", tmp_path / "scratch.h5", tmp_path / "fork.h5"
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False)
@@ -56,6 +58,7 @@ def test_a_fork_equals_the_run_from_scratch(tmp_path):
     assert (np.abs(W_V_src).reshape(3, -1).max(1) > 0).all()
 
 
+@pytest.mark.slow
 def test_a_fork_stopped_early_resumes_bit_for_bit(tmp_path):
     src, scratch, fork = tmp_path / "src.h5", tmp_path / "scratch.h5", tmp_path / "fork.h5"
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False)
@@ -67,6 +70,7 @@ def test_a_fork_stopped_early_resumes_bit_for_bit(tmp_path):
     assert_same_run_files(fork, scratch)
 
 
+@pytest.mark.slow
 def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
     src, out = tmp_path / "src.h5", tmp_path / "out.h5"
     loop.train("orbits", cfg(**SEED_OBJECTIVE), src, progress=False, stop_at=80)  # not yet at the fork
@@ -93,7 +97,7 @@ def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
         r"and 120\)",
     ):
         loop.train("orbits", cfg(refine_start="100"), out, progress=False, fork_from=src)
-    with pytest.raises(UserError, match="cannot fork from .*nothere.h5: no such file"):
+    with pytest.raises(UserError, match=r"cannot fork from .*nothere\.h5: no such file"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=tmp_path / "nothere.h5")
     (tmp_path / "junk.h5").write_text("not HDF5")
     with pytest.raises(UserError, match=r"cannot fork from .*junk.h5: .* is not a readable HDF5 run file[^;]*$"):
@@ -104,7 +108,7 @@ def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src.h5", "src.h5.ckpt"]
     # an existing run is kept unless --force; a run never forks from itself
     loop.train("orbits", cfg(), out, progress=False)
-    with pytest.raises(UserError, match="out.h5 exists; pass --force to replace it with the fork"):
+    with pytest.raises(UserError, match=r"out\.h5 exists; pass --force to replace it with the fork"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=src)
     with pytest.raises(UserError, match="--fork-from is the --out file"):
         loop.train("orbits", cfg(), out, progress=False, fork_from=out, force=True)
@@ -114,6 +118,7 @@ def test_bad_sources_are_refused_before_anything_is_written(tmp_path):
     assert cli_main(args + sets) == 2 and not (tmp_path / "cli.h5").exists()
 
 
+@pytest.mark.slow
 def test_a_source_extended_from_fewer_epochs_is_refused(tmp_path):
     """A source first trained to 100 epochs ran its first phase's cosine to 100, not to
     refine_start = 120: its stored config (epochs=200 after --resume) hides that, the recorded
@@ -138,6 +143,7 @@ def test_a_source_extended_from_fewer_epochs_is_refused(tmp_path):
         loop.train("orbits", cfg(), tmp_path / "fork.h5", progress=False, fork_from=short)
 
 
+@pytest.mark.slow
 def test_a_source_extended_after_the_fork_epoch_forks_and_its_extensions_stay_behind(tmp_path):
     src, scratch, fork = tmp_path / "src.h5", tmp_path / "scratch.h5", tmp_path / "fork.h5"
     loop.train("orbits", cfg(epochs="160", **SEED_OBJECTIVE), src, progress=False)
@@ -151,10 +157,11 @@ def test_a_source_extended_after_the_fork_epoch_forks_and_its_extensions_stay_be
         assert "extensions" not in f.attrs
 
 
+@pytest.mark.slow
 def test_a_sweep_forks_where_it_can(tmp_path):
     """Sources for seeds 0 and 1 (seed 1 only through epoch 80): seed 0 forks, seeds 1 and 2
     train from scratch; all three equal a sweep trained from scratch."""
-    common = {k: v for k, v in PHASES.items()}
+    common = dict(PHASES.items())
     S.sweep("orbits", tmp_path / "src", seeds=[0], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False)
     S.sweep(
         "orbits", tmp_path / "src", seeds=[1], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False, stop_at=80
@@ -204,6 +211,7 @@ def test_a_sweep_forks_where_it_can(tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, capsys):
     """A grid over refine_prune names its runs seed0-refine_prune0.99 etc.; they fork from the
     source sweep's seed0 (same seed, first phase alike). A forked run cut short and resumed keeps
@@ -261,6 +269,7 @@ def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, caps
         )
 
 
+@pytest.mark.ray
 def test_a_ray_sweep_forks_from_a_relative_source_folder(tmp_path, monkeypatch):
     """Ray workers need not share the driver's working directory: the plan carries the source as
     an absolute path. The fork equals the local one bit for bit."""

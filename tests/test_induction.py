@@ -1,4 +1,4 @@
-"""Induction experiment (seed 003): data, model invariants (causal mask, positions in Q/K only,
+"""Induction experiment (source 003): data, model invariants (causal mask, positions in Q/K only,
 smeared keys), the numpy renderer against the torch trainer, copying and composition scores
 on hand-built circuits, a tiny training run, and bad input at the commands' edge."""
 
@@ -14,8 +14,15 @@ import numpy as np
 import pytest
 import torch
 
-from headmovies.train import config
 from headmovies.cli import main as pipeline_main
+from headmovies.cli import main as render_main
+from headmovies.render.induction import analysis as ind
+from headmovies.render.induction import circuit_scores as cs
+from headmovies.render.induction import numpy_model as npm
+from headmovies.runfile.reader import Run
+from headmovies.tasks import induction as task
+from headmovies.tasks.induction import sinusoidal_table
+from headmovies.train import config
 from headmovies.train.induction import (
     Induction1L,
     Induction2L,
@@ -25,11 +32,6 @@ from headmovies.train.induction import (
     repeated_blocks,
 )
 from headmovies.train.loop import train
-from headmovies.render.induction import analysis as ind
-from headmovies.tasks import induction as task
-from headmovies.tasks.induction import sinusoidal_table
-from headmovies.cli import main as render_main
-from headmovies.runfile.reader import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"epochs": "40", "early_every": "10", "batch_size": "32", "eval_size": "64"}
@@ -44,9 +46,9 @@ def torch_model(task_cls, seed=0, **kw) -> InductionTransformer:
     return InductionTransformer(cfg_of(task_cls, **kw)).double()
 
 
-def numpy_model(model: InductionTransformer) -> ind.Model:
+def numpy_model(model: InductionTransformer) -> npm.Model:
     weights = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-    return ind.Model(weights, model.W_pos.numpy(), model.blocks[0].attn.positions)
+    return npm.Model(weights, model.W_pos.numpy(), model.blocks[0].attn.positions)
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -99,7 +101,7 @@ def test_causal_mask(task_cls):
     upper = torch.ones(24, 24, dtype=torch.bool).triu(1)
     assert float(pattern[..., upper].abs().max()) == 0.0  # no attention to later positions
     np.testing.assert_allclose(pattern.sum(-1).numpy(), 1.0, atol=1e-12)
-    _, patterns = ind.forward(numpy_model(model), x.numpy(), return_patterns=True)
+    _, patterns = npm.forward(numpy_model(model), x.numpy(), return_patterns=True)
     assert all(float(np.abs(p[..., upper.numpy()]).max()) == 0.0 for p in patterns)
     del model_cfg
 
@@ -109,7 +111,7 @@ def test_positions_reach_only_q_and_k(positions):
     model = torch_model(Induction1L, positions=positions)
     attn = model.blocks[0].attn
     tokens = repeated_blocks(8, cfg_of(Induction1L), torch.Generator().manual_seed(2))
-    ov_before = ind.copying_table(numpy_model(model).weights)
+    ov_before = cs.copying_table(numpy_model(model).weights)
     with torch.no_grad():
         x = model.W_E[tokens]
         _, pattern_before = attn(x, model.W_pos, return_pattern=True)
@@ -125,12 +127,12 @@ def test_positions_reach_only_q_and_k(positions):
             uniform = model(tokens)
             model.W_pos.zero_()
             torch.testing.assert_close(model(tokens), uniform, rtol=0, atol=1e-12)
-    ov_after = ind.copying_table(numpy_model(model).weights)
+    ov_after = cs.copying_table(numpy_model(model).weights)
     assert [r["copying"] for r in ov_before] == [r["copying"] for r in ov_after]  # OV circuit unchanged
 
 
 def test_default_positions_are_the_seeds_wording():
-    """Seed 003: positions "added to Q and K": the query/key vectors, one d_head slice per head."""
+    """Source 003: positions "added to Q and K": the query/key vectors, one d_head slice per head."""
     for cls in (Induction1L, InductionSmeared, Induction2L):
         assert cfg_of(cls).positions == "qk_vector" == task.DEFAULT_POSITIONS
     assert task.positions_of({}) == "qk_input"  # files made before the option
@@ -185,7 +187,7 @@ def test_numpy_forward_matches_trainer(task_cls, positions):
     for kcomp in (True, False):
         with torch.no_grad():
             ref = model(tokens, k_composition=kcomp).numpy()
-        np.testing.assert_allclose(ind.forward(nm, tokens.numpy(), k_composition=kcomp), ref, atol=1e-10)
+        np.testing.assert_allclose(npm.forward(nm, tokens.numpy(), k_composition=kcomp), ref, atol=1e-10)
 
 
 # --- copying and composition scores -------------------------------------------------------------
@@ -208,38 +210,38 @@ def copying_weights(sign: float) -> dict:
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_copying_score_pure_copying_and_negation(sign):
-    head = ind.copying_table(copying_weights(sign))[0]
+    head = cs.copying_table(copying_weights(sign))[0]
     assert head["circuit"] == "L0H0"
     assert head["copying"] == pytest.approx(sign, abs=1e-12)
-    assert head["seed_mean_sign"] == pytest.approx(sign, abs=1e-12)
-    direct = ind.copying_table(copying_weights(sign))[-1]  # W_E W_E^T: identity
+    assert head["source_mean_sign"] == pytest.approx(sign, abs=1e-12)
+    direct = cs.copying_table(copying_weights(sign))[-1]  # W_E W_E^T: identity
     assert direct["circuit"].startswith("direct") and direct["copying"] == pytest.approx(1.0)
 
 
 def test_copying_scores_known_eigenvalues():
-    s = ind.copying_scores(np.array([2.0, -1.0, 0.0]))
-    assert s["copying"] == pytest.approx(1 / 3) and s["seed_mean_sign"] == pytest.approx(0.0)
-    s = ind.copying_scores(np.array([1 + 1j, 1 - 1j]))  # 45 degrees
-    assert s["copying"] == pytest.approx(1 / math.sqrt(2)) and s["seed_mean_sign"] == pytest.approx(1 / math.sqrt(2))
+    s = cs.copying_scores(np.array([2.0, -1.0, 0.0]))
+    assert s["copying"] == pytest.approx(1 / 3) and s["source_mean_sign"] == pytest.approx(0.0)
+    s = cs.copying_scores(np.array([1 + 1j, 1 - 1j]))  # 45 degrees
+    assert s["copying"] == pytest.approx(1 / math.sqrt(2)) and s["source_mean_sign"] == pytest.approx(1 / math.sqrt(2))
     A, B = np.random.default_rng(1).standard_normal((26, 8)), np.random.default_rng(2).standard_normal((8, 26))
     big = np.linalg.eigvals(A @ B)
     big = big[np.abs(big) > 1e-8]
-    np.testing.assert_allclose(np.sort_complex(ind.factored_eigenvalues(A, B)), np.sort_complex(big), atol=1e-8)
+    np.testing.assert_allclose(np.sort_complex(cs.factored_eigenvalues(A, B)), np.sort_complex(big), atol=1e-8)
 
 
 def test_k_composition_known_cases():
     e = np.eye(4)
     w = {"W_E": np.eye(4), "W_U": np.eye(4)}
-    for l in (0, 1):
+    for li in (0, 1):
         w |= {
-            f"blocks.{l}.attn.W_Q": e[None, :, :1],
-            f"blocks.{l}.attn.W_K": e[None, :, :1],
-            f"blocks.{l}.attn.W_V": e[None, :, :1],
-            f"blocks.{l}.attn.W_O": e[None, :1, :],
+            f"blocks.{li}.attn.W_Q": e[None, :, :1],
+            f"blocks.{li}.attn.W_K": e[None, :, :1],
+            f"blocks.{li}.attn.W_V": e[None, :, :1],
+            f"blocks.{li}.attn.W_O": e[None, :1, :],
         }
-    assert ind.composition_scores(w)["k"][0, 0] == pytest.approx(1.0)  # OV1 writes where keys read
+    assert cs.composition_scores(w)["k"][0, 0] == pytest.approx(1.0)  # OV1 writes where keys read
     w["blocks.1.attn.W_K"] = e[None, :, 1:2]  # keys read another direction
-    scores = ind.composition_scores(w)
+    scores = cs.composition_scores(w)
     assert scores["k"][0, 0] == pytest.approx(0.0) and scores["q"][0, 0] == pytest.approx(1.0)
     assert 0 < scores["k_baseline"] < 1
 
@@ -248,18 +250,18 @@ def test_no_k_composition_ablation():
     model = torch_model(Induction2L, seed=6)
     nm = numpy_model(model)
     tokens = task.sample_sequences(np.random.default_rng(0), 32, 26, 24, 6)
-    full = ind.mean_attention(nm, tokens)
-    ablated = ind.mean_attention(nm, tokens, k_composition=False)
+    full = npm.mean_attention(nm, tokens)
+    ablated = npm.mean_attention(nm, tokens, k_composition=False)
     np.testing.assert_array_equal(full[0], ablated[0])  # layer 0 untouched
     assert np.abs(full[1] - ablated[1]).max() > 1e-3  # layer 1 keys changed
     nm.weights["blocks.0.attn.W_O"] = np.zeros_like(nm.weights["blocks.0.attn.W_O"])  # layer 0 writes nothing
-    np.testing.assert_allclose(ind.forward(nm, tokens, k_composition=False), ind.forward(nm, tokens), atol=1e-12)
+    np.testing.assert_allclose(npm.forward(nm, tokens, k_composition=False), npm.forward(nm, tokens), atol=1e-12)
 
 
 def test_offset_profile_and_correct_completion():
     prev = np.eye(24, k=-1)
     prev[0, 0] = 1  # all attention one back
-    prof = ind.offset_profile(prev)
+    prof = npm.offset_profile(prev)
     assert prof[1] == 1.0 and prof[0] == pytest.approx(1 / 24) and prof[5] == 0.0
     assert task.correct_completion("ABCDEF") == "ABCDEFABCDEFABCDEF"
     assert task.correct_completion("AAABBBAAABBB") == "AAABBBAAABBB"
@@ -293,9 +295,10 @@ def test_tiny_training_run_lands_snapshots(tiny_runs):
         assert {"W_E", "W_U", "blocks.1.attn.W_Q"} <= set(w) and w["blocks.1.attn.W_O"].shape == (4, 8, 32)
         assert not np.array_equal(run.weights(0)["W_E"], w["W_E"])
         assert run.f.attrs["W_pos"].shape == (24, 32)
-        assert ind.n_layers(w) == 2
+        assert npm.n_layers(w) == 2
 
 
+@pytest.mark.slow
 def test_render_command_writes_tables(tiny_runs, tmp_path, capsys):
     rc = render_main(
         [
@@ -311,7 +314,7 @@ def test_render_command_writes_tables(tiny_runs, tmp_path, capsys):
     )
     assert rc == 0
     data = json.loads((tmp_path / "induction-2l" / "analysis.json").read_text())
-    assert [r["prompt"] for r in data["completions"]] == list(task.SEED_PROMPTS)
+    assert [r["prompt"] for r in data["completions"]] == list(task.SOURCE_PROMPTS)
     assert all(len(r["prompt"]) + len(r["completion"]) == 24 for r in data["completions"])
     assert np.array(data["composition"]["k"]).shape == (4, 4)
     assert set(data["block_length_accuracy"]) == {"4", "5", "6", "7", "8"}
@@ -366,12 +369,14 @@ def test_induction_timeline_marks_accuracy_that_lasts():
     assert [(e.epoch, e.label) for e in tl.events] == [(300, "accuracy ≥ 50%"), (400, "accuracy ≥ 90%")]
     assert tl.curves[0].values.tolist() == pytest.approx([10, 60, 40, 60, 95, 97])
     tl = induction_timeline(epochs, metrics, {**config, "early_every": 50})
-    assert [(e.epoch, e.hold) for e in tl.events][0] == (300, False)  # the schedule switch is marked, not held
+    assert next((e.epoch, e.hold) for e in tl.events) == (300, False)  # the schedule switch is marked, not held
 
 
+@pytest.mark.slow
 def test_attention_movie_has_timeline_holds_and_caption(tiny_runs, tmp_path):
     from headmovies.render.core.timeline import hold_frames
     from headmovies.render.induction.movie import induction_timeline
+
     from test_encode import probe
 
     run = tiny_runs["induction-smeared"]

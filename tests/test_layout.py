@@ -1,6 +1,7 @@
 """The house: every experiment is complete in every layer, layers import downward only (training
-never loads rendering, sweeps or commands; rendering never loads torch), and only
-headmovies/runfile/ imports h5py or indexes a run file's groups."""
+never loads rendering, sweeps or commands; rendering never loads torch), only
+headmovies/runfile/ imports h5py or indexes a run file's groups, and no package file is over
+MAX_LINES lines."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import headmovies
 from headmovies import tasks
@@ -123,6 +126,7 @@ def _modules(package: str) -> list[str]:
     return [m.name for m in pkgutil.walk_packages(pkg.__path__, prefix=f"{package}.")]
 
 
+@pytest.mark.slow
 def test_training_never_imports_rendering_sweeps_or_commands():
     """Import every module of headmovies.train in a fresh interpreter: no module of
     headmovies.render, headmovies.sweeps or headmovies.commands (nor the CLI) gets loaded."""
@@ -149,6 +153,38 @@ GROUP_CONSTANTS = {"SNAPSHOTS", "METRICS", "SPLIT", "COMPLETE"}  # runfile.schem
 GROUP_PATH = re.compile(r"^/?(snapshots|metrics|split|complete)(/|$)")
 
 
+def _imports_h5py(node: ast.AST) -> bool:
+    """An import statement, `__import__("h5py")` or `import_module("h5py")`."""
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] == "h5py" for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] == "h5py"
+    return bool(
+        isinstance(node, ast.Call)
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and str(node.args[0].value).split(".")[0] == "h5py"
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("__import__", "import_module")
+    )
+
+
+def _indexes_groups(node: ast.AST) -> bool:
+    """`run.f[...]`, a subscript by a group constant or by a group path."""
+    if not isinstance(node, ast.Subscript):
+        return False
+    key = node.slice
+    return bool(
+        (isinstance(node.value, ast.Attribute) and node.value.attr == "f")
+        or getattr(key, "attr", getattr(key, "id", None)) in GROUP_CONSTANTS
+        or (
+            isinstance(key, ast.Constant)
+            and isinstance(key.value, str)
+            and GROUP_PATH.match(key.value)
+            and "/" in key.value
+        )
+    )
+
+
 def runfile_breaches(root: Path) -> list[str]:
     """'path:line: what' (path under `root`, a headmovies/ folder) for each place outside
     root/runfile/ that imports h5py (an import statement, `__import__` or `import_module`) or
@@ -160,34 +196,10 @@ def runfile_breaches(root: Path) -> list[str]:
         if rel.startswith("runfile/"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=rel)):
-            what = None
-            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "h5py" for a in node.names):
-                what = "imports h5py"
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "h5py":
-                what = "imports h5py"
-            elif (
-                isinstance(node, ast.Call)
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and str(node.args[0].value).split(".")[0] == "h5py"
-                and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("__import__", "import_module")
-            ):
-                what = "imports h5py"
-            elif isinstance(node, ast.Subscript):
-                key = node.slice
-                if isinstance(node.value, ast.Attribute) and node.value.attr == "f":
-                    what = "indexes a run file's groups"
-                elif getattr(key, "attr", getattr(key, "id", None)) in GROUP_CONSTANTS:
-                    what = "indexes a run file's groups"
-                elif (
-                    isinstance(key, ast.Constant)
-                    and isinstance(key.value, str)
-                    and GROUP_PATH.match(key.value)
-                    and "/" in key.value
-                ):
-                    what = "indexes a run file's groups"
-            if what:
-                found.add((rel, node.lineno, what))
+            if _imports_h5py(node):
+                found.add((rel, node.lineno, "imports h5py"))
+            elif _indexes_groups(node):
+                found.add((rel, node.lineno, "indexes a run file's groups"))
     return [f"{rel}:{line}: {what}" for rel, line, what in sorted(found)]
 
 
@@ -225,6 +237,7 @@ def test_the_hdf5_scan_catches_a_planted_module(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_rendering_never_imports_torch():
     """Import every rendering module, the run-file schema, the task facts and the CLI parser in
     a fresh interpreter: torch and headmovies.train stay unloaded."""
@@ -246,6 +259,7 @@ def test_rendering_never_imports_torch():
     assert len(mods) >= 25
 
 
+@pytest.mark.slow
 def test_cli_lists_every_command():
     done = subprocess.run([sys.executable, "-m", "headmovies", "--help"], capture_output=True, text=True)
     assert done.returncode == 0
@@ -278,3 +292,46 @@ def test_every_help_fits_a_terminal(monkeypatch):
         assert not long, (name, long)
         seen += 1
     assert seen >= 14  # the top level, 5 commands and their actions
+
+
+MAX_LINES = 450  # one file, one job: a package file (.py, .js, .html, .css) longer than this does several
+SOURCE_SUFFIXES = (".py", ".js", ".html", ".css")
+# Package files allowed over MAX_LINES for now (paths under headmovies/). Both are being split by
+# other work; the lead removes each entry when its split lands (the test below then fails for an
+# entry no longer over, so the list cannot go stale).
+OVER_MAX_LINES_ALLOWED = {
+    "render/orbits/check.py",  # being split by other work
+    "render/core/encode.py",  # being split by other work
+}
+
+
+def long_files(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
+    """{path under `root` (a headmovies/ folder): its line count} for each source file over `limit` lines."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.suffix in SOURCE_SUFFIXES and path.is_file() and "__pycache__" not in path.parts:
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            if lines > limit:
+                out[path.relative_to(root).as_posix()] = lines
+    return out
+
+
+def test_no_package_file_is_over_max_lines():
+    """Every .py, .js, .html and .css file of the package has at most MAX_LINES lines, but the
+    allowed ones; each allowed one is still over (else its entry goes)."""
+    over = long_files(PACKAGE)
+    offenders = [f"{path}: {n} lines" for path, n in over.items() if path not in OVER_MAX_LINES_ALLOWED]
+    assert offenders == [], f"over {MAX_LINES} lines, split by job: {offenders}"
+    stale = sorted(OVER_MAX_LINES_ALLOWED - set(over))
+    assert stale == [], f"no longer over {MAX_LINES} lines: remove from OVER_MAX_LINES_ALLOWED: {stale}"
+    assert len(list(PACKAGE.rglob("*.js"))) >= 5  # the scan saw the viewer page's scripts
+
+
+def test_the_length_scan_catches_a_planted_file(tmp_path):
+    """A file one line over the limit is named with its count, one at the limit is not, in every
+    suffix scanned; other files and caches are ignored."""
+    for name in ("long.py", "render/x/long.js", "page.html", "style.css", "notes.txt", "__pycache__/long.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x\n" * 11)
+    (tmp_path / "fits.py").write_text("x\n" * 10)
+    assert long_files(tmp_path, limit=10) == {"long.py": 11, "page.html": 11, "render/x/long.js": 11, "style.css": 11}

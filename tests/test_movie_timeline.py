@@ -12,14 +12,15 @@ import pytest
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from equivariant import equivariant_run
 from headmovies.cli import main
-from headmovies.runfile.reader import Run
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 from headmovies.render.core.timeline import Event, Timeline, TimelineStrip, first_lasting, hold_frames
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour
 from headmovies.render.orbits.head_styles import DEAD, OTHER, head_ranges
 from headmovies.render.orbits.movie import OrbitMovie
+from headmovies.runfile.reader import Run
+
+from equivariant import equivariant_run
 from test_encode import probe
 
 # every 25 epochs to 100, then every 100; exactly equivariant from snapshot 8 (epoch 500) on
@@ -48,7 +49,7 @@ def run_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def movie(run_path):
     with Run(run_path) as run:
-        mv = OrbitMovie(run, panels=["seed"], panel_px=240, fps=8, event_hold_s=1.0)
+        mv = OrbitMovie(run, panels=["source"], panel_px=240, fps=8, event_hold_s=1.0)
         states = list(mv.states())
         yield mv, states
         mv.close()
@@ -216,7 +217,10 @@ def test_a_leader_that_must_cross_a_lower_label_passes_behind_it():
     H = img.shape[0]
     rows = slice(int(H - box.y1) + 1, int(H - box.y0) - 1)
     cols = slice(int(x) - 1, int(x) + 2)
-    blue = lambda px: px[..., 2] - px[..., 0] > 60  # noqa: E731 (the leader, alpha-blended)
+
+    def blue(px):  # the leader, alpha-blended
+        return px[..., 2] - px[..., 0] > 60
+
     assert not blue(img[rows, cols]).any()
     below = slice(int(H - box.y0) + 3, int(H - box.y0) + 8)  # between the label and the axes it shows
     assert blue(img[below, cols]).any()
@@ -232,6 +236,7 @@ def test_hold_frames_and_first_lasting():
     assert head_ranges([7, 0, 1, 2, 3, 9, 10]) == "0–3, 7, 9, 10"
 
 
+@pytest.mark.slow
 def test_movie_command_snippet_and_frame_count(run_path, tmp_path):
     out = tmp_path / "movie"
     assert (
@@ -290,6 +295,7 @@ def test_bad_event_hold_is_one_line(run_path, tmp_path, capsys):
 
 def test_figcaption_of_an_unfinished_run_says_so(tmp_path):
     import h5py
+
     from headmovies import runfile
     from headmovies.render.orbits.captions import figcaption
     from headmovies.render.orbits.stream import RunInfo

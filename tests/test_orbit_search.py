@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from headmovies.errors import ConfigError
-from headmovies.train import config
+from headmovies.sweeps import search as orbit_search
 from headmovies.tasks.orbits import M_SHIFT
+from headmovies.train import config
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.losses import ov_bias_penalty
 from headmovies.train.orbits.task import OrbitTask
-from equivariant import equivariant_weights
 
-from headmovies.sweeps import search as orbit_search
+from equivariant import equivariant_weights
 
 
 def task_of(**sets) -> OrbitTask:
@@ -304,6 +304,7 @@ def test_state_restored_around_the_phase_boundary_continues_bit_exactly(saved_at
     assert (whole.model.W_O.flatten(1).abs().sum(1) == 0).sum() >= 1  # something was pruned
 
 
+@pytest.mark.slow
 def test_bench_load_and_prune_errors_are_one_line(tmp_path):
     """--load of an empty file, of a non-weights file and of a model of another shape, and --prune
     out of range or without --load: one line on stderr each, no traceback; a fine-tune row names
@@ -351,6 +352,7 @@ def test_bench_load_and_prune_errors_are_one_line(tmp_path):
     assert f"load {tmp_path / 'p5.pt'}, prune 0.3 |" in done.stdout
 
 
+@pytest.mark.slow
 def test_search_table_and_numbers_errors_are_one_line(tmp_path):
     """--table of a missing file, a folder, a non-JSON file and a census file, --every 0 and bad
     --seeds: one line on stderr each, non-zero exit, no traceback; a real log's final rows print."""

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from headmovies.render.core.circuits import circuits
+from headmovies.render.core.projections import Panel
 from headmovies.render.orbits.check import check_orbits, format_error, shift_ov, shift_qk, shifted_inner_products
+from headmovies.render.orbits.panel_choice import SOURCE_PANELS, auto_panels, canonical, default_panels, resolve_panels
 
 
 def orbit_heads(n, m, k, rng, scale_m=1.0, scale_r=1.0):
@@ -78,7 +80,7 @@ def test_exact_orbits_c24(sizes):
 
 
 def test_seed_layout_orbits_in_shift_order():
-    # seed 000: a 12-orbit and a 4-orbit among 32 heads
+    # source 000: a 12-orbit and a 4-orbit among 32 heads
     M, R, expected = layer(24, 2, [12, 4], n_random=16, seed=3)
     report = check_orbits(M, R, 24, 2)
     assert_exact(report, expected, 24, unassigned=sorted(set(range(32)) - set(sum(expected, []))))
@@ -102,7 +104,7 @@ def test_output_shift_m(m):
 
 def test_wrong_m_breaks_orbits():
     # an orbit built for m = 2 is not one for m = 1: its OV circuits do not shift that way
-    M, R, expected = layer(24, 2, [12, 4], seed=1)
+    M, R, _expected = layer(24, 2, [12, 4], seed=1)
     report = check_orbits(M, R, 24, 1)
     assert report.orbits == [] and report.unassigned == list(range(16))
 
@@ -311,10 +313,6 @@ def test_bad_shapes():
 
 # ---- panels chosen for the data (render/panel_choice.py) ----
 
-from headmovies.render.orbits.panel_choice import auto_panels, canonical, default_panels, resolve_panels  # noqa: E402
-from headmovies.render.core.projections import Panel  # noqa: E402
-from headmovies.render.orbits.panel_choice import SEED_PANELS  # noqa: E402
-
 
 def plane_orbit(n, m, k, qk, ov, rng, noise=0.1):
     """An exact orbit of size k whose power sits mostly in the QK plane qk = (u, v) and the OV
@@ -342,14 +340,14 @@ def two_orbit_layer(planes4, seed=0):
 def test_auto_panels_find_the_seed_planes():
     M, R, report = two_orbit_layer(((0, 6), (6, -6)))
     assert [o.size for o in report.orbits] == [12, 4]
-    assert auto_panels(report, M, R, 24, 2) == list(SEED_PANELS)
+    assert auto_panels(report, M, R, 24, 2) == list(SOURCE_PANELS)
     panels, note = default_panels(report, M, R, 24, 2)
-    assert panels == list(SEED_PANELS) and note.startswith("seed panels")
+    assert panels == list(SOURCE_PANELS) and note.startswith("source panels")
 
 
 def test_auto_panels_elsewhere_and_default_falls_back():
     # the 4-orbit lives in QK (3, 3) (r = 6) and OV (1, 4) (r = 2 + 4 = 6): a square, but not
-    # in the seed's planes (0, 6), (6, -6)
+    # in the source's planes (0, 6), (6, -6)
     M, R, report = two_orbit_layer(((3, 3), (1, 4)), seed=1)
     auto = auto_panels(report, M, R, 24, 2)
     assert auto == [Panel("qk", 0, 10), Panel("ov", 10, -10), Panel("qk", 3, 3), Panel("ov", 1, 4)]
@@ -371,7 +369,7 @@ def test_auto_panels_fill_up_to_four_after_a_single_orbit():
     assert auto[2].order(24, 2) == auto[3].order(24, 2)
 
 
-def test_canonical_plane_is_the_seed_spelling():
+def test_canonical_plane_is_the_source_spelling():
     assert canonical(Panel("qk", 0, 14), 24, 2) == Panel("qk", 0, 10)
     assert canonical(Panel("ov", 14, 10), 24, 2) == Panel("ov", 10, -10)
     assert canonical(Panel("qk", 21, 21), 24, 2) == Panel("qk", 3, 3)
@@ -379,7 +377,15 @@ def test_canonical_plane_is_the_seed_spelling():
 
 def test_resolve_panels_keywords():
     M, R, report = two_orbit_layer(((3, 3), (1, 4)), seed=1)
-    assert resolve_panels(["seed"], None, None, None, 24, 2)[0] == list(SEED_PANELS)
+    assert resolve_panels(["source"], None, None, None, 24, 2) == (
+        list(SOURCE_PANELS),
+        "source panels (--panels source)",
+    )
+    # the old name still works, and the note says so
+    assert resolve_panels(["Seed"], None, None, None, 24, 2) == (
+        list(SOURCE_PANELS),
+        "source panels (--panels source; --panels seed is its old name)",
+    )
     assert resolve_panels(["auto"], report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
     assert resolve_panels(None, report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
     assert resolve_panels(["qk:1,2", "ov:1,3"], None, None, None, 24, 2)[0] == [Panel("qk", 1, 2), Panel("ov", 1, 3)]
@@ -388,8 +394,9 @@ def test_resolve_panels_keywords():
     for gauge in ("qk:1,0", "ov:0,3", "ov:0,-1", "qk:0,0"):  # zero for every head: refused, not drawn
         with pytest.raises(UserError, match="centred away"):
             resolve_panels([gauge], None, None, None, 24, 2)
-    with pytest.raises(UserError, match="one of default, auto, seed"):
-        resolve_panels(["auto", "qk:1,2"], report, M, R, 24, 2)
+    for words in (["auto", "qk:1,2"], ["seed", "qk:1,2"]):
+        with pytest.raises(UserError, match="one of default, auto, source"):
+            resolve_panels(words, report, M, R, 24, 2)
 
 
 def layer_logits(M, R, x):

@@ -1,4 +1,4 @@
-"""OV-coherent superposition (seed 004): generator, exact evaluation, analyses on a hand-built
+"""OV-coherent superposition (source 004): generator, exact evaluation, analyses on a hand-built
 2-head solution with known answers, training/resume, bad input. Tiny configs only."""
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from headmovies.train import config as pconfig
 from headmovies.cli import main as pipeline_main
+from headmovies.cli import main as render_main
+from headmovies.render.ov_coherent import analysis as S
+from headmovies.runfile.reader import Run
+from headmovies.tasks import ov_coherent as T
+from headmovies.train import config as pconfig
 from headmovies.train import ov_coherent as P
 from headmovies.train.loop import train
 from headmovies.train.orbits.config import OrbitConfig
-from headmovies.render.ov_coherent import analysis as S
-from headmovies.tasks import ov_coherent as T
-from headmovies.cli import main as render_main
-from headmovies.runfile.reader import Run
-
 
 # ------------------------------------------------------------------ generator
 
@@ -224,6 +223,7 @@ def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, sets, needle):
     assert not (tmp_path / "x.h5").exists()
 
 
+@pytest.mark.slow
 def test_render_command_writes_table_and_figures(tmp_path, capsys):
     run = tmp_path / "tiny.h5"
     train("ov-coherent", _cfg(epochs=10), run, progress=False)
@@ -296,6 +296,7 @@ def test_ov_coherent_timeline_dates_opposite_orderings_and_accuracy():
     assert [(e.epoch, e.label) for e in tl.events] == [(30, "orderings opposite"), (30, "accuracy ≥ 99%")]
 
 
+@pytest.mark.slow
 def test_qk_plane_movie_has_timeline_and_caption(tmp_path):
     from test_encode import probe
 

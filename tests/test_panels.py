@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from matplotlib.colors import to_rgba
 
+from headmovies.render.core.frame_states import frame_states
+from headmovies.render.core.panels import PanelFigure, grid_shape
 from headmovies.render.orbits.colours import OTHER_COLOUR
 from headmovies.render.orbits.head_styles import OrbitLooks
+from headmovies.render.orbits.panel_choice import SOURCE_PANELS
 from headmovies.render.orbits.stream import orbit_history, panel_coordinates
-from headmovies.render.core.panels import PanelFigure, frame_states, grid_shape
-from headmovies.render.orbits.panel_choice import SEED_PANELS
 from headmovies.runfile.reader import Run
+
 from equivariant import equivariant_run
 
 
@@ -84,7 +85,7 @@ def test_epochs_must_increase():
 
 
 def one_state(points, limits, epoch=100):
-    from headmovies.render.core.panels import FrameState
+    from headmovies.render.core.frame_states import FrameState
 
     pts = np.asarray(points, complex)
     return FrameState(epoch, pts, pts[None], np.zeros(1), np.asarray(limits, float), np.abs(pts).max(1))
@@ -110,6 +111,7 @@ def test_dot_is_drawn_where_its_coordinate_says(blit):
     assert fig.axes[1].get_xlim() == (-7.0, 7.0) and fig.axes[1].get_ylim() == (-7.0, 7.0)
 
 
+@pytest.mark.slow
 def test_blitted_frames_match_full_redraws():
     rng = np.random.default_rng(1)
     fast = PanelFigure(
@@ -150,7 +152,7 @@ def test_frames_have_one_even_size(n_panels, px):
 
 def test_seed_layout_is_a_column_per_frequency():
     assert grid_shape(4) == (2, 2) and grid_shape(2) == (1, 2) and grid_shape(1) == (1, 1) and grid_shape(6) == (2, 3)
-    fig = PanelFigure([str(p) for p in SEED_PANELS], ["C0"], panel_px=100)
+    fig = PanelFigure([str(p) for p in SOURCE_PANELS], ["C0"], panel_px=100)
     (a, b, c, d) = [ax.get_position() for ax in fig.axes]
     assert a.x0 == b.x0 < c.x0 == d.x0 and a.y0 > b.y0 and c.y0 > d.y0  # QK above OV, r=10 left
 
@@ -165,7 +167,7 @@ def equi_run(tmp_path_factory):
 
 def test_run_coordinates_end_on_the_polygons(equi_run):
     with Run(equi_run) as run:
-        coords = list(panel_coordinates(run, SEED_PANELS, chunk=3))
+        coords = list(panel_coordinates(run, SOURCE_PANELS, chunk=3))
     assert [e for e, _ in coords] == list(range(0, 400, 50))
     X = coords[-1][1]  # [4, 19]
     assert X.shape == (4, 19)
@@ -181,8 +183,8 @@ def test_orbit_colours(equi_run):
     hold in every panel (each r named)."""
     with Run(equi_run) as run:
         history = orbit_history(run)
-        final = next(panel_coordinates(run, SEED_PANELS, indices=np.array([len(run) - 1])))[1]
-    looks = OrbitLooks(history, list(SEED_PANELS), final, 24, 2)
+        final = next(panel_coordinates(run, SOURCE_PANELS, indices=np.array([len(run) - 1])))[1]
+    looks = OrbitLooks(history, list(SOURCE_PANELS), final, 24, 2)
     last = looks.look(len(history) - 1)
     assert [tuple(c) for c in last.face] == [to_rgba("C0")] * 12 + [to_rgba("C1")] * 4 + [to_rgba(OTHER_COLOUR)] * 3
     assert looks.draw_order[:3] == [16, 17, 18] and sorted(looks.draw_order) == list(range(19))

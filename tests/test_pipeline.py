@@ -17,18 +17,18 @@ import pytest
 import torch
 
 from headmovies import runfile
-from headmovies.errors import RunFileError
-from headmovies.train import config
 from headmovies.cli import main as pipeline_main
+from headmovies.errors import RunFileError
+from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.tasks.orbits import all_inputs
+from headmovies.train import config
+from headmovies.train.loop import train
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
 from headmovies.train.orbits.losses import eq_loss, orbit_gather_index
 from headmovies.train.orbits.model import AttentionLayer
 from headmovies.train.orbits.task import OrbitTask
 from headmovies.train.schedule import snapshot_epochs
-from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.train.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -174,6 +174,7 @@ def test_reuse_sets_a_run_of_another_config_aside_and_never_replaces_a_foreign_f
     assert "is a folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_exit_code_without_traceback(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "headmovies", "train", "orbits", "--set", "n_heads=0", "--out", str(tmp_path / "x.h5")],
@@ -234,7 +235,10 @@ def _brute_eq(logp: torch.Tensor, inputs: np.ndarray, p: int, m: int = 2):
     ell = torch.stack(
         [logp[x[:, 0], x[:, 1], x[:, 2]], logp[x[:, 1], x[:, 0], x[:, 2]], logp[x[:, 2], x[:, 0], x[:, 1]]], 1
     ).double()  # (N, 3, p)
-    flat = lambda xx: xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+
+    def flat(xx):
+        return xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+
     sel = torch.from_numpy(inputs)
     total, errs = 0.0, []
     for s in range(1, p):
@@ -282,7 +286,10 @@ def _brute_worst_input(model: AttentionLayer, p: int, m: int = 2) -> np.ndarray:
     x = torch.from_numpy(all_inputs(p))
     with torch.no_grad():
         ell = model(x).log_softmax(-1).double()  # (N, 3, p)
-    flat = lambda xx: xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+
+    def flat(xx):
+        return xx[:, 0] * p * p + xx[:, 1] * p + xx[:, 2]
+
     ratio = np.zeros((len(x), p))
     for s in range(p):
         for i in range(len(x)):
@@ -377,6 +384,7 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
     assert all(torch.equal(a, b) for a, b in zip(*grads))
 
 
+@pytest.mark.slow
 def test_overlapped_step_trains_the_same_run_bit_for_bit():
     """`train --overlap` computes the grid term in a second thread beside the sequence terms; its
     gradients must enter autograd where the grid term's would, or runs (the default movie's, the
@@ -434,6 +442,7 @@ def test_only_grid_term_epochs_use_more_threads(overlap):
     assert seen == [2] * 4 + [1] * 4 and task.overlapped_steps == (4 if overlap else 0)
 
 
+@pytest.mark.slow
 def test_train_says_whether_overlap_took_effect(tmp_path, capsys):
     """The closing line counts the overlapped epochs, so a user sees `--overlap` work (or not)."""
     sets = sum(
@@ -571,6 +580,7 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout=60.0):
     raise AssertionError("no snapshots appeared")
 
 
+@pytest.mark.slow
 def test_reader_sees_only_complete_snapshots_while_run_grows(tmp_path):
     from headmovies.runfile.reader import Run
 
@@ -598,6 +608,7 @@ def test_reader_sees_only_complete_snapshots_while_run_grows(tmp_path):
             np.testing.assert_array_equal(w["W_U"], full["W_U"])
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
     epochs = 600
     ref = tmp_path / "ref.h5"
@@ -644,6 +655,7 @@ def test_resume_refuses_other_config_and_missing_checkpoint(tmp_path, capsys):
     assert "checkpoint" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_diverging_run_stops_with_one_line_and_keeps_its_snapshots(tmp_path):
     """A loss weight so large that the loss overflows: the trainer stops at the first snapshot whose
     loss is not finite, says so in one line (exit 2), and the file keeps the snapshots so far."""

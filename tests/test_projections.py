@@ -1,5 +1,5 @@
 """Irrep coordinates of QK/OV circuits: exact rotation under shifts, known Fourier answers, and
-the polygons an exactly equivariant layer draws (docs/math.md, "Irrep coordinates"; seed 000)."""
+the polygons an exactly equivariant layer draws (docs/math.md, "Irrep coordinates"; source 000)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from headmovies.errors import UserError
 from headmovies.render.core.circuits import centre_ov, centre_qk, ov_circuit, qk_circuit
-from headmovies.render.orbits.panel_choice import SEED_PANELS
 from headmovies.render.core.projections import (
     Panel,
     fourier_power,
@@ -18,7 +18,8 @@ from headmovies.render.core.projections import (
     polygon_order,
     rotation_frequency,
 )
-from headmovies.errors import UserError
+from headmovies.render.orbits.panel_choice import SOURCE_PANELS
+
 from equivariant import equivariant_weights
 
 
@@ -71,8 +72,8 @@ def test_batched_and_periodic_frequencies():
 
 def test_rotation_frequency_and_polygon_order():
     n, m = 24, 2
-    assert [p.r(n, m) for p in SEED_PANELS] == [10, 10, 6, 6]  # seed: OV r = 2*10 - 10
-    assert [p.order(n, m) for p in SEED_PANELS] == [12, 12, 4, 4]
+    assert [p.r(n, m) for p in SOURCE_PANELS] == [10, 10, 6, 6]  # source 000: OV r = 2*10 - 10
+    assert [p.order(n, m) for p in SOURCE_PANELS] == [12, 12, 4, 4]
     assert polygon_order(0, 24) == 1 and polygon_order(12, 24) == 2 and polygon_order(8, 24) == 3
     assert polygon_order(3, 9) == 3 and polygon_order(2, 9) == 9 and polygon_order(-2, 9) == 9
     assert Panel("ov", 10, -10).title(24, 2) == "OV circuit, frequencies (u, v) = (10, -10)"
@@ -143,9 +144,9 @@ def test_builder_is_exactly_equivariant():
 
 def test_equivariant_layer_draws_12gon_and_square_seed_panels():
     n, m = 24, 2
-    _, _, X = coords_of_layer(n, m, (12, 4), SEED_PANELS)
+    _, _, X = coords_of_layer(n, m, (12, 4), SOURCE_PANELS)
     big, small = X[:, :12], X[:, 12:16]
-    for p, panel in enumerate(SEED_PANELS):
+    for p, panel in enumerate(SOURCE_PANELS):
         r = panel.r(n, m)
         k, _ = polygon(big[p])
         if r == 10:

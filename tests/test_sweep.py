@@ -21,20 +21,21 @@ import torch
 from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import RunFileError, UserError
-from headmovies.runfile.reader import Run
 from headmovies.render.orbits import summary as orbits_summary
 from headmovies.render.orbits.check import run_report
 from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.train import config, loop
+from headmovies.runfile.reader import Run
 from headmovies.sweeps import plan as P
-from headmovies.sweeps import report as sweep_report
 from headmovies.sweeps import sweep as S
+from headmovies.sweeps import sweep_outcomes
 from headmovies.sweeps.folder import SETTINGS_FILE
 from headmovies.sweeps.sweep_rows import ROWS_FILE, latest, read_sweep_rows
+from headmovies.train import config, loop
 from headmovies.train.batch_loop import train_batch
 from headmovies.train.orbits.batch import OrbitBatch, batch_key, max_batch
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.task import OrbitTask
+
 from equivariant import equivariant_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +96,7 @@ TWO_PHASE = dict(
 
 
 @pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.slow
 def test_batched_instances_equal_their_single_runs_bit_for_bit(residual):
     """Three instances differing in seed, init, split, every loss weight and ramp, and pruning,
     over a two-phase run with the sequence term: each equals its own single run bit for bit
@@ -125,13 +127,14 @@ def test_batch_key_and_size():
     assert batch_key(cfg_of(seed=1, eq_weight=3)) == batch_key(cfg_of(seed=2, eq_weight=30))
     assert batch_key(cfg_of(lr=1e-3)) != batch_key(cfg_of(lr=3e-4))
     assert batch_key(cfg_of(n_heads=3)) != batch_key(cfg_of(n_heads=4))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a batch needs one or more configs that agree on"):
         OrbitBatch([cfg_of(lr=1e-3), cfg_of(lr=3e-4)])
     assert max_batch(OrbitConfig()) == 1
     assert max_batch(cfg_of(p=12, n_heads=8)) == 2**18 // (8 * 12**3) == 18
     assert max_batch(cfg_of(p=8, n_heads=4)) == 32
 
 
+@pytest.mark.slow
 def test_batch_loop_writes_the_run_files_and_checkpoints_of_single_runs(tmp_path):
     """train_batch's run files equal loop.train's bit for bit (snapshots, metrics, split) and so do
     their checkpoints (model, AdamW state, generator, global RNG): each resumes as a single run."""
@@ -199,7 +202,7 @@ def test_plan_and_jobs(tmp_path):
 # --- the sweep -------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # trains a sweep: every test that uses it is marked slow
 def local_sweep(tmp_path_factory):
     """2 seeds x eq_weight 1, 10 on 2 local worker processes (batches of 2)."""
     out = tmp_path_factory.mktemp("sweep") / "local"
@@ -207,6 +210,7 @@ def local_sweep(tmp_path_factory):
     return out, res
 
 
+@pytest.mark.slow
 def test_local_sweep_rows_files_and_report(local_sweep):
     out, res = local_sweep
     assert (res.done, res.failed, res.skipped) == (4, 0, 0)
@@ -235,6 +239,7 @@ def test_local_sweep_rows_files_and_report(local_sweep):
     assert (out / "census.png").stat().st_size > 5000 and (out / "census.svg").exists()
 
 
+@pytest.mark.slow
 def test_rerun_skips_complete_runs_and_a_bigger_grid_adds_only_new_runs(local_sweep, tmp_path):
     out, _ = local_sweep
     again = S.sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=2, progress=False)
@@ -276,6 +281,7 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout: float = 60) -> No
     raise AssertionError("no snapshots appeared")
 
 
+@pytest.mark.slow
 def test_a_killed_run_is_resumed_and_ends_equal_to_an_uninterrupted_one(tmp_path):
     """A run killed mid-way (SIGKILL) in the sweep's folder: the rerun resumes it from its
     checkpoint, and it ends equal, bit for bit, to the same run trained in one go."""
@@ -307,6 +313,7 @@ def test_a_killed_run_is_resumed_and_ends_equal_to_an_uninterrupted_one(tmp_path
     assert_same_run_files(run, tmp_path / "whole.h5")
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_path):
     """SIGINT (Ctrl-C) to a sweep training two runs as one batch in its own process: it exits
     130 within seconds, both runs stop at a snapshot with its checkpoint, and the same command
@@ -353,6 +360,7 @@ def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_p
         assert torch.load(checkpoint_path(out / f"seed{seed}.h5"), weights_only=False)["epoch"] == epochs[-1]
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_terminal_stops_a_two_worker_sweep_without_tracebacks(tmp_path):
     """Ctrl-C in a terminal reaches the whole process group: the sweep and its spawned workers.
     Each worker stops its run at a snapshot; none prints a traceback (a worker waiting for a job
@@ -398,6 +406,7 @@ def test_ctrl_c_in_a_terminal_stops_a_two_worker_sweep_without_tracebacks(tmp_pa
     assert err.count("stopping after the snapshot at epoch") == 2
 
 
+@pytest.mark.ray
 def test_ray_sweep_equals_the_local_one(local_sweep, tmp_path):
     """The same sweep as Ray tasks on a real local Ray instance: the same rows (but wall time and
     host) and the same weights, bit for bit."""
@@ -442,17 +451,17 @@ def test_summary_and_census_count_outcomes_per_config():
     ]
     last = latest(rows)
     assert [r["run"] for r in last] == ["a0", "a1", "a2", "b0", "b1"] and last[2]["status"] == "done"
-    md = sweep_report.summary_markdown(rows, "orbits", "orbit structure", {"epochs": 2000})
+    md = sweep_outcomes.summary_markdown(rows, "orbits", "orbit structure", {"epochs": 2000})
     assert "| eq_weight=1 | 0–2 | 3 | 0 | none ×2, 4+2 ×1 | 50.0% [0.0%, 100.0%] | 2 |" in md
     assert "| eq_weight=10 | 0–1 | 2 | 0 | none ×2 | 50.0% [25.0%, 75.0%] | 2 |" in md
     assert "Fixed settings: epochs=2000" in md
-    fig = sweep_report.outcome_figure(rows[:5], "orbits", "orbit structure")
+    fig = sweep_outcomes.outcome_figure(rows[:5], "orbits", "orbit structure")
     ax = fig.axes[0]
     widths = {(c.get_label(), round(p.get_y() + p.get_height() / 2)): p.get_width() for c in ax.containers for p in c}
     # bars from the top: eq_weight=1 at y = 1, eq_weight=10 at y = 0
     assert widths == {("none", 1): 1, ("none", 0): 2, ("4+2", 1): 1, ("4+2", 0): 0, ("failed", 1): 1, ("failed", 0): 0}
     assert [t.get_text() for t in ax.get_yticklabels()] == ["eq_weight=1", "eq_weight=10"]
-    assert sweep_report.seeds_text([0, 1, 2, 3, 7, 9, 10]) == "0–3, 7, 9–10"
+    assert sweep_outcomes.seeds_text([0, 1, 2, 3, 7, 9, 10]) == "0–3, 7, 9–10"
 
 
 def test_orbit_sweep_summary_of_a_known_layer(tmp_path):
@@ -487,9 +496,10 @@ def _closed_port() -> int:
             "error: split must be one of ('random', 'orbit'), got 'diagonal' (grid point split=diagonal)",
         ),
         (["--workers", "0"], "error: --workers must be >= 1, got 0"),
-        (
+        pytest.param(
             ["--backend", "ray", "--address", "127.0.0.1:{port}"],
             "error: cannot reach a Ray cluster at 127.0.0.1:{port} (",
+            marks=pytest.mark.ray,
         ),
     ],
 )
@@ -511,6 +521,7 @@ def test_ray_backend_without_ray_says_how_to_install(tmp_path, capsys, monkeypat
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_folder_of_another_sweep_is_refused(local_sweep, capsys):
     out, _ = local_sweep
     before = sorted(os.listdir(out))
@@ -521,6 +532,7 @@ def test_a_folder_of_another_sweep_is_refused(local_sweep, capsys):
     assert sorted(os.listdir(out)) == before
 
 
+@pytest.mark.slow
 def test_a_finished_run_of_another_config_is_never_replaced(local_sweep, tmp_path, capsys):
     """When the defaults change under a sweep (here: the sweep no longer fixes eq_ramp, so the
     default 2000 applies), a rerun refuses to retrain its finished runs and names the key."""
@@ -538,6 +550,7 @@ def test_a_finished_run_of_another_config_is_never_replaced(local_sweep, tmp_pat
     assert not (copy / ROWS_FILE).exists()
 
 
+@pytest.mark.slow
 def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_path):
     """A sweep started without --set eq_ramp=50 when 50 was the default (its sweep.json omits
     the key) continues under `--set eq_ramp=50`: the run files have exactly that config, so the
@@ -568,6 +581,7 @@ def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_p
         ("ov-coherent", {"epochs": "20", "seq_len": "6", "batch": "16", "early_every": "10"}),
     ],
 )
+@pytest.mark.slow
 def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, sets):
     """Experiments without a batched trainer sweep one run per job; their rows carry the summary
     their render package computes from the run file (`summary.sweep_summary`)."""
@@ -613,6 +627,7 @@ def test_induction_and_ov_coherent_outcomes():
 # --- an early screen: --stop-at, then continue the chosen runs ------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, capsys):
     """`sweep --stop-at 120` trains each run's own schedule (epochs=200) through epoch 120 and
     records it as stopped; a rerun with --stop-at keeps it; a rerun without it continues the
@@ -633,7 +648,7 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     again = S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
     assert (again.done, again.skipped) == (0, 2)
     # an earlier --stop-at than the runs' is refused up front, nothing recorded
-    with pytest.raises(UserError, match="seed0.h5 was stopped at epoch 120, past --stop-at 80: rerun with"):
+    with pytest.raises(UserError, match=r"seed0\.h5 was stopped at epoch 120, past --stop-at 80: rerun with"):
         S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=80)
     assert len(read_sweep_rows(out / ROWS_FILE)) == 2
     # a rows line cut short by a kill: the next row still gets a line of its own

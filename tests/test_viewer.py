@@ -11,10 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from equivariant import NAMES, equivariant_run, equivariant_weights, write_run
 from headmovies.cli import main
 from headmovies.render.core.circuits import centre_ov, centre_qk, circuit_factors, ov_circuit, qk_circuit
-from headmovies.runfile.reader import Run
 from headmovies.render.orbits.stream import panel_coordinates
 from headmovies.render.orbits.viewer import (
     dequantise_rows,
@@ -27,7 +25,10 @@ from headmovies.render.orbits.viewer import (
     time_delta,
     unpack,
 )
+from headmovies.runfile.reader import Run
 from headmovies.runfile.writer import RunWriter
+
+from equivariant import NAMES, equivariant_run, equivariant_weights, write_run
 
 EPOCHS = np.arange(0, 501, 25)  # 21 snapshots; exactly equivariant from the 20th (epoch 475)
 
@@ -125,7 +126,10 @@ def test_page_holds_the_movie_projection_the_orbits_and_their_dates(eq_run, tmp_
     rows = np.add.accumulate(arrays["rows"], axis=0, dtype=np.int8)
     codes = np.add.accumulate(arrays["codes"], axis=0, dtype=np.int16)
     F = rows_to_factors(dequantise_rows(rows, codes), 24)
-    norm = lambda X: np.linalg.norm(X, axis=(1, 2))
+
+    def norm(X):
+        return np.linalg.norm(X, axis=(1, 2))
+
     for t in (0, 10, 20):
         w = weights[t]
         M = centre_qk(qk_circuit(w["W_E"], w["W_Q"], w["W_K"]))
@@ -167,14 +171,17 @@ def snapshot(t: int, target: dict, start: dict, T: int) -> dict:
     return {k: ((1 - w) * start[k] + w * target[k]).astype(np.float32) for k in NAMES}
 
 
-@pytest.fixture()
+@pytest.fixture
 def growing(tmp_path):
     """(path, writer, weights(t)): a live run file with its first snapshot, written by RunWriter."""
     target = dict(zip(NAMES, equivariant_weights(24, 2, (12, 4), 32, 4, 0, 4)))
     rng = np.random.default_rng(1)
     start = {k: rng.standard_normal(v.shape) * 0.3 * np.abs(v).mean() for k, v in target.items()}
     start["W_E"], start["W_U"] = target["W_E"], target["W_U"]
-    weights = lambda t: snapshot(t, target, start, 12)
+
+    def weights(t):
+        return snapshot(t, target, start, 12)
+
     path = tmp_path / "live.h5"
     attrs = {
         "schema_version": 1,

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headmovies.render.core.panels import frame_states
+from headmovies.render.core.frame_states import frame_states
 from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.viewer import (
@@ -56,7 +56,7 @@ def test_the_inliner_escapes_closing_tags_and_refuses_comment_openers():
     assert build.inline(html, parts.get) == (
         "<style>\np::after { content: '<\\/style>'; }</style><script>\nconst s = '<\\/script>';</script>"
     )
-    with pytest.raises(ValueError, match="c.js"):
+    with pytest.raises(ValueError, match=r"c\.js"):
         build.inline('<script src="c.js"></script>', parts.get)
 
 
@@ -196,7 +196,8 @@ def test_an_irrep_coordinate_of_a_known_circuit(js):
     assert got[2] == pytest.approx(got[0], abs=1e-15)  # u = -3 is u = 1
     assert got[3][:2] == [0, 0] and got[4][:2] == [0, 0]  # zero rows
     factors = js(
-        f"(() => {{ const src = {SRC}; return [0, 1].map((f) => Array.from(M.planes.factorFromRows(src, 0, 0, f))); }})()",
+        f"(() => {{ const src = {SRC}; "
+        "return [0, 1].map((f) => Array.from(M.planes.factorFromRows(src, 0, 0, f))); })()",
         exact_source(),
     )
     assert np.allclose(factors, [F0, F1], atol=1e-15)
@@ -231,7 +232,10 @@ def test_planes_and_circuits_from_rows_match_python(js):
         )
         xy, bound = np.reshape(xy, (T, H, 2)), np.reshape(bound, (T, H))
         f = 0 if circuit == "qk" else 2
-        row = lambda G, w: G[..., w % n, :] if w % n <= n // 2 else np.conj(G[..., (-w) % n, :])
+
+        def row(G, w):
+            return G[..., w % n, :] if w % n <= n // 2 else np.conj(G[..., (-w) % n, :])
+
         want = (row(A[:, :, f], u) * row(A[:, :, f + 1], v)).sum(-1) / n
         assert np.allclose(xy[..., 0] + 1j * xy[..., 1], want, rtol=1e-12, atol=1e-12)
         exact = (full[:, :, f, u % n] * full[:, :, f + 1, v % n]).sum(-1) / n
@@ -345,7 +349,8 @@ def test_snapshots_grow_and_say_what_each_head_is(js):
     got = js(
         "(async () => { const s = new M.snapshots.Snapshots(arg.meta); await s.append(arg.c0); await s.append(arg.c1); "
         "const kinds = [0, 1, 2].map((t) => [0, 1].map((h) => s.styleOf(t, h).kind)); "
-        "return {T: s.T, epochs: s.epochs, captions: s.captions, kinds, counts: [0, 1, 2].map((t) => s.verifiedCount(t)), "
+        "return {T: s.T, epochs: s.epochs, captions: s.captions, kinds, "
+        "counts: [0, 1, 2].map((t) => s.verifiedCount(t)), "
         "rows: Array.from(s.rows), codes: Array.from(s.codes), coords: Array.from(s.coords), "
         "at: s.indexAtOrBefore(17), orbit: s.orbitAt(1, 0)[1], none: s.orbitAt(1, 1)}; })()",
         {"meta": meta, "c0": c0, "c1": c1},

@@ -1,4 +1,4 @@
-"""`headmovies induction report|complete RUN ...`: the seed-003 report from run files."""
+"""`headmovies induction report|complete RUN ...`: the source-003 report from run files."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from headmovies.render.core.encode import add_movie_arguments, movie_arguments
 from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 
 NAME = "induction"
-HELP = "induction heads (seed 003): copying scores, attention, completions, K-composition, movie"
+HELP = "induction heads (source 003): copying scores, attention, completions, K-composition, movie"
 REPORT = """\
 Analyse the last snapshot of each induction RUN (induction-1l, induction-smeared, induction-2l):
 OV copying scores of every head, each layer's sum of heads and the direct path W_E W_U (both
-Σλ/Σ|λ| and the seed's mean Re(λ/|λ|)); each head's mean attention on fresh sequences;
-greedy completions of the seed's prompts; accuracy for block lengths 4-8; for two layers the
+Σλ/Σ|λ| and the source's mean Re(λ/|λ|)); each head's mean attention on fresh sequences;
+greedy completions of the source's prompts; accuracy for block lengths 4-8; for two layers the
 K-/Q-composition scores and the model with K-composition removed. Over training: copying scores
 per snapshot and a movie of every head's mean attention over a timeline (held-out accuracy; the
 frame is held --event-hold seconds where the accuracy comes to stay above 50 % and 90 %).

@@ -1,4 +1,4 @@
-"""`headmovies orbits check|movie|figures RUN`: the orbit experiment's outputs (seed 000)."""
+"""`headmovies orbits check|movie|figures RUN`: the orbit experiment's outputs (source 000)."""
 
 from __future__ import annotations
 
@@ -9,108 +9,19 @@ import sys
 import time
 from pathlib import Path
 
+from headmovies.commands.orbits_help import CENSUS, CHECK, FIGURES, MOVIE, PANELS_HELP, VIEW, WATCH
 from headmovies.errors import UserError
-from headmovies.render.core.encode import FORMATS, Quality, add_movie_arguments, movie_arguments
+from headmovies.render.core.encode import Quality, add_movie_arguments, movie_arguments
+from headmovies.render.core.frame_states import TRAIL_EPOCHS
 from headmovies.render.core.outputs import FIGURE_FORMATS
-from headmovies.render.core.panels import MIN_PANEL_PX, TRAIL_EPOCHS
+from headmovies.render.core.panels import MIN_PANEL_PX
 from headmovies.render.core.projections import parse_panel
 from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 from headmovies.render.orbits.check import DEAD_TOL, GAUGES, TOL
+from headmovies.render.orbits.panel_choice import OLD_PANEL_KEYWORDS, PANEL_KEYWORDS
 
 NAME = "orbits"
-HELP = "orbit experiment (seed 000): orbit check, movie and figures of a run file"
-DESCRIPTION = """\
-Outputs of a run of the orbit experiment (or any run of a C_n-symmetric experiment), from the
-run file alone:
-  check    which heads form orbits of C_n at one snapshot, on the full QK and OV matrices
-  movie    the movie: heads as trailing dots in irrep planes of their QK and OV circuits
-  figures  still figures for posts (curves, final panels, orbit check, Fourier power)
-  view     the interactive viewer: one self-contained HTML page to scrub through the run
-  watch    the viewer served on 127.0.0.1, following a run while it trains
-  census   orbit outcomes across the seeds of one or more sweeps: tables, figure, rows
-Conventions: docs/math.md; what the movie shows: docs/movie.md; the viewer: docs/viewer.md."""
-
-PANELS_HELP = (
-    "default (the seed's four planes if the run's orbits show in them, else chosen from the data), "
-    "auto, seed, or planes CIRCUIT:U,V such as qk:0,10 ov:10,-10"
-)
-
-CHECK = """\
-For every shift s, each head h's shifted circuits (T_s M_h T_s^-1, T_ms R_h T_s^-1), with M_h
-its centred QK circuit, R_h its centred OV circuit and T_s the permutation of tokens by s, are
-matched to the nearest head; a set of heads is a verified orbit when every shift sends each
-of its heads onto a head of the set within --tol (relative Frobenius norm, QK and OV each).
-Heads with the same centred QK circuit are merged (their OV summed); heads with negligible OV
-are dead and set apart.
-Prints a short text, or JSON with --json. Definition: docs/math.md, "Orbit check"."""
-
-MOVIE = f"""\
-One frame per snapshot, one dot per head at its irrep coordinate X^(u,v) in each panel,
-trailing its last --trail epochs; axes rescale smoothly to the largest radius in view; the last
-frame is held --hold seconds. The orbit check runs on every snapshot: a head is drawn in its
-orbit's colour (and the orbit's polygon outlined) only from the snapshot at which the orbit
-is verified, in a pale tint before; dead heads are small light-grey dots. A timeline strip
-under the panels shows epochs, the schedule switch, phase changes and each verification;
-the frame is held --event-hold seconds at phase changes and verifications.
-
-Panels are CIRCUIT:U,V with CIRCUIT qk (rotation frequency r = u+v) or ov (r = m*u+v, u the
-output frequency); an orbit draws a regular polygon with n/gcd(r, n) vertices. --panels
-default keeps the seed's four (qk:0,10 ov:10,-10 qk:0,6 ov:6,-6) when the orbits show in
-them, else picks, for the two largest orbits, the planes where they carry the most power,
-then fills up to four panels with the strongest QK planes of all live heads, each with an OV
-plane of the same polygon order. auto always picks; seed always draws the seed's four.
-
-Writes DIR/NAME.{{{",".join(FORMATS)}}} (those in --formats): H.264 MP4 (+faststart), VP9
-WebM, looping GIF, poster PNG (last frame) and an HTML snippet (<figure>: <video> with
-controls, MP4 first, no autoplay under prefers-reduced-motion, and a <figcaption> text
-alternative). Files appear only when complete."""
-
-FIGURES = """\
-Writes into DIR:
-  curves.{png,svg}            loss, accuracy and both equivariance errors over epochs
-  panels.{png,svg}            the movie's panels at the final epoch (orbit colours, trails)
-  orbit_check.{png,svg}       match error of every head under every shift (final snapshot)
-  orbit_power.{png,svg}       Fourier power of each orbit's QK and OV circuits per (u, v)
-  orbits_over_time.{png,svg}  heads in verified orbits at each snapshot
-  orbit_progress.{png,svg}    each head's distance to an orbit over epochs, heads in orbits,
-                              and when each orbit locks in
-  orbits.json, orbits.txt     the orbit report of the final snapshot"""
-
-VIEW = """\
-Writes DIR/NAME.html (default viewer.html): one self-contained page, plain JavaScript and
-canvas, no network; it opens from file:// offline. Play/pause and a scrubber over epochs;
-the movie's panels (--panels as for the movie) plus any (circuit, u, v) plane chosen in the
-page; trails; a timeline with the schedule switch, the second phase and each orbit's
-verification; hovering or clicking a head shows its id, orbit, worst-shift match error and
-heatmaps of its centred QK and OV circuits at that epoch. Colours follow the orbit check of
-every snapshot: a head is drawn in an orbit's colour only where the check verifies it.
-Details: docs/viewer.md."""
-
-WATCH = """\
-Serves the viewer of RUN at http://127.0.0.1:PORT/ and follows the run while it trains
-(the SWMR reader): new snapshots appear in the page within about --interval + 1 s, and the
-page says "live: epoch N of M". A writer killed and restarted with --resume is followed
-into the new file. Waits for RUN if it does not hold a snapshot yet. Ctrl-C stops."""
-
-
-CENSUS = """\
-Reads sweep folders of the orbit experiment (`headmovies sweep orbits --out DIR`), one per
-recipe, named by the folder. For every finished run (and every run stopped early with
-`sweep --stop-at`, listed apart as a screen) it runs the orbit check on every snapshot and
-reads each live head's frequency w at the screen epochs and at the end. Writes into --out:
-  census.jsonl    one row per run (orbits with size, w, heads, worst error, lock-in epoch;
-                  accuracy; both equivariance errors; each head's w at the screen epochs)
-  census.md       outcomes per recipe, every orbit by size and w, recipes compared seed by
-                  seed, and the early screen (do early groups predict the orbits?)
-  census.{png,svg}  the same as a figure
-Rows of unchanged run files are reused from an existing --out/census.jsonl, so a growing
-sweep costs only its new runs; its rows of runs that the folders do not list (counted on
-another machine, or before the folder was deleted) are kept, so a census continues in fresh
-folders on a new machine (same recipe settings and screen epochs). With --rows FILE and no
-folders it rebuilds census.md and the figure from saved rows alone. A run file that cannot be
-read (cut off, corrupt) or is missing is named, its earlier row kept if it has one, else left
-out; the command exits 1 after writing the rest: rerun the sweep to retrain it.
-Docs: docs/results/orbits.md, "Census"."""
+HELP = "orbit experiment (source 000): orbit check, movie and figures of a run file"
 
 
 def _tolerances(p: argparse.ArgumentParser) -> None:
@@ -244,8 +155,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from headmovies.runfile.reader import Run
     from headmovies.render.orbits.check import run_report
+    from headmovies.runfile.reader import Run
 
     with Run(args.run) as r:
         report = run_report(r, args.epoch, args.tol, args.dead_tol, args.gauge)
@@ -321,7 +232,7 @@ def figures(args: argparse.Namespace) -> int:
 def census(args: argparse.Namespace) -> int:
     from headmovies.render.core.outputs import check_out_dir, prepare_out_dir
     from headmovies.sweeps.census import write_census
-    from headmovies.sweeps.census_rows import collect, read_census_rows, write_settings
+    from headmovies.sweeps.census_rows import Settings, collect, read_census_rows, write_settings
 
     formats = _formats(args.formats)
     try:
@@ -348,7 +259,7 @@ def census(args: argparse.Namespace) -> int:
         rows = read_census_rows(args.rows)
         if not rows:
             raise UserError(f"{args.rows} holds no census rows")
-        settings = {r["recipe"]: None for r in rows}  # None: not recorded
+        settings: Settings = {r["recipe"]: None for r in rows}  # None: not recorded
         settings.update(
             json.loads(args.rows.with_suffix(".settings.json").read_text())
             if args.rows.with_suffix(".settings.json").is_file()
@@ -365,16 +276,17 @@ def census(args: argparse.Namespace) -> int:
                 f"cannot read {settings_path} ({' '.join(str(exc).split())}); it names the recipes' "
                 f"settings of {old_path}: restore it, or give another --out"
             ) from None
-        progress = None
-        if not args.no_progress:
+
+        def progress(it):
             from tqdm import tqdm
 
-            progress = lambda it: tqdm(it, desc="census", unit="run")  # noqa: E731
+            return tqdm(it, desc="census", unit="run")
+
         rows, settings = collect(
             args.sweeps,
             old,
             screen,
-            progress,
+            None if args.no_progress else progress,
             old_settings,
             on_unreadable=lambda path, message: skipped.append(message),
         )
@@ -414,7 +326,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def _check_panel_words(panels) -> None:
-    if panels and not {w.lower() for w in panels} & {"seed", "auto", "default"}:
+    if panels and not {w.lower() for w in panels} & {*PANEL_KEYWORDS, *OLD_PANEL_KEYWORDS}:
         [parse_panel(p) for p in panels]  # a bad plane fails before the run is opened
 
 

@@ -1,4 +1,4 @@
-"""`headmovies ov-coherent report RUN [RUN ...] --out DIR`: the seed-004 report from run files."""
+"""`headmovies ov-coherent report RUN [RUN ...] --out DIR`: the source-004 report from run files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from headmovies.render.core.encode import add_movie_arguments, movie_arguments
 from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 
 NAME = "ov-coherent"
-HELP = "ov-coherent superposition (seed 004): accuracy, QK orderings, ablations, figures, QK-plane movie"
+HELP = "ov-coherent superposition (source 004): accuracy, QK orderings, ablations, figures, QK-plane movie"
 DESCRIPTION = """\
 Analyse the final snapshot of each ov-coherent RUN: exact read-off accuracy (overall and per
 class), each head's QK preference ordering of the signal tokens 1-4, whether the first two

@@ -104,10 +104,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from headmovies.train import config
     from headmovies.sweeps.plan import parse_grid, parse_seeds
     from headmovies.sweeps.sweep import sweep
     from headmovies.sweeps.sweep_rows import ROWS_FILE
+    from headmovies.train import config
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     grid = parse_grid(args.grid)
@@ -133,11 +133,12 @@ def run(args: argparse.Namespace) -> int:
         done = f"finished runs are recorded in {rows}" if rows.exists() else "no run finished"
         print(f"interrupted: {done}; rerun the same command to resume", file=sys.stderr)
         return 130
+    ended = f"stopped at epoch {args.stop_at}" if args.stop_at else "done"
     print(
-        f"{res.out}: {res.done} run{'' if res.done == 1 else 's'} {'stopped at epoch ' + str(args.stop_at) if args.stop_at else 'done'}, "
+        f"{res.out}: {res.done} run{'' if res.done == 1 else 's'} {ended}, "
         f"{res.failed} failed, {res.skipped} skipped (complete, or stopped there before), "
         f"in {res.seconds:.1f} s" + (f"; {res.forked} forked from {args.fork_from}" if args.fork_from else "")
     )
-    for path in res.reports:
+    for path in res.outcome_files:
         print(f"  {path}")
     return 1 if res.failed else 0

@@ -97,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p.epilog = _epilog()
         return plain_help()
 
-    p.format_help = format_help
+    p.format_help = format_help  # type: ignore[method-assign]  # the epilog is built on demand
 
 
 MAX_THREADS = 256
@@ -107,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
     if not 1 <= args.threads <= MAX_THREADS:
         raise UserError(f"--threads must be in 1..{MAX_THREADS}, got {args.threads}")
     import torch
-    from headmovies.train import config, experiments, loop, reuse
+
     from headmovies.sweeps.backend_local import default_workers
+    from headmovies.train import config, experiments, loop, reuse
 
     torch.set_num_threads(args.threads)
     task_cls = experiments.get(args.experiment)

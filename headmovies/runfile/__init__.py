@@ -19,7 +19,7 @@ from headmovies.runfile.schema import (
     METRICS,
     SCHEMA_VERSION,
     SNAPSHOTS,
-    SPLIT,  # noqa: F401
+    SPLIT,
     is_closed_cleanly,
     is_complete,
     library_versions,
@@ -31,3 +31,22 @@ from headmovies.runfile.schema import (
     snapshot_epochs,
     weight_names,
 )
+
+__all__ = [
+    "COMPLETE",
+    "EPOCH",
+    "METRICS",
+    "SCHEMA_VERSION",
+    "SNAPSHOTS",
+    "SPLIT",
+    "is_closed_cleanly",
+    "is_complete",
+    "library_versions",
+    "open_for_reading",
+    "read_config",
+    "read_snapshot",
+    "read_split",
+    "snapshot_count",
+    "snapshot_epochs",
+    "weight_names",
+]

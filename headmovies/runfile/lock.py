@@ -13,7 +13,7 @@ import os
 import socket
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from headmovies.errors import RunLockedError, UserError
@@ -61,7 +61,7 @@ class RunLock:
         self.run_path, self.path, self.hint = Path(run_path), lock_path(run_path), hint
         self.fd: int | None = None
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -84,7 +84,7 @@ class RunLock:
             if same:
                 break
             os.close(fd)
-        since = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         prog = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
         prog = "headmovies" if prog in ("headmovies", "__main__.py") else prog
         line = f"PID {os.getpid()} on {socket.gethostname()} (`{' '.join([prog, *sys.argv[1:3]])}`, since {since})"
@@ -105,7 +105,7 @@ class RunLock:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

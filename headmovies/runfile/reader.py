@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
-from headmovies.runfile import schema
 from headmovies.errors import RunFileError, warn
+from headmovies.runfile import schema
 from headmovies.runfile.schema import EPOCH, METRICS, SNAPSHOTS
 
 
@@ -176,7 +176,7 @@ class Run:
     def close(self) -> None:
         self.f.close()
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -108,7 +108,7 @@ def read_config(f: h5py.File) -> dict:
 
 def weight_names(f: h5py.File) -> list[str]:
     """Names of the stored weights, e.g. ['W_E', 'W_K', 'W_O', 'W_Q', 'W_U', 'W_V']."""
-    return sorted(k for k in f[SNAPSHOTS].keys() if k != EPOCH)
+    return sorted(k for k in f[SNAPSHOTS] if k != EPOCH)
 
 
 def snapshot_count(f: h5py.File, refresh: bool = False) -> int:
@@ -170,4 +170,4 @@ def read_split(f: h5py.File) -> dict[str, np.ndarray]:
     """The stored data split, e.g. {'train': int64[N_train], 'heldout': int64[N_heldout]}."""
     if SPLIT not in f:
         return {}
-    return {k: f[SPLIT][k][()] for k in f[SPLIT].keys()}
+    return {k: f[SPLIT][k][()] for k in f[SPLIT]}

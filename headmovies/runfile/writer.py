@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import h5py
 import numpy as np
 
 from headmovies import disk
-from headmovies.runfile import schema
 from headmovies.errors import DiskFullError
+from headmovies.runfile import schema
 from headmovies.runfile.schema import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
 
 
@@ -47,7 +48,7 @@ def _detach(f: h5py.File) -> None:
         mem = os.memfd_create("detached-run-file") if hasattr(os, "memfd_create") else os.open(os.devnull, os.O_RDWR)
         os.dup2(mem, fd)
         os.close(mem)
-    except Exception:  # noqa: BLE001 - best effort; the close below is guarded too
+    except Exception:  # best effort; the close below is guarded too
         pass
 
 
@@ -55,7 +56,7 @@ def _close_quietly(f: h5py.File) -> None:
     try:
         if f.id.valid:
             f.close()
-    except Exception:  # noqa: BLE001 - the file on disk is already what it will be
+    except Exception:  # the file on disk is already what it will be
         pass
 
 
@@ -142,7 +143,9 @@ def fork_copy(src: h5py.File, out: str | os.PathLike, through_epoch: int, attrs:
     return tmp
 
 
-def _fail(f: h5py.File | None, tmp: Path | None, exc: BaseException, where: Path, what: str, then: str = ""):
+def _fail(
+    f: h5py.File | None, tmp: Path | None, exc: BaseException, where: Path, what: str, then: str = ""
+) -> NoReturn:
     """Give up on `f` (None: not opened) after `exc`: detach it if the disk is full, close it,
     remove `tmp`, and raise DiskFullError (about the file system of `where`: `what`; `then`) for
     a full disk, or `exc` itself otherwise."""
@@ -179,7 +182,7 @@ class RunWriter:
         weights: dict[str, np.ndarray],
         metrics: dict[str, float],
         split: dict[str, np.ndarray],
-    ) -> "RunWriter":
+    ) -> RunWriter:
         """Build `<path>.partial` holding the first snapshot; `publish()` renames it to `path`
         (`discard()` removes it). `path` must not exist (the caller removes it for --force).
         `attrs` values that are dicts are stored as JSON strings. Raises DiskFullError, leaving
@@ -229,7 +232,7 @@ class RunWriter:
             self.tmp.unlink(missing_ok=True)
 
     @classmethod
-    def reopen(cls, path: str | os.PathLike, keep_through_epoch: int, attrs: dict | None = None) -> "RunWriter":
+    def reopen(cls, path: str | os.PathLike, keep_through_epoch: int, attrs: dict | None = None) -> RunWriter:
         """Continue a run whose checkpoint is at `keep_through_epoch`.
 
         A killed SWMR writer leaves HDF5's "open for write" flag set, so the file cannot be
@@ -334,6 +337,6 @@ class RunWriter:
             return
         try:
             self.f.flush()
-        except Exception:  # noqa: BLE001 - a full disk: keep the file as the last flush left it
+        except Exception:  # a full disk: keep the file as the last flush left it
             _detach(self.f)
         _close_quietly(self.f)

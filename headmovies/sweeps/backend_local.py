@@ -11,8 +11,8 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Callable
 
 from headmovies.errors import UserError
 from headmovies.interrupts import ignore_between_jobs
@@ -54,7 +54,7 @@ def run_local(jobs: list[Job], workers: int, on_rows: Callable[[list[dict]], Non
         for child in children:
             child.join(timeout=max(0.0, deadline - time.monotonic()))
         for child in children:
-            if child.is_alive():
+            if child.is_alive() and child.pid is not None:
                 with contextlib.suppress(ProcessLookupError):  # it ended just now
                     os.kill(child.pid, signal.SIGINT)  # their run files close, resumable
         for child in children:

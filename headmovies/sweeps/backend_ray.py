@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import signal
 import socket
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from headmovies.errors import UserError
@@ -78,7 +78,8 @@ def run_ray(jobs: list[Job], workers: int | None, on_rows: Callable[[list[dict]]
 
     task = ray.remote(num_cpus=1, max_retries=0)(run_job)
     limit = workers or cluster_cpus()
-    queue, running = list(jobs), {}
+    queue = list(jobs)
+    running: dict = {}  # Ray object ref -> its job
     try:
         while queue or running:
             while queue and len(running) < limit:

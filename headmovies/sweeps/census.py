@@ -9,8 +9,9 @@ per recipe, become one row per finished run, then tables and a figure made from 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 from headmovies.render.core.outputs import FIGURE_FORMATS, save_figure, write_text
 from headmovies.sweeps.census_figure import census_figure
@@ -18,11 +19,14 @@ from headmovies.sweeps.census_provenance import provenance_markdown
 from headmovies.sweeps.census_rows import write_census_rows
 from headmovies.sweeps.census_tables import census_markdown, complete_runs
 
+if TYPE_CHECKING:
+    from headmovies.sweeps.census_rows import Settings
+
 
 def write_census(
     out: Path,
     rows: list[dict],
-    settings: dict[str, dict],
+    settings: Settings,
     formats: Sequence[str] = FIGURE_FORMATS,
     write_jsonl: bool = True,
 ) -> list[Path]:

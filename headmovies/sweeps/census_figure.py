@@ -6,17 +6,22 @@ error per run, each orbit's lock-in epoch, and the early screen against its epoc
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from headmovies.sweeps.census_tables import by_recipe, complete_runs, screen_epochs_of, screen_stats, wilson_interval
 
+if TYPE_CHECKING:
+    from headmovies.sweeps.census_rows import Settings
 
-def census_figure(rows: list[dict], settings: dict[str, dict]):
-    """Four panels: outcome shares per recipe (default gauge; bias gauge below); train accuracy against the pooled equivariance
-    error per run; each verified orbit's lock-in epoch; and the early screen (heads keeping
-    their omega, orbits whose group fitted) against the screen epoch."""
+
+def census_figure(rows: list[dict], settings: Settings):
+    """Four panels: outcome shares per recipe (default gauge; bias gauge below); train accuracy
+    against the pooled equivariance error per run; each verified orbit's lock-in epoch; and the
+    early screen (heads keeping their omega, orbits whose group fitted) against the screen epoch."""
     from matplotlib.figure import Figure
+
     from headmovies.render.orbits.colours import orbit_colour
 
     rows = complete_runs(rows)

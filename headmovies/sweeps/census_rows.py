@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.circuits import circuits
@@ -29,6 +29,7 @@ from headmovies.sweeps.census_provenance import run_provenance, with_provenance
 from headmovies.sweeps.sweep_rows import latest, read_sweep_rows
 
 SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
+Settings = dict[str, dict | None]  # {recipe: its fixed settings (--set), None: not recorded}
 ROW_VERSION = 4  # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
 # 6 significant digits, as `orbits check --json` (5 decimals rounded twice in tables)
 
@@ -157,7 +158,7 @@ def collect(
     progress: Callable | None = None,
     old_settings: dict[str, dict] | None = None,
     on_unreadable: Callable[[Path, str], None] | None = None,
-) -> tuple[list[dict], dict[str, dict]]:
+) -> tuple[list[dict], Settings]:
     """Census rows of every finished run in the sweep folders, plus the rows of `old` (an
     existing census.jsonl) that the folders do not list: runs counted on another machine or
     before their folder was deleted. So the committed rows survive the machine, and a census
@@ -176,7 +177,9 @@ def collect(
     neither file nor old row is reported there too."""
     old = list(old)
     cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
-    todo, settings, listed = [], {}, set()
+    todo: list[tuple[Path, str, dict]] = []
+    settings: Settings = {}
+    listed: set[tuple[str, str]] = set()
     for folder in folders:
         recipe = folder.name
         if recipe in settings:
@@ -184,15 +187,16 @@ def collect(
         sweep_rows, settings[recipe] = read_sweep(folder)
         todo += [(folder, recipe, r) for r in sweep_rows]
         listed |= {(recipe, r["run"]) for r in sweep_rows}
-    rows = []
+    rows: list[dict] = []
     it = progress(todo) if progress else todo
     for folder, recipe, sweep_row in it:
         path = folder / sweep_row["file"]
         hit = cache.get((recipe, sweep_row["run"]))
-        same_epochs = hit is not None and hit["screen_epochs"] == sorted(screen_epochs)
-        if same_epochs and not path.exists():
+        if hit is not None and hit["screen_epochs"] != sorted(screen_epochs):
+            hit = None  # read at other screen epochs: not reused
+        if hit is not None and not path.exists():
             rows.append(hit)  # the run file was deleted after it was counted: its row stands
-        elif same_epochs and (hit["file_bytes"], hit["file_mtime_ns"]) == (
+        elif hit is not None and (hit["file_bytes"], hit["file_mtime_ns"]) == (
             path.stat().st_size,
             path.stat().st_mtime_ns,
         ):
@@ -204,7 +208,7 @@ def collect(
                 if on_unreadable is None:
                     raise
                 reason = exc.problem  # without "--force": the sweep retrains its own runs
-                if same_epochs:
+                if hit is not None:
                     rows.append(hit)  # counted before it was damaged: its row stands, as for a deleted file
                     on_unreadable(path, f"{reason} (its earlier row is kept)")
                 else:
@@ -262,7 +266,7 @@ def read_census_rows(path: Path, any_version: bool = False) -> list[dict]:
             f"{' '.join(str(exc).split())}"
         ) from None
     for i, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or not ROW_KEYS <= row.keys():
+        if not isinstance(row, dict) or not row.keys() >= ROW_KEYS:
             raise UserError(
                 f"{path} line {i} is not a census row (written by `headmovies orbits census`, "
                 "census.jsonl; a sweep's sweep.jsonl is read through its folder)"
@@ -282,6 +286,6 @@ def write_census_rows(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def write_settings(path: Path, settings: dict[str, dict]) -> Path:
+def write_settings(path: Path, settings: Settings) -> Path:
     """The recipes' fixed settings beside the rows, so `--rows` can name them too."""
     return write_text(path, json.dumps(settings, indent=1) + "\n")

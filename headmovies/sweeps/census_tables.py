@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from headmovies.sweeps.census_rows import Settings
 
 
 def orbit_order(omega: int, n: int) -> int:
@@ -78,8 +82,10 @@ def outcome_table(rows: list[dict]) -> str:
     """One line per recipe: seeds, outcome counts (default gauge, then bias gauge), accuracy and
     errors (median [min, max])."""
     out = [
-        "| recipe | seeds | outcomes (seeds) | any orbit | any orbit at 100 % train | bias gauge: outcomes "
-        "| bias gauge: any orbit | train acc | held-out acc | eq error pooled | eq error worst input | dead heads |",
+        (
+            "| recipe | seeds | outcomes (seeds) | any orbit | any orbit at 100 % train | bias gauge: outcomes "
+            "| bias gauge: any orbit | train acc | held-out acc | eq error pooled | eq error worst input | dead heads |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for recipe, rs in by_recipe(rows).items():
@@ -108,7 +114,10 @@ def structure_table(rows: list[dict]) -> str:
     """Every verified orbit by recipe, size and frequency: how many, on which seeds, their
     worst errors and lock-in epochs."""
     out = [
-        "| recipe | orbit size | ω (r) | orbits | seeds | worst error | locked in at epoch | train acc of those seeds |",
+        (
+            "| recipe | orbit size | ω (r) | orbits | seeds | worst error | locked in at epoch "
+            "| train acc of those seeds |"
+        ),
         "|---|---|---|---|---|---|---|---|",
     ]
     for recipe, rs in by_recipe(rows).items():
@@ -198,8 +207,10 @@ def screen_epochs_of(rows: list[dict]) -> list[int]:
 def screen_table(rows: list[dict]) -> str:
     """Per recipe and screen epoch: `screen_stats` under both rules."""
     out = [
-        "| recipe | epoch | runs | heads keeping their ω to the end | final orbits whose group fits (has room) "
-        "| fitting groups that became an orbit | seeds flagged / with an orbit / both |",
+        (
+            "| recipe | epoch | runs | heads keeping their ω to the end | final orbits whose group fits (has room) "
+            "| fitting groups that became an orbit | seeds flagged / with an orbit / both |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
 
@@ -219,7 +230,7 @@ def screen_table(rows: list[dict]) -> str:
 
 def largest_groups(rows: list[dict]) -> str:
     """Per recipe: the largest final frequency group among the omegas whose orbits have n/2
-    heads (the seed's 12-orbit: omega 2 or 10 when n = 24), as a count of seeds per group size."""
+    heads (the source's 12-orbit: omega 2 or 10 when n = 24), as a count of seeds per group size."""
     out = []
     for recipe, rs in by_recipe(rows).items():
         best = []
@@ -256,17 +267,19 @@ def screened_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
+def census_markdown(rows: list[dict], settings: Settings) -> str:
     screened = screened_table(rows)
     rows_all, rows = rows, complete_runs(rows)
     parts = [
         "# Orbit census",
         "",
-        "Made by `headmovies orbits census` from the sweeps below (one row per run in `census.jsonl`). "
-        "Outcome: sizes of the verified orbits (2 % tolerance, default gauge) of the last snapshot; "
-        "bias gauge: the same check with each head's key-independent OV part set aside (`--gauge bias`); "
-        "ω (r): the orbit's frequency. Values: median [min, max] over seeds. Shares of seeds come with "
-        "their 95 % Wilson score interval (how far the share over all seeds may lie from this sample's).",
+        (
+            "Made by `headmovies orbits census` from the sweeps below (one row per run in `census.jsonl`). "
+            "Outcome: sizes of the verified orbits (2 % tolerance, default gauge) of the last snapshot; "
+            "bias gauge: the same check with each head's key-independent OV part set aside (`--gauge bias`); "
+            "ω (r): the orbit's frequency. Values: median [min, max] over seeds. Shares of seeds come with "
+            "their 95 % Wilson score interval (how far the share over all seeds may lie from this sample's)."
+        ),
         "",
         "## Recipes",
         "",
@@ -299,8 +312,10 @@ def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
             if screen_epochs_of(rows)
             else "No run has a snapshot at the screen epochs (`--screen-epochs`) before its last one.",
             "",
-            f"## Largest final group at an ω whose orbits have n/2 heads (the seed's 12-orbit; {omegas}), "
-            "seeds per size",
+            (
+                f"## Largest final group at an ω whose orbits have n/2 heads (the source's 12-orbit; {omegas}), "
+                "seeds per size"
+            ),
             "",
             largest_groups(rows),
             "",
@@ -309,8 +324,10 @@ def census_markdown(rows: list[dict], settings: dict[str, dict]) -> str:
         parts += [
             "## Screened runs (stopped early), candidates for the full schedule",
             "",
-            "Continue candidates with the sweep's own command without --stop-at (its settings as "
-            "recorded; a sweep refuses others):",
+            (
+                "Continue candidates with the sweep's own command without --stop-at (its settings as "
+                "recorded; a sweep refuses others):"
+            ),
             "",
         ]
         for recipe in sorted({r["recipe"] for r in rows_all if r.get("stopped")}):

@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from headmovies import runfile
@@ -100,6 +101,7 @@ def _run_job(job: Job) -> list[dict]:
         from headmovies.train.batch_loop import train_batch
 
         t0 = time.perf_counter()
+        results: Sequence[object]  # TrainResult, or the exception that stopped the run
         try:
             results = train_batch(job.experiment, [r.cfg for r in job.runs], [r.path for r in job.runs])
         except Exception as exc:

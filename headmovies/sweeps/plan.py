@@ -39,7 +39,7 @@ MAX_SEEDS = 1_000_000  # one sweep's seeds; a typo like 0-99999999999 fails at o
 
 def parse_seeds(text: str) -> list[int]:
     """'0-199', '0,3,5' or '0-3,10' -> sorted distinct seeds. UserError otherwise."""
-    seeds = set()
+    seeds: set[int] = set()
     for part in text.replace(" ", "").split(","):
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
         if not m or (m[2] is not None and int(m[2]) < int(m[1])):
@@ -69,7 +69,7 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[str]]]:
         if key in seen:
             raise UserError(f"--grid {key} is given twice; list all its values in one --grid {key}=V1,V2")
         values = [v.strip() for v in text.split(";" if ";" in text else ",")]
-        if not text.strip() or any(v == "" for v in values) and ";" not in text:
+        if not text.strip() or (any(v == "" for v in values) and ";" not in text):
             raise UserError(
                 f"--grid {key} has an empty value list or an empty value ({item!r}); "
                 f"give values, e.g. --grid {key}=V1,V2"
@@ -163,7 +163,8 @@ def make_plan(
     state = check_settings(out, experiment, settings)
     rows = {r["run"]: r for r in read_sweep_rows(out / ROWS_FILE)}
     sources = source_rows(Path(fork_from)) if fork_from is not None else None
-    runs, names = [], {}
+    runs: list[PlannedRun] = []
+    names: dict[str, dict] = {}  # run name -> its grid point
     for combo in itertools.product(*(values for _, values in grid)):
         point = dict(zip((k for k, _ in grid), combo))
         for seed in seeds:
@@ -219,7 +220,8 @@ def _action(path: Path, cfg: TrainConfig, row: dict | None, stop_at: int | None 
     plan = reuse_plan(path, cfg)
     if plan == "new":
         refuse_overwrite(path, cfg)
-    same = row is not None and row.get("config") == config.config_dict(cfg)
+    row = row or {}
+    same = bool(row) and row.get("config") == config.config_dict(cfg)
     if plan == "reuse":
         return "skip" if same and row.get("status") == "done" else "record"
     if plan == "resume" and stop_at is not None and same and row.get("status") == "stopped":
@@ -278,7 +280,7 @@ def make_jobs(plan: Plan, workers: int, batch: int | None = None) -> list[Job]:
     `batch` runs (default: `max_size`, what pays for the config), cut so that every worker gets
     work; every other run is a job of its own."""
     batching = experiments.batching(plan.experiment)
-    groups: dict = {}
+    groups: dict[tuple, list[PlannedRun]] = {}
     jobs = []
     for r in plan.todo:
         if r.action == "new" and batching is not None and r.stop_at is None and r.fork_from is None:
@@ -286,6 +288,7 @@ def make_jobs(plan: Plan, workers: int, batch: int | None = None) -> list[Job]:
         else:
             jobs.append(Job(plan.experiment, [r]))
     for runs in groups.values():
+        assert batching is not None  # groups are made only with it
         cap = batch or batching.max_size(runs[0].cfg)
         cap = max(1, min(cap, math.ceil(len(runs) / workers)))
         for i in range(0, len(runs), cap):

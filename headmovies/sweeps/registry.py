@@ -9,7 +9,8 @@ family in `headmovies.tasks` has one.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from headmovies import tasks
 from headmovies.render.induction import summary as induction

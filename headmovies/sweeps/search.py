@@ -1,4 +1,4 @@
-r"""Search training settings of the orbit experiment (seed 000) for runs whose heads form
+r"""Search training settings of the orbit experiment (source 000) for runs whose heads form
 verified G-orbits, and print one table row per (setting, seed).
 
 Runs `OrbitTask` in-process (no run files), one run at a time, and at every `--every` epochs
@@ -29,6 +29,7 @@ from pathlib import Path
 def orbit_summary(task, m: int, tol: float) -> dict:
     """`render.orbits.summary.orbit_summary` of the task's current heads, for a table row."""
     import torch
+
     from headmovies.render.orbits.summary import orbit_summary as summary
 
     with torch.no_grad():
@@ -70,8 +71,9 @@ def run_one(
     prune: float = 0.0,
 ) -> list[dict]:
     import torch
-    from headmovies.train.config import resolve
+
     from headmovies.tasks.orbits import M_SHIFT
+    from headmovies.train.config import resolve
     from headmovies.train.orbits.config import OrbitConfig
     from headmovies.train.orbits.task import OrbitTask
 
@@ -85,7 +87,7 @@ def run_one(
             raise SystemExit(
                 f"error: cannot start from {load}: {_one_line(exc)} "
                 f"(--load takes a --save file of a model with the same shapes)"
-            )
+            ) from None
         task.prune_heads(prune)
     rows, t0 = [], time.time()
     for epoch in range(1, epochs + 1):
@@ -255,7 +257,8 @@ def parse_seeds(text: str) -> list[str]:
 
 def print_table(rows: list[dict]) -> None:
     print(
-        "\n| setting | seed | epochs | train acc | held-out acc | eq error pooled | worst input | orbits (sizes) | closest errors |"
+        "\n| setting | seed | epochs | train acc | held-out acc | eq error pooled | worst input "
+        "| orbits (sizes) | closest errors |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -264,7 +267,8 @@ def print_table(rows: list[dict]) -> None:
         print(
             f"| {setting} | {r['seed']} | {r['epoch']} | {r['train_acc']:.2%} | {r['heldout_acc']:.2%} | "
             f"{r.get('eq_error_pooled', r.get('eq_error', float('nan'))):.1e} | "  # 'eq_error': logs before both errors
-            f"{r.get('eq_error_worst_input', float('nan')):.1e} | {o.get('orbit_sizes')} | {', '.join(f'{c:.3f}' for c in o.get('closest', [])[:3])} |"
+            f"{r.get('eq_error_worst_input', float('nan')):.1e} | {o.get('orbit_sizes')} | "
+            f"{', '.join(f'{c:.3f}' for c in o.get('closest', [])[:3])} |"
         )
 
 

@@ -4,7 +4,7 @@ cluster, one ordinary run file per run (docs/sweeps.md).
     plan (`plan`: names, what each run needs, jobs in batches where configs allow) -> backend
     (`backend_local`: a process pool; `backend_ray`: Ray tasks) -> each job trains its runs and
     makes their rows (`jobs`) -> the driver appends them to DIR/sweep.jsonl (`sweep_rows`)
-    -> the table and the census figure (`report`)
+    -> the outcome table and figure (`sweep_outcomes`)
 
 Each run file is named from its seed and grid point (`seed3-eq_weight10.h5`). Rerunning the
 same command skips runs that are complete and recorded, records complete ones that are not,
@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +46,7 @@ class SweepResult:
     skipped: int = 0
     forked: int = 0  # runs forked from another sweep's runs (and done) in this pass
     seconds: float = 0.0
-    reports: list[Path] = field(default_factory=list)
+    outcome_files: list[Path] = field(default_factory=list)
 
 
 def sweep(
@@ -53,7 +54,7 @@ def sweep(
     out: str | os.PathLike,
     *,
     seeds: list[int] | None = None,
-    grid: list[tuple[str, list[str]]] = (),
+    grid: Sequence[tuple[str, list[str]]] = (),
     sets: dict[str, str] | None = None,
     toml: dict | None = None,
     backend: str = "local",
@@ -97,11 +98,11 @@ def sweep(
 
 
 def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progress: bool) -> SweepResult:
-    """The sweep in its (created, locked) folder: jobs, backend, rows, then the report."""
+    """The sweep in its (created, locked) folder: jobs, backend, rows, then the outcome table and figure."""
     from tqdm import tqdm
 
     from headmovies.render.core.outputs import write_text
-    from headmovies.sweeps import report
+    from headmovies.sweeps import sweep_outcomes
     from headmovies.sweeps.registry import summary_of
 
     out, experiment = plan.out, plan.experiment
@@ -147,7 +148,7 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
     finally:  # also after Ctrl-C: the table and census of the runs finished so far
         bar.close()
         result.seconds = time.perf_counter() - t0
-        result.reports = report.write_report(
+        result.outcome_files = sweep_outcomes.write_outcomes(
             out, read_sweep_rows(out / ROWS_FILE), experiment, summary_of(experiment).outcome_text, plan.settings
         )
     return result

@@ -1,4 +1,4 @@
-"""The repeated-block task of the induction experiments (seed 003; docs/experiments.md).
+"""The repeated-block task of the induction experiments (source 003; docs/experiments.md).
 
 26 letters; each sequence (24 tokens) is one block of 6 letters repeated 4 times, a fresh
 block per sequence (letters distinct within a block by default). Next-token loss. From the
@@ -15,8 +15,8 @@ from headmovies.errors import UserError
 
 EXPERIMENTS = ("induction-1l", "induction-smeared", "induction-2l")
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-# Where W_pos enters: the query/key vectors (the default: seed 003's wording, "added to Q and K",
-# read literally) or the inputs of W_Q/W_K (docs/experiments.md, "Induction (seed 003)").
+# Where W_pos enters: the query/key vectors (the default: source 003's wording, "added to Q and K",
+# read literally) or the inputs of W_Q/W_K (docs/experiments.md, "Induction (source 003)").
 POSITIONS = ("qk_vector", "qk_input")
 DEFAULT_POSITIONS = POSITIONS[0]
 LEGACY_POSITIONS = "qk_input"  # run files whose config has no `positions` key were trained so
@@ -28,7 +28,7 @@ def positions_of(config: dict) -> str:
     return config.get("positions", LEGACY_POSITIONS)
 
 
-SEED_PROMPTS = (
+SOURCE_PROMPTS = (
     "ABCDEF",
     "ABCDEFABCDEF",
     "XYZRSTXYZRST",

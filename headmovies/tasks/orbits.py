@@ -1,4 +1,4 @@
-"""The modular-addition task of the orbit experiment (seed 000; docs/math.md).
+"""The modular-addition task of the orbit experiment (source 000; docs/math.md).
 
 Inputs (x1, x2, x3) in Z_n^3 (n = 24: the config key `p`), targets (x2+x3, x3+x1, x1+x2) mod n
 at the three positions. All n^3 inputs exist; a seeded train / held-out split of them is

@@ -1,7 +1,7 @@
-"""The OV-coherent read-off task (seed 004; docs/math.md, "OV-coherent analyses").
+"""The OV-coherent read-off task (source 004; docs/math.md, "OV-coherent analyses").
 
 Source: L. Greenspan, "An OV-Coherent Toy Model of Attention Head Superposition", AI Alignment
-Forum, 29 Aug 2023 (seed 004).
+Forum, 29 Aug 2023 (source 004).
 
 Tokens (12): 0 = read-off, 1-4 = signal, 5-11 = noise. A sequence of length L holds two signal
 tokens A, B (each uniform on 1-4, independent) at two distinct random positions among the first

@@ -16,13 +16,13 @@ import numpy as np
 
 from headmovies.errors import UserError
 from headmovies.interrupts import deferred_signals
+from headmovies.runfile.checkpoint import checkpoint_path
+from headmovies.runfile.lock import RunLock
+from headmovies.runfile.writer import RunWriter
 from headmovies.train import experiments, loop, new_run
 from headmovies.train.checkpoints import save_checkpoint
 from headmovies.train.config import TrainConfig
 from headmovies.train.schedule import config_schedule
-from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.runfile.lock import RunLock
-from headmovies.runfile.writer import RunWriter
 
 
 def train_batch(
@@ -43,7 +43,7 @@ def train_batch(
     batching = experiments.batching(experiment)
     if batching is None:
         raise ValueError(f"{experiment} has no batched trainer")
-    outs = [Path(o) for o in outs]
+    paths = [Path(o) for o in outs]
     t0 = time.perf_counter()
     batch = batching(cfgs, device)
     cfg = batch.cfg  # the snapshot schedule and epochs are shared
@@ -53,7 +53,7 @@ def train_batch(
     metrics: list[dict] = [{} for _ in cfgs]
     locks = []
     try:
-        for i, out in enumerate(outs):  # as loop.train: one writer per run file
+        for i, out in enumerate(paths):  # as loop.train: one writer per run file
             new_run.check_out_path(out)
             locks.append(RunLock(out, hint="wait for it to finish").acquire())
             view = batch.views[i]
@@ -61,7 +61,7 @@ def train_batch(
         stopping = False
         with deferred_signals() as signals:  # Ctrl-C: stop at the next snapshot (loop.train)
             last_ckpt = time.monotonic()
-            todo = set(int(e) for e in schedule if e > 0)
+            todo = {int(e) for e in schedule if e > 0}
             for epoch in range(1, cfg.epochs + 1):
                 if signals.pending.is_set() and not stopping:
                     stopping = True
@@ -79,16 +79,16 @@ def train_batch(
                     if diverged:
                         errors[i] = UserError(
                             f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
-                            f"{outs[i]} keeps the snapshots so far; lower lr or the loss weights"
+                            f"{paths[i]} keeps the snapshots so far; lower lr or the loss weights"
                         )
                         writer.close()
                         writers[i] = None
                     elif save:
                         save_checkpoint(
-                            checkpoint_path(outs[i]),
+                            checkpoint_path(paths[i]),
                             view,
                             epoch,
-                            f"{outs[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
+                            f"{paths[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
                             batch.torch_rng(i),
                         )
                 if save:
@@ -109,6 +109,6 @@ def train_batch(
             lock.release()
     seconds = time.perf_counter() - t0
     return [
-        errors[i] or loop.TrainResult(outs[i], cfg.epochs, metrics[i], batch.views[i].summary(metrics[i]), seconds)
+        errors[i] or loop.TrainResult(paths[i], cfg.epochs, metrics[i], batch.views[i].summary(metrics[i]), seconds)
         for i in range(len(cfgs))
     ]

@@ -49,6 +49,6 @@ def load_checkpoint(ckpt_path: Path, out: Path, count: int) -> dict:
             f"checkpoint {ckpt_path} is damaged (truncated?): {str(exc).splitlines()[0][:120]}; "
             f"it cannot resume {out}: {recover}"
         ) from None
-    if not isinstance(state, dict) or not KEYS <= set(state):
+    if not isinstance(state, dict) or not set(state) >= KEYS:
         raise RunFileError(f"{ckpt_path} is not a headmovies checkpoint; it cannot resume {out}: {recover}")
     return state

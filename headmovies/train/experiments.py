@@ -10,8 +10,14 @@ name: class}, empty when it has none). A new family adds its module to `FAMILIES
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
+import torch
+
 from headmovies.errors import ConfigError
 from headmovies.train import induction, orbits, ov_coherent
+from headmovies.train.config import TrainConfig
 from headmovies.train.task import Task
 
 # {family: its model module}, the families of `headmovies.tasks.FAMILIES`
@@ -22,8 +28,36 @@ EXPERIMENTS: dict[str, type[Task]] = dict(
 )
 
 
+class BatchedRuns(Protocol):
+    """Several runs trained as one computation (`headmovies.train.batch_loop`): `cfg` (the
+    shared keys), `views` (run i as a Task), `step(epoch)`, `sync(i)` before reading view i,
+    `torch_rng(i)` (run i's global torch RNG state after its init, for its checkpoints)."""
+
+    cfg: TrainConfig
+
+    @property
+    def views(self) -> Sequence[Task]: ...
+
+    def step(self, epoch: int) -> None: ...
+
+    def sync(self, i: int, optimizer: bool = True) -> Task: ...
+
+    def torch_rng(self, i: int) -> torch.Tensor: ...
+
+
+class Batching(Protocol):
+    """A batched trainer class: `key(cfg)` (runs with equal keys can share a batch),
+    `max_size(cfg)` (the most runs per batch worth batching), and a `(cfgs, device)` constructor."""
+
+    def __call__(self, cfgs: list, device: str | torch.device = "cpu") -> BatchedRuns: ...
+
+    def key(self, cfg: TrainConfig) -> tuple: ...
+
+    def max_size(self, cfg: TrainConfig) -> int: ...
+
+
 # {experiment name: its batched trainer}, for the experiments that have one
-BATCHING: dict[str, type] = {name: cls for module in FAMILIES.values() for name, cls in module.BATCHING.items()}
+BATCHING: dict[str, Batching] = {name: cls for module in FAMILIES.values() for name, cls in module.BATCHING.items()}
 
 
 def get(name: str) -> type[Task]:
@@ -38,7 +72,7 @@ def all_experiments() -> dict[str, type[Task]]:
     return dict(EXPERIMENTS)
 
 
-def batching(name: str) -> type | None:
+def batching(name: str) -> Batching | None:
     """The batched trainer of experiment `name`, or None: one run per process. Such a class has
     `key(cfg)` (runs with equal keys can share a batch), `max_size(cfg)` (the most runs per batch
     worth batching) and a `(cfgs, device)` constructor (docs/extending.md)."""

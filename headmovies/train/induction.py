@@ -1,20 +1,20 @@
-"""Induction heads (seed 003; docs/experiments.md): attention-only transformers continuing sequences made
+"""Induction heads (source 003; docs/experiments.md): attention-only transformers continuing sequences made
 of one random 6-letter block repeated 4 times.
 
 Three registered variants share one model class and one config:
 
-- `induction-1l`      one attention layer (the seed: fails; a key is a linear function of its
+- `induction-1l`      one attention layer (the source: fails; a key is a linear function of its
                       own token and position, so it cannot say "the token *before* me was A").
 - `induction-smeared` one layer with smeared keys (Olsson et al. 2022, "In-context learning
                       and induction heads", §"smeared keys"): per head a learned alpha,
                       k'_j = sigmoid(alpha) k_j + (1 - sigmoid(alpha)) k_{j-1}, with k_{-1} = k_0.
-- `induction-2l`      two layers (the seed: nearly succeeds, via K-composition).
+- `induction-2l`      two layers (the source: nearly succeeds, via K-composition).
 
 Model (row vectors, TransformerLens names): x = W_E[tokens]; per layer
 x += sum_h softmax(causal((x W_Q[h] + P_h) (x W_K[h] + P_h)^T / sqrt(d_head))) x W_V[h] W_O[h];
 logits = x W_U. P_h is head h's slice of d_head columns of the sinusoidal table W_pos
 (Vaswani et al. 2017): the positions are added to the query and key vectors (`positions=qk_vector`,
-the default: seed 003's "added to Q and K", read literally), so q.k holds the fixed term
+the default: source 003's "added to Q and K", read literally), so q.k holds the fixed term
 W_pos[i].W_pos[j], which no weight can turn into "attend 5 back". `positions=qk_input` adds
 W_pos to the inputs of W_Q and W_K instead: q = (x + W_pos) W_Q[h], a placement under which
 heads can attend by position (docs/results/induction.md). Either way W_pos never reaches V or
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +46,7 @@ from headmovies.train.task import Task
 
 @dataclass
 class InductionConfig(TrainConfig):
-    epochs: int = 10000  # optimizer steps (seed 003)
+    epochs: int = 10000  # optimizer steps (source 003)
     n_vocab: int = 26  # letters A..Z
     seq_len: int = 24  # context length
     block_len: int = 6  # the repeated block
@@ -56,7 +57,7 @@ class InductionConfig(TrainConfig):
     n_heads: int = 4
     d_head: int = 8  # seed: 4 x 32^2 parameters per W_Q/W_K/W_V/W_O stack -> 4 heads x 8
     pos_base: float = 10000.0  # sinusoidal table W_pos[t, 2i] = sin(t / base^(2i/width)), cos for 2i+1
-    positions: str = DEFAULT_POSITIONS  # "qk_vector": q = x W_Q + W_pos per head slice (seed 003's
+    positions: str = DEFAULT_POSITIONS  # "qk_vector": q = x W_Q + W_pos per head slice (source 003's
     # "added to Q and K", read literally); "qk_input": q = (x + W_pos) W_Q
     batch_size: int = 256
     lr: float = 1e-3
@@ -186,6 +187,8 @@ class Block(nn.Module):
 class InductionTransformer(nn.Module):
     """Attention-only transformer: W_E [V, d] -> n_layers x Attention -> W_U [d, V]."""
 
+    W_pos: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, cfg: InductionConfig):
         super().__init__()
         self.W_E = nn.Parameter(torch.randn(cfg.n_vocab, cfg.d_model))
@@ -205,7 +208,7 @@ class InductionTransformer(nn.Module):
         x0 = self.W_E[tokens]  # (B, T, d)
         pos = self.W_pos[: tokens.shape[1]]  # (T, d)
         x = x0
-        for i, block in enumerate(self.blocks):
+        for i, block in enumerate(cast(list[Block], self.blocks)):
             x = x + block.attn(x, pos, x_key=None if k_composition or i == 0 else x0)
         return x @ self.W_U  # (B, T, V)
 
@@ -216,8 +219,10 @@ def predictable_accuracy(logits: torch.Tensor, tokens: torch.Tensor, block_len: 
     return (pred == tokens[:, block_len:]).float().mean()
 
 
-class InductionTask(Task):
+class InductionTask(Task[InductionConfig]):
     """Shared training logic of the three variants (the subclasses only set defaults)."""
+
+    model: InductionTransformer
 
     Config = InductionConfig
 
@@ -259,7 +264,7 @@ class InductionTask(Task):
     def attrs(self) -> dict:
         return {"W_pos": self.model.W_pos.numpy()}
 
-    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
+    def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {"loss": f"{metrics['heldout_loss']:.3g}", "acc": f"{metrics['heldout_acc']:.3f}"}
 
     def summary(self, metrics: dict[str, float]) -> str:
@@ -285,19 +290,19 @@ class Induction2LConfig(InductionConfig):
 
 class Induction1L(InductionTask):
     name = "induction-1l"
-    description = "seed 003: 1-layer attention-only transformer on repeated 6-letter blocks"
+    description = "source 003: 1-layer attention-only transformer on repeated 6-letter blocks"
     Config = Induction1LConfig
 
 
 class InductionSmeared(InductionTask):
     name = "induction-smeared"
-    description = "seed 003: 1-layer attention-only transformer with smeared keys"
+    description = "source 003: 1-layer attention-only transformer with smeared keys"
     Config = InductionSmearedConfig
 
 
 class Induction2L(InductionTask):
     name = "induction-2l"
-    description = "seed 003: 2-layer attention-only transformer (K-composition)"
+    description = "source 003: 2-layer attention-only transformer (K-composition)"
     Config = Induction2LConfig
 
 

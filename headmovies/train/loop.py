@@ -171,7 +171,7 @@ def _train(
 
     metrics = {}
     last_ckpt = time.monotonic()
-    todo = set(int(e) for e in schedule if e > start)
+    todo = {int(e) for e in schedule if e > start}
     try:
         bar = tqdm(
             range(start + 1, last + 1),

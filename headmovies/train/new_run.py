@@ -10,7 +10,7 @@ import json
 import os
 import platform
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -76,7 +76,7 @@ def run_attrs(experiment: str, cfg: TrainConfig, task: Task) -> dict:
         "experiment": experiment,
         "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
         "seed": cfg.seed,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "versions": json.dumps(_versions(), sort_keys=True),
         "git_commit": _git_commit(),
         "machine": json.dumps(machine(), sort_keys=True),

@@ -1,8 +1,8 @@
-"""OV-coherent head superposition (seed 004; docs/experiments.md): a 1-layer attention-only model names the
+"""OV-coherent head superposition (source 004; docs/experiments.md): a 1-layer attention-only model names the
 unordered pair of signal tokens in a sequence at a read-off token.
 
 Source: L. Greenspan, "An OV-Coherent Toy Model of Attention Head Superposition", AI Alignment
-Forum, 29 Aug 2023 (seed 004). The authors report 100 % accuracy with 2 heads of d_head 1 and,
+Forum, 29 Aug 2023 (source 004). The authors report 100 % accuracy with 2 heads of d_head 1 and,
 "in almost all runs", opposite QK preference orderings of the signal tokens in the two heads.
 
 Tokens (12): 0 = read-off, 1-4 = signal, 5-11 = noise. A sequence of length L holds two signal
@@ -84,6 +84,8 @@ class ReadoffAttention(nn.Module):
     """Fixed one-hot W_E [12, 12] -> n_heads heads (W_Q, W_K, W_V [H, 12, d_head], W_O
     [H, d_head, 12]) + residual -> W_U [12, 10]. Row-vector convention, TransformerLens names."""
 
+    W_E: torch.Tensor  # a buffer (register_buffer)
+
     def __init__(self, n_heads: int, d_head: int, init_scale: float = 1.0):
         super().__init__()
         d_model, g = D_VOCAB, init_scale
@@ -120,9 +122,11 @@ class ReadoffAttention(nn.Module):
         return resid @ self.W_U
 
 
-class OVCoherentTask(Task):
+class OVCoherentTask(Task[OVCoherentConfig]):
+    model: ReadoffAttention
+
     name = "ov-coherent"
-    description = "seed 004: 2 heads of d_head 1 name the pair of signal tokens at a read-off token"
+    description = "source 004: 2 heads of d_head 1 name the pair of signal tokens at a read-off token"
     Config = OVCoherentConfig
 
     def __init__(self, cfg: OVCoherentConfig):
@@ -160,7 +164,7 @@ class OVCoherentTask(Task):
     def attrs(self) -> dict:
         return {"exact_eval": self.exact}
 
-    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
+    def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {"loss": f"{metrics['loss']:.3g}", "acc": f"{metrics['acc']:.4f}"}
 
     def summary(self, metrics: dict[str, float]) -> str:

@@ -12,14 +12,16 @@ def snapshot_epochs(
 
     0, early_every, 2*early_every, ... up to switch_epoch, then switch_epoch + late_every, ...
     up to `epochs`; `epochs` itself is always included. With `log_early`, also 1, 2, 4, ...
-    below `early_every` (early dynamics are fast). Source: seed 000 ("one frame per 25 epochs
+    below `early_every` (early dynamics are fast). Source: source 000 ("one frame per 25 epochs
     up to epoch 4000, then one per 100").
     """
     early = np.arange(0, min(epochs, switch_epoch) + 1, early_every)
-    late = np.arange(switch_epoch + late_every, epochs + 1, late_every) if epochs > switch_epoch else []
+    late: np.ndarray | list[int] = (
+        np.arange(switch_epoch + late_every, epochs + 1, late_every) if epochs > switch_epoch else []
+    )
     extra = [epochs]
     if log_early:
-        extra += [2**k for k in range(0, 64) if 2**k < min(early_every, epochs)]
+        extra += [2**k for k in range(64) if 2**k < min(early_every, epochs)]
     return np.unique(np.concatenate([early, late, extra]).astype(np.int64))
 
 

@@ -9,16 +9,21 @@ name is `headmovies.train.experiments`.
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 import numpy as np
 import torch
 
 from headmovies.errors import UserError
 from headmovies.train.config import TrainConfig
 
+C = TypeVar("C", bound=TrainConfig)
 
-class Task:
+
+class Task(Generic[C]):
     """One run of one experiment. Subclasses set `name`, `Config`, `description` and build
-    `self.model`, `self.optimizer` in `__init__` (called under `torch.manual_seed(cfg.seed)`)."""
+    `self.model`, `self.optimizer` in `__init__` (called under `torch.manual_seed(cfg.seed)`).
+    The type parameter is the config class (`Task[OrbitConfig]`), for the type checker."""
 
     name: str = ""
     description: str = ""
@@ -31,7 +36,7 @@ class Task:
     # thread to keep a one-thread run's bits (the orbit experiment: those with sequence terms)
     threads: int = 1
 
-    def __init__(self, cfg: TrainConfig):
+    def __init__(self, cfg: C):
         self.cfg = cfg
         # Draws made during training (batches, shifts) come from this generator, saved in checkpoints.
         self.generator = torch.Generator().manual_seed(cfg.seed + 1)
@@ -59,8 +64,8 @@ class Task:
         """Extra root attributes (e.g. n and m of the symmetry group)."""
         return {}
 
-    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
-        """The few metrics shown on the progress bar at each snapshot."""
+    def progress(self, metrics: dict[str, float]) -> dict[str, str]:
+        """The few metrics shown on the progress bar at each snapshot, formatted."""
         return {}
 
     def summary(self, metrics: dict[str, float]) -> str:
@@ -72,7 +77,7 @@ class Task:
     FORK_KEYS: tuple[str, ...] = ()
 
     @classmethod
-    def fork_epoch(cls, cfg: TrainConfig) -> int:
+    def fork_epoch(cls, cfg: C) -> int:
         """The epoch from which a run of `cfg` continues from its weights alone (no optimizer state,
         no generator draws before it), so that it can fork from the snapshot of another run there
         and equal its own full run bit for bit. UserError, saying why, when there is none."""

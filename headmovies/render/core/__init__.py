@@ -1,1 +1,1 @@
-"""What every experiment renders with: reader -> circuits -> projections -> panels -> encoder."""
+"""What every experiment renders with: reader -> circuits -> projections -> frame states -> panels -> encoder."""

@@ -1,4 +1,5 @@
-"""Token-space QK and OV circuits of each head, as docs/math.md, "QK and OV circuits", defines them (seed 000 notation).
+"""Token-space QK and OV circuits of each head, as docs/math.md, "QK and OV circuits", defines
+them (source 000's notation).
 
 QK: M_h[a, b] = attention score of query token a on key token b, scaled as the layer scales
     it, so that softmax_b M_h[x_i, x_b] is the layer's attention:

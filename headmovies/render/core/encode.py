@@ -40,9 +40,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -124,7 +124,7 @@ def movie_arguments(args) -> tuple[tuple[str, ...], float, float]:
     return formats, args.fps, args.hold
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _encoders_of(exe: str) -> frozenset[str]:
     try:
         out = subprocess.run([exe, "-hide_banner", "-encoders"], capture_output=True, text=True, timeout=30).stdout
@@ -155,7 +155,7 @@ def find_ffmpeg(encoders: Iterable[str] = ("libx264", "libvpx-vp9")) -> str:
 
 def _tail(path: Path, default: str) -> str:
     try:
-        lines = [l.strip() for l in path.read_text(errors="replace").splitlines() if l.strip()]
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
         lines = []
     return lines[-1] if lines else default
@@ -196,7 +196,7 @@ def _die_with_parent() -> Callable[[], None] | None:
     return setup
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _prctl():
     if not sys.platform.startswith("linux"):
         return None
@@ -310,7 +310,7 @@ def encode(
 
         def feed(frame: np.ndarray) -> None:
             nonlocal count
-            if proc is not None:
+            if proc is not None and proc.stdin is not None:  # stdin is a pipe (_start)
                 try:
                     proc.stdin.write(np.ascontiguousarray(frame).data)
                 except (BrokenPipeError, OSError):
@@ -330,7 +330,8 @@ def encode(
         if proc is not None:
             if on_stage:
                 on_stage("finishing " + "/".join(f for f in movies if f != "gif"))
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
             rc = proc.wait()
             proc = None
             if rc != 0:
@@ -384,7 +385,7 @@ def _start(
     size: tuple[int, int],
     channels: int,
     fps: float,
-    movies: list[str],
+    movies: Sequence[str],
     tmp: dict[str, Path],
     work: Path,
     q: Quality,

@@ -8,10 +8,10 @@ Every command that writes figures or text uses these helpers; the movie encoder
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 import tempfile
+from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
 
 from headmovies import disk
 from headmovies.errors import DiskFullError, UserError
@@ -48,7 +48,8 @@ def prepare_out_dir(out_dir: str | os.PathLike) -> Path:
 
 def unique_names(paths: Sequence[os.PathLike]) -> list[str]:
     """One output sub-folder name per input file: its stem, made unique (run, run-2, ...)."""
-    names, seen = [], {}
+    names: list[str] = []
+    seen: dict[str, int] = {}
     for p in paths:
         stem = Path(p).stem
         seen[stem] = seen.get(stem, 0) + 1

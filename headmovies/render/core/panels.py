@@ -1,215 +1,49 @@
-"""Trailing-dot panels on rescaling axes: the frames of the orbit movie (seed 000; docs/movie.md).
+"""Trailing-dot panels on rescaling axes: the frames of the orbit movie (source 000; docs/movie.md).
 
 Each panel is one irrep plane (circuit, u, v); each head is a dot at (Re X^, Im X^) trailing
-its last `trail_epochs` epochs (counted in epochs, not frames: the snapshot schedule is not
-uniform), fading with age. Axes are square, symmetric about the origin (a thin cross marks
-it), and rescale every frame to the largest radius in view, trails included, eased so that
-they never jitter and never cut a dot off.
+its last `trail_epochs` epochs, fading with age. Axes are square, symmetric about the origin
+(a thin cross marks it), and rescale every frame to the largest radius in view, trails
+included (`render.core.frame_states`: the `FrameState` of each frame, its points, trail and
+axis limits).
 
-Two pieces, so that the per-frame work stays small and flat over the run:
-
-- `frame_states(coords)` turns a stream of (epoch, coordinates [P, H]) into `FrameState`s
-  (points, trail, axis limits). It keeps only the trail window and a short look-ahead of
-  `lookahead` frames, so memory does not grow with the run.
-- `PanelFigure` creates the figure and every artist once. Per frame it updates offsets,
-  trail segments, limits and texts and, as the axes carry no ticks, restores a cached
-  background and redraws only the moving artists (blitting), then returns the RGB pixels of
-  the canvas buffer. `blit=False` draws the same artists the ordinary way (for comparison).
-  A frame's `Look` (optional) restyles the heads (colour, outline, size), switches polygon
-  outlines on or off and rewrites the legend: the orbit movie shows each orbit only from the
-  snapshot at which it is verified. An optional timeline strip (`render.core.timeline`) sits
-  under the panels.
+`PanelFigure` creates the figure and every artist once. Per frame it updates offsets, trail
+segments (`render.core.trails`), limits and texts and, as the axes carry no ticks, restores a
+cached background and redraws only the moving artists (blitting), then returns the RGB pixels
+of the canvas buffer. `blit=False` draws the same artists the ordinary way (for comparison).
+A frame's `Look` (optional) restyles the heads (colour, outline, size), switches polygon
+outlines on or off and rewrites the legend: the orbit movie shows each orbit only from the
+snapshot at which it is verified. An optional timeline strip (`render.core.timeline`) sits
+under the panels.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba, to_rgba_array
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.path import Path
+from matplotlib.text import Text
 
-from headmovies.render.core.timeline import STRIP_PX, Timeline, TimelineStrip
+from headmovies.render.core.frame_states import TRAIL_EPOCHS, FrameState, Look
+from headmovies.render.core.timeline import STRIP_PX, Epochs, Timeline, TimelineStrip
+from headmovies.render.core.trails import TrailCollection
+
+if TYPE_CHECKING:
+    from matplotlib.typing import ColorType
 
 MIN_PANEL_PX = 220  # text stops shrinking here (half size); smaller panels would not leave it room
-TRAIL_EPOCHS = 250  # seed 000: "each dot trails its last 250 epochs"
-# the axes' rule (`frame_states`; the viewer page gets these in its payload)
-LOOKAHEAD = 8  # frames the axes look ahead
-EASE = 0.25  # share of the way (in log scale) to the radius ahead covered per frame
-MARGIN = 1.12  # half-width over the eased radius
-FLOOR = 1e-30  # radii below this count as 0 on the log scale
-
-
-@dataclass
-class Look:
-    """How the heads are drawn in one frame. H heads, in head order (not drawing order).
-
-    face, edge: RGBA [H, 4] fill and outline of each dot; size [H]: dot area (points^2);
-    linewidth [H]: outline width (points); trail: RGBA [H, 4] trail colour (its alpha scales
-    the fade with age); outlines: bool [G], which of the figure's outline groups are drawn;
-    legend: one (label, face, edge, size) per legend slot of the figure.
-    """
-
-    face: np.ndarray
-    edge: np.ndarray
-    size: np.ndarray
-    linewidth: np.ndarray
-    trail: np.ndarray
-    outlines: np.ndarray
-    legend: list
-
-
-@dataclass
-class FrameState:
-    """What one frame shows.
-
-    epoch:     the snapshot's epoch
-    points:    complex [P, H], each head's coordinate in each panel's plane
-    trail:     complex [K, P, H], the trail oldest first, ending with `points` (K >= 1); its
-               first point is interpolated to lie exactly `trail_epochs` back when possible
-    trail_age: float [K], age of each trail point in epochs (0 for the current point)
-    limits:    float [P], half-width of each panel's axes (data units)
-    radius:    float [P], largest |coordinate| in view (points and trails), before easing
-    caption:   text at the top right (e.g. accuracies)
-    look:      how the heads are drawn (None: as in the previous frame)
-    """
-
-    epoch: int
-    points: np.ndarray
-    trail: np.ndarray
-    trail_age: np.ndarray
-    limits: np.ndarray
-    radius: np.ndarray
-    caption: str = ""
-    look: Look | None = None
-
-
-def frame_states(
-    coords: Iterable[tuple[int, np.ndarray]],
-    trail_epochs: float = TRAIL_EPOCHS,
-    lookahead: int = LOOKAHEAD,
-    ease: float = EASE,
-    margin: float = MARGIN,
-    caption: Callable[[int], str] | None = None,
-) -> Iterator[FrameState]:
-    """FrameStates from (epoch, complex [P, H]) pairs in increasing epoch order.
-
-    Axis half-width: with R_t the radius in view at frame t (points and trails),
-    A_t = max(R_t .. R_{t+lookahead}) looks ahead so the axes widen before a dot gets there;
-    log L_t = log L_{t-1} + ease * (log A_t - log L_{t-1}) eases in log scale (zooming by 10x
-    takes as long at any scale); L_t = max(L_t, R_t) keeps every dot inside; the limit is
-    margin * L_t. Memory: the trail window plus `lookahead` frames.
-    """
-    history: deque[tuple[int, np.ndarray]] = deque()
-    pending: deque[FrameState] = deque()
-    log_l = None
-
-    def emit() -> FrameState:
-        nonlocal log_l
-        state = pending.popleft()
-        ahead = np.max([s.radius for s in (state, *pending)], axis=0)  # [P]
-        log_a = np.log(np.maximum(ahead, FLOOR))
-        if log_l is None:
-            log_l = log_a
-        else:  # a panel that was all at 0 so far starts at its new scale, not eased up from FLOOR
-            log_l = np.where(log_l <= np.log(FLOOR), log_a, log_l + ease * (log_a - log_l))
-        log_l = np.maximum(log_l, np.log(np.maximum(state.radius, FLOOR)))
-        level = np.maximum(np.exp(log_l), state.radius)  # exact, despite rounding
-        state.limits = np.where(ahead > 0, margin * level, 1.0)  # all at 0: any scale
-        return state
-
-    last_epoch = None
-    for epoch, c in coords:
-        epoch = int(epoch)
-        c = np.asarray(c, np.complex128)
-        if last_epoch is not None and epoch <= last_epoch:
-            raise ValueError(f"epochs must increase: {epoch} after {last_epoch}")
-        last_epoch = epoch
-        history.append((epoch, c))
-        start = epoch - trail_epochs
-        while len(history) >= 2 and history[1][0] <= start:
-            history.popleft()  # keep one point at or before the window start
-        ep = np.array([e for e, _ in history], np.float64)
-        pts = np.stack([x for _, x in history])  # [K, P, H]
-        if len(history) >= 2 and ep[0] < start:  # cut the oldest segment at exactly `start`
-            w = (start - ep[0]) / (ep[1] - ep[0])
-            pts[0] = pts[0] + w * (pts[1] - pts[0])
-            ep[0] = start
-        radius = np.abs(pts).max(axis=(0, 2))  # [P]
-        pending.append(
-            FrameState(epoch, c, pts, epoch - ep, np.zeros_like(radius), radius, caption(epoch) if caption else "")
-        )
-        if len(pending) > lookahead:
-            yield emit()
-    while pending:
-        yield emit()
 
 
 def grid_shape(n_panels: int) -> tuple[int, int]:
     """(rows, cols): one row for 1-2 panels, else two rows (filled column by column, so the
-    seed's panels give a column per frequency with QK above OV)."""
+    source 000's panels give a column per frequency with QK above OV)."""
     rows = 1 if n_panels <= 2 else 2
     return rows, math.ceil(n_panels / rows)
-
-
-class _Trails(PathCollection):
-    """Fading trails of every head in one panel, drawn with few paths.
-
-    One Path per (trail step k, colour): the step-k segments of all heads of that colour as
-    MOVETO/LINETO pairs, so all its segments share one alpha (their age) and one colour. A
-    frame costs (steps x colours) paths, not (steps x heads) segments, and their vertices are
-    views of preallocated arrays written in place: no Path is built per frame (building one
-    per segment costs ~20 ms a frame for 32 heads in 4 panels). Slots beyond the current
-    trail are zero-length and transparent; the arrays grow when a trail needs more steps.
-    """
-
-    def __init__(self, colours: np.ndarray, **kw):
-        super().__init__([], facecolors="none", **kw)
-        self._colours = None
-        self.set_colours(colours)
-
-    def set_colours(self, colours: np.ndarray) -> None:
-        """Per-head RGBA [H, 4]; heads are regrouped only when the colours change (rare)."""
-        colours = np.asarray(colours, np.float64)
-        if self._colours is not None and np.array_equal(colours, self._colours):
-            return
-        self._colours = colours.copy()
-        groups: dict[tuple, list[int]] = {}
-        for h, c in enumerate(map(tuple, colours)):
-            groups.setdefault(c, []).append(h)
-        self._groups = [(np.array(heads), np.array(c)) for c, heads in groups.items()]
-        self._bufs: list[np.ndarray] = []
-        self._steps = 0
-
-    def _allocate(self, steps: int) -> None:
-        self._bufs = [np.zeros((steps, 2 * len(heads), 2)) for heads, _ in self._groups]
-        codes = [np.tile([Path.MOVETO, Path.LINETO], len(heads)).astype(Path.code_type) for heads, _ in self._groups]
-        self.set_paths([Path(buf[k], code) for k in range(steps) for buf, code in zip(self._bufs, codes)])
-        if not np.shares_memory(self.get_paths()[0].vertices, self._bufs[0]):
-            raise RuntimeError("matplotlib copied path vertices; trails cannot be updated in place")
-        self._steps = steps
-
-    def set_trail(self, xy: np.ndarray, alpha: np.ndarray) -> None:
-        """xy [K, H, 2] trail positions (heads in this collection's order), alpha [K-1] per step."""
-        steps = xy.shape[0] - 1
-        if steps > self._steps:
-            self._allocate(max(steps, 2 * self._steps, 4))
-        rgba = np.zeros((self._steps, len(self._groups), 4))
-        for g, ((heads, colour), buf) in enumerate(zip(self._groups, self._bufs)):
-            buf[:steps, 0::2] = xy[:-1, heads]
-            buf[:steps, 1::2] = xy[1:, heads]
-            buf[steps:] = 0.0
-            rgba[:steps, g] = colour
-            rgba[:steps, g, 3] = alpha * colour[3]
-        self.set_edgecolor(rgba.reshape(-1, 4))
-        self.stale = True
 
 
 class PanelFigure:
@@ -240,7 +74,7 @@ class PanelFigure:
         self,
         titles: Sequence[str],
         colours,
-        legend: Sequence[tuple[str, object]] = (),
+        legend: Sequence[tuple[str, ColorType]] = (),
         header: str = "",
         panel_px: int = 480,
         dpi: int = 100,
@@ -249,9 +83,9 @@ class PanelFigure:
         trail_epochs: float = TRAIL_EPOCHS,
         notes: Sequence[str] = (),
         axis_labels: tuple[str, str] | None = None,
-        outlines: Sequence[tuple[int, Sequence[int], object]] = (),
+        outlines: Sequence[tuple[int, Sequence[int], ColorType]] = (),
         timeline: Timeline | None = None,
-        snapshot_epochs: Sequence[int] = (),
+        snapshot_epochs: Epochs = (),
         legend_cols: int | None = None,
     ):
         self.blit = blit
@@ -282,7 +116,7 @@ class PanelFigure:
         if self.canvas.get_width_height() != (width, height):
             raise RuntimeError(f"figure is {self.canvas.get_width_height()} px, expected {(width, height)}")
 
-        anim = dict(animated=blit)
+        anim: dict[str, Any] = dict(animated=blit)
         self.axes, self.scatters, self.trails, self.scales = [], [], [], []
         for i, title in enumerate(titles):
             r, c = i % rows, i // rows  # column by column
@@ -324,7 +158,7 @@ class PanelFigure:
             if axis_labels:
                 ax.set_xlabel(axis_labels[0], fontsize=8.5 * fs, color="#606060", labelpad=3 * fs)
                 ax.set_ylabel(axis_labels[1], fontsize=8.5 * fs, color="#606060", labelpad=3 * fs)
-            lc = _Trails(self.colours[self.order], linewidths=1.4 * fs, capstyle="butt", zorder=2, **anim)
+            lc = TrailCollection(self.colours[self.order], linewidths=1.4 * fs, capstyle="butt", zorder=2, **anim)
             ax.add_collection(lc)
             sc = ax.scatter(
                 np.zeros(n_heads),
@@ -354,7 +188,7 @@ class PanelFigure:
             self.scales.append(tx)
         self.outline_groups = [(int(p), np.asarray(h, int)) for p, h, _ in outlines]
         self.outline_lines = []
-        for p, heads, colour in outlines:
+        for p, _heads, colour in outlines:
             line = Line2D([], [], color=colour, lw=1.3 * fs, alpha=0.75, zorder=2.5, visible=False, **anim)
             self.axes[p].add_line(line)
             self.outline_lines.append(line)
@@ -421,8 +255,9 @@ class PanelFigure:
             )
             self.legend_markers.append(mk)
             self.legend_texts.append(tx)
-        self._background = self._static = None
-        self._background_key = None
+        self._background: Any = None  # the canvas regions saved for blitting (BufferRegion)
+        self._static: Any = None
+        self._background_key: tuple | None = None
         if blit:
             self.canvas.draw()  # static parts only
             self._static = self.canvas.copy_from_bbox(self.fig.bbox)
@@ -431,10 +266,11 @@ class PanelFigure:
         """Restyle heads, outlines and legend from `look` (see `Look`)."""
         order = self.order
         for sc, tr in zip(self.scatters, self.trails):
-            sc.set_facecolors(look.face[order])
-            sc.set_edgecolors(look.edge[order])
+            # matplotlib's stubs leave out per-item arrays (RGBA [H, 4], widths [H])
+            sc.set_facecolor(look.face[order])  # type: ignore[arg-type]
+            sc.set_edgecolor(look.edge[order])  # type: ignore[arg-type]
             sc.set_sizes(look.size[order] * self.fs)
-            sc.set_linewidths(look.linewidth[order] * self.fs)
+            sc.set_linewidth(look.linewidth[order] * self.fs)  # type: ignore[arg-type]
             tr.set_colours(look.trail[order])
         for line, on in zip(self.outline_lines, look.outlines):
             line.set_visible(bool(on))
@@ -479,12 +315,14 @@ class PanelFigure:
 
     def _slow_key(self) -> tuple:
         """What the slowly changing artists (legend, event labels, banner) show now."""
-        key = []
+        key: list[tuple] = []
         for a in self._slow:
             if isinstance(a, Line2D):
                 key.append((to_rgba(a.get_markerfacecolor()), to_rgba(a.get_markeredgecolor()), a.get_markersize()))
-            else:
+            elif isinstance(a, Text):
                 key.append((a.get_text(), a.get_alpha(), to_rgba(a.get_color())))
+            else:
+                raise TypeError(f"a slowly changing artist is a marker or a text, got {a!r}")
         return tuple(key)
 
     def render(self, state: FrameState, rgba: bool = False) -> np.ndarray:

@@ -6,7 +6,7 @@ A shift s of the token values multiplies X^(u, v) by exp(2 pi i r s / n), with
     r = u + v        for QK (M_{s.h}[a+s, b+s] = M_h[a, b]),
     r = m u + v      for OV (u = output frequency, v = input frequency; outputs shift by m s),
 so the heads of one orbit draw a regular polygon with n / gcd(r, n) vertices centred at 0.
-Source: seed 000 ("Attention heads forming orbits"); docs/math.md, "Irrep coordinates".
+Source: source 000 ("Attention heads forming orbits"); docs/math.md, "Irrep coordinates".
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 # Starts the video just before this script unless the reader prefers reduced motion.
 AUTOPLAY_SCRIPT = """\
@@ -69,8 +69,10 @@ def html_snippet(
     attrs = f' poster="{name}.png"' if poster else ""
     lines = [
         f'<figure class="headmovies-movie" style="margin: 1em 0; max-width: {w}px;">',
-        f'<video controls muted loop playsinline preload="metadata" width="{w}" height="{h}"{attrs} '
-        'style="display: block; width: 100%; height: auto;">',
+        (
+            f'<video controls muted loop playsinline preload="metadata" width="{w}" height="{h}"{attrs} '
+            'style="display: block; width: 100%; height: auto;">'
+        ),
     ]
     mp4_type = f'video/mp4; codecs="{mp4_codecs}"' if mp4_codecs else "video/mp4"
     types = {"mp4": mp4_type, "webm": 'video/webm; codecs="vp9"'}

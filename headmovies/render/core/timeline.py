@@ -18,8 +18,9 @@ what is known at that epoch in full and the rest pale.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.lines import Line2D
@@ -34,6 +35,7 @@ BANNER_FRAMES = 24  # the event's sentence stays this many snapshots after its o
 PHASE_COLOUR = "#707070"
 FUTURE_ALPHA = 0.3  # labels of events after the cursor
 STRIP_PX = 170  # height of the strip in pixels (banner, label rows, axes, tick labels)
+Epochs = Sequence[int] | np.ndarray  # snapshot epochs: a list, or an int array [T]
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ class Timeline:
             self.end = self.start + 1  # a single snapshot: any width
 
 
-def schedule_events(config: dict, epochs: Sequence[int] | None = None) -> list[Event]:
+def schedule_events(config: dict, epochs: Epochs | None = None) -> list[Event]:
     """The snapshot schedule's switch as an event, from a run's config (`train.config.TrainConfig`
     keys early_every, switch_epoch, late_every, epochs): from there one frame spans late_every
     epochs instead of early_every. [] when the schedule has no switch inside the run. Not held:
@@ -133,7 +135,7 @@ def first_lasting(epochs: np.ndarray, ok: np.ndarray) -> int | None:
     return int(epochs[bad[-1] + 1]) if len(bad) else int(epochs[0])
 
 
-def event_snapshots(epochs: Sequence[int], events: Sequence[Event]) -> list[int | None]:
+def event_snapshots(epochs: Epochs, events: Sequence[Event]) -> list[int | None]:
     """Per event, the index of the first snapshot at or after its epoch (None if after the last)."""
     epochs = np.asarray(epochs)
     out = []
@@ -143,7 +145,7 @@ def event_snapshots(epochs: Sequence[int], events: Sequence[Event]) -> list[int 
     return out
 
 
-def hold_frames(epochs: Sequence[int], events: Sequence[Event], fps: float, hold_s: float = EVENT_HOLD_S) -> np.ndarray:
+def hold_frames(epochs: Epochs, events: Sequence[Event], fps: float, hold_s: float = EVENT_HOLD_S) -> np.ndarray:
     """int [T]: extra copies of each snapshot's frame. The frame of the first snapshot at or
     after each held event is repeated round(hold_s * fps) times more (once per snapshot, however
     many events it has)."""
@@ -195,7 +197,7 @@ class TimelineStrip:
         fig,
         box: tuple[float, float, float, float],
         timeline: Timeline,
-        snapshot_epochs: Sequence[int] = (),
+        snapshot_epochs: Epochs = (),
         animated: bool = True,
         banner_frames: int = BANNER_FRAMES,
         fontsize: float = 9.0,
@@ -271,7 +273,7 @@ class TimelineStrip:
                     ls="--" if e.phase else "-",
                 )
             )
-        anim = dict(animated=animated)
+        anim: dict[str, Any] = dict(animated=animated)
         top = y0 + ticks_px + axes_h + 3 * label_px + 2 * k
         # the veil over everything after the cursor in the axes; labels of later events are pale
         self.veil = Rectangle(
@@ -379,7 +381,7 @@ class TimelineStrip:
 
     def cursor_x(self) -> float:
         """The cursor's epoch (data x)."""
-        return float(self.cursor.get_xdata()[0])
+        return float(np.asarray(self.cursor.get_xdata())[0])
 
     def update(self, epoch: int) -> list:
         """Move the cursor and the veil to `epoch`, show the sentence of the current event and

@@ -1,1 +1,1 @@
-"""Induction heads (seed 003): numpy forward pass and analyses, figures, movie, report, command."""
+"""Induction heads (source 003): numpy forward pass and analyses, figures, movie, report, command."""

@@ -1,23 +1,25 @@
-"""Figures of induction runs (seed 003; docs/math.md, "Induction analyses").
+"""Figures of induction runs (source 003; docs/math.md, "Induction analyses").
 
 Inputs are the numpy results of `induction.analysis` (`analyse`, `over_training`), never the
-training code: mean attention per head, copying scores beside the seed's, accuracy by block
+training code: mean attention per head, copying scores beside the source's, accuracy by block
 length, training curves with copying scores per snapshot, and for two layers the composition
 scores and the attention with K-composition removed. The movie is in `induction.movie`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import PowerNorm  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import PowerNorm
 
-from headmovies.render.induction import analysis as ind  # noqa: E402
+from headmovies.render.induction import analysis as ind
 
-ATT_NORM = dict(vmin=0.0, vmax=1.0, gamma=0.5)  # sqrt colour scale: weak diagonals stay visible
+ATT_NORM: dict[str, Any] = dict(vmin=0.0, vmax=1.0, gamma=0.5)  # sqrt colour scale: weak diagonals stay visible
 ATT_CMAP = "magma"
 
 
@@ -51,20 +53,20 @@ def _heatmap_grid(
         ),
     )
     images = []
-    for l in range(nl):
+    for li in range(nl):
         for h in range(H):
-            ax = axes[l, h]
-            images.append(ax.imshow(att[l, h], cmap=ATT_CMAP, norm=PowerNorm(**ATT_NORM), interpolation="nearest"))
-            ax.set_title(titles[l][h], fontsize=8)
+            ax = axes[li, h]
+            images.append(ax.imshow(att[li, h], cmap=ATT_CMAP, norm=PowerNorm(**ATT_NORM), interpolation="nearest"))
+            ax.set_title(titles[li][h], fontsize=8)
             ax.set_xticks(ticks)
             ax.set_yticks(ticks)
             ax.tick_params(labelsize=6, length=2)
             if h == 0:
                 ax.set_ylabel("query position", fontsize=7)
-            if l == nl - 1:
+            if li == nl - 1:
                 ax.set_xlabel("key position", fontsize=7)
     lift = below_px / dpi / height
-    cax = fig.add_axes([0.92, lift + 0.15 * (1 - lift), 0.015, 0.7 * (1 - lift)])
+    cax = fig.add_axes((0.92, lift + 0.15 * (1 - lift), 0.015, 0.7 * (1 - lift)))
     fig.colorbar(images[0], cax=cax).set_label("mean attention (sqrt scale)", fontsize=7)
     cax.tick_params(labelsize=6)
     title = fig.suptitle(suptitle, fontsize=10)
@@ -75,10 +77,10 @@ def head_titles(result: dict, nl: int, H: int) -> list[list[str]]:
     cop = _copy_by_head(result)
     heads = {h["head"]: h for h in result["heads"]}
     out = []
-    for l in range(nl):
+    for li in range(nl):
         row = []
         for h in range(H):
-            name = f"L{l}H{h}"
+            name = f"L{li}H{h}"
             row.append(f"{name}  copying {cop[name]['copying']:+.2f}\nmost attention {heads[name]['top_offset']} back")
         out.append(row)
     return out
@@ -99,26 +101,24 @@ def attention_figure(result: dict, key: str = "model"):
 
 def copying_figure(result: dict):
     """Both copying scores of every head, each layer's sum of heads and the direct path,
-    with the values seed 003 printed for this variant."""
+    with the values source 003 printed for this variant."""
     rows = result["copying"]
     names = [r["circuit"].replace("direct path W_E W_U", "direct path") for r in rows]
     x = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(rows) + 2), 3.6))
     ax.bar(x - 0.2, [r["copying"] for r in rows], 0.4, color="tab:blue", label="Σλ / Σ|λ| (Elhage et al. 2021)")
-    ax.bar(
-        x + 0.2, [r["seed_mean_sign"] for r in rows], 0.4, color="tab:orange", label="mean Re(λ/|λ|) (seed's wording)"
-    )
-    seed = ind.SEED_SCORES.get(result["experiment"])
-    if seed and result["config"].get("n_heads") == 4:
+    wording = "mean Re(λ/|λ|) (source's wording)"
+    ax.bar(x + 0.2, [r["source_mean_sign"] for r in rows], 0.4, color="tab:orange", label=wording)
+    source = ind.SOURCE_SCORES.get(result["experiment"])
+    if source and result["config"].get("n_heads") == 4:
         heads = [i for i, r in enumerate(rows) if r["head"] is not None]
-        sx = heads[: len(seed["heads"])]
-        ax.scatter(
-            sx, seed["heads"][: len(sx)], marker="D", color="black", zorder=3, s=18, label="seed 003's printed values"
-        )
-        ax.scatter([len(rows) - 1], [seed["direct"]], marker="D", color="black", zorder=3, s=18)
-        if "sum_of_heads" in seed:
+        sx = heads[: len(source["heads"])]
+        printed = "source 003's printed values"
+        ax.scatter(sx, source["heads"][: len(sx)], marker="D", color="black", zorder=3, s=18, label=printed)
+        ax.scatter([len(rows) - 1], [source["direct"]], marker="D", color="black", zorder=3, s=18)
+        if "sum_of_heads" in source:
             ax.scatter(
-                [names.index("L0 sum of heads")], [seed["sum_of_heads"]], marker="D", color="black", zorder=3, s=18
+                [names.index("L0 sum of heads")], [source["sum_of_heads"]], marker="D", color="black", zorder=3, s=18
             )
     ax.axhline(0, color="0.3", lw=0.6)
     ax.set_ylim(-1.08, 1.08)
@@ -143,7 +143,7 @@ def block_length_figure(result: dict):
     for i, (label, acc) in enumerate(series):
         vals = [acc[str(L)] for L in lengths]
         ax.bar(x + (i - (len(series) - 1) / 2) * width, vals, width, label=label, color=colours[i % 4])
-    ax.set_xticks(x, [f"{L}{' (trained)' if L == result['config']['block_len'] else ''}" for L in lengths])
+    ax.set_xticks(x, [f"{L}{' (trained)' if result['config']['block_len'] == L else ''}" for L in lengths])
     ax.set_xlabel("block length")
     ax.set_ylabel("accuracy on predictable positions")
     ax.set_ylim(0, 1.02)
@@ -158,7 +158,7 @@ def block_length_figure(result: dict):
 
 
 def composition_figure(result: dict):
-    """K-composition (Frobenius) and the seed's token-space eigenvalue sign, layer 0 -> layer 1."""
+    """K-composition (Frobenius) and the source's token-space eigenvalue sign, layer 0 -> layer 1."""
     comp = result["composition"]
     panels = [
         (
@@ -215,7 +215,7 @@ def training_figure(result: dict, history: dict, metrics: dict):
     cmap = plt.get_cmap("tab10")
     for ax, key, title in (
         (axes[1], "copying", "OV copying Σλ / Σ|λ| (Elhage et al.)"),
-        (axes[2], "seed_mean_sign", "OV copying, mean Re(λ/|λ|) (seed's wording)"),
+        (axes[2], "source_mean_sign", "OV copying, mean Re(λ/|λ|) (source's wording)"),
     ):
         for i, name in enumerate(names):
             style = (

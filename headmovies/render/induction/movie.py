@@ -1,4 +1,4 @@
-"""The attention movie of an induction run (seed 003): every head's mean attention pattern on
+"""The attention movie of an induction run (source 003): every head's mean attention pattern on
 fresh sequences, one frame per snapshot, titled with its copying score at that snapshot, over
 a timeline strip (docs/movie.md, "Timeline"): epochs, the held-out accuracy, the schedule
 switch and the epochs from which the accuracy stays above 50 % and 90 % (held
@@ -6,8 +6,8 @@ switch and the epochs from which the accuracy stays above 50 % and 90 % (held
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -60,9 +60,11 @@ def figcaption(result: dict, config: dict, timeline: Timeline, n_sequences: int)
     """The movie's text alternative: what trained, what each panel shows, when accuracy rose."""
     nl, H = result["_attention"]["model"].shape[:2] if "_attention" in result else (config.get("n_layers", 1), 0)
     parts = [
-        f"An attention-only transformer with {nl} layer{'s' if nl > 1 else ''} of {H} heads trained "
-        f"{int(result['epoch']):,} epochs on sequences of {config.get('seq_len', '?')} letters made of a repeated "
-        f"block of {config.get('block_len', '?')} ({result['experiment']}, seed {result['seed']})."
+        (
+            f"An attention-only transformer with {nl} layer{'s' if nl > 1 else ''} of {H} heads trained "
+            f"{int(result['epoch']):,} epochs on sequences of {config.get('seq_len', '?')} letters made of a repeated "
+            f"block of {config.get('block_len', '?')} ({result['experiment']}, seed {result['seed']})."
+        )
     ]
     parts.append(
         f"Each panel is one head's mean attention pattern over {n_sequences} fresh sequences (query position "
@@ -97,7 +99,7 @@ def attention_frames(
     names = history["circuits"]
     col = {n: i for i, n in enumerate(names)}
     acc = dict(zip(metrics["epoch"].tolist(), metrics["heldout_acc"].tolist()))
-    titles = [[f"L{l}H{h}" for h in range(H)] for l in range(nl)]
+    titles = [[f"L{li}H{h}" for h in range(H)] for li in range(nl)]
     fig, images, suptitle = _heatmap_grid(att[0], titles, "", width, dpi, below_px=STRIP_PX if timeline else 0)
     axes = [im.axes for im in images]
     strip = None
@@ -109,11 +111,11 @@ def attention_frames(
     extra = np.zeros(S, np.int64) if extra is None else extra
     try:
         for s in range(S):
-            for l in range(nl):
+            for li in range(nl):
                 for h in range(H):
-                    i = l * H + h
-                    images[i].set_data(att[s, l, h])
-                    axes[i].set_title(f"L{l}H{h}  copying {history['copying'][s, col[f'L{l}H{h}']]:+.2f}", fontsize=8)
+                    i = li * H + h
+                    images[i].set_data(att[s, li, h])
+                    axes[i].set_title(f"L{li}H{h}  copying {history['copying'][s, col[f'L{li}H{h}']]:+.2f}", fontsize=8)
             epoch = int(history["epoch"][s])
             suptitle.set_text(
                 f"{experiment} (seed {seed}): mean attention per head, epoch {epoch:>5d}, "

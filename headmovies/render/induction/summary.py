@@ -6,16 +6,17 @@ movies, and tables across runs (docs/results/induction.md), written into one fol
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from headmovies.render.core.encode import FORMATS
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
-from headmovies.runfile.reader import Run
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
+from headmovies.render.induction import numpy_model
+from headmovies.runfile.reader import Run
 from headmovies.tasks.induction import BLOCK_LENGTHS, correct_completion, decode, encode_prompt, positions_of
 
 
@@ -25,14 +26,16 @@ def _fmt(v, spec=".3f") -> str:
 
 def run_markdown(r: dict) -> str:
     """The per-run tables as Markdown."""
-    seed_cop = ind.SEED_SCORES.get(r["experiment"], {})
-    seed_heads = seed_cop.get("heads", []) if r["config"].get("n_heads") == 4 else []
+    source_scores = ind.SOURCE_SCORES.get(r["experiment"], {})
+    source_heads = source_scores.get("heads", []) if r["config"].get("n_heads") == 4 else []
     out = [
         f"# {r['experiment']}, seed {r['seed']} (epoch {r['epoch']:,})",
         "",
-        f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
-        f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {positions_of(r['config'])}; "
-        f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}.",
+        (
+            f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
+            f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {positions_of(r['config'])}; "
+            f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}."
+        ),
         "",
     ]
     if "smear_sigmoid_alpha" in r:
@@ -44,23 +47,25 @@ def run_markdown(r: dict) -> str:
     out += [
         "## OV copying scores",
         "",
-        "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the seed's wording (nonzero "
-        "eigenvalues only). Heads are 0-based (the seed's Head 1 is L0H0).",
+        (
+            "Σλ/Σ|λ| is Elhage et al.'s copying score; mean Re(λ/|λ|) is the source's wording (nonzero "
+            "eigenvalues only). Heads are 0-based (the source's Head 1 is L0H0)."
+        ),
         "",
-        "| circuit | Σλ/Σ\\|λ\\| | mean Re(λ/\\|λ\\|) | seed 003 printed |",
+        "| circuit | Σλ/Σ\\|λ\\| | mean Re(λ/\\|λ\\|) | source 003 printed |",
         "|---|---|---|---|",
     ]
     i = 0
     for row in r["copying"]:
-        seed = None
-        if row["head"] is not None and i < len(seed_heads):
-            seed, i = seed_heads[i], i + 1
+        source = None
+        if row["head"] is not None and i < len(source_heads):
+            source, i = source_heads[i], i + 1
         elif row["circuit"].startswith("direct"):
-            seed = seed_cop.get("direct")
+            source = source_scores.get("direct")
         elif row["circuit"] == "L0 sum of heads":
-            seed = seed_cop.get("sum_of_heads")
+            source = source_scores.get("sum_of_heads")
         out.append(
-            f"| {row['circuit']} | {row['copying']:+.3f} | {row['seed_mean_sign']:+.3f} | {_fmt(seed, '+.3f')} |"
+            f"| {row['circuit']} | {row['copying']:+.3f} | {row['source_mean_sign']:+.3f} | {_fmt(source, '+.3f')} |"
         )
     L = r["config"]["block_len"]
     out += [
@@ -80,13 +85,13 @@ def run_markdown(r: dict) -> str:
         "",
         "## Greedy completions to 24 letters",
         "",
-        "| prompt | completion | correct | ok | seed 003's completion | repeats in a row |",
+        "| prompt | completion | correct | ok | source 003's completion | repeats in a row |",
         "|---|---|---|---|---|---|",
     ]
     for c in r["completions"]:
         ok = {True: "yes", False: "no", None: "n/a"}[c["is_correct"]]
         out.append(
-            f"| {c['prompt']} | {c['completion']} | {c['correct'] or 'N/A'} | {ok} | {c['seed'] or '—'} | "
+            f"| {c['prompt']} | {c['completion']} | {c['correct'] or 'N/A'} | {ok} | {c['source'] or '—'} | "
             f"{c['immediate_repeats']} |"
         )
     lengths = sorted(r["block_length_accuracy"], key=int)
@@ -114,7 +119,10 @@ def run_markdown(r: dict) -> str:
             ("q", f"Q-composition score (random baseline {comp['q_baseline']:.3f})"),
             (
                 "k_token",
-                "token-space K-composition Σλ/Σ|λ| of W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ (the seed's eigenvalue test)",
+                (
+                    "token-space K-composition Σλ/Σ|λ| of W_E W_Q(L1) (W_E W_OV(L0) W_K(L1))ᵀ "
+                    "(the source's eigenvalue test)"
+                ),
             ),
         ):
             m = np.array(comp[key])
@@ -134,7 +142,7 @@ def summary_markdown(results: list[dict]) -> str:
     """One row per run: accuracy, block lengths, copying signs, completions."""
     head = (
         "| run | variant | seed | positions | accuracy | L=4 | L=5 | L=6 | L=7 | L=8 | head copying Σλ/Σ|λ| | "
-        "direct path | seed prompts right | repeats in a row |"
+        "direct path | source prompts right | repeats in a row |"
     )
     lines = [head.replace("Σ|λ|", "Σ\\|λ\\|"), "|" + "---|" * 14]
     for r in results:
@@ -155,7 +163,7 @@ def summary_markdown(results: list[dict]) -> str:
 
 def grouped_markdown(results: list[dict]) -> str:
     """Runs grouped by (variant, positions, distinct letters), over their seeds: the numbers the
-    comparison with seed 003 in docs/results/induction.md quotes. Ranges are min..max over seeds."""
+    comparison with source 003 in docs/results/induction.md quotes. Ranges are min..max over seeds."""
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         c = r["config"]
@@ -176,13 +184,13 @@ def grouped_markdown(results: list[dict]) -> str:
         counts = []
         for r in rs:
             per_layer = []
-            for l in range(r["n_layers"]):
-                sc = [row["copying"] for row in r["copying"] if row["layer"] == l and row["head"] is not None]
+            for li in range(r["n_layers"]):
+                sc = [row["copying"] for row in r["copying"] if row["layer"] == li and row["head"] is not None]
                 per_layer.append(f"{sum(v > 0.5 for v in sc)}/{sum(v < -0.5 for v in sc)}")
             counts.append(" · ".join(per_layer))
         comps = [c for r in rs for c in r["completions"]]
 
-        def right(prompts):
+        def right(prompts, comps=comps):
             ok = [c["is_correct"] for c in comps if c["prompt"] in prompts]
             return f"{sum(bool(v) for v in ok)}/{len(ok)}"
 
@@ -208,9 +216,9 @@ def completions(paths: list[Path], prompt: str) -> list[str]:
     lines = []
     for path in paths:
         with Run(path) as run:
-            model = ind.model_at(run)
+            model = numpy_model.model_at(run)
             tokens = encode_prompt(prompt, run.config["n_vocab"], run.config["seq_len"])
-            completion = decode(ind.greedy_complete(model, tokens, run.config["seq_len"]))
+            completion = decode(numpy_model.greedy_complete(model, tokens, run.config["seq_len"]))
             correct = correct_completion(prompt, run.config["block_len"], run.config["seq_len"])
             lines.append(
                 f"{path.name} ({run.experiment}, epoch {run.epochs[-1]:,}): {prompt} -> {completion}"
@@ -250,7 +258,7 @@ def write_report(
 
     for path in paths:
         with Run(path) as run:
-            ind.check_run(run)
+            numpy_model.check_run(run)
     prepare_out_dir(out)
     results = []
     for path, name in zip(paths, unique_names(paths)):
@@ -319,7 +327,7 @@ def outcome(accuracy: float, block_length_accuracy: dict, block_len: int) -> str
 def sweep_summary(run: Run) -> dict:
     """A sweep row's summary of an induction run (`analysis.analyse` of its final snapshot):
     accuracy on predictable positions, accuracy by block length, each circuit's copying score
-    Σλ/Σ|λ|, seed prompts completed right, accuracies without K/Q-composition (2 layers), and
+    Σλ/Σ|λ|, source prompts completed right, accuracies without K/Q-composition (2 layers), and
     "outcome" (`outcome`)."""
     r = ind.analyse(run)
     graded = [c for c in r["completions"] if c["is_correct"] is not None]

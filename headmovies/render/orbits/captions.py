@@ -7,7 +7,7 @@ the run file.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from headmovies.render.core.projections import Panel
 from headmovies.render.orbits.events import refine_event, verified_event
@@ -73,8 +73,10 @@ def figcaption(
     planned = int(cfg.get("epochs", epochs) or epochs)
     so_far = "" if info.complete else f" so far (of {planned:,}; the run is unfinished)"
     parts = [
-        f"{n_heads} heads of one attention layer ({info.experiment} run {info.file}, seed {info.seed}) trained "
-        f"{epochs:,} epochs{so_far}{penalty} on {_task_in_full(info.experiment, n)}."
+        (
+            f"{n_heads} heads of one attention layer ({info.experiment} run {info.file}, seed {info.seed}) trained "
+            f"{epochs:,} epochs{so_far}{penalty} on {_task_in_full(info.experiment, n)}."
+        )
     ]
     planes = ", ".join(f"{p.circuit.upper()} ({p.u}, {p.v})" for p in panels)
     parts.append(

@@ -1,6 +1,6 @@
 """Orbit check: do a layer's heads fall into orbits of C_n, checked on the full matrices?
 
-Source: seed 000 ("Attention heads forming orbits"); docs/math.md, "Orbit check". A layer is exactly
+Source: source 000 ("Attention heads forming orbits"); docs/math.md, "Orbit check". A layer is exactly
 C_n-equivariant iff its heads fall into orbits: the shift s sends head h to a head s.h with
 
     M_{s.h} = T_s M_h T_s^{-1},   R_{s.h} = T_{ms} R_h T_s^{-1}
@@ -60,13 +60,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from headmovies.render.core.circuits import centre_ov, centre_qk, circuits
 from headmovies.errors import RunFileError, UserError
+from headmovies.render.core.circuits import centre_ov, centre_qk, circuits
 
 if TYPE_CHECKING:
     from headmovies.runfile.reader import Run
 
-TOL = 0.02  # seed 000: "within 2 % in relative Frobenius norm"
+TOL = 0.02  # source 000: "within 2 % in relative Frobenius norm"
 DEAD_TOL = 0.01  # a head whose centred OV norm is below 1 % of the largest head's is dead
 M_FLOOR = 1e-9  # logits: a centred QK circuit this small is uniform attention
 GAUGES = ("spec", "bias")
@@ -273,9 +273,9 @@ def check_orbits(
     key token), both uncentred, as `render.core.circuits` gives them. n: order of C_n (= d_vocab =
     d_vocab_out); m: outputs shift by m*s when inputs shift by s. tol: relative Frobenius
     tolerance for a match (and for merging); dead_tol: OV norm, relative to the largest head's,
-    below which a head is dead. gauge: "spec" (the default: centre QK rows and OV columns) or "bias" (also remove each head's
-    key-independent OV part; module docstring). Raises ValueError on mismatched shapes or an
-    unknown gauge.
+    below which a head is dead. gauge: "spec" (the default: centre QK rows and OV columns) or
+    "bias" (also remove each head's key-independent OV part; module docstring). Raises ValueError
+    on mismatched shapes or an unknown gauge.
     """
     if gauge not in GAUGES:
         raise ValueError(f"gauge must be one of {GAUGES}, got {gauge!r}")
@@ -351,7 +351,7 @@ def check_orbits(
         match_error,
         head_error,
         gauge=gauge,
-        bias_error=bias_error,
+        bias_error=None if bias_error is None else float(bias_error),
     )
 
 
@@ -367,7 +367,7 @@ def shifted_inner_products(X: np.ndarray, c: int) -> np.ndarray:
     n = X.shape[-1]
     F = np.fft.fft2(X)  # [U, k, l]
     k = np.arange(n)
-    l = (np.arange(n)[:, None] - c * k[None, :]) % n  # l[j, k]: c k + l = j
+    l = (np.arange(n)[:, None] - c * k[None, :]) % n  # noqa: E741 - the docstring's index l: c k + l = j
     A = F[:, k[None, :], l].transpose(1, 0, 2)  # [j, U, k]
     P = A @ np.conj(A).transpose(0, 2, 1)  # [j, U, V]
     return np.fft.fft(P, axis=0).real / n**2  # [s, U, V]
@@ -393,8 +393,8 @@ def _match(UM: np.ndarray, UR: np.ndarray, n: int, m: int, m_floor: float) -> tu
     for s in np.flatnonzero(tiny.any(1)):
         u = np.flatnonzero(tiny[s])
         v = sigma[s, u]
-        SM = shift_qk(UM[u], s).reshape(len(u), -1)
-        SR = shift_ov(UR[u], s, m).reshape(len(u), -1)
+        SM = shift_qk(UM[u], int(s)).reshape(len(u), -1)
+        SR = shift_ov(UR[u], int(s), m).reshape(len(u), -1)
         err[s, u] = np.maximum(np.linalg.norm(SM - XM[v], axis=1) / dM[u], np.linalg.norm(SR - XR[v], axis=1) / nR[u])
     return sigma, err
 
@@ -423,7 +423,7 @@ def _verify(u: int, sigma: np.ndarray, err: np.ndarray, n: int, tol: float):
 CIRCUIT_NAMES = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")
 
 
-def snapshot_index(run: "Run", epoch: int | None) -> int:
+def snapshot_index(run: Run, epoch: int | None) -> int:
     """Index of the snapshot at `epoch` (the last one if None). UserError names the nearest."""
     if epoch is None:
         return len(run) - 1
@@ -437,7 +437,7 @@ def snapshot_index(run: "Run", epoch: int | None) -> int:
     return int(hits[0])
 
 
-def group_of(run: "Run") -> tuple[int, int]:
+def group_of(run: Run) -> tuple[int, int]:
     """(n, m) of the run, after checking it holds what the orbit check needs."""
     if run.n is None or run.m is None:
         raise RunFileError(
@@ -461,7 +461,7 @@ def check_tolerances(tol: float, dead_tol: float) -> None:
         raise UserError(f"--tol must be in (0, 1) and --dead-tol in [0, 1), got {tol} and {dead_tol}")
 
 
-def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
+def snapshot_circuits(run: Run, t: int) -> tuple[np.ndarray, np.ndarray]:
     """Uncentred QK and OV circuits M, R [H, n, n] of snapshot index t."""
     w = run.weights(t, list(CIRCUIT_NAMES))
     c = circuits(w)
@@ -469,7 +469,7 @@ def snapshot_circuits(run: "Run", t: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_report(
-    run: "Run", epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL, gauge: str = "spec"
+    run: Run, epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL, gauge: str = "spec"
 ) -> OrbitReport:
     """The orbit report of one snapshot of an open run (the last one by default)."""
     check_tolerances(tol, dead_tol)

@@ -1,7 +1,7 @@
 """One colour scheme for every picture of the orbit experiment (movie, stills, figures).
 
 Heads of the same verified orbit share a colour: the largest orbit blue, the next orange, then
-matplotlib's default cycle (as in seed 000: 12 blue, 4 orange); live heads in no orbit grey;
+matplotlib's default cycle (as in source 000: 12 blue, 4 orange); live heads in no orbit grey;
 dead heads (negligible OV circuit, docs/math.md "Orbit check") a lighter grey. Before an orbit
 is verified, the movie may show its heads in a pale tint of its colour (`hint_colour`).
 """

@@ -10,11 +10,11 @@ equivariance penalty grows, the OV-bias penalty starts) and each final orbit's v
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from headmovies.render.core.timeline import Event, schedule_events
+from headmovies.render.core.timeline import Epochs, Event, schedule_events
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.head_styles import Track
 from headmovies.render.orbits.history import OrbitHistory
@@ -61,7 +61,7 @@ def verified_event(track: Track, tol: float) -> Event:
 
 
 def training_events(
-    config: dict, epochs: Sequence[int] | None = None, history: OrbitHistory | None = None, tracks: Sequence[Track] = ()
+    config: dict, epochs: Epochs | None = None, history: OrbitHistory | None = None, tracks: Sequence[Track] = ()
 ) -> list[Event]:
     """Schedule switch, phase change and each track's verification, in epoch order. `epochs`:
     the snapshots shown (events after the last are left out; None: the whole planned run, as

@@ -3,8 +3,8 @@ orbit is shown only from the snapshot at which the orbit check verifies it (docs
 "What a frame shows").
 
 The orbit check of every snapshot (`history.OrbitHistory`, from the pass over the run,
-`stream`) says which heads are in verified orbits when. Each orbit of the final snapshot is a `Track`, followed back over the run. At
-snapshot t a head is drawn
+`stream`) says which heads are in verified orbits when. Each orbit of the final snapshot is a
+`Track`, followed back over the run. At snapshot t a head is drawn
 
 - in its orbit's colour, filled (and the orbit's polygon outlined in the panels where it
   draws one), when that orbit is verified at t;
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.colors import to_rgba
 
-from headmovies.render.core.panels import Look
+from headmovies.render.core.frame_states import Look
 from headmovies.render.core.projections import Panel
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour, orbit_colour, shape_name
 from headmovies.render.orbits.history import OrbitHistory
@@ -88,6 +88,7 @@ def final_tracks(history: OrbitHistory) -> list[Track]:
     for i, (size, heads, _) in enumerate(orbits):
         heads = tuple(sorted(int(h) for h in heads))
         since = history.locked_in(heads)
+        assert since is not None  # a verified orbit of the last snapshot
         t = int(np.searchsorted(history.epochs, since))
         err = next(e for s, h, e in history.orbits[t] if tuple(sorted(h)) == heads)
         tracks.append(Track(int(size), heads, orbit_colour(i), history.verified(heads), since, float(err)))
@@ -152,10 +153,10 @@ class OrbitLooks:
         self.n_heads = H
         self.member = np.full(H, -1)  # track of each head
         for i, tr in enumerate(self.tracks):
-            self.member[list(tr.heads)] = i
+            self.member[np.asarray(tr.heads, int)] = i
         tracked = np.zeros((len(history), H), bool)
         for tr in self.tracks:
-            tracked[np.ix_(tr.verified, list(tr.heads))] = True
+            tracked[np.ix_(tr.verified, np.asarray(tr.heads, int))] = True
         self.transient = history.in_orbit & ~tracked  # [T, H]
         self.transient_colour = orbit_colour(len(self.tracks))
         self.shapes = []
@@ -163,7 +164,7 @@ class OrbitLooks:
         for i, tr in enumerate(self.tracks):
             where = shapes_in_panels(tr, panels, final, n, m)
             self.shapes.append(shape_words(where, panels, n, m))
-            for p, panel in enumerate(panels):
+            for p in range(len(panels)):
                 if where[p] >= 2:
                     self.outlines.append((p, list(tr.heads), tr.colour))
                     self.track_of_outline.append(i)
@@ -178,7 +179,7 @@ class OrbitLooks:
             self.legend.append(("", DEAD_COLOUR))
         first = self.look(0)
         self.colours = [tuple(c) for c in first.face]
-        dead_any = history.dead.any(0)
+        dead_any = np.asarray(history.dead.any(0))  # [H]
         self.draw_order = (
             [h for h in range(H) if dead_any[h] and self.member[h] < 0]
             + [h for h in range(H) if not dead_any[h] and self.member[h] < 0]

@@ -10,11 +10,12 @@ module holds the results, `stream.orbit_history` computes them from a run file.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
+from headmovies.render.core.timeline import Epochs
 from headmovies.render.orbits.check import DEAD_TOL, OrbitReport
 
 
@@ -33,7 +34,7 @@ class SnapshotCheck:
     in_orbit: np.ndarray
 
     @classmethod
-    def of(cls, report: OrbitReport) -> "SnapshotCheck":
+    def of(cls, report: OrbitReport) -> SnapshotCheck:
         H = report.n_heads
         dead = np.zeros(H, bool)
         dead[report.dead] = True
@@ -68,13 +69,13 @@ class OrbitHistory:
     @classmethod
     def of(
         cls,
-        epochs: Sequence[int],
+        epochs: Epochs,
         checks: Iterable[SnapshotCheck],
         n: int,
         m: int,
         tol: float,
         dead_tol: float = DEAD_TOL,
-    ) -> "OrbitHistory":
+    ) -> OrbitHistory:
         """The history of the snapshots at `epochs` [T] from their condensed checks (T of them)."""
         checks = list(checks)
         return cls(
@@ -92,7 +93,7 @@ class OrbitHistory:
     def __len__(self) -> int:
         return len(self.epochs)
 
-    def concat(self, later: "OrbitHistory") -> "OrbitHistory":
+    def concat(self, later: OrbitHistory) -> OrbitHistory:
         """This history followed by `later` (the snapshots a live run added)."""
         return OrbitHistory(
             np.concatenate([self.epochs, later.epochs]),
@@ -106,7 +107,7 @@ class OrbitHistory:
             self.dead_tol,
         )
 
-    def cut(self, k: int) -> "OrbitHistory":
+    def cut(self, k: int) -> OrbitHistory:
         """The first k snapshots (a resumed run dropped the others)."""
         return OrbitHistory(
             self.epochs[:k],

@@ -1,4 +1,4 @@
-"""The orbit movie (seed 000; docs/movie.md): run file -> one pass over its snapshots (circuits,
+"""The orbit movie (source 000; docs/movie.md): run file -> one pass over its snapshots (circuits,
 irrep coordinates, orbit check) -> trailing-dot panels (+ timeline strip) -> encoder.
 
 Each frame is one snapshot; each dot one head at (Re X^(u,v), Im X^(u,v)) of its centred QK
@@ -13,14 +13,15 @@ numbers), not its weights; frames are drawn from them as they are encoded.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from headmovies.render.core.encode import FORMATS, EncodeResult, Quality, encode, parse_formats
+from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
 from headmovies.render.core.outputs import prepare_out_dir
-from headmovies.render.core.panels import TRAIL_EPOCHS, PanelFigure, frame_states
+from headmovies.render.core.panels import PanelFigure
 from headmovies.render.core.timeline import EVENT_HOLD_S, Curve, Timeline, hold_frames
 from headmovies.render.orbits.captions import AXIS_LABELS, figcaption, header_text, metrics_caption
 from headmovies.render.orbits.colours import ONE_COLOUR
@@ -104,19 +105,15 @@ class OrbitMovie:
         self.n, self.m = check_panels(run, self.panels)
         self.info = info = RunInfo.of(run)
         check = colour_orbits and final.report is not None
-        bar = None
-        if progress:
+
+        def bar(it):
             from tqdm import tqdm
 
-            bar = lambda it: tqdm(
-                it,
-                total=len(run),
-                unit="snapshot",
-                dynamic_ncols=True,
-                leave=False,  # noqa: E731
-                desc="circuits, coordinates" + (", orbit check" if check else ""),
-            )
-        facts = collect(run, self.panels, check=check, final=final, progress=bar)
+            desc = "circuits, coordinates" + (", orbit check" if check else "")
+            return tqdm(it, total=len(run), unit="snapshot", dynamic_ncols=True, leave=False, desc=desc)
+
+        facts = collect(run, self.panels, check=check, final=final, progress=bar if progress else None)
+        assert facts.coords is not None  # resolve_panels gives one panel or more
         self.epochs, self.coords, self.history = facts.epochs, facts.coords, facts.history  # [T], [T, P, H]
         self.n_heads = H = self.coords.shape[-1]
         self.trail_epochs = trail_epochs
@@ -140,6 +137,10 @@ class OrbitMovie:
     def make_figure(self, blit: bool = True) -> PanelFigure:
         """A new `PanelFigure` of this movie (`blit=False`: drawn the ordinary way)."""
         n, m, H = self.n, self.m, self.n_heads
+        colours: list
+        legend: list
+        order: list[int] | None
+        outlines: list
         if self.looks:
             colours, legend, order, outlines = (
                 self.looks.colours,
@@ -214,8 +215,8 @@ def make_movie(
 ) -> EncodeResult:
     """Render the orbit movie of `run_path` into `out_dir/basename.{mp4,webm,gif,png,html}`.
 
-    panels: `--panels` words (`panel_choice.resolve_panels`): None or ['default'] (the seed's
-    four when the run's orbits show in them, else automatic), ['auto'], ['seed'], or
+    panels: `--panels` words (`panel_choice.resolve_panels`): None or ['default'] (the source's
+    four when the run's orbits show in them, else automatic), ['auto'], ['source'], or
     CIRCUIT:U,V planes. One frame per snapshot; the frame of each held event (phase change,
     orbit verified) shown `event_hold_s` seconds; the last frame held `hold_s` seconds. The
     HTML snippet's figcaption is generated from the run (`captions.figcaption`). Every check

@@ -1,14 +1,14 @@
-"""Which irrep planes a movie shows: the seed's four, or planes chosen from the data.
+"""Which irrep planes a movie shows: the source's four, or planes chosen from the data.
 
 A verified orbit of size k (render.orbits.check) draws a regular k-gon exactly in the planes
 (circuit, u, v) whose rotation frequency r has polygon order n / gcd(r, n) = k (docs/math.md, "Irrep coordinates"), and
 it has power only in planes whose order divides k. `auto_panels` picks, for each orbit, the
 QK plane and the OV plane of order k in which its heads carry the most power, so that each
-orbit shows as its own polygon (seed 000 shows the 12-orbit at r = 10 and the 4-orbit at
+orbit shows as its own polygon (source 000 shows the 12-orbit at r = 10 and the 4-orbit at
 r = 6 in this way). Power is that of the merged units (mean centred M, summed centred R),
 the matrices the orbit check verifies.
 
-`default_panels` keeps the seed's four panels when the run's orbits live in them (each
+`default_panels` keeps the source's four panels when the run's orbits live in them (each
 orbit of size > 1 has, in a seed QK panel and a seed OV panel of its order, at least
 LIVES_IN of the power of its best plane of that order), and the automatic panels otherwise.
 `check_panels` says whether a run can supply the planes chosen.
@@ -16,7 +16,7 @@ LIVES_IN of the power of its best plane of that order), and the automatic panels
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,7 +26,9 @@ from headmovies.render.core.projections import CIRCUITS, Panel, fourier_power, p
 from headmovies.render.orbits.check import Orbit, OrbitReport
 from headmovies.runfile.reader import Run
 
-SEED_PANELS = (Panel("qk", 0, 10), Panel("ov", 10, -10), Panel("qk", 0, 6), Panel("ov", 6, -6))  # seed 000's four
+PANEL_KEYWORDS = ("default", "auto", "source")  # the --panels words that are not planes
+OLD_PANEL_KEYWORDS = {"seed": "source"}  # old names, still accepted
+SOURCE_PANELS = (Panel("qk", 0, 10), Panel("ov", 10, -10), Panel("qk", 0, 6), Panel("ov", 6, -6))  # source 000's four
 LIVES_IN = 0.5  # an orbit lives in a seed plane holding >= half the power of its best plane
 MAX_ORBITS = 2  # auto: panels for the two largest orbits (QK and OV each): four panels
 
@@ -42,8 +44,7 @@ def canonical(panel: Panel, n: int, m: int) -> Panel:
     with r mod n in [0, n/2], frequencies written in (-n/2, n/2]: e.g. qk:0,10, ov:10,-10."""
     a = Panel(panel.circuit, signed(panel.u, n), signed(panel.v, n))
     b = Panel(panel.circuit, signed(-panel.u, n), signed(-panel.v, n))
-    key = lambda p: (p.r(n, m) > n / 2, p.r(n, m) == n / 2 and p.u < 0, p.u < 0)
-    return min((a, b), key=key)
+    return min((a, b), key=lambda p: (p.r(n, m) > n / 2, p.r(n, m) == n / 2 and p.u < 0, p.u < 0))
 
 
 def orbit_power(orbit: Orbit, M: np.ndarray, R: np.ndarray) -> dict[str, np.ndarray]:
@@ -106,7 +107,7 @@ def auto_panels(
         return panels
     live = sorted(set(range(report.n_heads)) - set(report.dead))
     if not live:
-        return panels or (list(SEED_PANELS) if n == 24 else [])
+        return panels or (list(SOURCE_PANELS) if n == 24 else [])
     power = {
         "qk": fourier_power(centre_qk(np.asarray(M, np.float64)[live])).sum(0),
         "ov": fourier_power(centre_ov(np.asarray(R, np.float64)[live])).sum(0),
@@ -130,11 +131,11 @@ def auto_panels(
     return panels
 
 
-def lives_in_seed_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: int) -> tuple[bool, str]:
-    """(True, why) if every orbit of size > 1 shows as its polygon in the seed's panels with
+def lives_in_source_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: int) -> tuple[bool, str]:
+    """(True, why) if every orbit of size > 1 shows as its polygon in the source's panels with
     at least LIVES_IN of its best plane's power, per circuit; else (False, why not)."""
     if n != 24:
-        return False, f"the seed's panels are for C_24, this run is C_{n}"
+        return False, f"the source's panels are for C_24, this run is C_{n}"
     orbits = [o for o in report.orbits if o.size > 1]
     if not orbits:
         return True, "no orbit of size > 1 to show"
@@ -142,41 +143,45 @@ def lives_in_seed_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: i
         power = orbit_power(o, M, R)
         for circuit in CIRCUITS:
             best = best_plane(power[circuit], circuit, n, m, o.size)
-            seed = [p for p in SEED_PANELS if p.circuit == circuit and p.order(n, m) == o.size]
+            seed = [p for p in SOURCE_PANELS if p.circuit == circuit and p.order(n, m) == o.size]
             got = max((power[circuit][p.u % n, p.v % n] for p in seed), default=0.0)
             if best is None or got < LIVES_IN * best[1]:
                 return False, (
-                    f"the orbit of size {o.size} has no {circuit.upper()} seed panel of order {o.size} "
+                    f"the orbit of size {o.size} has no {circuit.upper()} source panel of order {o.size} "
                     f"holding >= {LIVES_IN:.0%} of its best plane's power"
                 )
-    return True, "every orbit shows as its polygon in the seed's panels"
+    return True, "every orbit shows as its polygon in the source's panels"
 
 
 def default_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: int) -> tuple[list[Panel], str]:
-    """(panels, note): the seed's four if the orbits live in them, else `auto_panels`."""
-    ok, why = lives_in_seed_panels(report, M, R, n, m)
+    """(panels, note): the source's four if the orbits live in them, else `auto_panels`."""
+    ok, why = lives_in_source_panels(report, M, R, n, m)
     if ok:
-        return list(SEED_PANELS), f"seed panels ({why})"
+        return list(SOURCE_PANELS), f"source panels ({why})"
     return auto_panels(report, M, R, n, m), f"automatic panels ({why})"
 
 
 def resolve_panels(
     words: Sequence[str] | None, report: OrbitReport | None, M: np.ndarray | None, R: np.ndarray | None, n: int, m: int
 ) -> tuple[list[Panel], str]:
-    """Panels from a `--panels` value: None or ['default'] (seed if the orbits live there,
-    else auto), ['auto'], ['seed'], or CIRCUIT:U,V words. `report`, M, R (final snapshot) are
-    needed only for default and auto. Returns (panels, note in words)."""
+    """Panels from a `--panels` value: None or ['default'] (source 000's if the orbits live
+    there, else auto), ['auto'], ['source'] (['seed'], its old name, still works), or
+    CIRCUIT:U,V words. `report`, M, R (final snapshot) are needed only for default and auto.
+    Returns (panels, note in words)."""
     words = [w.strip().lower() for w in words] if words else ["default"]
-    keyword = words[0] if len(words) == 1 and words[0] in ("default", "auto", "seed") else None
+    renamed = [w for w in words if w in OLD_PANEL_KEYWORDS]
+    words = [OLD_PANEL_KEYWORDS.get(w, w) for w in words]
+    keyword = words[0] if len(words) == 1 and words[0] in PANEL_KEYWORDS else None
     if keyword is None:
-        if any(w in ("default", "auto", "seed") for w in words):
-            raise UserError("--panels takes one of default, auto, seed, or a list of CIRCUIT:U,V planes, not both")
+        if any(w in PANEL_KEYWORDS for w in words):
+            raise UserError("--panels takes one of default, auto, source, or a list of CIRCUIT:U,V planes, not both")
         return [parse_panel(w, n) for w in words], "panels as given"
-    if keyword == "seed":
-        return list(SEED_PANELS), "seed panels (--panels seed)"
-    if report is None:
+    if keyword == "source":
+        old = "; --panels seed is its old name" if renamed else ""
+        return list(SOURCE_PANELS), f"source panels (--panels source{old})"
+    if report is None or M is None or R is None:  # a report comes with both circuits
         if keyword == "default" and n == 24:
-            return list(SEED_PANELS), "seed panels (no orbit check: the run lacks its weights)"
+            return list(SOURCE_PANELS), "source panels (no orbit check: the run lacks its weights)"
         raise UserError(
             f"--panels {keyword} needs the orbit check of the final snapshot (a run with all six "
             "weights); give planes such as qk:0,10 ov:10,-10"

@@ -19,8 +19,8 @@ factors are larger, H x 4 x n x d_head each).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class RunInfo:
     metrics: dict
 
     @classmethod
-    def of(cls, run: Run) -> "RunInfo":
+    def of(cls, run: Run) -> RunInfo:
         return cls(
             run.path.name, run.experiment, run.seed, run.config, bool(run.complete), np.array(run.epochs), run.metrics()
         )
@@ -94,7 +94,7 @@ def final_snapshot(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL) -> Fi
     M = qk_circuit(w["W_E"], w["W_Q"], w["W_K"]) if all(k in w for k in CIRCUIT_WEIGHTS["qk"]) else None
     R = ov_circuit(w["W_E"], w["W_V"], w["W_O"], w["W_U"]) if all(k in w for k in CIRCUIT_WEIGHTS["ov"]) else None
     report = None
-    if all(k in w for k in CIRCUIT_NAMES):
+    if M is not None and R is not None and all(k in w for k in CIRCUIT_NAMES):
         n, m = group_of(run)
         report = check_orbits(M, R, n, m, tol, dead_tol)
         report.epoch = int(run.epochs[t])
@@ -134,37 +134,25 @@ def snapshot_facts(
     its circuits computed once; `final` (from `final_snapshot`) is used instead of reading it."""
     kinds = {p.circuit for p in panels} | ({"qk", "ov"} if check else set())
     names = sorted({w for k in kinds for w in CIRCUIT_WEIGHTS[k]} | (set(CIRCUIT_NAMES) if factors else set()))
-    n, m = group_of(run) if check else (run.n, run.m)
+    group = group_of(run) if check else None
     idx = np.arange(len(run)) if indices is None else np.asarray(indices, np.int64)
-    cached = final is not None and final.index in idx
-    read = idx[idx != final.index] if cached else idx
+    cached = final if final is not None and final.index in idx else None
+    read = idx[idx != cached.index] if cached is not None else idx
     weights = zip(read, run.iter_weights(names, chunk=chunk, indices=read)) if len(read) else iter(())
     for t in idx:
-        if cached and t == final.index:
-            circ = {k: c for k, c in (("qk", final.M), ("ov", final.R)) if k in kinds}
+        if cached is not None and t == cached.index:
+            circ = {k: c for k, c in (("qk", cached.M), ("ov", cached.R)) if k in kinds}
             report = (
-                final.report
-                if final.report is not None and (final.report.tol, final.report.dead_tol) == (tol, dead_tol)
+                cached.report
+                if cached.report is not None and (cached.report.tol, cached.report.dead_tol) == (tol, dead_tol)
                 else None
             )
             yield _facts(
-                final.index,
-                final.epoch,
-                final.weights,
-                circ,
-                report,
-                panels,
-                kinds,
-                check,
-                factors,
-                n,
-                m,
-                tol,
-                dead_tol,
+                cached.index, cached.epoch, cached.weights, circ, report, panels, kinds, group, factors, tol, dead_tol
             )
         else:
             _, (epoch, w) = next(weights)
-            yield _facts(int(t), epoch, w, {}, None, panels, kinds, check, factors, n, m, tol, dead_tol)
+            yield _facts(int(t), epoch, w, {}, None, panels, kinds, group, factors, tol, dead_tol)
 
 
 def _facts(
@@ -175,14 +163,13 @@ def _facts(
     report: OrbitReport | None,
     panels: Sequence[Panel],
     kinds: set,
-    check: bool,
+    group: tuple[int, int] | None,
     factors: bool,
-    n: int,
-    m: int,
     tol: float,
     dead_tol: float,
 ) -> Snapshot:
-    """One snapshot's facts from its weights `w` (and any circuits or report already computed)."""
+    """One snapshot's facts from its weights `w` (and any circuits or report already computed);
+    its orbit report when `group` ((n, m) of the run) is given."""
     if "qk" in kinds and "qk" not in circ:
         circ["qk"] = qk_circuit(w["W_E"], w["W_Q"], w["W_K"])  # [H, n, n]
     if "ov" in kinds and "ov" not in circ:
@@ -191,10 +178,12 @@ def _facts(
     if panels:  # centring leaves every coordinate with u, v != 0 unchanged (gauge-invariant)
         centred = {k: (centre_qk if k == "qk" else centre_ov)(circ[k]) for k in {p.circuit for p in panels}}
         coords = np.stack([irrep_coordinate(centred[p.circuit], p.u, p.v) for p in panels])  # [P, H]
-    if check and report is None:
-        report = check_orbits(circ["qk"], circ["ov"], n, m, tol, dead_tol)
+    if group is not None and report is None:
+        report = check_orbits(circ["qk"], circ["ov"], *group, tol, dead_tol)
         report.epoch = int(epoch)
-    return Snapshot(t, int(epoch), coords, report if check else None, circuit_factors(w) if factors else None)
+    return Snapshot(
+        t, int(epoch), coords, report if group is not None else None, circuit_factors(w) if factors else None
+    )
 
 
 @dataclass
@@ -225,7 +214,10 @@ def collect(
     facts: Iterable[Snapshot] = snapshot_facts(run, panels, check, factors, tol, dead_tol, indices, final)
     if progress is not None:
         facts = progress(facts)
-    epochs, coords, checks, F = [], [], [], []
+    epochs: list[int] = []
+    coords: list[np.ndarray] = []
+    checks: list[SnapshotCheck] = []
+    F: list[np.ndarray] = []
     for s in facts:
         epochs.append(s.epoch)
         if s.coords is not None:
@@ -234,11 +226,10 @@ def collect(
             checks.append(SnapshotCheck.of(s.report))
         if s.factors is not None:
             F.append(s.factors)
-    n, m = (run.n, run.m)
     return Collected(
         np.asarray(epochs, np.int64),
         np.array(coords) if panels else None,
-        OrbitHistory.of(epochs, checks, n, m, tol, dead_tol) if check else None,
+        OrbitHistory.of(epochs, checks, *group_of(run), tol, dead_tol) if check else None,
         np.array(F) if factors else None,
     )
 
@@ -252,13 +243,16 @@ def orbit_history(
 ) -> OrbitHistory:
     """The orbit check (`check.check_orbits`) of every snapshot of an open run (or of the
     snapshot indices given, in increasing order). `progress`, if given, wraps the iterator."""
-    return collect(run, (), check=True, tol=tol, dead_tol=dead_tol, indices=indices, progress=progress).history
+    history = collect(run, (), check=True, tol=tol, dead_tol=dead_tol, indices=indices, progress=progress).history
+    assert history is not None  # check=True
+    return history
 
 
 def panel_coordinates(
     run: Run, panels: Sequence[Panel], indices: np.ndarray | None = None, chunk: int = CHUNK
-) -> Iterator[tuple[int, np.ndarray]]:
+) -> Iterator[tuple[int, np.ndarray | None]]:
     """(epoch, complex [P, H]) per snapshot: X^(u, v) of each head's centred circuit in each
-    panel's plane, as the movie draws it (the coordinates of `snapshot_facts` alone)."""
+    panel's plane, as the movie draws it (the coordinates of `snapshot_facts` alone; None
+    without panels)."""
     for s in snapshot_facts(run, panels, indices=indices, chunk=chunk):
         yield s.epoch, s.coords

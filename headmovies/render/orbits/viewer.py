@@ -38,16 +38,16 @@ import base64
 import math
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
+from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.outputs import prepare_out_dir, write_text
-from headmovies.render.core.panels import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.projections import Panel, polygon_order
 from headmovies.render.orbits.captions import metrics_caption
 from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
@@ -55,7 +55,7 @@ from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOU
 from headmovies.render.orbits.events import training_events
 from headmovies.render.orbits.history import OrbitHistory
 from headmovies.render.orbits.panel_choice import check_panels, resolve_panels
-from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
+from headmovies.render.orbits.stream import FinalSnapshot, RunInfo, collect, final_snapshot
 from headmovies.render.orbits.viewer_page.build import page
 from headmovies.runfile.reader import Run
 
@@ -198,10 +198,9 @@ class ViewerData:
         trail_epochs: float = TRAIL_EPOCHS,
     ):
         self.n, self.m = group_of(run)
-        self.final = final_snapshot(run, tol, dead_tol)  # used by the first `grow`, then dropped
-        self.panels, self.panel_note = resolve_panels(
-            panels, self.final.report, self.final.M, self.final.R, self.n, self.m
-        )
+        final = final_snapshot(run, tol, dead_tol)
+        self.final: FinalSnapshot | None = final  # used by the first `grow`, then dropped
+        self.panels, self.panel_note = resolve_panels(panels, final.report, final.M, final.R, self.n, self.m)
         check_panels(run, self.panels)
         self.tol, self.dead_tol, self.trail_epochs = tol, dead_tol, trail_epochs
         self.n_heads = int(run.shape("W_Q")[0])
@@ -242,9 +241,9 @@ class ViewerData:
             final=self.final,
         )
         self.final = None
-        part = facts.history
+        part, coords = facts.history, facts.coords  # coords [t, P, H]
+        assert part is not None and coords is not None and facts.factors is not None  # asked for all three
         self.history = part if self.history is None else self.history.concat(part)
-        coords = facts.coords  # [t, P, H]
         rows, codes = quantise_rows(fourier_rows(facts.factors))
         cap = metrics_caption(self.info.metrics)
         metrics = self.info.metrics
@@ -278,8 +277,8 @@ class ViewerData:
         h = self.history
         sets: dict[str, dict] = {}
         if h is not None:
-            for t, orbits in enumerate(h.orbits):
-                for size, heads, _ in orbits:
+            for t, snapshot_orbits in enumerate(h.orbits):
+                for size, heads, _ in snapshot_orbits:
                     sets.setdefault(_key(heads), {"heads": [int(x) for x in heads], "size": int(size), "first": t})
             latest = {_key(heads) for _, heads, _ in h.orbits[-1]} if len(h) else set()
         else:
@@ -292,7 +291,7 @@ class ViewerData:
         orbits = []
         for i, key in enumerate(order):
             s = sets[key]
-            lock = h.locked_in(s["heads"]) if key in latest else None
+            lock = h.locked_in(s["heads"]) if h is not None and key in latest else None
             orbits.append(
                 {
                     "key": key,

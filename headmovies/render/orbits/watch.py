@@ -16,19 +16,20 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Sequence
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 
 from headmovies.errors import RunFileError, UserError
 from headmovies.interrupts import deferred_signals
-from headmovies.runfile.reader import Run
 from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
-from headmovies.render.orbits.viewer import ViewerData, page
+from headmovies.render.orbits.viewer import ViewerData
+from headmovies.render.orbits.viewer_page.build import page
+from headmovies.runfile.reader import Run
 
 POLL_MS = 1000  # the page asks for new snapshots this often
 SAY_S = 30  # a message about the file shows this long in the page
@@ -60,19 +61,20 @@ class Follower:
         self.path = Path(path)
         self.panels, self.tol, self.dead_tol = panels, tol, dead_tol
         self.lock = threading.Lock()
-        self.run: Run | None = None
-        self.inode = None
+        self.inode = 0
         self.identity = ""
         self.gen = 0
         self.cuts: dict[int, int] = {}  # gen -> snapshots kept when it began
         self.message, self.said_at, self.error = "", 0.0, False  # shown in the page for SAY_S seconds
         self.last_growth = time.monotonic()
-        self._open()
-        self.data = ViewerData(self.run, panels, tol, dead_tol)
-        self.data.grow(self.run)
+        run = self._open()
+        self.run: Run | None = run  # None once closed
+        self.data = ViewerData(run, panels, tol, dead_tol)
+        self.data.grow(run)
         self.meta = self.data.meta()
 
-    def _open(self) -> None:
+    def _open(self) -> Run:
+        """The run file, opened, its inode and identity noted (the caller closes the one before)."""
         inode = os.stat(self.path).st_ino  # before opening: a replacement in between is seen next poll
         run = Run(self.path)
         try:
@@ -80,10 +82,9 @@ class Follower:
         except Exception:
             run.close()
             raise
-        if self.run is not None:
-            self.run.close()
-        self.run, self.inode = run, inode
-        self.identity = f"{run.f.attrs['created']}|{self.run.shape('W_Q')}"
+        self.inode = inode
+        self.identity = f"{run.f.attrs['created']}|{run.shape('W_Q')}"
+        return run
 
     def _replaced(self) -> bool:
         try:
@@ -96,24 +97,26 @@ class Follower:
         Problems with the file are kept in `message` (shown in the page), never raised."""
         try:
             with self.lock:
+                if self.run is None:  # closed
+                    return 0
                 before = self.data.count
                 if self._replaced():
-                    old, old_identity = self.run, self.identity
-                    self.run = None  # keep the old file open to compare
-                    self._open()
+                    old, old_identity = self.run, self.identity  # the old file stays open to compare
+                    run = self.run = self._open()
                     if self.identity != old_identity:  # another run (--force): start over
-                        self.data = ViewerData(self.run, self.panels, self.tol, self.dead_tol)
+                        self.data = ViewerData(run, self.panels, self.tol, self.dead_tol)
                         before = 0
                         self._say("the run file was replaced by a new run")
                     else:  # resumed: keep the shared prefix
-                        before = min(before, self.data.truncate(shared_prefix(old, self.run)))
+                        before = min(before, self.data.truncate(shared_prefix(old, run)))
                         self._say("writer restarted (--resume): following the new file")
                     old.close()
                     self.gen += 1
                     self.cuts[self.gen] = self.data.count
                 else:
-                    self.run.refresh()
-                chunk = self.data.grow(self.run)
+                    run = self.run
+                    run.refresh()
+                chunk = self.data.grow(run)
                 added = self.data.count - before if chunk else 0
                 if chunk:
                     self.last_growth = time.monotonic()
@@ -185,7 +188,7 @@ def _handler(follower: Follower):
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:  # the name http.server calls
             url = urlparse(self.path)
             try:
                 if url.path in ("/", "/index.html"):

@@ -1,1 +1,1 @@
-"""OV-coherent superposition (seed 004): analyses, figures, movie, report, command."""
+"""OV-coherent superposition (source 004): analyses, figures, movie, report, command."""

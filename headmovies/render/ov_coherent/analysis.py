@@ -1,7 +1,8 @@
-"""Analyses of an OV-coherent superposition run (seed 004; docs/math.md, "OV-coherent analyses") from its stored weights alone.
+"""Analyses of an OV-coherent superposition run (source 004; docs/math.md, "OV-coherent analyses")
+from its stored weights alone.
 
 Source: L. Greenspan, "An OV-Coherent Toy Model of Attention Head Superposition" (AI Alignment
-Forum, 2023; seed 004): with 2 heads of d_head 1 the model names the pair {A, B} of signal
+Forum, 2023; source 004): with 2 heads of d_head 1 the model names the pair {A, B} of signal
 tokens perfectly, and "in almost all runs" the two heads rank the signal tokens in opposite
 QK preference orders. Every quantity here is computed with numpy from W_E, W_Q, W_K, W_V, W_O,
 W_U (TransformerLens names), never from the training code.
@@ -14,7 +15,8 @@ the finite set of (class, noise multiset) cases returned by `task_cases`, each w
 probability. Accuracies below are exact expectations over the task distribution.
 
 Model at the read-off: logits = W_E[0] W_U + sum_h z_h W_O[h] W_U, z_h = sum_b att_h[b] W_E[b] W_V[h],
-att_h = softmax over the keys of the read-off's QK row M_h[0, :] (docs/math.md, "QK and OV circuits"; render.core.circuits).
+att_h = softmax over the keys of the read-off's QK row M_h[0, :] (docs/math.md, "QK and OV circuits";
+render.core.circuits).
 "Ablating" a head removes its term z_h W_O[h] W_U (zero ablation).
 """
 
@@ -59,7 +61,8 @@ def readoff_qk(weights: dict[str, np.ndarray]) -> np.ndarray:
 
 def ov_tables(weights: dict[str, np.ndarray], centred: bool = True) -> np.ndarray:
     """OV table [n_heads, 10 classes, 12 key tokens]: logit added to class c per unit of attention
-    on token b, R_h[c, b] (docs/math.md, "QK and OV circuits"); centred over classes (the output softmax ignores the mean)."""
+    on token b, R_h[c, b] (docs/math.md, "QK and OV circuits"); centred over classes (the output
+    softmax ignores the mean)."""
     R = ov_circuit(weights["W_E"], weights["W_V"], weights["W_O"], weights["W_U"])
     return R - R.mean(axis=-2, keepdims=True) if centred else R
 
@@ -100,7 +103,7 @@ def accuracy(pred: np.ndarray, cases: Cases) -> tuple[float, np.ndarray]:
 
 def preference_ordering(qk_row: np.ndarray) -> tuple[int, ...]:
     """Signal tokens 1-4 by descending QK score from the read-off (the head's "preference
-    ordering", seed 004). qk_row [12]."""
+    ordering", source 004). qk_row [12]."""
     sig = np.array(SIGNAL)
     return tuple(int(t) for t in sig[np.argsort(-qk_row[sig], kind="stable")])
 
@@ -179,7 +182,7 @@ def hard_attention_predictions(
     weights: dict[str, np.ndarray], cases: Cases, ablate: tuple[int, ...] = ()
 ) -> np.ndarray:
     """Predicted classes [N] if every head attended only to the present token it ranks highest
-    (the seed's "all or nothing" attention): logits = W_E[0] W_U + sum_h R_h[:, top_h]. Compared
+    (the source's "all or nothing" attention): logits = W_E[0] W_U + sum_h R_h[:, top_h]. Compared
     with the model's predictions, this tells how far orderings + OV tables explain the model."""
     s = readoff_qk(weights)  # (H, V)
     present = cases.counts[:, None, :] > 0  # (N, 1, V)

@@ -1,4 +1,4 @@
-"""Figures of ov-coherent runs (seed 004; docs/math.md, "OV-coherent analyses").
+"""Figures of ov-coherent runs (source 004; docs/math.md, "OV-coherent analyses").
 
 Inputs are the numpy results of `ov_coherent.analysis` (never the training code): one analysis
 sheet per run, training curves across runs, and the final (head 1, head 2) QK plane of every
@@ -10,15 +10,16 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import ListedColormap  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
 
-from headmovies.render.ov_coherent import analysis as S  # noqa: E402
-from headmovies.tasks import ov_coherent as T  # noqa: E402
+from headmovies.render.ov_coherent import analysis as S
+from headmovies.tasks import ov_coherent as T
 
 TOKEN_COLOURS = {1: "tab:blue", 2: "tab:orange", 3: "tab:green", 4: "tab:red"}
-CLASS_CMAP = ListedColormap(plt.get_cmap("tab10").colors[: T.N_CLASSES])
+CLASS_CMAP = ListedColormap(plt.get_cmap("tab10")(np.arange(T.N_CLASSES)))  # its first N_CLASSES colours
 
 
 def plane_coords(qk: np.ndarray) -> np.ndarray:
@@ -186,7 +187,7 @@ def _decision_plane(ax, weights: dict, cases: T.Cases) -> None:
     ax.set_title("head outputs of every case on the readout's class regions", fontsize=9)
 
 
-def analysis_figure(result: dict, weights: dict, cases: T.Cases, title: str) -> plt.Figure:
+def analysis_figure(result: dict, weights: dict, cases: T.Cases, title: str) -> Figure:
     """One sheet for one run's final snapshot: QK rows, per-class accuracy (full and ablated),
     class contributions plane, attention by pair, OV tables, and (2 heads of d_head 1) the
     decision plane. `result` is `analysis.analyse(weights, cases)`."""
@@ -223,7 +224,7 @@ def analysis_figure(result: dict, weights: dict, cases: T.Cases, title: str) -> 
 # ---------------------------------------------------------------- across runs
 
 
-def training_figure(curves: list[tuple[str, dict[str, np.ndarray]]]) -> plt.Figure:
+def training_figure(curves: list[tuple[str, dict[str, np.ndarray]]]) -> Figure:
     """Exact read-off accuracy and loss over epochs (here one optimizer step each), one line per run.
     curves: [(label, metrics dict from Run.metrics())]."""
     fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
@@ -250,7 +251,7 @@ def _plane_axes(ax, lim: float) -> None:
     ax.plot([0, 0], [-1e9, 1e9], color="0.6", lw=0.5)
 
 
-def orderings_figure(items: list[tuple[str, np.ndarray, bool | None]]) -> plt.Figure:
+def orderings_figure(items: list[tuple[str, np.ndarray, bool | None]]) -> Figure:
     """Final read-off QK scores of every run in the (head 1, head 2) plane, one panel per run
     (the movie's last frame). items: [(label, qk [n_heads >= 2, 12], opposite)]."""
     n = len(items)

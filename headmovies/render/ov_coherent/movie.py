@@ -1,4 +1,4 @@
-"""The QK-plane movie of an ov-coherent run (seed 004): each signal token's read-off QK score in
+"""The QK-plane movie of an ov-coherent run (source 004): each signal token's read-off QK score in
 head 1 against head 2, over training (docs/math.md, "OV-coherent analyses"), over a timeline
 strip (docs/movie.md, "Timeline"): epochs, the logged accuracy, the schedule switch, the epoch
 from which the two heads' preference orderings stay opposite and the epoch from which the
@@ -6,32 +6,32 @@ accuracy stays at or above 99 % (held `event_hold_s` seconds each)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from headmovies.errors import UserError  # noqa: E402
-from headmovies.render.core.encode import EncodeResult, encode  # noqa: E402
-from headmovies.runfile.reader import Run  # noqa: E402
+from headmovies.errors import UserError
+from headmovies.render.core.encode import EncodeResult, encode
 from headmovies.render.core.timeline import (
     EVENT_HOLD_S,
     STRIP_PX,
     Curve,
     Event,
-    Timeline,  # noqa: E402
+    Timeline,
     TimelineStrip,
     first_lasting,
     hold_frames,
     schedule_events,
 )
-from headmovies.render.ov_coherent import analysis as S  # noqa: E402
-from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords  # noqa: E402
-from headmovies.tasks import ov_coherent as T  # noqa: E402
+from headmovies.render.ov_coherent import analysis as S
+from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords
+from headmovies.runfile.reader import Run
+from headmovies.tasks import ov_coherent as T
 
 
 class QKPlaneMovie:
@@ -65,8 +65,11 @@ class QKPlaneMovie:
         strip_px = STRIP_PX if timeline is not None else 0
         height = size_px + strip_px
         self.fig = plt.figure(figsize=(size_px / dpi, height / dpi), dpi=dpi)
-        y = lambda frac: (strip_px + frac * size_px) / height  # noqa: E731  (fractions of the square part)
-        ax = self.ax = self.fig.add_axes([0.13, y(0.1), 0.82, 0.76 * size_px / height])
+
+        def y(frac):  # fractions of the square part
+            return (strip_px + frac * size_px) / height
+
+        ax = self.ax = self.fig.add_axes((0.13, y(0.1), 0.82, 0.76 * size_px / height))
         ax.set_aspect("equal")
         ax.plot([-1e9, 1e9], [0, 0], color="0.65", lw=0.6)  # thin cross at the origin
         ax.plot([0, 0], [-1e9, 1e9], color="0.65", lw=0.6)
@@ -105,7 +108,7 @@ class QKPlaneMovie:
             self.strip = TimelineStrip(
                 self.fig, (70, 4, W - 70 - 30, strip_px - 8), timeline, epochs, animated=False, fontsize=8.0
             )
-        self.lim = None
+        self.lim: float | None = None
         w, h = self.fig.canvas.get_width_height()
         self.size = (w - w % 2, h - h % 2)
 
@@ -122,7 +125,7 @@ class QKPlaneMovie:
         xy = self.xy[t]
         start = np.searchsorted(self.epochs, self.epochs[t] - self.trail)
         radius = np.abs(xy).max()
-        for i, tok in enumerate(T.SIGNAL):
+        for tok in T.SIGNAL:
             path = self.xy[start : t + 1, tok]
             self.trails[tok].set_data(path[:, 0], path[:, 1])
             radius = max(radius, np.abs(path).max())
@@ -145,7 +148,7 @@ class QKPlaneMovie:
         if self.strip is not None:
             self.strip.update(int(self.epochs[t]))
         self.fig.canvas.draw()
-        rgb = np.asarray(self.fig.canvas.buffer_rgba())[..., :3]
+        rgb = np.asarray(self.fig.canvas.buffer_rgba())[..., :3]  # type: ignore[attr-defined]  # Agg, chosen above
         return np.ascontiguousarray(rgb[: self.size[1], : self.size[0]])
 
     def frames(self, extra: np.ndarray | None = None) -> Iterator[np.ndarray]:
@@ -211,9 +214,11 @@ def figcaption(run: Run, label: str, qk: np.ndarray, timeline: Timeline, acc_fin
     H = qk.shape[1]
     so_far = "" if run.complete else f" so far (of {int(cfg.get('epochs', 0) or 0):,}; the run is unfinished)"
     parts = [
-        f"{H} attention heads (d_head {cfg.get('d_head', '?')}) of one layer trained {int(run.epochs[-1]):,} "
-        f"epochs{so_far} to name the unordered pair of signal tokens (1-4) among noise tokens at a read-off token "
-        f"(ov-coherent, {label}, seed {run.seed})."
+        (
+            f"{H} attention heads (d_head {cfg.get('d_head', '?')}) of one layer trained {int(run.epochs[-1]):,} "
+            f"epochs{so_far} to name the unordered pair of signal tokens (1-4) among noise tokens at a read-off token "
+            f"(ov-coherent, {label}, seed {run.seed})."
+        )
     ]
     parts.append(
         "Each coloured dot is one signal token at its read-off QK score in head 1 (across) and head 2 (up), "

@@ -6,15 +6,15 @@ training curves, the QK planes and the QK-plane movie, written into one folder b
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
-from headmovies.runfile.reader import Run
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.ov_coherent import analysis as S
+from headmovies.runfile.reader import Run
 from headmovies.tasks import ov_coherent as T
 
 

@@ -79,6 +79,11 @@ def max_batch(cfg: OrbitConfig) -> int:
     return max(1, min(MAX_BATCH, BATCH_ELEMENTS // (cfg.n_heads * cfg.p**3)))
 
 
+def _grad_or_zeros(w: torch.Tensor) -> torch.Tensor:
+    """w's gradient, zeros where it got none."""
+    return w.grad if w.grad is not None else torch.zeros_like(w)
+
+
 class OrbitBatch:
     """B orbit runs as one computation. `views[i]` is instance i as an `OrbitTask`; call
     `sync(i)` before reading its weights (evaluate, snapshot) or its state (checkpoint).
@@ -179,7 +184,7 @@ class OrbitBatch:
             )
         loss.sum().backward()
         for j, P in enumerate(self.params):
-            P.grad = torch.stack([w[j].grad if w[j].grad is not None else torch.zeros_like(w[j]) for w in self._leaves])
+            P.grad = torch.stack([_grad_or_zeros(w[j]) for w in self._leaves])
         self._leaves = None
         self.optimizer.step()
 

@@ -64,10 +64,8 @@ class OrbitConfig(TrainConfig):
             raise ConfigError("eq_start and eq_ramp must be >= 0, eq_seq_batch >= 1")
         for key in ("eq_seq_lens", "refine_seq_lens"):
             text = getattr(self, key).replace(" ", "")
-            if (
-                text
-                and not re.fullmatch(r"[0-9]+(,[0-9]+)*", text)
-                or any(not 1 <= n <= MAX_SEQ_LEN for n in seq_lengths(text))
+            if (text and not re.fullmatch(r"[0-9]+(,[0-9]+)*", text)) or any(
+                not 1 <= n <= MAX_SEQ_LEN for n in seq_lengths(text)
             ):
                 raise ConfigError(
                     f"{key} must be a comma-separated list of lengths from 1 to {MAX_SEQ_LEN} "

@@ -1,5 +1,5 @@
-"""The orbit experiment's model (seed 000): W_E -> one bidirectional attention layer (no
-positional encoding, MLP, LayerNorm or biases; residual optional) -> W_U. The seed's code is
+"""The orbit experiment's model (source 000): W_E -> one bidirectional attention layer (no
+positional encoding, MLP, LayerNorm or biases; residual optional) -> W_U. The source's code is
 due to Georg Bökman.
 
 Inputs are one-hot tokens and there are no positions, so the output at a position depends only

@@ -1,4 +1,4 @@
-"""The orbit experiment (seed 000; docs/experiments.md) as a registered Task: one 32-head
+"""The orbit experiment (source 000; docs/experiments.md) as a registered Task: one 32-head
 self-attention layer (`model.AttentionLayer`), penalised toward C_n-equivariance
 (`losses`), learning (x1, x2, x3) -> (x2+x3, x3+x1, x1+x2) mod n; its two-phase schedule,
 head pruning, and the step that may compute its grid term in a second thread (`Task.overlap`).
@@ -15,13 +15,12 @@ import torch
 
 from headmovies.errors import UserError
 from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
-from headmovies.train.task import Task
 from headmovies.train.orbits.attention import GridAttention
 from headmovies.train.orbits.config import OrbitConfig, seq_lengths
 from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
 from headmovies.train.orbits.losses import grid_losses, orbit_gather_index, ov_bias_penalty, seq_eq_loss
 from headmovies.train.orbits.model import AttentionLayer
-
+from headmovies.train.task import Task
 
 _GRID_POOL: ThreadPoolExecutor | None = None
 # a forked child has the pool object but not its thread: make it start a new one
@@ -61,9 +60,10 @@ class _Precomputed(torch.autograd.Function):
         return dM, dR, None
 
 
-class OrbitTask(Task):
+class OrbitTask(Task[OrbitConfig]):
+    model: AttentionLayer
     name = "orbits"
-    description = "seed 000: 32-head equivariance-penalised attention layer on modular addition (C_24)"
+    description = "source 000: 32-head equivariance-penalised attention layer on modular addition (C_24)"
     Config = OrbitConfig
 
     def __init__(self, cfg: OrbitConfig):
@@ -206,7 +206,8 @@ class OrbitTask(Task):
         M.requires_grad_(), R.requires_grad_()
         with torch.enable_grad():
             _, _, ce, eq = self._losses(GridAttention.apply(M, R))
-            return torch.autograd.grad(ce + lam * eq, (M, R))
+            dM, dR = torch.autograd.grad(ce + lam * eq, (M, R))
+            return dM, dR
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -230,7 +231,7 @@ class OrbitTask(Task):
     def attrs(self) -> dict:
         return {"n": self.cfg.p, "m": M_SHIFT}
 
-    def progress(self, metrics: dict[str, float]) -> dict[str, float]:
+    def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {
             "loss": f"{metrics['train_loss']:.3g}",
             "train": f"{metrics['train_acc']:.3f}",

@@ -1,5 +1,5 @@
-"""A sweep's report (`headmovies sweep`, docs/sweeps.md): its table and its census figure, made
-from the rows of DIR/sweep.jsonl alone.
+"""A sweep's outcomes (`headmovies sweep`, docs/sweeps.md): its table and its outcome figure,
+made from the rows of DIR/sweep.jsonl alone.
 
 summary.md groups runs by config (their grid point) across seeds: runs done and failed, the
 outcomes and their counts, and each final metric's median and range. census.{png,svg}
@@ -9,6 +9,7 @@ orbit structure, e.g. '4+2'). The orbit census across sweeps is another thing: `
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -46,10 +47,8 @@ def by_config(rows: list[dict]) -> dict[str, list[dict]]:
     for row in rows:
         groups.setdefault(config_text(row), []).append(row)
     order = list(groups)
-    try:
+    with contextlib.suppress(TypeError):  # grids of different keys and types: keep first-seen order
         order.sort(key=lambda k: tuple(groups[k][0]["grid"].items()))
-    except TypeError:  # grids of different keys and types: keep first-seen order
-        pass
     return {k: sorted(groups[k], key=lambda r: r["seed"]) for k in order}
 
 
@@ -170,12 +169,15 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
 
 def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     """Horizontal bars, one per config, split by outcome: how many seeds reached each."""
+    import matplotlib
     from matplotlib.figure import Figure
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+    from matplotlib.ticker import MaxNLocator
 
     rows = latest(rows)
     groups = by_config(rows)
     order = outcome_order(rows)
-    cmap = __import__("matplotlib").colormaps["tab20" if len(order) > 10 else "tab10"]
+    cmap = matplotlib.colormaps["tab20" if len(order) > 10 else "tab10"]
     colours = {o: ("0.6" if o == FAILED else cmap(i % cmap.N)) for i, o in enumerate(order)}
     names = list(groups)
     fig = Figure(figsize=(8, 1.9 + 0.45 * len(names)), layout="constrained")
@@ -201,15 +203,19 @@ def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     ax.set_yticks(y, names)
     ax.set_xlabel("runs (seeds)")
     ax.set_xlim(0, max(1, left.max()))
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    locator = ax.xaxis.get_major_locator()
+    if isinstance(locator, MaxNLocator):  # the default AutoLocator is one
+        locator.set_params(integer=True)
     ax.set_title(f"{experiment} sweep: outcome census across seeds, per config")
     ax.legend(title="outcome", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.text(0.01, 0.0, "\n".join(textwrap.wrap(f"outcome: {outcome_text}", 110)), fontsize=7, va="bottom", color="0.3")
-    fig.get_layout_engine().set(rect=(0, 0.06 + 0.012 * len(textwrap.wrap(outcome_text, 110)), 1, 0.94))
+    engine = fig.get_layout_engine()
+    if isinstance(engine, ConstrainedLayoutEngine):  # layout="constrained" above
+        engine.set(rect=(0, 0.06 + 0.012 * len(textwrap.wrap(outcome_text, 110)), 1, 0.94))
     return fig
 
 
-def write_report(out: str | Path, rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> list[Path]:
+def write_outcomes(out: str | Path, rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> list[Path]:
     """Write out/summary.md and out/census.{png,svg} (each atomically); returns their paths
     ([] without rows)."""
     if not rows:
