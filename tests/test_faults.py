@@ -828,7 +828,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "non-UTF-8 TOML": (train("--config", str(tmp / "latin1.toml")), "is not UTF-8 text (byte 0xe9 at offset"),
         "truncated checkpoint": (
             train_argv(tmp / "trunc.h5", 40, "--resume"),
-            "checkpoint " + str(tmp / "trunc.h5.ckpt") + " is damaged (truncated?)",
+            "checkpoint " + str(tmp / "trunc.h5.ckpt") + " is damaged or truncated (PyTorch cannot load it: ",
         ),
         "--out a folder": (train_argv(tmp / "folder.h5", 20, "--force"), "is a folder; --out names the run file"),
         "formats": (movie + ["--formats", "mp4,avi"], "unknown format avi"),

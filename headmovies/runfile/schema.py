@@ -28,6 +28,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from headmovies import disk
 from headmovies.errors import RunFileError
 
 SCHEMA_VERSION = 1
@@ -52,7 +53,9 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
     """
     path = Path(path)
     if not path.exists():
-        raise RunFileError(f"run file {path} does not exist; train it with `headmovies train ...` or `make movie`")
+        raise RunFileError(
+            f"run file {path} {disk.missing(path)}; train it with `headmovies train ...` or `make movie`"
+        )
     if path.is_dir():
         raise RunFileError(f"{path} is a folder, not a run file")
     try:
@@ -90,6 +93,26 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
         f.close()
         raise RunFileError(f"{path} is damaged: {str(exc).splitlines()[0]}") from None
     return f
+
+
+def is_checksum_error(exc: BaseException) -> bool:
+    """True if `exc` (h5py's OSError) is a chunk whose Fletcher-32 checksum fails: bytes changed on
+    disk. HDF5 reports it as a filter failure ("filter returned failure during read")."""
+    text = str(exc)
+    return isinstance(exc, OSError) and ("filter returned failure" in text or "checksum" in text.lower())
+
+
+def read_error(path: str | os.PathLike, dataset: str, epoch: int | None, exc: BaseException) -> str:
+    """One line for a failed read of `/dataset` (at the snapshot of `epoch`, None: the dataset as
+    a whole) of the run file `path`: damaged bytes when the chunk's checksum fails, else HDF5's
+    first line."""
+    where = f"/{dataset}" + ("" if epoch is None else f" of the snapshot at epoch {epoch}")
+    if is_checksum_error(exc):
+        return (
+            f"{path} is damaged: {where} fails its checksum (its bytes changed on disk); restore the file "
+            "from a copy or retrain it"
+        )
+    return f"{path}: cannot read {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
 
 def is_complete(f: h5py.File) -> bool:
