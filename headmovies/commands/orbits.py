@@ -12,8 +12,9 @@ from pathlib import Path
 from headmovies import disk
 from headmovies.commands.orbits_help import CENSUS, CHECK, FIGURES, MOVIE, PANELS_HELP, VIEW, WATCH
 from headmovies.errors import UserError, plural
-from headmovies.render.core.encode import Quality, add_movie_arguments, movie_arguments
+from headmovies.render.core.encode import Quality
 from headmovies.render.core.frame_states import TRAIL_EPOCHS
+from headmovies.render.core.movie_options import add_movie_arguments, movie_arguments
 from headmovies.render.core.outputs import FIGURE_FORMATS
 from headmovies.render.core.panels import MIN_PANEL_PX
 from headmovies.render.core.projections import parse_panel

@@ -21,6 +21,7 @@ set); `open_for_reading` does that.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -65,16 +66,11 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
         h5py.File(path, "r").close()
     except OSError as exc:
         if "already open for write" not in str(exc):
-            raise RunFileError(
-                f"{path} is not a readable HDF5 run file (truncated or corrupt?): {str(exc).splitlines()[0]}",
-                fix=_RETRAIN,
-            ) from None
+            raise _open_error(path, exc) from None
     try:
         f = h5py.File(path, "r", swmr=True)
     except OSError as exc:
-        raise RunFileError(
-            f"{path} is not a readable HDF5 run file (truncated or corrupt?): {str(exc).splitlines()[0]}", fix=_RETRAIN
-        ) from None
+        raise _open_error(path, exc) from None
     try:
         missing = [a for a in REQUIRED_ATTRS if a not in f.attrs]
         if missing:
@@ -93,6 +89,27 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
         f.close()
         raise RunFileError(f"{path} is damaged: {str(exc).splitlines()[0]}") from None
     return f
+
+
+def _open_error(path: Path, exc: OSError) -> RunFileError:
+    """The one line for a run file HDF5 would not open: held by another process (a file lock, or
+    with HDF5_USE_FILE_LOCKING=FALSE a non-SWMR writer's "open for write" flag), which is no
+    damage and needs no retraining, or truncated or corrupt."""
+    text = str(exc)
+    if exc.errno == errno.EAGAIN or "unable to lock file" in text:
+        return RunFileError(
+            f"run file {path} is open for writing in another process (HDF5 file lock); wait for it or stop it"
+        )
+    if "not already open for SWMR writing" in text:
+        return RunFileError(
+            f"run file {path} is open for writing in another process, not in SWMR mode (HDF5's "
+            "'open for write' flag; file locking is off), or was left so by one that was killed; wait for "
+            f"it or stop it; if no process has it open, `h5clear -s {path}` clears the flag"
+        )
+    return RunFileError(
+        f"{path} is not a readable HDF5 run file (truncated or corrupt?): {text.splitlines()[0] if text else exc}",
+        fix=_RETRAIN,
+    )
 
 
 def is_checksum_error(exc: BaseException) -> bool:

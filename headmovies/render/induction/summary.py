@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from headmovies.errors import plural
-from headmovies.render.core.encode import FORMATS
+from headmovies.render.core.movie_options import FORMATS
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
