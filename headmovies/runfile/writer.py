@@ -34,6 +34,8 @@ from headmovies.errors import DiskFullError, RunFileError, plural
 from headmovies.runfile import schema
 from headmovies.runfile.schema import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
 
+CHECKSUMS = True  # Fletcher-32 per chunk; False only to measure its cost (bench/runfile_checksums.py)
+
 
 def partial_path(path: str | os.PathLike) -> Path:
     path = Path(path)
@@ -82,7 +84,7 @@ def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None 
     for key, value in src.attrs.items():
         dst.attrs[key] = value
     done = keep_through_epoch is None and schema.is_complete(src)
-    dst.create_dataset(COMPLETE, data=np.array([int(done)], np.int8), maxshape=(1,), chunks=(1,), fletcher32=True)
+    dst.create_dataset(COMPLETE, data=np.array([int(done)], np.int8), maxshape=(1,), chunks=(1,), fletcher32=CHECKSUMS)
     for group, n in ((SNAPSHOTS, keep), (METRICS, keep_m)):
         g = dst.create_group(group)
         for name, ds in src[group].items() if group in src else ():
@@ -92,7 +94,7 @@ def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None 
                 maxshape=(None, *ds.shape[1:]),
                 chunks=ds.chunks,
                 dtype=ds.dtype,
-                fletcher32=True,  # a file written before checksums gains them
+                fletcher32=CHECKSUMS,  # a file written before checksums gains them
             )
             for lo in range(0, n, 256):  # bounded memory for long runs
                 try:
@@ -213,7 +215,7 @@ class RunWriter:
             f = _new_file(tmp)
             for key, value in attrs.items():
                 f.attrs[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
-            f.create_dataset(COMPLETE, shape=(1,), maxshape=(1,), chunks=(1,), dtype=np.int8, fletcher32=True)
+            f.create_dataset(COMPLETE, shape=(1,), maxshape=(1,), chunks=(1,), dtype=np.int8, fletcher32=CHECKSUMS)
             snaps, mets = f.create_group(SNAPSHOTS), f.create_group(METRICS)
             for name, w in weights.items():
                 w = np.asarray(w, dtype=np.float32)
@@ -223,9 +225,11 @@ class RunWriter:
                     maxshape=(None, *w.shape),
                     chunks=(1, *w.shape),
                     dtype=np.float32,
-                    fletcher32=True,
+                    fletcher32=CHECKSUMS,
                 )
-            snaps.create_dataset(EPOCH, shape=(0,), maxshape=(None,), chunks=(1024,), dtype=np.int64, fletcher32=True)
+            snaps.create_dataset(
+                EPOCH, shape=(0,), maxshape=(None,), chunks=(1024,), dtype=np.int64, fletcher32=CHECKSUMS
+            )
             for name in (EPOCH, *metrics):
                 mets.create_dataset(
                     name,
@@ -233,7 +237,7 @@ class RunWriter:
                     maxshape=(None,),
                     chunks=(1024,),
                     dtype=np.int64 if name == EPOCH else np.float64,
-                    fletcher32=True,
+                    fletcher32=CHECKSUMS,
                 )
             grp = f.create_group(SPLIT)
             for name, idx in split.items():
