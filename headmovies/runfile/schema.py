@@ -181,12 +181,19 @@ def snapshot_epochs(f: h5py.File) -> np.ndarray:
 
 def read_snapshot(f: h5py.File, epoch: int) -> dict[str, np.ndarray] | None:
     """The weights of the complete snapshot at `epoch`, float32 arrays by name (e.g.
-    {'W_Q': [n_heads, d_model, d_head], ...}), or None when `f` holds no complete snapshot there."""
+    {'W_Q': [n_heads, d_model, d_head], ...}), or None when `f` holds no complete snapshot there.
+    RunFileError for damaged bytes (a failed checksum)."""
     where = np.flatnonzero(snapshot_epochs(f) == epoch)
     if not len(where):
         return None
     t = int(where[0])
-    return {name: f[SNAPSHOTS][name][t] for name in weight_names(f)}
+    out = {}
+    for name in weight_names(f):
+        try:
+            out[name] = f[SNAPSHOTS][name][t]
+        except OSError as exc:
+            raise RunFileError(read_error(f.filename, f"{SNAPSHOTS}/{name}", epoch, exc)) from None
+    return out
 
 
 def library_versions() -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The local backend of a sweep (docs/sweeps.md, "Backends"): its jobs in a pool of spawned
 worker processes on this machine's cores, one torch thread each, or in this process with one
 worker. Ctrl-C or SIGTERM stops the workers as Ctrl-C stops `train`: their runs close at a
-snapshot, resumable.
+snapshot, resumable. A sweep killed outright (SIGKILL) takes its workers along: each watches
+its parent and ends soon after it (`_watch_parent`), and the pool's resource tracker with them.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def _init_worker(parent: int) -> None:
 
 def _watch_parent(parent: int, poll_s: float = 0.2) -> None:
     """Once the parent is gone (this process is re-parented), stop as Ctrl-C stops a job (its run
-        closes at the next snapshot, resumable), silently (the terminal belongs to the next command
-        now), and exit after GRACE_S seconds at most (a run still open is then left as a killed one:
+    closes at the next snapshot, resumable), silently (the terminal belongs to the next command
+    now), and exit after GRACE_S seconds at most (a run still open is then left as a killed one:
     whole snapshots, resumable)."""
     while os.getppid() == parent:
         time.sleep(poll_s)
