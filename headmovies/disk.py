@@ -51,6 +51,20 @@ def check_folder(folder: str | os.PathLike, may_create: bool = True) -> None:
         )
 
 
+def missing(path: str | os.PathLike) -> str:
+    """Why `path`, which does not exist as far as `Path.exists` says, cannot be opened: 'is a
+    symlink loop', 'is a broken symlink (to TARGET)' or 'does not exist'."""
+    p = Path(path)
+    if p.is_symlink():
+        try:
+            p.stat()
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "is a symlink loop"
+        return f"is a broken symlink (to {os.readlink(p)})"
+    return "does not exist"
+
+
 def human(nbytes: float) -> str:
     """1536 -> '1.5 KB' (decimal units, as df -H prints them)."""
     for unit in ("B", "KB", "MB", "GB", "TB"):

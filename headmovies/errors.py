@@ -48,3 +48,8 @@ def warn(message: str) -> None:
 
 def forget_warnings() -> None:
     _SEEN.clear()
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 snapshot', '2 snapshots', '1,024 snapshots': a count and its noun, as messages print them."""
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")

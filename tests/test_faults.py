@@ -24,6 +24,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from faults import injects
 
 from headmovies import disk, runfile
 from headmovies.cli import main
@@ -189,6 +190,7 @@ def wide_ref(tmp_path_factory):
     return read_run(out)
 
 
+@injects("disk-full-first")
 @pytest.mark.slow
 def test_disk_full_before_the_first_snapshot_leaves_nothing(small_disk, capsys):
     d = small_disk(600_000)  # less than a snapshot needs with its margin
@@ -198,6 +200,7 @@ def test_disk_full_before_the_first_snapshot_leaves_nothing(small_disk, capsys):
     assert listing(d.path) == []  # no run file, no .partial, no checkpoint, no lock
 
 
+@injects("disk-full-later")
 @pytest.mark.slow
 @pytest.mark.parametrize("every, where", [("1000", "the snapshot at epoch"), ("0", "the checkpoint at epoch")])
 def test_disk_full_at_a_later_snapshot_keeps_whole_snapshots_and_resumes_exactly(
@@ -233,6 +236,7 @@ ATTRS = {
 }
 
 
+@injects("disk-full-later")
 def test_a_write_that_meets_a_full_disk_keeps_every_complete_snapshot(small_disk, monkeypatch):
     """The race the space check cannot see (another process fills the disk between check and
     write): the HDF5 write itself fails. The writer stops with DiskFullError, the file lists
@@ -279,6 +283,7 @@ def tiny_equi(tmp_path_factory):
     return equivariant_run(tmp_path_factory.mktemp("equi") / "equi.h5", np.arange(9) * 50, extra_heads=2)
 
 
+@injects("disk-full-render")
 def test_the_renderer_on_a_full_disk_says_so_and_leaves_nothing(small_disk, tiny_equi, capsys, monkeypatch):
     d = small_disk(400_000)
     d.fill(4_000)  # room to start, not for the movie
@@ -340,6 +345,7 @@ def _wait_for_snapshots(path: Path, count: int, proc, timeout=120.0) -> int:
     raise AssertionError("no snapshots appeared")
 
 
+@injects("second-trainer")
 @pytest.mark.slow
 def test_a_second_writer_stops_at_once_naming_the_first(tmp_path, capsys):
     out = tmp_path / "run.h5"
@@ -398,6 +404,7 @@ def test_deferred_signals_wait_for_deliver_and_a_second_signal_does_not():
         signal.signal(signal.SIGTERM, before)
 
 
+@injects("sigterm")
 @pytest.mark.slow
 def test_sigterm_stops_training_at_the_next_snapshot_with_a_checkpoint_every_time(tmp_path, capsys):
     """A KeyboardInterrupt raised at an arbitrary bytecode of a training step was sometimes
@@ -428,6 +435,7 @@ def test_sigterm_stops_training_at_the_next_snapshot_with_a_checkpoint_every_tim
     assert "trained again" not in capsys.readouterr().err  # nothing retrained
 
 
+@injects("sigterm")
 @pytest.mark.slow
 @pytest.mark.parametrize("signal_at, stop_at, complete", [(25, 30, False), (55, 60, True)])
 def test_a_signal_stops_at_the_next_snapshot_and_one_in_the_last_interval_completes_the_run(
@@ -507,6 +515,7 @@ def test_a_run_without_checkpoint_names_the_command_that_recovers_it(tmp_path, c
 # --- kills --------------------------------------------------------------------------------------
 
 
+@injects("kill")
 @pytest.mark.slow
 def test_kills_at_random_points_resume_exactly_and_live_reads_are_never_torn(tmp_path, capsys):
     """KILLS SIGKILLs at random points (after a random number of snapshots, plus a random
@@ -624,6 +633,7 @@ def _start_movie(run, out):
     raise AssertionError("ffmpeg never started")
 
 
+@injects("killed-renderer")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
 @pytest.mark.slow
 def test_a_killed_renderer_takes_ffmpeg_along_and_the_next_render_cleans_up(long_equi, tmp_path):
@@ -667,6 +677,7 @@ def test_a_killed_renderer_takes_ffmpeg_along_and_the_next_render_cleans_up(long
     assert listing(out) == ["orbits.png"]  # ... the next render into the folder removed
 
 
+@injects("killed-ffmpeg")
 @pytest.mark.slow
 def test_a_killed_ffmpeg_is_one_line_and_leaves_nothing(long_equi, tmp_path):
     out = tmp_path / "movie"
@@ -681,6 +692,7 @@ def test_a_killed_ffmpeg_is_one_line_and_leaves_nothing(long_equi, tmp_path):
 # --- non-finite weights -------------------------------------------------------------------------
 
 
+@injects("diverged")
 @pytest.mark.slow
 def test_a_diverged_run_is_drawn_to_its_last_finite_snapshot_with_one_warning(tmp_path, capsys):
     """A real divergence: the second phase's OV-bias weight overflows the loss after epoch 30,
@@ -794,6 +806,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "fps nan": (movie + ["--fps", "nan"], "--fps must be a number in (0, 120], got nan"),
         "fps inf": (movie + ["--fps", "inf"], "--fps must be a number in (0, 120], got inf"),
         "fps 0": (movie + ["--fps", "0"], "--fps must be a number in (0, 120], got 0.0"),
+        "gif fps 100": (movie + ["--fps", "100"], "--fps 100 is too fast for a GIF: its frame delays count in 1/100 s"),
         "hold nan": (movie + ["--hold", "nan"], "--hold must be a number of seconds in [0, 60], got nan"),
         "hold -1": (movie + ["--hold", "-1"], "--hold must be a number of seconds in [0, 60], got -1.0"),
         "trail nan": (movie + ["--trail", "nan"], "--trail must be a number of epochs >= 0, got nan"),
@@ -828,7 +841,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "non-UTF-8 TOML": (train("--config", str(tmp / "latin1.toml")), "is not UTF-8 text (byte 0xe9 at offset"),
         "truncated checkpoint": (
             train_argv(tmp / "trunc.h5", 40, "--resume"),
-            "checkpoint " + str(tmp / "trunc.h5.ckpt") + " is damaged (truncated?)",
+            "checkpoint " + str(tmp / "trunc.h5.ckpt") + " is damaged or truncated (PyTorch cannot load it: ",
         ),
         "--out a folder": (train_argv(tmp / "folder.h5", 20, "--force"), "is a folder; --out names the run file"),
         "formats": (movie + ["--formats", "mp4,avi"], "unknown format avi"),
@@ -1007,9 +1020,11 @@ CASES = [
     "unknown command",
     "empty --fork-from",
     "empty run path",
+    "gif fps 100",
 ]
 
 
+@injects("bad-input")
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_one_line_exit_2_and_creates_nothing(case, tmp_path, runs, capsys):
     cases = _bad_inputs(tmp_path, runs)
@@ -1038,6 +1053,7 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(case, tmp_path, runs, 
             subprocess.run(["umount", "-l", str(tmp_path / "ro")])
 
 
+@injects("bad-input")
 @pytest.mark.slow
 def test_bad_input_in_a_fresh_process_has_no_traceback(tmp_path):
     """The same from the shell, for one case of each kind (usage, config, file)."""

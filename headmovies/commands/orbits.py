@@ -9,10 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+from headmovies import disk
 from headmovies.commands.orbits_help import CENSUS, CHECK, FIGURES, MOVIE, PANELS_HELP, VIEW, WATCH
-from headmovies.errors import UserError
-from headmovies.render.core.encode import Quality, add_movie_arguments, movie_arguments
+from headmovies.errors import UserError, plural
+from headmovies.render.core.encode import Quality
 from headmovies.render.core.frame_states import TRAIL_EPOCHS
+from headmovies.render.core.movie_options import add_movie_arguments, movie_arguments
 from headmovies.render.core.outputs import FIGURE_FORMATS
 from headmovies.render.core.panels import MIN_PANEL_PX
 from headmovies.render.core.projections import parse_panel
@@ -251,7 +253,7 @@ def census(args: argparse.Namespace) -> int:
         raise UserError(f"--screen-epochs must be epochs >= 1, got {args.screen_epochs!r}")
     for folder in args.sweeps:
         if not folder.exists():
-            raise UserError(f"sweep folder {folder} does not exist")
+            raise UserError(f"sweep folder {folder} {disk.missing(folder)}")
         if not folder.is_dir():
             raise UserError(f"{folder} is a file; give the sweep's folder (the --out of `headmovies sweep`)")
     check_out_dir(args.out)  # before reading any run: a bad --out fails at once
@@ -339,7 +341,7 @@ def view(args: argparse.Namespace) -> int:
     result = make_viewer(args.run, args.out, panels=args.panels, tol=args.tol, dead_tol=args.dead_tol, name=args.name)
     mb = result.bytes / 1e6
     print(
-        f"{result.path}  ({mb:.2f} MB, {result.snapshots} snapshots, panels "
+        f"{result.path}  ({mb:.2f} MB, {plural(result.snapshots, 'snapshot')}, panels "
         f"{' '.join(map(str, result.panels))}, built in {result.seconds:.1f} s)"
         + (f"; larger than {MAX_MB:g} MB: browsers may be slow to open it" if mb > MAX_MB else "")
     )

@@ -1,7 +1,7 @@
 """What `headmovies orbits --help` and its actions' `--help` say (the `orbits` command,
 commands/orbits.py): the descriptions, wrapped by hand for an 80-column terminal."""
 
-from headmovies.render.core.encode import FORMATS
+from headmovies.render.core.movie_options import FORMATS
 
 DESCRIPTION = """\
 Outputs of a run of the orbit experiment (or any run of a C_n-symmetric experiment), from the

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from headmovies.errors import UserError
-from headmovies.render.core.encode import add_movie_arguments, movie_arguments
+from headmovies.render.core.movie_options import add_movie_arguments, movie_arguments
 from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 
 NAME = "ov-coherent"

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from headmovies import disk
-from headmovies.errors import UserError
+from headmovies.errors import UserError, plural
 
 NAME = "recover"
 HELP = "write a clean, closed copy of a killed or live run file (for h5ls, h5dump, a plain h5py.File)"
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         where = str(out) + (f" (of a live run: {live} is still writing {src})" if live else "")
         then = f"training continues from {src} and its checkpoint, not from the copy"
     print(
-        f"{where}: {count} snapshots, closed cleanly; the run is "
+        f"{where}: {plural(count, 'snapshot')}, closed cleanly; the run is "
         + ("complete" if complete else f"incomplete ({then})")
     )
     return 0

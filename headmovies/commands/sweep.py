@@ -135,10 +135,18 @@ def run(args: argparse.Namespace) -> int:
         return 130
     ended = f"stopped at epoch {args.stop_at}" if args.stop_at else "done"
     print(
-        f"{res.out}: {res.done} run{'' if res.done == 1 else 's'} {ended}, "
+        f"{args.out}: {res.done} run{'' if res.done == 1 else 's'} {ended}, "
         f"{res.failed} failed, {res.skipped} skipped (complete, or stopped there before), "
         f"in {res.seconds:.1f} s" + (f"; {res.forked} forked from {args.fork_from}" if args.fork_from else "")
     )
-    for path in res.outcome_files:
-        print(f"  {path}")
+    for path in res.outcome_files:  # paths as given, as every command prints them
+        print(f"  {_as_given(Path(path), res.out, Path(args.out))}")
     return 1 if res.failed else 0
+
+
+def _as_given(path: Path, out: Path, given: Path) -> Path:
+    """`path` under the sweep folder `out` (absolute), spelled under `given` (--out as typed)."""
+    try:
+        return given / path.relative_to(out)
+    except ValueError:
+        return path

@@ -76,10 +76,13 @@ class Run:
         read: a diverged run stays non-finite, and the trainer stops at its first such snapshot)."""
         t = count
         while t > 0:
-            try:
-                rows = [self.f[SNAPSHOTS][n][t - 1] for n in self.weight_names]
-            except Exception as exc:
-                raise RunFileError(f"{self.path}: cannot read snapshot {t - 1}: {str(exc).splitlines()[0]}") from None
+            rows = []
+            for n in self.weight_names:
+                try:
+                    rows.append(self.f[SNAPSHOTS][n][t - 1])
+                except Exception as exc:
+                    epoch = int(self.f[SNAPSHOTS][EPOCH][t - 1])
+                    raise RunFileError(schema.read_error(self.path, f"{SNAPSHOTS}/{n}", epoch, exc)) from None
             if all(np.isfinite(r).all() for r in rows):
                 break
             t -= 1
@@ -107,34 +110,56 @@ class Run:
             )
 
     def weights(self, t: int, names: list[str] | None = None) -> dict[str, np.ndarray]:
-        """Weights of snapshot index t (negative counts from the end), float32 arrays by name."""
+        """Weights of snapshot index t (negative counts from the end), float32 arrays by name.
+        RunFileError (naming the epoch and dataset) for damaged bytes (a failed checksum) or
+        non-finite weights: the trainer stops at its first non-finite snapshot, so one inside a
+        run's finite snapshots means the file was changed."""
         t = range(len(self))[t]
         names = names or self.weight_names
         self.require(*names)
-        try:
-            return {n: self.f[SNAPSHOTS][n][t] for n in names}
-        except Exception as exc:
-            raise RunFileError(f"{self.path}: cannot read snapshot {t}: {str(exc).splitlines()[0]}") from None
+        return {n: self._rows(n, t, t + 1)[0] for n in names}
 
     def iter_weights(
         self, names: list[str] | None = None, chunk: int = 64, indices: np.ndarray | None = None
     ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """Yield (epoch, weights) for each snapshot (or the given indices), reading `chunk`
-        snapshots per HDF5 call; memory is bounded by the chunk, not the run length."""
+        snapshots per HDF5 call; memory is bounded by the chunk, not the run length.
+        RunFileError as `weights` for a damaged or non-finite snapshot."""
         names = names or self.weight_names
         self.require(*names)
         idx = np.arange(len(self)) if indices is None else np.asarray(indices)
         for start in range(0, len(idx), chunk):
             sel = idx[start : start + chunk]
             lo, hi = int(sel.min()), int(sel.max()) + 1
-            try:
-                block = {n: self.f[SNAPSHOTS][n][lo:hi] for n in names}
-            except Exception as exc:
-                raise RunFileError(
-                    f"{self.path}: cannot read snapshots {lo}..{hi}: {str(exc).splitlines()[0]}"
-                ) from None
+            block = {n: self._rows(n, lo, hi) for n in names}
             for t in sel:
                 yield int(self.epochs[t]), {n: block[n][t - lo] for n in names}
+
+    def _rows(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """Snapshots lo..hi-1 of weight `name`, checked once as they are read: every chunk's
+        checksum (HDF5, files written with it) and every value finite. RunFileError naming
+        the first bad snapshot's epoch and the dataset otherwise."""
+        ds = self.f[SNAPSHOTS][name]
+        try:
+            rows = ds[lo:hi]
+        except Exception:
+            for t in range(lo, hi):  # which snapshot: read them one by one
+                try:
+                    ds[t]
+                except Exception as exc:
+                    raise RunFileError(
+                        schema.read_error(self.path, f"{SNAPSHOTS}/{name}", int(self.epochs[t]), exc)
+                    ) from None
+            raise RunFileError(f"{self.path}: cannot read /{SNAPSHOTS}/{name}, snapshots {lo}..{hi - 1}") from None
+        finite = np.isfinite(rows.reshape(len(rows), -1)).all(axis=1)
+        if not finite.all():
+            epoch = int(self.epochs[lo + int(np.argmin(finite))])
+            raise RunFileError(
+                f"{self.path}: the snapshot at epoch {epoch} holds non-finite weights (NaN or inf) in "
+                f"/{SNAPSHOTS}/{name}, though later ones are finite (the trainer never writes that: the "
+                "file was changed or damaged); restore it from a copy or retrain it"
+            )
+        return rows
 
     def metrics(self) -> dict[str, np.ndarray]:
         """{'epoch': int64 [K], name: float64 [K], ...} for every logged metric, under today's
@@ -145,7 +170,13 @@ class Run:
         for ds in g.values():
             ds.refresh()
         k = g[EPOCH].shape[0]
-        return {schema.RENAMED_METRICS.get(name, name): ds[:k] for name, ds in g.items()}
+        out = {}
+        for name, ds in g.items():
+            try:
+                out[schema.RENAMED_METRICS.get(name, name)] = ds[:k]
+            except Exception as exc:
+                raise RunFileError(schema.read_error(self.path, f"{METRICS}/{name}", None, exc)) from None
+        return out
 
     def split(self) -> dict[str, np.ndarray]:
         return schema.read_split(self.f)

@@ -21,6 +21,7 @@ set); `open_for_reading` does that.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -28,6 +29,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from headmovies import disk
 from headmovies.errors import RunFileError
 
 SCHEMA_VERSION = 1
@@ -52,7 +54,9 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
     """
     path = Path(path)
     if not path.exists():
-        raise RunFileError(f"run file {path} does not exist; train it with `headmovies train ...` or `make movie`")
+        raise RunFileError(
+            f"run file {path} {disk.missing(path)}; train it with `headmovies train ...` or `make movie`"
+        )
     if path.is_dir():
         raise RunFileError(f"{path} is a folder, not a run file")
     try:
@@ -62,16 +66,11 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
         h5py.File(path, "r").close()
     except OSError as exc:
         if "already open for write" not in str(exc):
-            raise RunFileError(
-                f"{path} is not a readable HDF5 run file (truncated or corrupt?): {str(exc).splitlines()[0]}",
-                fix=_RETRAIN,
-            ) from None
+            raise _open_error(path, exc) from None
     try:
         f = h5py.File(path, "r", swmr=True)
     except OSError as exc:
-        raise RunFileError(
-            f"{path} is not a readable HDF5 run file (truncated or corrupt?): {str(exc).splitlines()[0]}", fix=_RETRAIN
-        ) from None
+        raise _open_error(path, exc) from None
     try:
         missing = [a for a in REQUIRED_ATTRS if a not in f.attrs]
         if missing:
@@ -90,6 +89,47 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
         f.close()
         raise RunFileError(f"{path} is damaged: {str(exc).splitlines()[0]}") from None
     return f
+
+
+def _open_error(path: Path, exc: OSError) -> RunFileError:
+    """The one line for a run file HDF5 would not open: held by another process (a file lock, or
+    with HDF5_USE_FILE_LOCKING=FALSE a non-SWMR writer's "open for write" flag), which is no
+    damage and needs no retraining, or truncated or corrupt."""
+    text = str(exc)
+    if exc.errno == errno.EAGAIN or "unable to lock file" in text:
+        return RunFileError(
+            f"run file {path} is open for writing in another process (HDF5 file lock); wait for it or stop it"
+        )
+    if "not already open for SWMR writing" in text:
+        return RunFileError(
+            f"run file {path} is open for writing in another process, not in SWMR mode (HDF5's "
+            "'open for write' flag; file locking is off), or was left so by one that was killed; wait for "
+            f"it or stop it; if no process has it open, `h5clear -s {path}` clears the flag"
+        )
+    return RunFileError(
+        f"{path} is not a readable HDF5 run file (truncated or corrupt?): {text.splitlines()[0] if text else exc}",
+        fix=_RETRAIN,
+    )
+
+
+def is_checksum_error(exc: BaseException) -> bool:
+    """True if `exc` (h5py's OSError) is a chunk whose Fletcher-32 checksum fails: bytes changed on
+    disk. HDF5 reports it as a filter failure ("filter returned failure during read")."""
+    text = str(exc)
+    return isinstance(exc, OSError) and ("filter returned failure" in text or "checksum" in text.lower())
+
+
+def read_error(path: str | os.PathLike, dataset: str, epoch: int | None, exc: BaseException) -> str:
+    """One line for a failed read of `/dataset` (at the snapshot of `epoch`, None: the dataset as
+    a whole) of the run file `path`: damaged bytes when the chunk's checksum fails, else HDF5's
+    first line."""
+    where = f"/{dataset}" + ("" if epoch is None else f" of the snapshot at epoch {epoch}")
+    if is_checksum_error(exc):
+        return (
+            f"{path} is damaged: {where} fails its checksum (its bytes changed on disk); restore the file "
+            "from a copy or retrain it"
+        )
+    return f"{path}: cannot read {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
 
 def is_complete(f: h5py.File) -> bool:
@@ -141,12 +181,19 @@ def snapshot_epochs(f: h5py.File) -> np.ndarray:
 
 def read_snapshot(f: h5py.File, epoch: int) -> dict[str, np.ndarray] | None:
     """The weights of the complete snapshot at `epoch`, float32 arrays by name (e.g.
-    {'W_Q': [n_heads, d_model, d_head], ...}), or None when `f` holds no complete snapshot there."""
+    {'W_Q': [n_heads, d_model, d_head], ...}), or None when `f` holds no complete snapshot there.
+    RunFileError for damaged bytes (a failed checksum)."""
     where = np.flatnonzero(snapshot_epochs(f) == epoch)
     if not len(where):
         return None
     t = int(where[0])
-    return {name: f[SNAPSHOTS][name][t] for name in weight_names(f)}
+    out = {}
+    for name in weight_names(f):
+        try:
+            out[name] = f[SNAPSHOTS][name][t]
+        except OSError as exc:
+            raise RunFileError(read_error(f.filename, f"{SNAPSHOTS}/{name}", epoch, exc)) from None
+    return out
 
 
 def library_versions() -> dict[str, str]:

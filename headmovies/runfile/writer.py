@@ -11,6 +11,12 @@ and HDF5's chunk cache is off (`rdcc_nbytes=0`), so a write that fails anyway fa
 before the epoch that would announce it. The handle is then detached from the file (its
 descriptor pointed at an in-memory file) before closing, so HDF5 writes nothing more: the
 file stays as a killed writer would leave it, with every complete snapshot.
+
+Checksums: every chunked dataset is written with HDF5's Fletcher-32 filter (`fletcher32=True`),
+a checksum per chunk, so bytes damaged on disk fail the read of their chunk (`schema.read_error`)
+instead of reading as weights. The stored values are the same; bench/runfile_checksums.py
+measures the cost (docs/run-file.md). Files written before read as they are; a resume or
+`recover` copy gains the checksums.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ import h5py
 import numpy as np
 
 from headmovies import disk
-from headmovies.errors import DiskFullError
+from headmovies.errors import DiskFullError, RunFileError, plural
 from headmovies.runfile import schema
 from headmovies.runfile.schema import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
+
+CHECKSUMS = True  # Fletcher-32 per chunk; False only to measure its cost (bench/runfile_checksums.py)
 
 
 def partial_path(path: str | os.PathLike) -> Path:
@@ -76,15 +84,24 @@ def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None 
     for key, value in src.attrs.items():
         dst.attrs[key] = value
     done = keep_through_epoch is None and schema.is_complete(src)
-    dst.create_dataset(COMPLETE, data=np.array([int(done)], np.int8), maxshape=(1,), chunks=(1,))
+    dst.create_dataset(COMPLETE, data=np.array([int(done)], np.int8), maxshape=(1,), chunks=(1,), fletcher32=CHECKSUMS)
     for group, n in ((SNAPSHOTS, keep), (METRICS, keep_m)):
         g = dst.create_group(group)
         for name, ds in src[group].items() if group in src else ():
             new = g.create_dataset(
-                name, shape=(n, *ds.shape[1:]), maxshape=(None, *ds.shape[1:]), chunks=ds.chunks, dtype=ds.dtype
+                name,
+                shape=(n, *ds.shape[1:]),
+                maxshape=(None, *ds.shape[1:]),
+                chunks=ds.chunks,
+                dtype=ds.dtype,
+                fletcher32=CHECKSUMS,  # a file written before checksums gains them
             )
             for lo in range(0, n, 256):  # bounded memory for long runs
-                new[lo : min(n, lo + 256)] = ds[lo : min(n, lo + 256)]
+                try:
+                    rows = ds[lo : min(n, lo + 256)]
+                except OSError as exc:
+                    raise RunFileError(schema.read_error(src.filename, f"{group}/{name}", None, exc)) from None
+                new[lo : min(n, lo + 256)] = rows
     if SPLIT in src:
         src.copy(src[SPLIT], dst, name=SPLIT)
     else:
@@ -172,6 +189,7 @@ class RunWriter:
     def __init__(self, f: h5py.File, path: Path, tmp: Path | None = None):
         self.f, self.path, self.tmp = f, path, tmp
         self.hint = ""
+        self.closed = False  # once closed (or given up after a failed write), `f` is never touched again
 
     @classmethod
     def create(
@@ -197,17 +215,29 @@ class RunWriter:
             f = _new_file(tmp)
             for key, value in attrs.items():
                 f.attrs[key] = json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
-            f.create_dataset(COMPLETE, shape=(1,), maxshape=(1,), chunks=(1,), dtype=np.int8)
+            f.create_dataset(COMPLETE, shape=(1,), maxshape=(1,), chunks=(1,), dtype=np.int8, fletcher32=CHECKSUMS)
             snaps, mets = f.create_group(SNAPSHOTS), f.create_group(METRICS)
             for name, w in weights.items():
                 w = np.asarray(w, dtype=np.float32)
                 snaps.create_dataset(
-                    name, shape=(0, *w.shape), maxshape=(None, *w.shape), chunks=(1, *w.shape), dtype=np.float32
+                    name,
+                    shape=(0, *w.shape),
+                    maxshape=(None, *w.shape),
+                    chunks=(1, *w.shape),
+                    dtype=np.float32,
+                    fletcher32=CHECKSUMS,
                 )
-            snaps.create_dataset(EPOCH, shape=(0,), maxshape=(None,), chunks=(1024,), dtype=np.int64)
+            snaps.create_dataset(
+                EPOCH, shape=(0,), maxshape=(None,), chunks=(1024,), dtype=np.int64, fletcher32=CHECKSUMS
+            )
             for name in (EPOCH, *metrics):
                 mets.create_dataset(
-                    name, shape=(0,), maxshape=(None,), chunks=(1024,), dtype=np.int64 if name == EPOCH else np.float64
+                    name,
+                    shape=(0,),
+                    maxshape=(None,),
+                    chunks=(1024,),
+                    dtype=np.int64 if name == EPOCH else np.float64,
+                    fletcher32=CHECKSUMS,
                 )
             grp = f.create_group(SPLIT)
             for name, idx in split.items():
@@ -227,7 +257,9 @@ class RunWriter:
 
     def discard(self) -> None:
         """Close and remove a file that was never published."""
-        _close_quietly(self.f)
+        if not self.closed:
+            self.closed = True
+            _close_quietly(self.f)
         if self.tmp is not None:
             self.tmp.unlink(missing_ok=True)
 
@@ -272,7 +304,7 @@ class RunWriter:
         """Append one snapshot and its metrics, then flush. Raises DiskFullError before writing
         when the disk lacks room for it, or when a write fails for lack of room; the file then
         holds every earlier snapshot, whole, and this writer is closed."""
-        then = f"{self.path} holds {self.count()} complete snapshots, through epoch {self.last_epoch()}" + (
+        then = f"{self.path} holds {plural(self.count(), 'complete snapshot')}, through epoch {self.last_epoch()}" + (
             f"; {self.hint}" if self.hint else ""
         )
         try:
@@ -285,6 +317,7 @@ class RunWriter:
         except BaseException as exc:
             if not disk.is_full(exc):
                 raise
+            self.closed = True  # _fail closes `f`, once: HDF5 crashes on a second flush or close of it
             _fail(self.f, None, exc, self.path, f"writing the snapshot at epoch {epoch}", then)
 
     def _append(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
@@ -321,6 +354,7 @@ class RunWriter:
         except BaseException as exc:
             if not disk.is_full(exc):
                 raise
+            self.closed = True
             _fail(
                 self.f,
                 None,
@@ -331,8 +365,13 @@ class RunWriter:
             )
 
     def close(self) -> None:
-        """Flush and close; after a failed flush (full disk) the handle is detached first, so the
-        file keeps what the last successful flush wrote."""
+        """Flush and close, once; after a failed flush (full disk) the handle is detached first,
+        so the file keeps what the last successful flush wrote. A writer given up after a failed
+        write (`append`, `mark_complete`) was closed then: HDF5 is not called again, since a
+        second flush or close of a file whose write failed crashes it (segfault)."""
+        if self.closed:
+            return
+        self.closed = True
         if not self.f.id.valid:
             return
         try:

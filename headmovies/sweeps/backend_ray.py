@@ -6,6 +6,7 @@ extra (RAY_INSTALL); it is imported only once a sweep asks for it.
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 import socket
 from collections.abc import Callable
@@ -18,32 +19,36 @@ from headmovies.sweeps.plan import Job
 RAY_INSTALL = "pip install -e .[ray]"
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
+def _check_reachable(address: str, timeout: float = 2.0, flag: str = "--address") -> None:
     """UserError unless a TCP connection to the host:port of `address` ('HOST:PORT' or
-    'ray://HOST:PORT') opens within `timeout` seconds: Ray itself may wait for minutes."""
+    'ray://HOST:PORT', given as `flag`) opens within `timeout` seconds: Ray itself retries for
+    minutes, printing a warning every few seconds."""
     parts = urlsplit(address if "://" in address else f"//{address}")
     try:
         host, port = parts.hostname, parts.port
     except ValueError:
         host = port = None
     if not host or not port:
-        raise UserError(f"--address {address!r} is not HOST:PORT (e.g. 10.0.0.5:6379 or ray://10.0.0.5:10001) or auto")
+        raise UserError(f"{flag} {address!r} is not HOST:PORT (e.g. 10.0.0.5:6379 or ray://10.0.0.5:10001) or auto")
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
         raise UserError(
             f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}); start one with "
-            "`ray start --head` there, or fix --address"
+            f"`ray start --head` there, or fix {flag}"
         ) from None
 
 
 def connect_ray(address: str | None, workers: int | None) -> None:
-    """Start a local Ray instance (address None) or connect to a cluster. UserError if Ray is
-    not installed or the cluster cannot be reached."""
+    """Start a local Ray instance (address None and no RAY_ADDRESS) or connect to a cluster.
+    UserError if Ray is not installed or the cluster (--address, else RAY_ADDRESS) cannot be
+    reached: a TCP connect to its HOST:PORT is tried first, for 2 s at most."""
     if importlib.util.find_spec("ray") is None:
         raise UserError(f"--backend ray needs Ray, an optional extra: {RAY_INSTALL}")
-    if address is not None and address != "auto":
-        _check_reachable(address)
+    # Ray reads RAY_ADDRESS when no address is given: checked the same way
+    given, flag = (address, "--address") if address is not None else (os.environ.get("RAY_ADDRESS"), "RAY_ADDRESS")
+    if given and given not in ("auto", "local"):
+        _check_reachable(given, flag=flag)
     import logging
 
     import ray

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from headmovies.errors import RunFileError
+from headmovies.errors import RunFileError, plural
 from headmovies.runfile.checkpoint import read_checkpoint, write_checkpoint
 from headmovies.train.task import Task
 
@@ -39,14 +39,13 @@ def load_checkpoint(ckpt_path: Path, out: Path, count: int) -> dict:
     """The checkpoint at `ckpt_path` of the run file `out` (which holds `count` complete
     snapshots), as {'epoch', 'task', 'torch_rng', 'config'}. RunFileError, naming `headmovies
     recover`, when it is damaged or not a headmovies checkpoint."""
-    recover = (
-        f"keep the {count} snapshots of {out} as a closed file with `headmovies recover {out}`, or retrain with --force"
-    )
+    snapshots = plural(count, "snapshot")
+    recover = f"keep the {snapshots} of {out} as a closed file with `headmovies recover {out}`, or retrain with --force"
     try:
         state = torch.load(io.BytesIO(read_checkpoint(ckpt_path)), weights_only=False)
     except Exception as exc:  # torch raises RuntimeError, EOFError, UnpicklingError, ... on damage
         raise RunFileError(
-            f"checkpoint {ckpt_path} is damaged (truncated?): {str(exc).splitlines()[0][:120]}; "
+            f"checkpoint {ckpt_path} is damaged or truncated (PyTorch cannot load it: {type(exc).__name__}); "
             f"it cannot resume {out}: {recover}"
         ) from None
     if not isinstance(state, dict) or not set(state) >= KEYS:

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from headmovies import runfile
-from headmovies.errors import ConfigError, RunFileError, UserError
+from headmovies import disk, runfile
+from headmovies.errors import ConfigError, RunFileError, UserError, plural
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.writer import RunWriter
 from headmovies.train.checkpoints import load_checkpoint
@@ -31,7 +31,7 @@ def resume_state(out: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, di
     naming `headmovies recover` where snapshots could be kept) otherwise."""
     ckpt_path = checkpoint_path(out)
     if not out.exists():
-        raise UserError(f"cannot resume: {out} does not exist; start a new run without --resume")
+        raise UserError(f"cannot resume: {out} {disk.missing(out)}; start a new run without --resume")
     with runfile.open_for_reading(out) as f:
         if f.attrs["experiment"] != experiment:
             raise UserError(f"cannot resume: {out} is a run of {f.attrs['experiment']!r}, not {experiment!r}")
@@ -41,7 +41,7 @@ def resume_state(out: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, di
         if not ckpt_path.exists():
             raise UserError(
                 f"cannot resume {out}: its checkpoint {ckpt_path.name} is missing, so training cannot "
-                f"continue; `headmovies recover {out}` keeps its {count} snapshots as a closed file, "
+                f"continue; `headmovies recover {out}` keeps its {plural(count, 'snapshot')} as a closed file, "
                 f"`headmovies train {experiment} --out {out} --force` starts over"
             )
         state = load_checkpoint(ckpt_path, out, count)
@@ -60,7 +60,7 @@ def resume_state(out: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, di
             raise RunFileError(
                 f"cannot resume {out}: its checkpoint {ckpt_path.name} belongs to another run "
                 f"(checkpoint vs file: {shown}); `headmovies recover {out}` keeps the file's "
-                f"{count} snapshots as a closed file, --force retrains"
+                f"{plural(count, 'snapshot')} as a closed file, --force retrains"
             )
         if cfg.epochs < start:
             raise UserError(

@@ -32,7 +32,6 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import functools
-import math
 import os
 import shutil
 import signal
@@ -48,10 +47,10 @@ import numpy as np
 
 from headmovies import disk
 from headmovies.errors import DiskFullError, EncodeError, UserError
-from headmovies.render.core.outputs import check_out_dir, prepare_out_dir
+from headmovies.render.core.movie_options import FORMATS, check_gif_fps, parse_formats
+from headmovies.render.core.outputs import prepare_out_dir
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 
-FORMATS = ("mp4", "webm", "gif", "png", "html")
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
 
 
@@ -77,51 +76,6 @@ class EncodeResult:
     size: tuple[int, int]  # (width, height) in pixels
     fps: float
     ffmpeg: str = field(repr=False, default="")
-
-
-def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
-    """'mp4,webm' -> ('mp4', 'webm'). Raises UserError naming an unknown format."""
-    items = [s.strip().lower() for s in (text.split(",") if isinstance(text, str) else text)]
-    items = [s for s in items if s]
-    unknown = [s for s in items if s not in FORMATS]
-    if unknown or not items:
-        raise UserError(f"unknown format {', '.join(unknown) or '(none)'}: choose from {','.join(FORMATS)}")
-    return tuple(dict.fromkeys(items))
-
-
-def add_movie_arguments(parser, fps: float = 24.0, hold_s: float = 2.0) -> None:
-    """The options every movie command shares: --formats, --fps, --hold."""
-    parser.add_argument(
-        "--formats",
-        default=",".join(FORMATS),
-        help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all; html, a snippet "
-        "that plays the movie, needs mp4 or webm)",
-    )
-    parser.add_argument("--fps", type=float, default=fps, help=f"frames per second (default {fps:g})")
-    parser.add_argument(
-        "--hold",
-        type=float,
-        default=hold_s,
-        metavar="S",
-        help=f"seconds the last frame is held before the loop restarts (default {hold_s:g})",
-    )
-
-
-def movie_arguments(args) -> tuple[tuple[str, ...], float, float]:
-    """(formats, fps, hold) from parsed --formats, --fps, --hold; UserError (one line) unless the
-    formats are known (html with mp4 or webm), 0 < fps <= 120 and 0 <= hold <= 60 (finite
-    numbers), and --out (when the command has one) can be a folder: all checked before any
-    run is read or anything written."""
-    formats = parse_formats(args.formats)
-    if "html" in formats and not {"mp4", "webm"} & set(formats):
-        raise UserError("the html snippet plays the mp4/webm movie: add mp4 or webm to the formats")
-    if getattr(args, "out", None) is not None:
-        check_out_dir(args.out)
-    if not math.isfinite(args.fps) or not 0 < args.fps <= 120:
-        raise UserError(f"--fps must be a number in (0, 120], got {args.fps}")
-    if not math.isfinite(args.hold) or not 0 <= args.hold <= 60:
-        raise UserError(f"--hold must be a number of seconds in [0, 60], got {args.hold}")
-    return formats, args.fps, args.hold
 
 
 @functools.cache
@@ -260,7 +214,8 @@ def encode(
 
     frames:   iterable of uint8 arrays [H, W, 3] (RGB) or [H, W, 4] (RGBA, alpha ignored), all
               the same shape, H and W even (yuv420p halves chroma). Consumed once, lazily.
-    fps:      frames per second of the movies (GIF delays are rounded to 1/100 s by the format).
+    fps:      frames per second of the movies (GIF delays are rounded to 1/100 s by the format;
+              UserError over GIF_MAX_FPS with gif in `formats`).
     hold_s:   the last frame is repeated round(hold_s * fps) times at the end of each movie.
     formats:  any of mp4, webm, gif, png (poster: the last frame), html (needs mp4 or webm).
     on_frame: called after each frame (including held ones) is handed to ffmpeg, e.g. a
@@ -276,6 +231,7 @@ def encode(
         raise UserError("the html snippet plays the mp4/webm movie: add mp4 or webm to the formats")
     if fps <= 0 or hold_s < 0:
         raise UserError(f"fps must be > 0 and hold >= 0 (got fps={fps}, hold={hold_s})")
+    check_gif_fps(formats, fps)
     out_dir = Path(out_dir)
     prepare_out_dir(out_dir)
     for f in formats:  # found now, not after minutes of encoding

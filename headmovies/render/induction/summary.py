@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from headmovies.render.core.encode import FORMATS
+from headmovies.errors import plural
+from headmovies.render.core.movie_options import FORMATS
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
@@ -265,7 +266,7 @@ def write_report(
         folder = prepare_out_dir(out / name)
         with Run(path) as run:
             log(
-                f"{path}: {run.experiment}, {len(run)} snapshots to epoch {run.epochs[-1]:,}"
+                f"{path}: {run.experiment}, {plural(len(run), 'snapshot')} to epoch {run.epochs[-1]:,}"
                 + ("" if run.complete else " (incomplete run)")
             )
             r = ind.analyse(run, n_sequences=sequences)

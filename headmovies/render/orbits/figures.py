@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from headmovies.errors import plural
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
 from headmovies.render.core.outputs import FIGURE_FORMATS, prepare_out_dir, save_figure, write_text
 from headmovies.render.core.panels import PanelFigure
@@ -121,7 +122,7 @@ def make_figures(
         assert report is not None and M is not None and R is not None  # group_of required all six weights
         chosen, note = resolve_panels(panels, report, M, R, n, m)
         out_dir = prepare_out_dir(out_dir)  # only now: bad input above leaves no folder behind
-        log(f"{run.path}: {len(run)} snapshots; {note}: {' '.join(map(str, chosen))}")
+        log(f"{run.path}: {plural(len(run), 'snapshot')}; {note}: {' '.join(map(str, chosen))}")
         info = RunInfo.of(run)
         indices = None if over_time else np.arange(trail_start(info.epochs, PANELS_TRAIL), len(run))
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from headmovies.render.core.encode import FORMATS, EncodeResult, Quality, encode, parse_formats
+from headmovies.render.core.encode import EncodeResult, Quality, encode
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
+from headmovies.render.core.movie_options import FORMATS, parse_formats
 from headmovies.render.core.outputs import prepare_out_dir
 from headmovies.render.core.panels import PanelFigure
 from headmovies.render.core.timeline import EVENT_HOLD_S, Curve, Timeline, hold_frames

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 
-from headmovies.errors import RunFileError, UserError
+from headmovies.errors import RunFileError, UserError, plural
 from headmovies.interrupts import deferred_signals
 from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
 from headmovies.render.orbits.viewer import ViewerData
@@ -263,7 +263,7 @@ def watch(
     st = follower.status()
     log(
         f"serving the live viewer of {path} at {url} (Ctrl-C stops): epoch {st['epoch']:,} of "
-        f"{st['final_epoch']:,}, {st['snapshots']} snapshots"
+        f"{st['final_epoch']:,}, {plural(st['snapshots'], 'snapshot')}"
     )
     if open_browser:
         import webbrowser
@@ -277,7 +277,7 @@ def watch(
                 if follower.poll():
                     st = follower.status()
                     log(
-                        f"epoch {st['epoch']:,} of {st['final_epoch']:,} ({st['snapshots']} snapshots)"
+                        f"epoch {st['epoch']:,} of {st['final_epoch']:,} ({plural(st['snapshots'], 'snapshot')})"
                         + (", training finished" if st["complete"] else "")
                     )
                 if follower.message and follower.message != message:
