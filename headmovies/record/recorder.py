@@ -99,6 +99,7 @@ class Recorder:
         self.epoch = -1  # the last epoch in the file (after resume: where it continues)
         self._rec: Recording | None = None
         self._pending: dict[str, float] = {}
+        self._failed = False
         if resume is not False and force:
             raise UserError("resume and force exclude each other")
         if group_order is not None and (not isinstance(group_order, int) or group_order < 2):
@@ -159,7 +160,11 @@ class Recorder:
                     hint="free space, then continue with Recorder(..., resume=True)",
                 )
             else:
-                self._rec.write(epoch, weights, metrics)
+                try:
+                    self._rec.write(epoch, weights, metrics)
+                except UserError:
+                    self._failed = True  # the file keeps its snapshots, incomplete
+                    raise
                 self._rec.checkpoint_if_due(epoch, -1)
             self.epoch = epoch
         signals.deliver()
@@ -170,9 +175,10 @@ class Recorder:
         try:
             if self._rec is not None:
                 with deferred_signals() as signals:
-                    if self.optimizer is not None and self._rec.save is not None:
-                        self._rec.checkpoint(self.epoch)
-                    self._rec.complete()
+                    if not self._failed:
+                        if self.optimizer is not None and self._rec.save is not None:
+                            self._rec.checkpoint(self.epoch)
+                        self._rec.complete()
                     self._rec.close()
                 signals.deliver()
         finally:
