@@ -32,8 +32,9 @@ def main() -> None:
     ap.add_argument("--out", default="data/grokking.h5", help="run file to write")
     ap.add_argument("--p", type=int, default=53, help="the modulus")
     ap.add_argument("--frac", type=float, default=0.45, help="fraction of the p^2 pairs trained on")
-    ap.add_argument("--epochs", type=int, default=2000, help="full-batch steps")
+    ap.add_argument("--epochs", type=int, default=1500, help="full-batch steps")
     ap.add_argument("--seed", type=int, default=0, help="random seed")
+    ap.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate (weight decay 1)")
     ap.add_argument("--attn-only", action="store_true", help="no MLP")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     args = ap.parse_args()
@@ -51,9 +52,9 @@ def main() -> None:
     order = torch.randperm(p * p, generator=torch.Generator().manual_seed(args.seed))
     n_train = int(args.frac * p * p)
     train, test = order[:n_train], order[n_train:]
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1.0, betas=(0.9, 0.98))
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1.0, betas=(0.9, 0.98))
     config = {k: v for k, v in vars(args).items() if k not in ("out", "threads")}
-    config |= {"lr": 1e-3, "weight_decay": 1.0, "n_train": n_train}
+    config |= {"weight_decay": 1.0, "n_train": n_train}
 
     rec = headmovies.Recorder(args.out, model, config=config, group_order=p, force=True)  # headmovies
     t0 = time.perf_counter()

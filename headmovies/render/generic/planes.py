@@ -71,10 +71,11 @@ def _irrep(run: Run, heads: Heads, panels: list[str] | None) -> Planes:
     coords = [
         np.stack([irrep_coordinate(c[pl.circuit], pl.u, pl.v) for pl in chosen]) for _, c in iter_circuits(run, heads)
     ]
+    m = run.m or 1  # outputs shift by m s under a shift s of the inputs (1 unless the run says)
     return Planes(
         "irrep",
-        [pl.title(p, 1) for pl in chosen],
-        [pl.note(p, 1) for pl in chosen],
+        [pl.title(p, m) for pl in chosen],
+        [pl.note(p, m) for pl in chosen],
         ("real part", "imaginary part"),
         run.epochs.copy(),
         np.stack(coords),
