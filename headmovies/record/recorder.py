@@ -159,6 +159,8 @@ class Recorder:
                     checkpoint_seconds=self.checkpoint_seconds,
                     hint="free space, then continue with Recorder(..., resume=True)",
                 )
+                if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
+                    checkpoint_path(self.path).unlink(missing_ok=True)
             else:
                 try:
                     self._rec.write(epoch, weights, metrics)
