@@ -16,7 +16,7 @@ RUN := data/orbits.h5
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-screen docs-picture docs-picture-induction docs-picture-ov-coherent
+.PHONY: setup browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-screen docs-picture docs-picture-induction docs-picture-ov-coherent grokking
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -197,6 +197,16 @@ induction-seeds: setup
 		data/induction-seeds/$(v)-$(pos)-s$(s).h5)))) \
 		$(foreach s,$(INDUCTION_REPEAT_SEEDS),$(foreach v,$(INDUCTION_VARIANTS),data/induction-seeds/$(v)-qk_vector-repeats-s$(s).h5)) \
 		--out outputs/induction/seeds --no-movie --no-progress
+
+# make grokking - the recording API's worked example (docs/results/grokking.md): a one-layer
+# TransformerLens model learning addition mod 53, recorded by examples/grokking.py (3 lines of
+# headmovies.Recorder), then its movie and figures rendered as any run's (headmovies movie, figures)
+GROKKING_RUN := data/grokking.h5
+grokking: setup
+	$(PY) examples/grokking.py --out $(GROKKING_RUN) --threads $(THREADS)
+	$(HM) movie $(GROKKING_RUN) --out outputs/grokking
+	$(HM) figures $(GROKKING_RUN) --out outputs/grokking/figures
+	$(HM) view $(GROKKING_RUN) --out outputs/grokking
 
 bench: setup
 	$(PY) bench/train_speed.py

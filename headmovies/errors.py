@@ -31,6 +31,11 @@ class DiskFullError(UserError):
     """The disk (or quota) is full; what was written so far is whole (docs/run-file.md, "Faults")."""
 
 
+class ModelError(UserError):
+    """A model given to the recording API (`headmovies.record`) has no attention layer the
+    adapters recognise, or a weights function returned weights of the wrong names or shapes."""
+
+
 class EncodeError(UserError):
     """ffmpeg is missing, lacks an encoder, or failed on the frames."""
 

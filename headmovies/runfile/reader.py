@@ -6,6 +6,7 @@ Needs only numpy and h5py (the schema is `runfile`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -203,6 +204,19 @@ class Run:
             "versions": parsed("versions"),
             "machine": parsed("machine"),
         }
+
+    def attrs(self) -> dict:
+        """Every root attribute, JSON strings decoded (e.g. a recorded run's `group_order`,
+        `adapter`, `layers`; docs/recording.md), numpy scalars as Python ones."""
+        out = {}
+        for key, value in self.f.attrs.items():
+            if isinstance(value, bytes):
+                value = value.decode()
+            if isinstance(value, str) and value[:1] in "[{":
+                with contextlib.suppress(ValueError):
+                    value = json.loads(value)
+            out[key] = value.item() if isinstance(value, np.generic) else value
+        return out
 
     def close(self) -> None:
         self.f.close()

@@ -72,10 +72,13 @@ def _nbytes(weights: dict[str, np.ndarray], metrics: dict[str, float]) -> int:
     return sum(np.asarray(w).size * 4 for w in weights.values()) + 8 * (len(metrics) + 2)
 
 
-def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None = None) -> int:
+def copy_records(
+    src: h5py.File, dst: h5py.File, keep_through_epoch: int | None = None, new_metrics: tuple[str, ...] = ()
+) -> int:
     """Copy root attributes, /split and every complete snapshot and metric record of `src` (up to
     and including `keep_through_epoch`, or all) into the empty file `dst`, datasets growable as
-    the writer makes them; /complete is copied (all records) or cleared. Returns the snapshot count."""
+    the writer makes them; /complete is copied (all records) or cleared. `new_metrics`: metric
+    names added, NaN at every record copied. Returns the snapshot count."""
     epochs = schema.snapshot_epochs(src)  # the complete snapshots only
     limit = np.inf if keep_through_epoch is None else keep_through_epoch
     keep = int(np.searchsorted(epochs, limit, side="right"))
@@ -102,6 +105,10 @@ def copy_records(src: h5py.File, dst: h5py.File, keep_through_epoch: int | None 
                 except OSError as exc:
                     raise RunFileError(schema.read_error(src.filename, f"{group}/{name}", None, exc)) from None
                 new[lo : min(n, lo + 256)] = rows
+    for name in new_metrics:
+        dst[METRICS].create_dataset(
+            name, data=np.full(keep_m, np.nan), maxshape=(None,), chunks=(1024,), dtype=np.float64, fletcher32=CHECKSUMS
+        )
     if SPLIT in src:
         src.copy(src[SPLIT], dst, name=SPLIT)
     else:
@@ -264,14 +271,21 @@ class RunWriter:
             self.tmp.unlink(missing_ok=True)
 
     @classmethod
-    def reopen(cls, path: str | os.PathLike, keep_through_epoch: int, attrs: dict | None = None) -> RunWriter:
+    def reopen(
+        cls,
+        path: str | os.PathLike,
+        keep_through_epoch: int,
+        attrs: dict | None = None,
+        new_metrics: tuple[str, ...] = (),
+    ) -> RunWriter:
         """Continue a run whose checkpoint is at `keep_through_epoch`.
 
         A killed SWMR writer leaves HDF5's "open for write" flag set, so the file cannot be
         reopened for writing; instead every record up to `keep_through_epoch` is copied
         (`copy_records`) into a fresh `<path>.partial` which then atomically replaces `path`.
         Records after the checkpoint are dropped: the resumed run recomputes them bit for bit.
-        `attrs` updates root attributes (e.g. the config when training is extended). Raises
+        `attrs` updates root attributes (e.g. the config when training is extended);
+        `new_metrics` adds metric names, NaN at the records kept (`copy_records`). Raises
         DiskFullError, leaving `path` as it was, when the disk cannot hold the copy.
         """
         path = Path(path)
@@ -285,7 +299,7 @@ class RunWriter:
             f = None
             try:
                 f = _new_file(tmp)
-                copy_records(src, f, keep_through_epoch)
+                copy_records(src, f, keep_through_epoch, tuple(new_metrics))
                 for key, value in (attrs or {}).items():
                     f.attrs[key] = value
                 f.swmr_mode = True
@@ -296,6 +310,22 @@ class RunWriter:
             src.close()
         os.replace(tmp, path)
         return cls(f, path)
+
+    def with_metrics(self, names: list[str]) -> RunWriter:
+        """This run file with metric names added (NaN at every snapshot so far), as a new writer:
+        this one is closed and the file rebuilt beside it and renamed into place (HDF5 cannot
+        add a dataset under SWMR). Live readers keep the file as it was until they reopen it."""
+        if self.tmp is not None:
+            raise ValueError("publish a new run file before adding metrics to it")
+        last = self.last_epoch()
+        self.close()
+        writer = RunWriter.reopen(self.path, last, new_metrics=tuple(names))
+        writer.hint = self.hint
+        return writer
+
+    def metric_names(self) -> list[str]:
+        """The names of the stored metrics (in the file's order, /metrics/epoch left out)."""
+        return [k for k in self.f[METRICS] if k != EPOCH]
 
     def count(self) -> int:
         return int(self.f[SNAPSHOTS][EPOCH].shape[0])

@@ -12,16 +12,12 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-
 from headmovies.errors import UserError
 from headmovies.interrupts import deferred_signals
-from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.lock import RunLock
-from headmovies.runfile.writer import RunWriter
 from headmovies.train import experiments, loop, new_run
-from headmovies.train.checkpoints import save_checkpoint
 from headmovies.train.config import TrainConfig
+from headmovies.train.recording import Recording
 from headmovies.train.schedule import config_schedule
 
 
@@ -47,8 +43,7 @@ def train_batch(
     t0 = time.perf_counter()
     batch = batching(cfgs, device)
     cfg = batch.cfg  # the snapshot schedule and epochs are shared
-    schedule = config_schedule(cfg)
-    writers: list[RunWriter | None] = []
+    recs: list[Recording | None] = []
     errors: list[UserError | None] = [None] * len(cfgs)
     metrics: list[dict] = [{} for _ in cfgs]
     locks = []
@@ -57,54 +52,47 @@ def train_batch(
             new_run.check_out_path(out)
             locks.append(RunLock(out, hint="wait for it to finish").acquire())
             view = batch.views[i]
-            writers.append(new_run.create(experiment, view.cfg, view, out, batch.torch_rng(i)))
+            recs.append(new_run.create(experiment, view.cfg, view, out, batch.torch_rng(i), checkpoint_seconds))
         stopping = False
         with deferred_signals() as signals:  # Ctrl-C: stop at the next snapshot (loop.train)
             last_ckpt = time.monotonic()
-            todo = {int(e) for e in schedule if e > 0}
+            todo = {int(e) for e in config_schedule(cfg) if e > 0}
             for epoch in range(1, cfg.epochs + 1):
                 if signals.pending.is_set() and not stopping:
                     stopping = True
                 batch.step(epoch)
                 if epoch not in todo:
                     continue
+                # one decision for the batch, timed from its last checkpoint
                 save = stopping or epoch == cfg.epochs or time.monotonic() - last_ckpt > checkpoint_seconds
-                for i, writer in enumerate(writers):
-                    if writer is None:
+                for i, rec in enumerate(recs):
+                    if rec is None:
                         continue
                     view = batch.sync(i, optimizer=save)
                     metrics[i] = view.evaluate()
-                    writer.append(epoch, view.snapshot(), metrics[i])
-                    diverged = sorted(k for k, v in metrics[i].items() if "loss" in k and not np.isfinite(v))
-                    if diverged:
-                        errors[i] = UserError(
-                            f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
-                            f"{paths[i]} keeps the snapshots so far; lower lr or the loss weights"
-                        )
-                        writer.close()
-                        writers[i] = None
-                    elif save:
-                        save_checkpoint(
-                            checkpoint_path(paths[i]),
-                            view,
-                            epoch,
-                            f"{paths[i]} holds every snapshot through epoch {epoch}; {writer.hint}",
-                            batch.torch_rng(i),
-                        )
+                    try:
+                        rec.write(epoch, view.snapshot(), metrics[i])
+                    except UserError as exc:  # diverged: this run stops alone
+                        errors[i] = exc
+                        rec.close()
+                        recs[i] = None
+                        continue
+                    if save:
+                        rec.checkpoint(epoch)
                 if save:
                     last_ckpt = time.monotonic()
                 if stopping and epoch < cfg.epochs:  # at the last epoch: mark the runs complete first
                     signals.deliver()
-            for i, writer in enumerate(writers):
-                if writer is not None:
+            for i, rec in enumerate(recs):
+                if rec is not None:
                     if not metrics[i]:  # epochs == 0
                         metrics[i] = batch.sync(i, optimizer=False).evaluate()
-                    writer.mark_complete()
+                    rec.complete()
             signals.deliver()
     finally:
-        for writer in writers:
-            if writer is not None:
-                writer.close()
+        for rec in recs:
+            if rec is not None:
+                rec.close()
         for lock in locks:
             lock.release()
     seconds = time.perf_counter() - t0

@@ -17,16 +17,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
 from headmovies.errors import UserError
 from headmovies.interrupts import deferred_signals
-from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.lock import RunLock
 from headmovies.train import experiments, new_run
-from headmovies.train.checkpoints import save_checkpoint
 from headmovies.train.config import TrainConfig
 from headmovies.train.fork import fork, fork_check
 from headmovies.train.resume import reopen, resume_state
@@ -147,7 +144,6 @@ def _train(
     stop_at: int | None = None,
     overlap: bool = False,
 ) -> TrainResult:
-    ckpt_path = checkpoint_path(out)
     last = cfg.epochs if stop_at is None else stop_at
     if resume:
         state, row, later = resume_state(out, experiment, cfg)
@@ -159,19 +155,16 @@ def _train(
     torch.manual_seed(cfg.seed)
     task = task_cls(cfg)
     task.overlap, task.threads = overlap, torch.get_num_threads()
-    schedule = config_schedule(cfg)
     t0 = time.perf_counter()
-    hint = new_run.resume_hint(experiment, out)
     if resume:
-        start, writer = reopen(out, cfg, task, state, row, later)
+        start, rec = reopen(out, cfg, task, state, row, later, new_run.resume_hint(experiment, out), checkpoint_seconds)
     else:
         start = 0
-        writer = new_run.create(experiment, cfg, task, out)
-    writer.hint = hint
+        rec = new_run.create(
+            experiment, cfg, task, out, checkpoint_seconds=checkpoint_seconds, diverged_fix=_RETRAIN_LOWER
+        )
 
     metrics = {}
-    last_ckpt = time.monotonic()
-    todo = {int(e) for e in schedule if e > start}
     try:
         bar = tqdm(
             range(start + 1, last + 1),
@@ -190,36 +183,28 @@ def _train(
             for epoch in bar:
                 if signals.pending.is_set() and not stopping:
                     stopping = True
-                    _say_stopping(min((e for e in todo if e >= epoch), default=last), bar)
+                    _say_stopping(rec.next_due(epoch, last), bar)
                 task.step(epoch)
-                if epoch in todo:
+                if rec.due(epoch):
                     metrics = task.evaluate()
-                    writer.append(epoch, task.snapshot(), metrics)
-                    diverged = sorted(k for k, v in metrics.items() if "loss" in k and not np.isfinite(v))
-                    if diverged:
-                        raise UserError(
-                            f"training diverged by epoch {epoch} ({', '.join(diverged)} not finite); "
-                            f"{out} keeps the snapshots so far; lower lr or the loss weights and "
-                            "retrain with --force"
-                        )
+                    rec.write(epoch, task.snapshot(), metrics)  # UserError when a loss diverged
                     bar.set_postfix(task.progress(metrics), refresh=False)
-                    if stopping or epoch == last or time.monotonic() - last_ckpt > checkpoint_seconds:
-                        save_checkpoint(
-                            ckpt_path, task, epoch, f"{out} holds every snapshot through epoch {epoch}; {hint}"
-                        )
-                        last_ckpt = time.monotonic()
+                    rec.checkpoint_if_due(epoch, last, stopping)
                     if stopping and epoch < last:  # at the last epoch: mark the run complete first
                         signals.deliver()
             bar.close()
             if not metrics:  # last == start: nothing trained now
                 metrics = task.evaluate()
             if last == cfg.epochs:
-                writer.mark_complete()
+                rec.complete()
             signals.deliver()  # a signal in the last epoch: the run is whole, then stop
     finally:
-        writer.close()
+        rec.close()
     seconds = time.perf_counter() - t0
     return TrainResult(out, last, metrics, task.summary(metrics), seconds, task.overlapped_steps, start)
+
+
+_RETRAIN_LOWER = "lower lr or the loss weights and retrain with --force"
 
 
 def _say_stopping(epoch: int, bar) -> None:

@@ -18,9 +18,10 @@ import torch
 from headmovies import disk, runfile
 from headmovies.errors import RunFileError, UserError
 from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.runfile.writer import RunWriter
 from headmovies.train.checkpoints import save_checkpoint
 from headmovies.train.config import TrainConfig
+from headmovies.train.recording import Recording
+from headmovies.train.schedule import config_schedule
 from headmovies.train.task import Task
 
 
@@ -90,21 +91,32 @@ def resume_hint(experiment: str, out: Path) -> str:
 
 
 def create(
-    experiment: str, cfg: TrainConfig, task: Task, out: Path, torch_rng: torch.Tensor | None = None
-) -> RunWriter:
-    """A writer for a new run file at `out` holding the first snapshot, with its checkpoint.
-    Built aside, checkpointed, then renamed over any old run (--force): a failure on the way
-    leaves the old run (or nothing) in place, and `out` never exists without a checkpoint.
-    `torch_rng`: the global torch RNG state to checkpoint (default: the current one)."""
-    writer = RunWriter.create(out, run_attrs(experiment, cfg, task), 0, task.snapshot(), task.evaluate(), task.split())
-    try:
-        save_checkpoint(checkpoint_path(out), task, 0, f"nothing was written to {out}", torch_rng)
-        writer.publish()
-    except BaseException:
-        writer.discard()
-        raise
-    writer.hint = resume_hint(experiment, out)
-    return writer
+    experiment: str,
+    cfg: TrainConfig,
+    task: Task,
+    out: Path,
+    torch_rng: torch.Tensor | None = None,
+    checkpoint_seconds: float = 30.0,
+    diverged_fix: str = "lower lr or the loss weights",
+) -> Recording:
+    """The recording of a new run file at `out` holding the first snapshot, with its checkpoint
+    (`Recording.create`: built aside, checkpointed, then renamed over any old run (--force), so
+    that a failure on the way leaves the old run (or nothing) in place and `out` never exists
+    without a checkpoint). `torch_rng`: the global torch RNG state to checkpoint (default: the
+    current one at each checkpoint)."""
+    ckpt = checkpoint_path(out)
+    return Recording.create(
+        out,
+        run_attrs(experiment, cfg, task),
+        task.snapshot(),
+        task.evaluate(),
+        task.split(),
+        config_schedule(cfg),
+        checkpoint=lambda epoch, then: save_checkpoint(ckpt, task, epoch, then, torch_rng),
+        checkpoint_seconds=checkpoint_seconds,
+        hint=resume_hint(experiment, out),
+        diverged_fix=diverged_fix,
+    )
 
 
 def check_out_path(out: Path) -> None:

@@ -16,9 +16,10 @@ import torch
 from headmovies import disk, runfile
 from headmovies.errors import ConfigError, RunFileError, UserError, plural
 from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.runfile.writer import RunWriter
-from headmovies.train.checkpoints import load_checkpoint
+from headmovies.train.checkpoints import load_checkpoint, save_checkpoint
 from headmovies.train.config import TrainConfig, config_dict
+from headmovies.train.recording import Recording
+from headmovies.train.schedule import config_schedule
 from headmovies.train.task import Task
 
 
@@ -77,13 +78,23 @@ def resume_state(out: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, di
     return state, row, int(np.count_nonzero(epochs > start))
 
 
-def reopen(out: Path, cfg: TrainConfig, task: Task, state: dict, row: dict, later: int) -> tuple[int, RunWriter]:
+def reopen(
+    out: Path,
+    cfg: TrainConfig,
+    task: Task,
+    state: dict,
+    row: dict,
+    later: int,
+    hint: str = "",
+    checkpoint_seconds: float = 30.0,
+) -> tuple[int, Recording]:
     """Continue `out` from `resume_state`'s (`state`, `row`, `later`): load the checkpoint into
     `task` (built from `cfg` as a new run builds it) and the global torch RNG, check its weights
     against the file's, and reopen the file for writing with every snapshot after the
     checkpoint dropped (one line on stderr says how many will be trained again). A grown
     `epochs` is recorded in the root attribute `extensions`. Returns (the checkpoint's epoch,
-    the writer); RunFileError when the checkpoint's weights are not the file's."""
+    its `Recording`: checkpoints every `checkpoint_seconds`, `hint` after a full disk);
+    RunFileError when the checkpoint's weights are not the file's."""
     ckpt_path = checkpoint_path(out)
     task.load_state_dict(state["task"])
     torch.set_rng_state(state["torch_rng"])
@@ -102,7 +113,17 @@ def reopen(out: Path, cfg: TrainConfig, task: Task, state: dict, row: dict, late
         with runfile.open_for_reading(out) as f:
             history = json.loads(f.attrs.get("extensions", "[]"))
         attrs["extensions"] = json.dumps(history + [{"at": start, "epochs_before": before}])
-    return start, RunWriter.reopen(out, start, attrs)
+    rec = Recording.reopen(
+        out,
+        start,
+        config_schedule(cfg),
+        attrs,
+        checkpoint=lambda epoch, then: save_checkpoint(ckpt_path, task, epoch, then),
+        checkpoint_seconds=checkpoint_seconds,
+        hint=hint,
+        diverged_fix="lower lr or the loss weights and retrain with --force",
+    )
+    return start, rec
 
 
 def check_same_weights(out: Path, ckpt_path: Path, weights: dict, row: dict, epoch: int) -> None:

@@ -1,0 +1,296 @@
+"""`Recorder`: a user's own training loop streams its model's heads into a run file
+(docs/recording.md).
+
+    rec = headmovies.Recorder("run.h5", model, config={"lr": 1e-3}, group_order=53)
+    for epoch in range(epochs):
+        ...  # the user's step
+        rec.step(epoch, train_loss=loss.item())   # writes on the snapshot schedule
+    rec.close()
+
+The run file is the built-in trainers' (train/recording.py: SWMR, crash-safe, one writer per
+file, a full disk stops with one line keeping every whole snapshot) and so are the errors.
+With `optimizer=` the Recorder also keeps a checkpoint (`<run>.ckpt`: model, optimizer and
+torch RNG state) so that `resume=True` restores them and continues the file from there.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from headmovies import runfile
+from headmovies.errors import ConfigError, RunFileError, UserError
+from headmovies.interrupts import deferred_signals
+from headmovies.record.adapters import Adapter, find_adapter
+from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
+from headmovies.runfile.lock import RunLock
+from headmovies.train.new_run import _git_commit, _versions, check_out_path, machine
+from headmovies.train.recording import Recording
+
+EXPERIMENT = "recorded"  # the root attribute `experiment` of a recorded run
+
+
+def default_schedule(epoch: int) -> bool:
+    """Source 000's schedule without an end: every 25 epochs through 4000, then every 100."""
+    return epoch % 25 == 0 if epoch <= 4000 else epoch % 100 == 0
+
+
+def _schedule(schedule: Iterable[int] | Callable[[int], bool] | None) -> Callable[[int], bool]:
+    if schedule is None:
+        return default_schedule
+    if callable(schedule):
+        return schedule
+    try:
+        epochs = {int(e) for e in schedule}
+    except (TypeError, ValueError):
+        raise UserError("schedule must be None, a list of epochs or a function epoch -> bool") from None
+    return epochs.__contains__
+
+
+class Recorder:
+    """Records `model`'s head weights (`adapters.find_adapter`: a TransformerLens
+    HookedTransformer, torch.nn.MultiheadAttention, nanoGPT or GPT-2 attention, or a weights
+    function) into the run file `path`.
+
+    `config`: JSON-able settings stored as the root attribute `config` (its `seed`, if any, as
+    `seed`); `group_order`: p when the tokens 0..p-1 carry the cyclic group Z_p (modular
+    arithmetic), so that renderers draw heads in its irrep planes; `schedule`: which epochs
+    `step` writes (None: every 25 epochs through 4000, then every 100; a list of epochs; or a
+    function epoch -> bool); `resume`: continue an existing file (True: from its checkpoint, or
+    its last snapshot without one; an int: through that epoch), dropping the records after;
+    `force`: replace an existing file; `optimizer`: also checkpointed, every
+    `checkpoint_seconds` and at `close`.
+
+    Errors (all UserError, one line): the file exists without resume/force, or another writer
+    holds it (RunLockedError); resume of a missing file, another kind of run, or another config
+    (ConfigError); a model without recognisable attention (ModelError); a non-finite metric with
+    "loss" in its name (training diverged); a full disk (DiskFullError).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        model: Any,
+        *,
+        config: dict | None = None,
+        group_order: int | None = None,
+        schedule: Iterable[int] | Callable[[int], bool] | None = None,
+        resume: bool | int = False,
+        force: bool = False,
+        optimizer: torch.optim.Optimizer | None = None,
+        checkpoint_seconds: float = 30.0,
+    ):
+        self.path = Path(path)
+        self.model, self.optimizer = model, optimizer
+        self.adapter: Adapter = find_adapter(model)
+        self.config = dict(config or {})
+        self.group_order = group_order
+        self.due = _schedule(schedule)
+        self.checkpoint_seconds = checkpoint_seconds
+        self.epoch = -1  # the last epoch in the file (after resume: where it continues)
+        self._rec: Recording | None = None
+        self._pending: dict[str, float] = {}
+        self._failed = False
+        if resume is not False and force:
+            raise UserError("resume and force exclude each other")
+        if group_order is not None and (not isinstance(group_order, int) or group_order < 2):
+            raise ConfigError(f"group_order must be an int >= 2 (the p of Z_p), got {group_order!r}")
+        try:
+            self._json = json.dumps(self.config, sort_keys=True, default=str)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"config must be a dict of JSON-able values: {exc}") from None
+        check_out_path(self.path)
+        self._lock = RunLock(self.path, hint="wait for it to finish, or close its Recorder").acquire()
+        try:
+            if resume is not False:
+                self._resume(resume)
+            elif self.path.exists() and not force:
+                raise UserError(f"{self.path} exists; pass resume=True to continue it or force=True to replace it")
+        except BaseException:
+            self._lock.release()
+            raise
+
+    # -- the loop's calls ---------------------------------------------------------------
+
+    def step(self, epoch: int, **metrics: float) -> bool:
+        """After the optimizer step of `epoch`: write a snapshot of the model's heads and the
+        metrics (these and any `log`ged since) when `epoch` is on the schedule; returns True if
+        it wrote one. Epochs already in the file (at or before `self.epoch`) are not written
+        again. UserError when a loss is not finite (the file keeps the snapshots so far)."""
+        self.log(**metrics)
+        epoch = int(epoch)
+        if epoch <= self.epoch or not self.due(epoch):
+            return False
+        self.write(epoch)
+        return True
+
+    def log(self, **metrics: float) -> None:
+        """Metrics of any step, stored with the next snapshot (the latest value of each; NaN at
+        snapshots where a metric was not logged since the one before)."""
+        for k, v in metrics.items():
+            self._pending[k] = float(v.item() if hasattr(v, "item") else v)
+
+    def write(self, epoch: int) -> None:
+        """Write a snapshot at `epoch` now, on the schedule or not (epochs must increase)."""
+        if epoch <= self.epoch:
+            raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
+        weights = self.adapter.read()
+        metrics, self._pending = self._pending, {}
+        with deferred_signals() as signals:  # Ctrl-C never lands inside h5py
+            if self._rec is None:
+                self._rec = Recording.create(
+                    self.path,
+                    self._attrs(),
+                    weights,
+                    metrics,
+                    {},
+                    [],
+                    epoch=epoch,
+                    checkpoint=self._checkpoint if self.optimizer is not None else None,
+                    checkpoint_seconds=self.checkpoint_seconds,
+                    hint="free space, then continue with Recorder(..., resume=True)",
+                )
+                if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
+                    checkpoint_path(self.path).unlink(missing_ok=True)
+            else:
+                try:
+                    self._rec.write(epoch, weights, metrics)
+                except UserError:
+                    self._failed = True  # the file keeps its snapshots, incomplete
+                    raise
+                self._rec.checkpoint_if_due(epoch, -1)
+            self.epoch = epoch
+        signals.deliver()
+
+    def close(self) -> None:
+        """Checkpoint (with an optimizer), mark the run complete, close the file and release its
+        lock. Idempotent. A run never written to leaves no file."""
+        try:
+            if self._rec is not None:
+                with deferred_signals() as signals:
+                    if not self._failed:
+                        if self.optimizer is not None and self._rec.save is not None:
+                            self._rec.checkpoint(self.epoch)
+                        self._rec.complete()
+                    self._rec.close()
+                signals.deliver()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None  # type: ignore[assignment]
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # keep the file as a killed run would be: whole snapshots, resumable
+            if self._rec is not None:
+                self._rec.close()
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None  # type: ignore[assignment]
+
+    # -- the file -----------------------------------------------------------------------
+
+    def _attrs(self) -> dict:
+        attrs = {
+            "schema_version": runfile.SCHEMA_VERSION,
+            "experiment": EXPERIMENT,
+            "config": self._json,
+            "seed": int(self.config.get("seed", 0)) if str(self.config.get("seed", 0)).lstrip("-").isdigit() else 0,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "versions": json.dumps(_versions(), sort_keys=True),
+            "git_commit": _git_commit(),
+            "machine": json.dumps(machine(), sort_keys=True),
+            "adapter": self.adapter.description,
+            "layers": json.dumps(self.adapter.layers),
+        }
+        if self.group_order is not None:
+            attrs["group_order"] = int(self.group_order)
+        return attrs
+
+    def _checkpoint(self, epoch: int, then: str) -> None:
+        buf = io.BytesIO()
+        state = {
+            "epoch": epoch,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
+            "torch_rng": torch.get_rng_state(),
+            "config": self.config,
+        }
+        torch.save(state, buf)
+        write_checkpoint(checkpoint_path(self.path), buf.getbuffer(), epoch, then)
+
+    def _resume(self, resume: bool | int) -> None:
+        if not self.path.exists():
+            raise UserError(f"cannot resume: {self.path} does not exist; start a new recording without resume")
+        with runfile.open_for_reading(self.path) as f:
+            kind = str(f.attrs["experiment"])
+            stored = str(f.attrs["config"])
+            epochs = runfile.snapshot_epochs(f)
+        if kind != EXPERIMENT:
+            raise UserError(f"cannot resume: {self.path} is a run of {kind!r}, trained by `headmovies train`")
+        if json.loads(stored) != json.loads(self._json):
+            diff = sorted(
+                k
+                for k in set(json.loads(stored)) | set(self.config)
+                if json.loads(stored).get(k) != json.loads(self._json).get(k)
+            )
+            raise ConfigError(f"cannot resume {self.path} with a different config ({', '.join(diff)})")
+        if not len(epochs):
+            raise RunFileError(f"cannot resume: {self.path} holds no snapshot", fix="start over with force=True")
+        keep = int(epochs[-1]) if resume is True else int(resume)
+        ckpt = checkpoint_path(self.path)
+        if resume is True and self.optimizer is not None and ckpt.exists():
+            keep = self._load_checkpoint(ckpt, epochs)
+        keep_through = int(epochs[epochs <= keep].max()) if (epochs <= keep).any() else -1
+        if keep_through < 0:
+            raise UserError(f"cannot resume {self.path} at epoch {keep}: its first snapshot is at {int(epochs[0])}")
+        later = int(np.count_nonzero(epochs > keep_through))
+        if later:
+            print(
+                f"resuming {self.path} at epoch {keep_through:,}: its {later} later snapshot"
+                f"{'s' if later > 1 else ''} will be written again",
+                file=sys.stderr,
+                flush=True,
+            )
+        self._rec = Recording.reopen(
+            self.path,
+            keep_through,
+            [],
+            checkpoint=self._checkpoint if self.optimizer is not None else None,
+            checkpoint_seconds=self.checkpoint_seconds,
+            hint="free space, then continue with Recorder(..., resume=True)",
+        )
+        self.epoch = keep_through
+
+    def _load_checkpoint(self, ckpt: Path, epochs: np.ndarray) -> int:
+        try:
+            state = torch.load(io.BytesIO(read_checkpoint(ckpt)), weights_only=False)
+            self.model.load_state_dict(state["model"])
+            if self.optimizer is not None and state.get("optimizer") is not None:
+                self.optimizer.load_state_dict(state["optimizer"])
+            torch.set_rng_state(state["torch_rng"])
+        except Exception as exc:
+            raise RunFileError(
+                f"cannot resume {self.path}: its checkpoint {ckpt.name} is damaged or another model's "
+                f"({str(exc).splitlines()[0][:120]})",
+                fix=f"resume=EPOCH continues from a snapshot without it ({len(epochs)} in the file)",
+            ) from None
+        return int(state["epoch"])
+
+
+def record(path: str | os.PathLike, model: Any, **kwargs: Any) -> Recorder:
+    """`Recorder(path, model, **kwargs)`: e.g. `with headmovies.record("run.h5", model) as rec:`."""
+    return Recorder(path, model, **kwargs)

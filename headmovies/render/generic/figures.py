@@ -1,0 +1,97 @@
+"""Still figures of any run (`headmovies figures RUN --out DIR`; docs/recording.md): its metrics
+over epochs, every head's centred QK and OV circuits at the last snapshot, and, when the tokens
+carry Z_p, the OV power per input frequency over time; with summary.json (`analysis.summary`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from headmovies.render.core.outputs import prepare_out_dir, save_figure, write_text
+from headmovies.render.generic.analysis import ov_frequency_history, summary
+from headmovies.render.generic.heads import Heads, find_heads, head_circuits
+from headmovies.runfile.reader import Run
+
+
+def metrics_figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
+    """Accuracies (left) and losses and other metrics (right, log scale) over epochs."""
+    fig = Figure(figsize=(10, 3.6))
+    left, right = fig.subplots(1, 2)
+    names = sorted(k for k in metrics if k != "epoch")
+    for k in names:
+        ax = left if "acc" in k else right
+        ok = np.isfinite(metrics[k])
+        ax.plot(metrics["epoch"][ok], metrics[k][ok], label=k)
+    left.set(xlabel="epoch", ylabel="accuracy", ylim=(-0.02, 1.02), title="accuracies")
+    right.set(xlabel="epoch", title="losses and other metrics")
+    if any("acc" not in k for k in names) and all(
+        (metrics[k][np.isfinite(metrics[k])] > 0).all() for k in names if "acc" not in k
+    ):
+        right.set_yscale("log")
+    for ax in (left, right):
+        if ax.lines:
+            ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def heatmaps_figure(heads: Heads, weights: dict[str, np.ndarray], epoch: int, title: str) -> Figure:
+    """Per head (columns): its centred QK circuit (query token down, key token across) and OV
+    circuit (output class down, attended token across), each on its own symmetric scale."""
+    circ = head_circuits(heads, weights)
+    H = heads.total
+    fig = Figure(figsize=(min(2.2 * H + 0.6, 24), 4.8))
+    axes = np.atleast_2d(fig.subplots(2, H, squeeze=False))
+    for h, label in enumerate(heads.labels):
+        for row, c in enumerate(("qk", "ov")):
+            X = circ[c][h]
+            lim = float(np.abs(X).max()) or 1.0
+            ax = axes[row, h]
+            ax.imshow(X, cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(f"{label} {c.upper()}", fontsize=8)
+    fig.suptitle(f"{title}: centred circuits at epoch {epoch:,}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def frequency_figure(epochs: np.ndarray, shares: np.ndarray, keys: list[int], title: str) -> Figure:
+    """Share of the heads' OV power per input frequency over epochs (key frequencies named)."""
+    fig = Figure(figsize=(8, 3.6))
+    ax = fig.subplots()
+    for k in range(1, shares.shape[1]):
+        if k in keys:
+            ax.plot(epochs, shares[:, k], lw=2, label=f"frequency {k}")
+        else:
+            ax.plot(epochs, shares[:, k], lw=0.6, color="0.75")
+    ax.plot(epochs, shares[:, keys].sum(axis=1), "k--", lw=1.2, label="key frequencies together")
+    ax.set(xlabel="epoch", ylabel="share of centred OV power", ylim=(0, 1), title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def render_figures(run_path: str | Path, out_dir: str | Path, group_order: int | None = None) -> list[Path]:
+    """Write the figures (PNG and SVG) and summary.json of `run_path` into `out_dir`; returns the
+    paths. RunFileError for a run without attention weights."""
+    out = prepare_out_dir(out_dir)
+    paths: list[Path] = []
+    with Run(run_path) as run:
+        heads = find_heads(run, group_order)
+        name = run.path.name
+        paths += save_figure(metrics_figure(run.metrics(), f"{name}: metrics"), out, "metrics")
+        last = run.weights(-1, heads.names())
+        paths += save_figure(heatmaps_figure(heads, last, int(run.epochs[-1]), name), out, "heads_final")
+        info = summary(run, heads)
+        if heads.group_order:
+            epochs, shares = ov_frequency_history(run, heads)
+            fig = frequency_figure(epochs, shares, info["key_frequencies"], f"{name}: OV power by input frequency")
+            paths += save_figure(fig, out, "ov_frequencies")
+    paths.append(write_text(out / "summary.json", json.dumps(info, indent=1) + "\n"))
+    return paths

@@ -1,0 +1,145 @@
+"""The movie of any run (`headmovies movie RUN --out DIR`; docs/recording.md, "Rendering"):
+each frame one snapshot, each dot one head of any layer in the run's planes (`planes.py`:
+irrep planes under a cyclic group, a user's basis, or principal axes fitted once), with its
+trail and axes that rescale as the main movie's do (render/core/frame_states.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+from matplotlib import colormaps
+
+from headmovies.render.core.encode import FORMATS, EncodeResult, encode
+from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
+from headmovies.render.core.panels import PanelFigure
+from headmovies.render.generic.heads import Heads, find_heads
+from headmovies.render.generic.planes import Planes, planes_of
+from headmovies.runfile.reader import Run
+
+MAX_LEGEND = 8  # heads named in the legend (more: colours by layer only)
+
+
+def head_colours(heads: Heads) -> np.ndarray:
+    """RGBA [H_total, 4]: tab10 by head within one layer; by layer (shades) with several."""
+    if len(heads.n_heads) == 1:
+        cmap = colormaps["tab10" if heads.total <= 10 else "tab20"]
+        return np.array([cmap(i % cmap.N) for i in range(heads.total)])
+    maps = ["Blues", "Oranges", "Greens", "Reds", "Purples", "Greys"]
+    out = []
+    for layer, n in enumerate(heads.n_heads):
+        cmap = colormaps[maps[layer % len(maps)]]
+        out += [cmap(0.45 + 0.5 * h / max(n - 1, 1)) for h in range(n)]
+    return np.array(out)
+
+
+def metrics_caption(metrics: dict[str, np.ndarray]) -> Callable[[int], str]:
+    """Per-epoch text: every logged metric at that epoch (accuracies in %; "" where none)."""
+    index = {int(e): i for i, e in enumerate(metrics.get("epoch", []))}
+    names = sorted(k for k in metrics if k != "epoch")
+
+    def caption(epoch: int) -> str:
+        i = index.get(int(epoch))
+        parts = []
+        if i is not None:
+            for k in names:
+                v = float(metrics[k][i])
+                if np.isfinite(v):
+                    parts.append(f"{k} {v:.1%}" if "acc" in k else f"{k} {v:.3g}")
+        return "   ".join(parts)
+
+    return caption
+
+
+def header(run: Run, heads: Heads, planes: Planes) -> str:
+    """Two lines: the run and its heads; how the planes were chosen."""
+    attrs = run.attrs()
+    what = attrs.get("adapter") or f"{run.experiment} run"
+    group = f", tokens carry Z_{heads.group_order}" if heads.group_order else ""
+    how = {
+        "irrep": "irrep planes of the cyclic group (the frequencies with most power at the end)",
+        "basis": "the user's basis",
+        "pca": "principal axes fitted once on all snapshots",
+    }[planes.kind]
+    return f"{run.path.name}: {what}{group}\n{heads.total} heads drawn in {how}"
+
+
+class GenericMovie:
+    """The movie's parts, built from an open run: heads, planes, figure and frames."""
+
+    def __init__(
+        self,
+        run: Run,
+        group_order: int | None = None,
+        panels: list[str] | None = None,
+        basis: dict[str, np.ndarray] | None = None,
+        panel_px: int = 360,
+        trail_epochs: float | None = None,
+    ):
+        self.run = run
+        self.heads = find_heads(run, group_order)
+        self.planes = planes_of(run, self.heads, panels, basis)
+        span = float(run.epochs[-1] - run.epochs[0]) if len(run) > 1 else 1.0
+        self.trail_epochs = trail_epochs if trail_epochs is not None else min(TRAIL_EPOCHS, max(span / 10, 1.0))
+        colours = head_colours(self.heads)
+        labels = self.heads.labels
+        legend = [(labels[h], colours[h]) for h in range(self.heads.total)] if self.heads.total <= MAX_LEGEND else []
+        self.figure_header = header(run, self.heads, self.planes)
+        self.figure = PanelFigure(
+            self.planes.titles,
+            colours,
+            legend,
+            header=self.figure_header,
+            panel_px=panel_px,
+            trail_epochs=self.trail_epochs,
+            notes=self.planes.notes,
+            axis_labels=self.planes.axis_labels,
+            legend_cols=4 if len(legend) > 3 else None,
+        )
+        self.caption = metrics_caption(run.metrics())
+
+    def frames(self) -> Iterator[np.ndarray]:
+        """RGBA uint8 frames, one per snapshot."""
+        states = frame_states(
+            zip(self.planes.epochs, self.planes.coords), trail_epochs=self.trail_epochs, caption=self.caption
+        )
+        for state in states:
+            yield self.figure.render(state, rgba=True)
+
+
+def render_movie(
+    run_path: str | Path,
+    out_dir: str | Path,
+    *,
+    basename: str = "movie",
+    group_order: int | None = None,
+    panels: list[str] | None = None,
+    basis: dict[str, np.ndarray] | None = None,
+    fps: float = 12.0,
+    hold_s: float = 2.0,
+    formats: tuple[str, ...] = FORMATS,
+    progress: bool = True,
+) -> EncodeResult:
+    """Render `run_path`'s movie into out_dir/basename.{mp4,webm,gif,png,html}. RunFileError
+    for a run without attention weights; UserError for bad panels or basis; EncodeError when
+    ffmpeg fails (nothing is left at a final path)."""
+    with Run(run_path) as run:
+        movie = GenericMovie(run, group_order, panels, basis)
+        if progress:
+            print(f"{len(run)} frames, {movie.heads.total} heads, {movie.planes.kind} planes", file=sys.stderr)
+        try:
+            return encode(
+                movie.frames(),
+                out_dir,
+                basename,
+                fps=fps,
+                hold_s=hold_s,
+                formats=formats,
+                caption=f"Heads of {run.path.name} ({movie.heads.total}) in {movie.planes.kind} planes, "
+                f"epochs {int(run.epochs[0]):,} to {int(run.epochs[-1]):,}",
+            )
+        finally:
+            movie.figure.close()
