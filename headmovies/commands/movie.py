@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from headmovies.commands.any_run import PLANES, add_run_arguments, plane_options
-from headmovies.render.core.encode import add_movie_arguments, movie_arguments
+from headmovies.render.core.movie_options import add_movie_arguments, movie_arguments
 
 NAME = "movie"
 HELP = "the movie of any run's heads (a recorded run too): MP4, WebM, GIF, poster PNG, HTML snippet"

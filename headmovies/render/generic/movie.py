@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib import colormaps
 
-from headmovies.render.core.encode import FORMATS, EncodeResult, encode
+from headmovies.render.core.encode import EncodeResult, encode
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
+from headmovies.render.core.movie_options import FORMATS
 from headmovies.render.core.panels import PanelFigure
 from headmovies.render.generic.heads import Heads, find_heads
 from headmovies.render.generic.planes import Planes, planes_of
