@@ -121,7 +121,7 @@ def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
 
 def test_panels_for_run(eq_run, tmp_path):
     """The movie's panel choice: one orbit check of the final snapshot serves default and auto."""
-    from headmovies.render.orbits.check import run_report, snapshot_circuits
+    from headmovies.render.orbits.check_run import run_report, snapshot_circuits
     from headmovies.render.orbits.panel_choice import SOURCE_PANELS, auto_panels, resolve_panels
     from headmovies.render.orbits.stream import final_snapshot
 

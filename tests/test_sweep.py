@@ -22,7 +22,7 @@ from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.orbits import summary as orbits_summary
-from headmovies.render.orbits.check import run_report
+from headmovies.render.orbits.check_run import run_report
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.reader import Run
 from headmovies.sweeps import plan as P

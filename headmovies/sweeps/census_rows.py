@@ -21,7 +21,8 @@ from pathlib import Path
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.circuits import circuits
 from headmovies.render.core.outputs import atomic, write_text
-from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of, sig6
+from headmovies.render.orbits.check import DEAD_TOL, TOL, check_orbits, sig6
+from headmovies.render.orbits.check_run import CIRCUIT_NAMES, group_of
 from headmovies.render.orbits.stream import orbit_history
 from headmovies.render.orbits.summary import head_frequencies
 from headmovies.runfile.reader import Run

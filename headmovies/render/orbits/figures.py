@@ -35,8 +35,9 @@ from headmovies.render.core.outputs import FIGURE_FORMATS, prepare_out_dir, save
 from headmovies.render.core.panels import PanelFigure
 from headmovies.render.core.projections import Panel
 from headmovies.render.orbits.captions import AXIS_LABELS, header_text, metrics_caption
-from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, group_of
+from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport
 from headmovies.render.orbits.check_figures import orbit_check_figure, orbit_power_figure
+from headmovies.render.orbits.check_run import group_of
 from headmovies.render.orbits.curves_figure import curves_figure
 from headmovies.render.orbits.head_styles import OrbitLooks
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck

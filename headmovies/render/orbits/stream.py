@@ -33,15 +33,8 @@ from headmovies.render.core.circuits import (
     qk_circuit,
 )
 from headmovies.render.core.projections import Panel, irrep_coordinate
-from headmovies.render.orbits.check import (
-    CIRCUIT_NAMES,
-    DEAD_TOL,
-    TOL,
-    OrbitReport,
-    check_orbits,
-    check_tolerances,
-    group_of,
-)
+from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
+from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
 from headmovies.runfile.reader import Run
 

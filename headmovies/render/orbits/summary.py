@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from headmovies.render.core.circuits import centre_qk
-from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits, group_of, snapshot_circuits
+from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
+from headmovies.render.orbits.check_run import group_of, snapshot_circuits
 
 
 def head_frequencies(M: np.ndarray) -> np.ndarray:

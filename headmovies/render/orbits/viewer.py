@@ -50,7 +50,8 @@ from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, 
 from headmovies.render.core.outputs import prepare_out_dir, write_text
 from headmovies.render.core.projections import Panel, polygon_order
 from headmovies.render.orbits.captions import metrics_caption
-from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
+from headmovies.render.orbits.check import DEAD_TOL, TOL
+from headmovies.render.orbits.check_run import group_of
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, orbit_colour, shape_name
 from headmovies.render.orbits.events import training_events
 from headmovies.render.orbits.history import OrbitHistory
