@@ -61,18 +61,22 @@ from headmovies.render.orbits.check_report import (
     DEAD_TOL,
     GAUGES,
     M_FLOOR,
+    MARGIN,
     TOL,
     Orbit,
     OrbitReport,
     format_error,
     heads,
+    is_marginal,
     sig6,
 )
+from headmovies.render.orbits.spectrum import orbit_spectrum
 
 # the report's names, re-exported: callers import the check and its report from here
 __all__ = [
     "DEAD_TOL",
     "GAUGES",
+    "MARGIN",
     "M_FLOOR",
     "TOL",
     "Orbit",
@@ -80,6 +84,7 @@ __all__ = [
     "check_orbits",
     "format_error",
     "heads",
+    "is_marginal",
     "shift_ov",
     "shift_qk",
     "shifted_inner_products",
@@ -184,6 +189,12 @@ def check_orbits(
             in_orbit[members] = True
             orbits.append(Orbit([units[k] for k in members], stab, worst))
     orbits.sort(key=lambda o: (-o.size, o.heads[0]))
+    near_misses = []  # would verify at (1 + MARGIN) tol: fail on the tolerance alone, by a hair
+    for u in range(U):
+        near = None if in_orbit[u] else _verify(u, sigma, err, n, tol * (1 + MARGIN))
+        if near is not None and not in_orbit[near[0]].any():
+            in_orbit[near[0]] = True
+            near_misses.append(Orbit([units[k] for k in near[0]], near[1], near[2]))
 
     match = np.full((n, H), -1)
     match_error = np.full((n, H), np.nan)
@@ -193,7 +204,8 @@ def check_orbits(
     head_error = np.full(H, np.nan)
     alive = [h for g in units for h in g]
     head_error[alive] = match_error[:, alive].max(0)
-    unassigned = sorted(h for u, g in enumerate(units) if not in_orbit[u] for h in g)
+    verified = {h for o in orbits for h in o.heads}
+    unassigned = sorted(h for g in units for h in g if h not in verified)
     return OrbitReport(
         n,
         m,
@@ -209,6 +221,8 @@ def check_orbits(
         head_error,
         gauge=gauge,
         bias_error=None if bias_error is None else float(bias_error),
+        near_misses=near_misses,
+        groups=orbit_spectrum(M, R, n, m, np.isfinite(head_error)),
     )
 
 
