@@ -14,15 +14,7 @@ import numpy as np
 from headmovies.render.core.circuits import centre_qk
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import group_of, snapshot_circuits
-
-
-def head_frequencies(M: np.ndarray) -> np.ndarray:
-    """int [H]: each head's frequency w in 1..n/2, the key frequency holding most of its
-    centred QK power in the planes (0, w). M: QK circuits [H, n, n]."""
-    n = M.shape[-1]
-    a = np.arange(n)
-    key_power = np.abs(centre_qk(M).sum(1) @ np.exp(2j * np.pi * np.outer(a, a) / n)) ** 2  # (H, w)
-    return key_power[:, 1 : n // 2 + 1].argmax(1) + 1
+from headmovies.render.orbits.spectrum import head_frequencies
 
 
 def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
