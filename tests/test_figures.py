@@ -31,7 +31,7 @@ def eq_run(tmp_path_factory):
 def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
     out = tmp_path / "figs"
     assert main(["orbits", "figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
-    names = ["curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress"]
+    names = ["curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress", "orbit_spectrum"]
     for name in names:
         png = imread(out / f"{name}.png")
         assert png.ndim == 3 and min(png.shape[:2]) > 200

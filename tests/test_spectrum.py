@@ -130,3 +130,19 @@ def test_the_check_marks_marginal_orbits_and_near_misses(eps, verified, near):
         assert "near miss" in text and report.unassigned == [0, 1]
     if not verified and not near:
         assert "marginal" not in text
+
+
+def test_the_spectrum_figure_draws_each_group_over_epochs():
+    """Two snapshots: the deformed square (every moment 1/3), then the exact one (0, at the floor)."""
+    from headmovies.render.orbits.spectrum_figure import FLOOR, orbit_spectrum_figure
+
+    heads = [cos_head(6, 1.0, k * np.pi / 2, a) for k, a in enumerate((1, 1, 1, 3))]
+    deformed = orbit_spectrum(np.stack([h[0] for h in heads]), np.stack([h[1] for h in heads]), N, MS)
+    exact = orbit_spectrum(*orbit_layer(6, 4), N, MS)
+    fig = orbit_spectrum_figure(np.array([0, 100]), [deformed, exact])
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["k = 1", "k = 2", "k = 3"]
+    for line in lines:
+        np.testing.assert_allclose(line.get_ydata(), [1 / 3, FLOOR])
+    assert ax.get_yscale() == "log" and "ω = 6 (orbit size 4)" in ax.get_title()

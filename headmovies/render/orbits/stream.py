@@ -36,6 +36,7 @@ from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
+from headmovies.render.orbits.spectrum import FrequencyGroup
 from headmovies.runfile.reader import Run
 
 CHUNK = 32  # snapshots per HDF5 read
@@ -183,12 +184,15 @@ def _facts(
 class Collected:
     """The facts of a run's snapshots (T of them), gathered: epochs int64 [T]; coords complex
     [T, P, H] (None without panels); history: the orbit check of each (None unless asked);
-    factors float64 [T, H, 4, n, d_head] (None unless asked)."""
+    factors float64 [T, H, 4, n, d_head] (None unless asked); groups: each snapshot's frequency
+    groups with their orbit spectrum (`spectrum.orbit_spectrum`, from its orbit report; None
+    unless the check is asked)."""
 
     epochs: np.ndarray
     coords: np.ndarray | None
     history: OrbitHistory | None
     factors: np.ndarray | None
+    groups: list[list[FrequencyGroup]] | None = None
 
 
 def collect(
@@ -210,6 +214,7 @@ def collect(
     epochs: list[int] = []
     coords: list[np.ndarray] = []
     checks: list[SnapshotCheck] = []
+    groups: list[list[FrequencyGroup]] = []
     F: list[np.ndarray] = []
     for s in facts:
         epochs.append(s.epoch)
@@ -217,6 +222,7 @@ def collect(
             coords.append(s.coords)
         if s.report is not None:
             checks.append(SnapshotCheck.of(s.report))
+            groups.append(s.report.groups)
         if s.factors is not None:
             F.append(s.factors)
     return Collected(
@@ -224,6 +230,7 @@ def collect(
         np.array(coords) if panels else None,
         OrbitHistory.of(epochs, checks, *group_of(run), tol, dead_tol) if check else None,
         np.array(F) if factors else None,
+        groups if check else None,
     )
 
 
