@@ -5,7 +5,6 @@ so the resumed run equals an uninterrupted one bit for bit (docs/run-file.md, "F
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from headmovies.errors import ConfigError, RunFileError, UserError
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.writer import RunWriter
 from headmovies.train.checkpoints import load_checkpoint
-from headmovies.train.config import TrainConfig, config_dict
+from headmovies.train.config import TrainConfig, config_dict, stored_config
 from headmovies.train.task import Task
 
 
@@ -96,7 +95,7 @@ def reopen(out: Path, cfg: TrainConfig, task: Task, state: dict, row: dict, late
             file=sys.stderr,
             flush=True,
         )
-    attrs = {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)}
+    attrs = {"config": json.dumps(stored_config(cfg), sort_keys=True)}
     before = int(state["config"]["epochs"])
     if cfg.epochs != before:  # kept: the epochs before `start` ran under that schedule (forks check it)
         with runfile.open_for_reading(out) as f:

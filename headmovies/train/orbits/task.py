@@ -60,6 +60,20 @@ class _Precomputed(torch.autograd.Function):
         return dM, dR, None
 
 
+def param_groups(model: AttentionLayer, qk_decay: bool = True) -> list:
+    """The optimizer's parameters: the trainable ones in the model's order (frozen W_E, W_U of
+    frozen_embed left out), as one group; with qk_decay false W_Q and W_K in a second group
+    marked no_decay (weight decay 0 at every step, `OrbitTask.step`)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if qk_decay:
+        return params
+    qk = [model.W_Q, model.W_K]
+    return [
+        {"params": [p for p in params if all(p is not q for q in qk)]},
+        {"params": qk, "weight_decay": 0.0, "no_decay": True},
+    ]
+
+
 class OrbitTask(Task[OrbitConfig]):
     model: AttentionLayer
     name = "orbits"
@@ -69,9 +83,19 @@ class OrbitTask(Task[OrbitConfig]):
     def __init__(self, cfg: OrbitConfig):
         super().__init__(cfg)
         n = cfg.p
-        self.model = AttentionLayer(n, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.residual, cfg.init_scale)
+        self.model = AttentionLayer(
+            n,
+            cfg.n_heads,
+            cfg.d_model,
+            cfg.d_head,
+            cfg.residual,
+            cfg.init_scale,
+            cfg.score_scale,
+            cfg.qk_init,
+            cfg.frozen_embed,
+        )
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
+            param_groups(self.model, cfg.qk_decay), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
         )
         self.train_idx, self.heldout_idx = make_split(n, cfg.train_frac, cfg.split, cfg.seed)
         self.gather = orbit_gather_index(n, M_SHIFT)
@@ -174,7 +198,7 @@ class OrbitTask(Task[OrbitConfig]):
             self.optimizer.state.clear()  # second phase: fresh AdamW moments (a fine-tune)
             self.prune_heads(self.cfg.refine_prune)
         for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = lr, weight_decay
+            group["lr"], group["weight_decay"] = lr, 0.0 if group.get("no_decay") else weight_decay
         with_seq = lam > 0 and bool(lengths)
         overlapped = self.overlap and with_seq and not self.model.residual
         # epochs with sequence terms on one thread, a term each when overlapped: more threads split
