@@ -197,8 +197,7 @@ class OrbitTask(Task[OrbitConfig]):
         if self.cfg.refines() and epoch - 1 == self.cfg.refine_start:
             self.optimizer.state.clear()  # second phase: fresh AdamW moments (a fine-tune)
             self.prune_heads(self.cfg.refine_prune)
-        for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = lr, 0.0 if group.get("no_decay") else weight_decay
+        self.set_hyperparameters(lr, weight_decay)
         with_seq = lam > 0 and bool(lengths)
         overlapped = self.overlap and with_seq and not self.model.residual
         # epochs with sequence terms on one thread, a term each when overlapped: more threads split
@@ -222,6 +221,11 @@ class OrbitTask(Task[OrbitConfig]):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+
+    def set_hyperparameters(self, lr: float, weight_decay: float) -> None:
+        """Set every optimizer group's lr and weight decay (0 in the no_decay group of qk_decay=false)."""
+        for group in self.optimizer.param_groups:
+            group["lr"], group["weight_decay"] = lr, 0.0 if group.get("no_decay") else weight_decay
 
     def _grid_term_grads(self, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradients of ce + lam * eq w.r.t. the circuits (M, R): `step`'s grid term, run alone."""
