@@ -6,6 +6,7 @@ head pruning, and the step that may compute its grid term in a second thread (`T
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,6 +19,7 @@ from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
 from headmovies.train.orbits.attention import GridAttention
 from headmovies.train.orbits.config import OrbitConfig, seq_lengths
 from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
+from headmovies.train.orbits.impose import RULE, impose_orbits
 from headmovies.train.orbits.losses import grid_losses, orbit_gather_index, ov_bias_penalty, seq_eq_loss
 from headmovies.train.orbits.model import AttentionLayer
 from headmovies.train.task import Task
@@ -109,6 +111,7 @@ class OrbitTask(Task[OrbitConfig]):
         self.target = torch.from_numpy((b + c) % n).expand(n, n, n)  # target of cell (a,b,c)
         self.seq_lens = (seq_lengths(cfg.eq_seq_lens), seq_lengths(cfg.refine_seq_lens))  # per phase
         self.overlapped_steps = 0  # steps whose grid term ran in the second thread (`Task.overlap`)
+        self.imposed: dict[int, list[int]] = {}  # {omega: heads} projected at impose_orbit_at
 
     FORK_KEYS = (
         "epochs",
@@ -194,6 +197,9 @@ class OrbitTask(Task[OrbitConfig]):
 
     def step(self, epoch: int) -> None:
         lr, weight_decay, lam, lengths, mu = self.schedule(epoch - 1)
+        if self.cfg.impose_orbit_at and epoch - 1 == self.cfg.impose_orbit_at:
+            self.imposed = impose_orbits(self.model, M_SHIFT)  # the experiment of impose.py, labelled
+            self.optimizer.state.clear()  # the old moments belong to the old weights
         if self.cfg.refines() and epoch - 1 == self.cfg.refine_start:
             self.optimizer.state.clear()  # second phase: fresh AdamW moments (a fine-tune)
             self.prune_heads(self.cfg.refine_prune)
@@ -257,7 +263,12 @@ class OrbitTask(Task[OrbitConfig]):
         return {"train": self.train_idx, "heldout": self.heldout_idx}
 
     def attrs(self) -> dict:
-        return {"n": self.cfg.p, "m": M_SHIFT}
+        """Root attributes: the group (n, m) and, for an imposed-orbit run, `imposed_orbits`
+        (JSON {"epoch": E, "rule": impose.RULE}): its orbits at E are imposed, not emergent."""
+        out: dict = {"n": self.cfg.p, "m": M_SHIFT}
+        if self.cfg.impose_orbit_at:
+            out["imposed_orbits"] = json.dumps({"epoch": self.cfg.impose_orbit_at, "rule": RULE})
+        return out
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {
