@@ -94,9 +94,19 @@ def test_orbits_command(eq_run, capsys):
     assert main(["orbits", "check", str(eq_run), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [o["size"] for o in data["orbits"]] == [12, 4] and data["tol"] == 0.02
+    assert [o["marginal"] for o in data["orbits"]] == [False, False] and data["near_misses"] == []
+    # the frequency groups: every live head in one; a group holding only an exact orbit's heads
+    # has a zero spectrum of N_w - 1 moments
+    groups = data["frequency_groups"]
+    assert sorted(h for g in groups for h in g["heads"]) == list(range(20))
+    for g in groups:
+        assert len(g["spectrum"]) == g["order"] - 1 and len(g["r"]) == len(g["heads"])
+        if set(g["heads"]) <= set(range(16)) and len(g["heads"]) % g["order"] == 0:
+            assert max(g["spectrum"]) < 1e-4
     assert main(["orbits", "check", str(eq_run), "--epoch", "100"]) == 0
     text = capsys.readouterr().out
     assert "epoch 100" in text and "no verified orbit" in text and "in no orbit: 20 heads" in text
+    assert "frequency group w = " in text and "spectrum |mu_k|/sum|rho|" in text
 
 
 @pytest.mark.parametrize(

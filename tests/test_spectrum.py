@@ -146,3 +146,15 @@ def test_the_spectrum_figure_draws_each_group_over_epochs():
     for line in lines:
         np.testing.assert_allclose(line.get_ydata(), [1 / 3, FLOOR])
     assert ax.get_yscale() == "log" and "ω = 6 (orbit size 4)" in ax.get_title()
+
+
+def test_the_sweep_summary_carries_each_group_s_spectrum_in_brief():
+    from headmovies.render.orbits.summary import orbit_summary
+
+    heads = [cos_head(6, 1.0, k * np.pi / 2, a) for k, a in enumerate((1, 1, 1, 3))]
+    M2, R2 = orbit_layer(2, 12)
+    M = np.concatenate([np.stack([h[0] for h in heads]), M2])
+    R = np.concatenate([np.stack([h[1] for h in heads]), R2])
+    brief = {b["omega"]: b for b in orbit_summary(M, R, N, MS)["spectrum"]}
+    assert brief[6] == {"omega": 6, "heads": 4, "low": 0.3333, "high": None, "r_max": 1.0}
+    assert brief[2]["heads"] == 12 and brief[2]["low"] < 1e-9 and brief[2]["high"] < 1e-9

@@ -14,7 +14,7 @@ import numpy as np
 from headmovies.render.core.circuits import centre_qk
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import group_of, snapshot_circuits
-from headmovies.render.orbits.spectrum import head_frequencies
+from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies
 
 
 def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
@@ -30,7 +30,8 @@ def orbit_summary(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL
     """The orbit check of one snapshot (circuits M, R [H, n, n]) summarised as a JSON-ready
     dict: orbit sizes (largest first), the non-trivial ones, each orbit's worst error and r-free
     stabiliser size, dead and merged head counts, the six smallest per-head worst-shift errors
-    of live heads, the largest |centred QK score| and the frequency groups {w: heads}."""
+    of live heads, the largest |centred QK score|, the frequency groups {w: heads}, and for each
+    group of two or more heads its orbit spectrum in brief (`spectrum_brief`)."""
     report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol)
     live = np.isfinite(report.head_error)
     return {
@@ -42,6 +43,25 @@ def orbit_summary(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL
         "closest": sorted(float(e) for e in report.head_error[live])[:6],
         "max_score": float(np.abs(centre_qk(M)).max()),
         "groups": frequency_groups(M, report),
+        "spectrum": [spectrum_brief(g) for g in report.groups if len(g.heads) >= 2],
+    }
+
+
+def spectrum_brief(g: FrequencyGroup) -> dict:
+    """A frequency group's orbit spectrum in a few numbers (`spectrum.orbit_spectrum`): omega,
+    head count, the largest |mu_k| / sum |rho| over k <= 3 ("low", what the loss sees) and over
+    k >= 4 ("high"; None when N_w <= 4), and the largest score amplitude r; 4 significant digits."""
+
+    def sig(x):
+        return None if x is None or not np.isfinite(x) else float(f"{x:.4g}")
+
+    s = g.spectrum
+    return {
+        "omega": g.omega,
+        "heads": len(g.heads),
+        "low": sig(float(np.max(s[:3]))) if len(s) else None,
+        "high": sig(float(np.max(s[3:]))) if len(s) > 3 else None,
+        "r_max": sig(float(g.r.max())),
     }
 
 
