@@ -87,16 +87,16 @@ def test_a_run_imposes_at_its_epoch_and_says_so():
     task = OrbitTask(cfg)
     attrs = task.attrs()
     assert json.loads(attrs["imposed_orbits"]) == {"epoch": 3, "rule": RULE}
-    for epoch in range(1, 4):
+    for epoch in range(1, 3):
         task.step(epoch)
     assert task.imposed == {}  # not before epoch 3
-    task.step(4)  # the step after epoch 3 starts from the projected weights
+    task.step(3)  # epoch 3 ends with the projection: its snapshot shows the exact orbit
     assert task.imposed == {2: [0, 1]}
-    # one step after: near the orbit, the same group; projected again, exact
-    assert impose_orbits(task.model, MS) == {2: [0, 1]}
     M, R = (x.detach().double().numpy() for x in task.model.circuits())
     report = check_orbits(M, R, 4, MS)
     assert [(o.size, o.heads) for o in report.orbits] == [(2, [0, 1])] and report.orbits[0].worst_error < 1e-5
+    assert len(task.optimizer.state) == 0  # fresh AdamW moments
+    task.step(4)  # and training goes on from it
     assert "imposed_orbits" not in OrbitTask(config.resolve(OrbitConfig, sets={**sets, "impose_orbit_at": "0"})).attrs()
 
 

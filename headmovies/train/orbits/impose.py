@@ -23,8 +23,8 @@ shifting by m s):
    pinv(W_U) (balanced square-root factors of the SVD). W_E and W_U are left as they are.
    The circuits are then an exact orbit up to rounding (when d_model >= n, W_E of full rank).
 
-The training step resets AdamW's moments afterwards (`OrbitTask.step`): the old moments
-belong to the old weights.
+The projection ends the step of epoch E (`OrbitTask.step`), so the snapshot of epoch E shows the
+imposed orbits, and AdamW's moments are reset: the old moments belong to the old weights.
 """
 
 from __future__ import annotations

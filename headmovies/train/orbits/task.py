@@ -197,9 +197,6 @@ class OrbitTask(Task[OrbitConfig]):
 
     def step(self, epoch: int) -> None:
         lr, weight_decay, lam, lengths, mu = self.schedule(epoch - 1)
-        if self.cfg.impose_orbit_at and epoch - 1 == self.cfg.impose_orbit_at:
-            self.imposed = impose_orbits(self.model, M_SHIFT)  # the experiment of impose.py, labelled
-            self.optimizer.state.clear()  # the old moments belong to the old weights
         if self.cfg.refines() and epoch - 1 == self.cfg.refine_start:
             self.optimizer.state.clear()  # second phase: fresh AdamW moments (a fine-tune)
             self.prune_heads(self.cfg.refine_prune)
@@ -227,6 +224,11 @@ class OrbitTask(Task[OrbitConfig]):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+        if self.cfg.impose_orbit_at and epoch == self.cfg.impose_orbit_at:
+            # the experiment of impose.py, labelled: after this step, so that the snapshot of epoch
+            # E shows the imposed orbits and training goes on from them
+            self.imposed = impose_orbits(self.model, M_SHIFT)
+            self.optimizer.state.clear()  # the old moments belong to the old weights
 
     def set_hyperparameters(self, lr: float, weight_decay: float) -> None:
         """Set every optimizer group's lr and weight decay (0 in the no_decay group of qk_decay=false)."""
