@@ -103,3 +103,18 @@ def test_a_run_imposes_at_its_epoch_and_says_so():
 def test_impose_orbit_at_must_lie_inside_the_run():
     with pytest.raises(Exception, match="impose_orbit_at must be an epoch"):
         config.resolve(OrbitConfig, sets={"epochs": "100", "impose_orbit_at": "100"})
+
+
+def test_the_rank_cut_keeps_equal_singular_values_together():
+    """A matrix with singular values 5, 2, 2 cut to rank 2 keeps rank 1: half of the equal pair
+    would depend on the SVD's arbitrary basis of their plane (a shift turns one into the other)."""
+    from headmovies.train.orbits.impose import _low_rank
+
+    Q1, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((6, 6)))
+    Q2, _ = np.linalg.qr(np.random.default_rng(1).standard_normal((6, 6)))
+    X = Q1[:, :3] @ np.diag([5.0, 2.0, 2.0]) @ Q2[:, :3].T
+    A, B = _low_rank(X, 2)
+    assert A.shape == (6, 2) and not A[:, 1].any()
+    np.testing.assert_allclose(A @ B.T, 5.0 * np.outer(Q1[:, 0], Q2[:, 0]), atol=1e-12)
+    A, B = _low_rank(X, 3)
+    np.testing.assert_allclose(A @ B.T, X, atol=1e-12)

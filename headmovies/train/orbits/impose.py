@@ -17,7 +17,8 @@ shifting by m s):
    reached from slot 0 by the shift s_k = k (omega / g)^-1 mod N (g = gcd(omega, n)).
 3. Template: the mean of the members' circuits shifted back to slot 0 (T_-s M T_s, T_-ms R T_s),
    averaged over the stabiliser N Z_n, QK rows and OV columns centred (the softmax gauges),
-   each cut to rank d_head (its largest singular values).
+   each cut to rank d_head (its largest singular values; where the cut would split equal
+   singular values, which the stabiliser's shifts turn into each other, below them).
 4. Each member gets the template shifted to its slot, written back into its weights:
    W_Q, W_K from the QK factors through pinv(W_E), W_V through pinv(W_E) and W_O through
    pinv(W_U) (balanced square-root factors of the SVD). W_E and W_U are left as they are.
@@ -49,10 +50,18 @@ def _shift(X: np.ndarray, a: int, b: int) -> np.ndarray:
 
 
 def _low_rank(X: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
-    """(A [n, r], B [n', r]) with A B^T the best rank-r approximation of X, balanced factors."""
+    """(A [n, r], B [n', r]) with A B^T the best approximation of X of rank at most r that keeps
+    every singular value equal to the last one kept (a cut through equal singular values would
+    pick one direction of a pair that a shift rotates into each other, breaking the orbit);
+    balanced square-root factors, zero columns where the rank is below r."""
     U, S, Vt = np.linalg.svd(X)
-    root = np.sqrt(S[:r])
-    return U[:, :r] * root, Vt[:r].T * root
+    k = min(r, len(S))
+    while 0 < k < len(S) and S[k - 1] - S[k] <= 1e-6 * S[0]:
+        k -= 1
+    root = np.sqrt(S[:k])
+    A, B = np.zeros((X.shape[0], r)), np.zeros((X.shape[1], r))
+    A[:, :k], B[:, :k] = U[:, :k] * root, Vt[:k].T * root
+    return A, B
 
 
 def frequency_groups(M: np.ndarray, R: np.ndarray) -> dict[int, list[int]]:
