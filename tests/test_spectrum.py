@@ -158,3 +158,35 @@ def test_the_sweep_summary_carries_each_group_s_spectrum_in_brief():
     brief = {b["omega"]: b for b in orbit_summary(M, R, N, MS)["spectrum"]}
     assert brief[6] == {"omega": 6, "heads": 4, "low": 0.3333, "high": None, "r_max": 1.0}
     assert brief[2]["heads"] == 12 and brief[2]["low"] < 1e-9 and brief[2]["high"] < 1e-9
+
+
+def test_a_run_trained_with_a_score_scale_reports_the_amplitude_its_softmax_sees(tmp_path):
+    """The same weights stored with config score_scale=2: every r doubles, in the check, the
+    one pass over the snapshots and the sweep summary; the moments do not change."""
+    from headmovies.render.orbits.check_run import run_report
+    from headmovies.render.orbits.stream import collect
+    from headmovies.render.orbits.summary import sweep_summary
+    from headmovies.runfile.reader import Run
+
+    from equivariant import equivariant_run
+
+    epochs = np.array([0, 100])
+    plain = equivariant_run(tmp_path / "plain.h5", epochs, orbit_sizes=(4,), extra_heads=1)
+    scaled = equivariant_run(
+        tmp_path / "scaled.h5", epochs, orbit_sizes=(4,), extra_heads=1, config={"score_scale": 2.0}
+    )
+    out = {}
+    for name, path in (("plain", plain), ("scaled", scaled)):
+        with Run(path) as run:
+            out[name] = (
+                run_report(run).groups,
+                collect(run, (), check=True).groups[-1],
+                sweep_summary(run)["spectrum"],
+            )
+    for a, b in zip(out["plain"][0], out["scaled"][0]):
+        np.testing.assert_allclose(b.r, 2 * a.r, rtol=1e-12)
+        np.testing.assert_array_equal(b.spectrum, a.spectrum)
+    for a, b in zip(out["plain"][1], out["scaled"][1]):
+        np.testing.assert_allclose(b.r, 2 * a.r, rtol=1e-12)
+    for a, b in zip(out["plain"][2], out["scaled"][2]):
+        assert b["r_max"] == pytest.approx(2 * a["r_max"], rel=1e-3)

@@ -13,11 +13,18 @@ import numpy as np
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.circuits import circuits
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
+from headmovies.render.orbits.spectrum import scale_amplitudes
 
 if TYPE_CHECKING:
     from headmovies.runfile.reader import Run
 
 CIRCUIT_NAMES = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")
+
+
+def score_scale_of(run: Run) -> float:
+    """The run's attention score scale (orbit config key score_scale; 1 when not stored): the
+    softmax sees score_scale times the QK circuit of the weights."""
+    return float((run.config or {}).get("score_scale", 1.0) or 1.0)
 
 
 def snapshot_index(run: Run, epoch: int | None) -> int:
@@ -74,5 +81,6 @@ def run_report(
     t = snapshot_index(run, epoch)
     M, R = snapshot_circuits(run, t)
     report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol, gauge=gauge)
+    scale_amplitudes(report.groups, score_scale_of(run))
     report.epoch = int(run.epochs[t])
     return report

@@ -105,6 +105,16 @@ class FrequencyGroup:
         )
 
 
+def scale_amplitudes(groups: list[FrequencyGroup], score_scale: float) -> list[FrequencyGroup]:
+    """The groups with r multiplied by `score_scale` (in place; returned): a run trained with the
+    config key score_scale attends with score_scale times the scores its weights give, and
+    r is the amplitude its softmax sees. Circuits from the weights alone leave it out."""
+    if score_scale != 1.0:
+        for g in groups:
+            g.r = g.r * score_scale
+    return groups
+
+
 def stabiliser_odd(X: np.ndarray, n: int, order: int, c: int) -> np.ndarray:
     """float [H]: ||X_h - P X_h|| / ||X_h|| for X [H, n, n] (0 for a zero X_h), P the mean over
     the stabiliser shifts s = 0, order, 2 order, ... of T_cs X T_s^-1 (c = 1 for QK, m for OV)."""

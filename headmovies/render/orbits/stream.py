@@ -34,9 +34,9 @@ from headmovies.render.core.circuits import (
 )
 from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
-from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of
+from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of, score_scale_of
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
-from headmovies.render.orbits.spectrum import FrequencyGroup
+from headmovies.render.orbits.spectrum import FrequencyGroup, scale_amplitudes
 from headmovies.runfile.reader import Run
 
 CHUNK = 32  # snapshots per HDF5 read
@@ -91,6 +91,7 @@ def final_snapshot(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL) -> Fi
     if M is not None and R is not None and all(k in w for k in CIRCUIT_NAMES):
         n, m = group_of(run)
         report = check_orbits(M, R, n, m, tol, dead_tol)
+        scale_amplitudes(report.groups, score_scale_of(run))
         report.epoch = int(run.epochs[t])
     return FinalSnapshot(t, int(run.epochs[t]), w, M, R, report)
 
@@ -129,6 +130,7 @@ def snapshot_facts(
     kinds = {p.circuit for p in panels} | ({"qk", "ov"} if check else set())
     names = sorted({w for k in kinds for w in CIRCUIT_WEIGHTS[k]} | (set(CIRCUIT_NAMES) if factors else set()))
     group = group_of(run) if check else None
+    score_scale = score_scale_of(run)
     idx = np.arange(len(run)) if indices is None else np.asarray(indices, np.int64)
     cached = final if final is not None and final.index in idx else None
     read = idx[idx != cached.index] if cached is not None else idx
@@ -142,11 +144,22 @@ def snapshot_facts(
                 else None
             )
             yield _facts(
-                cached.index, cached.epoch, cached.weights, circ, report, panels, kinds, group, factors, tol, dead_tol
+                cached.index,
+                cached.epoch,
+                cached.weights,
+                circ,
+                report,
+                panels,
+                kinds,
+                group,
+                factors,
+                tol,
+                dead_tol,
+                score_scale,
             )
         else:
             _, (epoch, w) = next(weights)
-            yield _facts(int(t), epoch, w, {}, None, panels, kinds, group, factors, tol, dead_tol)
+            yield _facts(int(t), epoch, w, {}, None, panels, kinds, group, factors, tol, dead_tol, score_scale)
 
 
 def _facts(
@@ -161,6 +174,7 @@ def _facts(
     factors: bool,
     tol: float,
     dead_tol: float,
+    score_scale: float = 1.0,
 ) -> Snapshot:
     """One snapshot's facts from its weights `w` (and any circuits or report already computed);
     its orbit report when `group` ((n, m) of the run) is given."""
@@ -174,6 +188,7 @@ def _facts(
         coords = np.stack([irrep_coordinate(centred[p.circuit], p.u, p.v) for p in panels])  # [P, H]
     if group is not None and report is None:
         report = check_orbits(circ["qk"], circ["ov"], *group, tol, dead_tol)
+        scale_amplitudes(report.groups, score_scale)  # r as the run's softmax sees it
         report.epoch = int(epoch)
     return Snapshot(
         t, int(epoch), coords, report if group is not None else None, circuit_factors(w) if factors else None

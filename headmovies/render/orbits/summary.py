@@ -13,8 +13,8 @@ import numpy as np
 
 from headmovies.render.core.circuits import centre_qk
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
-from headmovies.render.orbits.check_run import group_of, snapshot_circuits
-from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies
+from headmovies.render.orbits.check_run import group_of, score_scale_of, snapshot_circuits
+from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies, scale_amplitudes
 
 
 def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
@@ -26,13 +26,16 @@ def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
     return dict(sorted(groups.items()))
 
 
-def orbit_summary(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL, dead_tol: float = DEAD_TOL) -> dict:
+def orbit_summary(
+    M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL, dead_tol: float = DEAD_TOL, score_scale: float = 1.0
+) -> dict:
     """The orbit check of one snapshot (circuits M, R [H, n, n]) summarised as a JSON-ready
     dict: orbit sizes (largest first), the non-trivial ones, each orbit's worst error and r-free
     stabiliser size, dead and merged head counts, the six smallest per-head worst-shift errors
     of live heads, the largest |centred QK score|, the frequency groups {w: heads}, and for each
     group of two or more heads its orbit spectrum in brief (`spectrum_brief`)."""
     report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol)
+    scale_amplitudes(report.groups, score_scale)  # r as the run's softmax sees it
     live = np.isfinite(report.head_error)
     return {
         "orbit_sizes": [o.size for o in report.orbits],
@@ -81,6 +84,6 @@ def sweep_summary(run) -> dict:
     n, m = group_of(run)
     t = len(run) - 1
     M, R = snapshot_circuits(run, t)
-    summary = orbit_summary(M, R, n, m)
+    summary = orbit_summary(M, R, n, m, score_scale=score_scale_of(run))
     summary["groups"] = {str(w): count for w, count in summary["groups"].items()}
     return {"epoch": int(run.epochs[t]), "outcome": outcome(summary), **summary}
