@@ -110,6 +110,28 @@ def test_viewer_opens_from_file_offline(viewer, open_page):
     assert (shot < 0.9).any(axis=-1).mean() > 0.002  # dots and trails drawn, not a blank square
 
 
+def test_the_frequency_groups_panel_shows_the_python_spectrum(viewer, open_page):
+    """At the last snapshot the panel lists every frequency group of the orbit check's report
+    with its orbit spectrum to 3 decimals (the exact orbits' groups at 0.000)."""
+    from headmovies.render.orbits.check_run import run_report
+    from headmovies.runfile.reader import Run
+
+    run, result = viewer
+    with Run(run) as r:
+        report = run_report(r)
+    page, errors = open_page(result.path.as_uri())
+    ready(page)
+    assert "|μ̂_k|/Σ|ρ|" in page.inner_text("#groups")
+    for _ in range(len(EPOCHS) - 1):
+        page.keyboard.press("ArrowRight")
+    assert page.inner_text("#epoch") == f"epoch {EPOCHS[-1]:,}"
+    assert page.locator("#groups li").count() == len(report.groups)
+    for g in report.groups:
+        text = page.inner_text(f"#groups li[data-omega='{g.omega}'] .spectrum")
+        assert text.endswith(": " + " ".join(f"{v:.3f}" for v in g.spectrum)), (g.omega, text)
+    assert errors == []
+
+
 def test_scrubbing_puts_each_dot_where_the_python_projection_does(viewer, open_page):
     run, result = viewer
     page, errors = open_page(result.path.as_uri())

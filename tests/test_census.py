@@ -82,6 +82,53 @@ def _row(seed, early, final, orbits, epochs=1000, n=24):
     }
 
 
+def test_tables_of_old_and_new_rows_show_spectrum_marginal_and_near_misses():
+    """A version-5 row with a marginal square, a near-miss pair and a deformed group beside a
+    version-4 row (no spectrum): the tables show the numbers and say what the old row lacks."""
+    new = {
+        **_row(
+            0,
+            [6] * 4,
+            [6] * 4 + [12, 12],
+            [{"size": 4, "omega": 6, "worst": 0.019, "locked_in": 900, "marginal": True}],
+        ),
+        "near_misses": [{"size": 2, "omega": 12, "heads": [4, 5], "worst": 0.020006}],
+        "groups": [
+            {
+                "omega": 6,
+                "order": 4,
+                "n_heads": 4,
+                "spectrum": [0.0, 0.001, 0.0],
+                "r": [1.2, 1.4],
+                "odd_qk": 0.002,
+                "odd_ov": 0.001,
+            },
+            {
+                "omega": 2,
+                "order": 12,
+                "n_heads": 12,
+                "spectrum": [0.009, 0.025, 0.011, 0.23, 0.21, 0.41] + [0.1] * 5,
+                "r": [0.3, 1.6],
+                "odd_qk": 0.23,
+                "odd_ov": 0.05,
+            },
+        ],
+        "train_acc": 1.0,
+    }
+    old = {**_row(1, [6] * 4, [6] * 4, [{"size": 4, "omega": 6, "worst": 0.001, "locked_in": 800}]), "train_acc": 1.0}
+    structure = C.structure_table([new, old])
+    assert (
+        "| r | 4 | 6 | 2 | 0, 1 | 1.00 [0.10, 1.90] % | 1 (0) | 850 [800, 900] | 100.0 [100.0, 100.0] % |" in structure
+    )
+    assert C.near_miss_list([new, old]) == "- r: seed 0: 2 at ω 12, 2.001 %"
+    spectrum = C.spectrum_table([new, old])
+    assert (
+        "| r | 2 | 12 | 1 | 12 [12, 12] | 0.025 [0.025, 0.025] | 0.410 [0.410, 0.410] | 1.60 [1.60, 1.60] " in spectrum
+    )
+    assert "| r | 6 | 4 | 1 | 4 [4, 4] | 0.001 [0.001, 0.001] | – |" in spectrum
+    assert "1 rows of an older census version carry no spectrum" in spectrum
+
+
 def test_screen_counts_kept_frequencies_recall_and_precision():
     # seed 0: 4 heads at w = 6 from epoch 500 on, and they form a 4-orbit; a dead head revives
     # seed 1: 4 heads at w = 6 at epoch 500, one moves to w = 3 by the end: no orbit
@@ -136,8 +183,13 @@ def test_census_of_known_orbits_and_rebuild_from_rows(tmp_path, capsys):
             assert o["locked_in"] == 900
             # an orbit of k heads lives at a frequency that k shifts turn a whole number of times
             assert o["size"] * o["omega"] % 24 == 0
-            assert o["worst"] < 1e-4
+            assert o["worst"] < 1e-4 and o["marginal"] is False
     assert sorted(first["omega"]) == ["1000", "300", "500", "700"]
+    # the final frequency groups: one per frequency of the live heads, each head in one
+    assert sum(g["n_heads"] for g in first["groups"]) == sum(w != 0 for w in first["omega"]["1000"])
+    assert first["near_misses"] == []
+    for g in first["groups"]:
+        assert len(g["spectrum"]) == g["order"] - 1 and g["r"][0] <= g["r"][1]
     assert first["phase2_start"] == 600 and first["epochs"] == 1000 and first["train_acc"] == 1.0
     md = (out / "census.md").read_text()
     assert [r["outcome_bias_gauge"] for r in rows] == ["12+4", "4+2", "12+4", "none"]  # exact: both gauges agree
@@ -188,11 +240,11 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     # rows of an older version (here: 2, before the bias gauge) are recomputed, not refused
     old = {k: v for k, v in census_rows.read_census_rows(out / "census.jsonl")[0].items() if "bias_gauge" not in k}
     (out / "census.jsonl").write_text(json.dumps({**old, "version": 2}) + "\n")
-    with pytest.raises(UserError, match="holds census rows of version 2, this headmovies writes 4"):
+    with pytest.raises(UserError, match="holds census rows of version 2, this headmovies reads 4, 5"):
         census_rows.read_census_rows(out / "census.jsonl")
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 0
     row = census_rows.read_census_rows(out / "census.jsonl")[0]
-    assert row["version"] == 4 and row["outcome_bias_gauge"] == row["outcome"] == "2"
+    assert row["version"] == 5 and row["outcome_bias_gauge"] == row["outcome"] == "2"
 
 
 @pytest.mark.slow

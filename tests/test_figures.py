@@ -31,7 +31,7 @@ def eq_run(tmp_path_factory):
 def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
     out = tmp_path / "figs"
     assert main(["orbits", "figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
-    names = ["curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress"]
+    names = ["curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress", "orbit_spectrum"]
     for name in names:
         png = imread(out / f"{name}.png")
         assert png.ndim == 3 and min(png.shape[:2]) > 200
@@ -94,9 +94,19 @@ def test_orbits_command(eq_run, capsys):
     assert main(["orbits", "check", str(eq_run), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [o["size"] for o in data["orbits"]] == [12, 4] and data["tol"] == 0.02
+    assert [o["marginal"] for o in data["orbits"]] == [False, False] and data["near_misses"] == []
+    # the frequency groups: every live head in one; a group holding only an exact orbit's heads
+    # has a zero spectrum of N_w - 1 moments
+    groups = data["frequency_groups"]
+    assert sorted(h for g in groups for h in g["heads"]) == list(range(20))
+    for g in groups:
+        assert len(g["spectrum"]) == g["order"] - 1 and len(g["r"]) == len(g["heads"])
+        if set(g["heads"]) <= set(range(16)) and len(g["heads"]) % g["order"] == 0:
+            assert max(g["spectrum"]) < 1e-4
     assert main(["orbits", "check", str(eq_run), "--epoch", "100"]) == 0
     text = capsys.readouterr().out
     assert "epoch 100" in text and "no verified orbit" in text and "in no orbit: 20 heads" in text
+    assert "frequency group w = " in text and "spectrum |mu_k|/sum|rho|" in text
 
 
 @pytest.mark.parametrize(
@@ -121,7 +131,7 @@ def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):
 
 def test_panels_for_run(eq_run, tmp_path):
     """The movie's panel choice: one orbit check of the final snapshot serves default and auto."""
-    from headmovies.render.orbits.check import run_report, snapshot_circuits
+    from headmovies.render.orbits.check_run import run_report, snapshot_circuits
     from headmovies.render.orbits.panel_choice import SOURCE_PANELS, auto_panels, resolve_panels
     from headmovies.render.orbits.stream import final_snapshot
 

@@ -310,3 +310,21 @@ def test_figcaption_of_an_unfinished_run_says_so(tmp_path):
         live = figcaption(RunInfo.of(run), 16, None, [], [], 24)
     assert "trained 600 epochs so far (of 1,200; the run is unfinished)" in live and "At the last snapshot: " in live
     assert "so far" not in done and "At the end: " in done
+
+
+def test_an_imposed_orbit_run_says_so_in_header_caption_and_timeline(tmp_path):
+    from headmovies.render.orbits.captions import figcaption, header_text
+    from headmovies.render.orbits.events import training_events
+    from headmovies.render.orbits.stream import RunInfo
+
+    path = equivariant_run(tmp_path / "imposed.h5", EPOCHS, config={**CONFIG, "impose_orbit_at": 400})
+    with Run(path) as run:
+        info = RunInfo.of(run)
+    assert "orbits imposed at epoch 400 (projected, not emergent)" in header_text(info, 24, 2, 16, 250)
+    caption = figcaption(info, 16, None, [], [], 24)
+    assert "An experiment: orbits imposed at epoch 400" in caption and "At epoch 400 orbits imposed:" in caption
+    assert [e.label for e in training_events(info.config) if e.epoch == 400] == ["orbits imposed"]
+    plain = equivariant_run(tmp_path / "plain.h5", EPOCHS, config=CONFIG)
+    with Run(plain) as run:
+        info = RunInfo.of(run)
+    assert "imposed" not in header_text(info, 24, 2, 16, 250) + figcaption(info, 16, None, [], [], 24)

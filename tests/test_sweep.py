@@ -22,7 +22,7 @@ from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.orbits import summary as orbits_summary
-from headmovies.render.orbits.check import run_report
+from headmovies.render.orbits.check_run import run_report
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.reader import Run
 from headmovies.sweeps import plan as P
@@ -197,6 +197,9 @@ def test_plan_and_jobs(tmp_path):
     assert [len(j.runs) for j in P.make_jobs(plan, workers=8, batch=1)] == [1] * 6
     big = P.make_plan("orbits", tmp_path / "sw", [0, 1], [], {})  # the default model: one run per job
     assert [j.batched for j in P.make_jobs(big, workers=1)] == [False, False]
+    # a lever of issue #32 (not implemented by batched training): every run alone, even with --batch
+    lever = P.make_plan("orbits", tmp_path / "sw", [0, 1, 2], [], {"p": "5", "n_heads": "3", "qk_decay": "false"})
+    assert [(len(j.runs), j.batched) for j in P.make_jobs(lever, workers=1, batch=3)] == [(1, False)] * 3
 
 
 # --- the sweep -------------------------------------------------------------------------------------

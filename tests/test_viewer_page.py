@@ -360,3 +360,38 @@ def test_snapshots_grow_and_say_what_each_head_is(js):
     assert got["counts"] == [0, 1, 1] and got["at"] == 1 and got["orbit"] == 3e-7 and got["none"] is None
     assert got["rows"] == np.concatenate([rows0[:1], rows1]).ravel().tolist() and set(got["codes"]) == {3}
     assert got["coords"] == [0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7]
+
+
+def test_frequency_groups_in_words(js):
+    """A deformed square (moments 1/3) and an exact pair, as viewer.group_words writes them."""
+    from headmovies.render.orbits.spectrum import FrequencyGroup
+    from headmovies.render.orbits.viewer import group_words
+
+    square = FrequencyGroup(
+        6,
+        4,
+        [0, 1, 2, 3],
+        np.full(3, 1 / 3),
+        np.array([1.0, 1.25]),
+        np.zeros(2),
+        np.ones(2),
+        np.array([0.6, 0]),
+        np.zeros(2),
+    )
+    pair = FrequencyGroup(
+        12, 2, [4, 5], np.zeros(1), np.array([0.8, 0.8]), np.zeros(2), np.ones(2), np.zeros(2), np.zeros(2)
+    )
+    words = js("arg.map(M.groups.groupWords)", [group_words(square), group_words(pair)])
+    assert words[0] == {
+        "omega": 6,
+        "title": "ω = 6 (orbit size 4): 4 heads 0, 1, 2, 3",
+        "spectrum": "|μ̂_k|/Σ|ρ|, k = 1..3: 0.333 0.333 0.333",
+        "detail": "score amplitude r 1.00–1.25 · stabiliser-odd QK ≤ 60.0 %, OV ≤ 0.0 %",
+        "exact": False,
+    }
+    assert words[1]["exact"] is True and words[1]["spectrum"] == "|μ̂_k|/Σ|ρ|, k = 1..1: 0.000"
+    assert js("[[0.0197, 0.02], [0.0179, 0.02], [0.022, 0.02]].map(([x, t]) => M.heads.marginal(x, t))") == [
+        True,
+        False,
+        True,
+    ]

@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from headmovies.render.orbits.check import run_report
+    from headmovies.render.orbits.check_run import run_report
     from headmovies.runfile.reader import Run
 
     with Run(args.run) as r:

@@ -26,6 +26,14 @@ matched to the nearest head; a set of heads is a verified orbit when every shift
 of its heads onto a head of the set within --tol (relative Frobenius norm, QK and OV each).
 Heads with the same centred QK circuit are merged (their OV summed); heads with negligible OV
 are dead and set apart.
+An orbit whose worst error is within a tenth of --tol of it (1.8-2.2 % at 2 %) is marked
+marginal; sets that miss --tol by less than that are listed as near misses (not orbits).
+Also prints each frequency group's orbit spectrum: for the live heads whose dominant QK
+frequency is w (an orbit there has N = n/gcd(w, n) heads), |mu_k|/sum|rho_h| for k = 1..N-1
+with mu_k = sum_h |rho_h| e^(i k phi_h) (all 0 on an exact orbit), each head's QK score
+amplitude r and its stabiliser-odd fractions (docs/math.md, "Orbit spectrum"). The training
+levers that aim at these (score_scale, qk_decay, qk_init, frozen_embed, impose_orbit_at;
+`headmovies train orbits --set KEY=VALUE`) are in docs/experiments.md, "Levers".
 Prints a short text, or JSON with --json. Definition: docs/math.md, "Orbit check"."""
 
 MOVIE = f"""\

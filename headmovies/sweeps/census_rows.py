@@ -4,7 +4,7 @@ finished run of the orbit sweeps, in DIR/census.jsonl.
 Input: sweep folders of the orbit experiment (`headmovies sweep orbits --out DIR`), one per
 recipe (the folder's name). For every finished run the run file is read once: the orbit
 check runs on every snapshot (`stream.orbit_history`), and each live head's frequency ω (the
-key frequency holding most of its centred QK power, `summary.head_frequencies`) is read at a
+key frequency holding most of its centred QK power, `spectrum.head_frequencies`) is read at a
 few early "screen" epochs and at the end. A row keeps what the tables (`census_tables`) and the
 figure (`census_figure`) need, so they can be rebuilt from the rows alone (`--rows`) once the
 run files are gone.
@@ -21,17 +21,20 @@ from pathlib import Path
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.circuits import circuits
 from headmovies.render.core.outputs import atomic, write_text
-from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_orbits, group_of, sig6
+from headmovies.render.orbits.check import DEAD_TOL, TOL, check_orbits, is_marginal, sig6
+from headmovies.render.orbits.check_run import CIRCUIT_NAMES, group_of, score_scale_of
+from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies, scale_amplitudes
 from headmovies.render.orbits.stream import orbit_history
-from headmovies.render.orbits.summary import head_frequencies
 from headmovies.runfile.reader import Run
 from headmovies.sweeps.census_provenance import run_provenance, with_provenance
 from headmovies.sweeps.sweep_rows import latest, read_sweep_rows
 
 SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
 Settings = dict[str, dict | None]  # {recipe: its fixed settings (--set), None: not recorded}
-ROW_VERSION = 4  # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
-# 6 significant digits, as `orbits check --json` (5 decimals rounded twice in tables)
+ROW_VERSION = 5  # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
+# 6 significant digits, as `orbits check --json` (5 decimals rounded twice in tables); 5: adds
+# each orbit's "marginal", the near misses and the final frequency groups' orbit spectrum
+READ_VERSIONS = (4, 5)  # versions whose rows still read (the tables leave out what they lack)
 
 
 def census_row(
@@ -64,6 +67,8 @@ def census_row(
             w[hist.dead[t]] = 0
             omega[str(e)] = [int(v) for v in w]
         bias = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol, gauge="bias")  # c: the last snapshot's
+        last = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol)
+        scale_amplitudes(last.groups, score_scale_of(run))
         cfg = run.config
         complete = run.complete
         provenance = run_provenance(run)
@@ -75,7 +80,14 @@ def census_row(
             continue
         ws = Counter(final[h] for h in heads).most_common(1)[0][0]
         orbits.append(
-            {"size": size, "omega": ws, "heads": list(heads), "worst": sig6(worst), "locked_in": hist.locked_in(heads)}
+            {
+                "size": size,
+                "omega": ws,
+                "heads": list(heads),
+                "worst": sig6(worst),
+                "marginal": is_marginal(worst, tol),
+                "locked_in": hist.locked_in(heads),
+            }
         )
     bias_orbits = [
         {
@@ -85,6 +97,16 @@ def census_row(
             "worst": sig6(o.worst_error),
         }
         for o in bias.orbits
+        if o.size >= 2
+    ]
+    near = [
+        {
+            "size": o.size,
+            "omega": Counter(final[h] for h in o.heads).most_common(1)[0][0],
+            "heads": list(o.heads),
+            "worst": sig6(o.worst_error),
+        }
+        for o in last.near_misses
         if o.size >= 2
     ]
     refine = int(cfg.get("refine_start", 0) or 0)
@@ -105,6 +127,8 @@ def census_row(
         "phase2_start": refine if 0 < refine < int(cfg.get("epochs", epochs[-1])) else None,
         "outcome": "+".join(str(o["size"]) for o in orbits) or "none",
         "orbits": orbits,
+        "near_misses": near,  # orbits that miss the tolerance by less than a tenth of it
+        "groups": [group_row(g) for g in last.groups],  # the final frequency groups' orbit spectrum
         "n_dead": int(hist.dead[-1].sum()),
         "outcome_bias_gauge": "+".join(str(o["size"]) for o in bias_orbits) or "none",
         "orbits_bias_gauge": bias_orbits,
@@ -112,6 +136,22 @@ def census_row(
         "seconds": sweep_row.get("seconds"),
         "omega": omega,
         "provenance": provenance,  # which code and machine made it, when (census_provenance)
+    }
+
+
+def group_row(g: FrequencyGroup) -> dict:
+    """A frequency group in a census row: omega, order N, head count, spectrum |mu_k| / sum |rho|
+    (k = 1..N-1), the heads' score amplitude r [min, max] and largest stabiliser-odd fractions
+    (4 significant digits; `spectrum.orbit_spectrum`)."""
+    d = g.to_dict()
+    return {
+        "omega": g.omega,
+        "order": g.order,
+        "n_heads": len(g.heads),
+        "spectrum": d["spectrum"],
+        "r": [min(d["r"]), max(d["r"])],
+        "odd_qk": max(d["odd_qk"]),
+        "odd_ov": max(d["odd_ov"]),
     }
 
 
@@ -176,7 +216,7 @@ def collect(
     row of `old` if it has one (as a deleted file does), else is left out. A listed run with
     neither file nor old row is reported there too."""
     old = list(old)
-    cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
+    cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}  # older: recomputed
     todo: list[tuple[Path, str, dict]] = []
     settings: Settings = {}
     listed: set[tuple[str, str]] = set()
@@ -230,12 +270,12 @@ def collect(
                 f"{recipe} folder now has {json.dumps(settings[recipe])}: give another --out for a "
                 "census of the new settings"
             )
-        versions = {r["version"] for r in theirs} - {ROW_VERSION}
+        versions = {r["version"] for r in theirs} - set(READ_VERSIONS)
         if versions:
             raise UserError(
-                f"{where} are of row version {min(versions)}, this headmovies writes {ROW_VERSION}, "
-                "and their run files are not here to recompute them: run the census where the run "
-                "files are, or give another --out"
+                f"{where} are of row version {min(versions)}, this headmovies reads "
+                f"{', '.join(map(str, READ_VERSIONS))}, and their run files are not here to recompute "
+                "them: run the census where the run files are, or give another --out"
             )
         epochs = {tuple(r["screen_epochs"]) for r in theirs} - {tuple(sorted(screen_epochs))}
         if epochs:
@@ -252,8 +292,9 @@ ROW_KEYS = {"version", "recipe", "seed", "run", "n", "epochs", "outcome", "orbit
 
 def read_census_rows(path: Path, any_version: bool = False) -> list[dict]:
     """Census rows of a census.jsonl. UserError if unreadable or not census rows (e.g. a
-    sweep.jsonl given by mistake), or rows of another ROW_VERSION unless `any_version` (the
-    cache of `collect`, which recomputes them)."""
+    sweep.jsonl given by mistake), or rows of a version not in READ_VERSIONS unless `any_version`
+    (the cache of `collect`, which recomputes them). Rows of an older readable version lack
+    what later versions added (version 4: no spectrum, marginal or near misses); the tables say so."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -271,10 +312,10 @@ def read_census_rows(path: Path, any_version: bool = False) -> list[dict]:
                 f"{path} line {i} is not a census row (written by `headmovies orbits census`, "
                 "census.jsonl; a sweep's sweep.jsonl is read through its folder)"
             )
-        if row["version"] != ROW_VERSION and not any_version:
+        if row["version"] not in READ_VERSIONS and not any_version:
             raise UserError(
-                f"{path} holds census rows of version {row['version']}, this headmovies writes "
-                f"{ROW_VERSION}: rerun the census on the sweep folders"
+                f"{path} holds census rows of version {row['version']}, this headmovies reads "
+                f"{', '.join(map(str, READ_VERSIONS))}: rerun the census on the sweep folders"
             )
     return rows
 

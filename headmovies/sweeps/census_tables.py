@@ -110,15 +110,82 @@ def outcome_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def _marginal(items: list[tuple[dict, dict]]) -> str:
+    """How many of these orbits are marginal: 'k' or 'k (seeds a, b)'; '–' for rows before version 5."""
+    known = [(r, o) for r, o in items if "marginal" in o]
+    if not known:
+        return "–"
+    seeds = sorted({r["seed"] for r, o in known if o["marginal"]})
+    return f"{len(seeds) and sum(o['marginal'] for _, o in known)}" + (
+        f" ({', '.join(map(str, seeds))})" if seeds else ""
+    )
+
+
+def near_miss_list(rows: list[dict]) -> str:
+    """Per recipe, orbits that miss the tolerance by less than a tenth of it (not counted as
+    orbits), as 'seed: size at ω, worst error'; empty when none (or rows before version 5)."""
+    out = []
+    for recipe, rs in by_recipe(rows).items():
+        misses = [
+            f"seed {r['seed']}: {o['size']} at ω {o['omega']}, {100 * o['worst']:.3f} %"
+            for r in rs
+            for o in r.get("near_misses", [])
+        ]
+        if misses:
+            out.append(f"- {recipe}: " + "; ".join(misses))
+    return "\n".join(out)
+
+
+def _low_high(spectrum: list) -> tuple[float | None, float | None]:
+    """(max |mu_k| / sum |rho| over k = 1..3, over k >= 4); None where there is no such k."""
+    s = [v for v in spectrum if v is not None]
+    return (max(s[:3]) if s[:3] else None, max(s[3:]) if s[3:] else None)
+
+
+def spectrum_table(rows: list[dict]) -> str:
+    """Per recipe and frequency ω of the final snapshot's frequency groups of two or more heads:
+    how many groups (seeds), heads, the low (k ≤ 3) and high (k ≥ 4) orbit spectrum, the score
+    amplitude r and the stabiliser-odd fractions (median [min, max] over groups). Rows before
+    version 5 carry no spectrum and are left out (counted in the last line)."""
+    out = [
+        (
+            "| recipe | ω | orbit size N_ω | groups | heads | max_{k≤3} |μ̂_k|/Σ|ρ| | max_{k≥4} |μ̂_k|/Σ|ρ| "
+            "| score amplitude r (max of the group) | stabiliser-odd QK | stabiliser-odd OV |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    old = 0
+    for recipe, rs in by_recipe(rows).items():
+        kinds: dict[int, list[dict]] = {}
+        for r in rs:
+            if "groups" not in r:
+                old += 1
+                continue
+            for g in r["groups"]:
+                if g["n_heads"] >= 2:
+                    kinds.setdefault(g["omega"], []).append(g)
+        for w, gs in sorted(kinds.items()):
+            low_high = [_low_high(g["spectrum"]) for g in gs]
+            out.append(
+                f"| {recipe} | {w} | {gs[0]['order']} | {len(gs)} | {_spread([g['n_heads'] for g in gs], '.0f')} "
+                f"| {_spread([lo for lo, _ in low_high], '.3f')} | {_spread([hi for _, hi in low_high], '.3f')} "
+                f"| {_spread([g['r'][1] for g in gs], '.2f')} "
+                f"| {_spread([g['odd_qk'] for g in gs], '.3f')} | {_spread([g['odd_ov'] for g in gs], '.3f')} |"
+            )
+    if old:
+        out.append(f"\n{old} rows of an older census version carry no spectrum (rerun the census on their sweeps).")
+    return "\n".join(out)
+
+
 def structure_table(rows: list[dict]) -> str:
     """Every verified orbit by recipe, size and frequency: how many, on which seeds, their
     worst errors and lock-in epochs."""
     out = [
         (
-            "| recipe | orbit size | ω (r) | orbits | seeds | worst error | locked in at epoch "
-            "| train acc of those seeds |"
+            "| recipe | orbit size | ω (r) | orbits | seeds | worst error | marginal (within a tenth of the tolerance) "
+            "| locked in at epoch | train acc of those seeds |"
         ),
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for recipe, rs in by_recipe(rows).items():
         kinds: dict[tuple[int, int], list[tuple[dict, dict]]] = {}
@@ -126,12 +193,13 @@ def structure_table(rows: list[dict]) -> str:
             for o in r["orbits"]:
                 kinds.setdefault((o["size"], o["omega"]), []).append((r, o))
         if not kinds:
-            out.append(f"| {recipe} | none | | 0 | | | | |")
+            out.append(f"| {recipe} | none | | 0 | | | | | |")
         for (size, w), items in sorted(kinds.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
             seeds = sorted({r["seed"] for r, _ in items})
             out.append(
                 f"| {recipe} | {size} | {w} | {len(items)} | {', '.join(map(str, seeds))} "
                 f"| {_spread([100 * o['worst'] for _, o in items], '.2f')} % "
+                f"| {_marginal(items)} "
                 f"| {_spread([o['locked_in'] for _, o in items], '.0f')} "
                 f"| {_spread([100 * r['train_acc'] for r, _ in items], '.1f')} % |"
             )
@@ -295,6 +363,26 @@ def census_markdown(rows: list[dict], settings: Settings) -> str:
         )
     if rows:
         parts += ["", "## Outcomes", "", outcome_table(rows), "", "## Orbits", "", structure_table(rows), ""]
+        near = near_miss_list(rows)
+        if near:
+            parts += [
+                "Near misses (not orbits: worst error above the tolerance by less than a tenth of it):",
+                "",
+                near,
+                "",
+            ]
+        parts += [
+            "## Orbit spectrum of the final frequency groups",
+            "",
+            (
+                "Per group of live heads at ω: |μ̂_k|/Σ|ρ_h| with μ̂_k = Σ_h |ρ_h| e^{ikφ_h} (0 for every k < N_ω "
+                "on an exact orbit; docs/math.md, 'Orbit spectrum'), the QK score amplitude r and the "
+                "stabiliser-odd fractions. Low k is what the equivariance loss sees."
+            ),
+            "",
+            spectrum_table(rows),
+            "",
+        ]
         agree = agreement_table(rows)
         if agree:
             parts += ["## Recipes compared seed by seed", "", agree, ""]

@@ -276,15 +276,16 @@ class Job:
 
 
 def make_jobs(plan: Plan, workers: int, batch: int | None = None) -> list[Job]:
-    """New runs whose configs can share a batch (`experiments.batching(name).key`) go in batches of at most
+    """New runs whose configs can share a batch (`experiments.batching(name).key`, not None) go in batches of at most
     `batch` runs (default: `max_size`, what pays for the config), cut so that every worker gets
     work; every other run is a job of its own."""
     batching = experiments.batching(plan.experiment)
     groups: dict[tuple, list[PlannedRun]] = {}
     jobs = []
     for r in plan.todo:
-        if r.action == "new" and batching is not None and r.stop_at is None and r.fork_from is None:
-            groups.setdefault(batching.key(r.cfg), []).append(r)
+        key = batching.key(r.cfg) if batching is not None else None  # None: this run trains alone
+        if r.action == "new" and key is not None and r.stop_at is None and r.fork_from is None:
+            groups.setdefault(key, []).append(r)
         else:
             jobs.append(Job(plan.experiment, [r]))
     for runs in groups.values():

@@ -8,7 +8,6 @@ random draw comes from saved generators, a resumed run equals an uninterrupted o
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import torch
 
 from headmovies.errors import RunFileError, plural
 from headmovies.runfile.checkpoint import read_checkpoint, write_checkpoint
+from headmovies.train.config import stored_config
 from headmovies.train.task import Task
 
 KEYS = {"epoch", "task", "torch_rng", "config"}  # what every checkpoint holds
@@ -29,9 +29,7 @@ def save_checkpoint(path: Path, task: Task, epoch: int, then: str = "", torch_rn
     store (default: the current one; batched runs keep one per instance)."""
     buf = io.BytesIO()
     rng = torch.get_rng_state() if torch_rng is None else torch_rng
-    torch.save(
-        {"epoch": epoch, "task": task.state_dict(), "torch_rng": rng, "config": dataclasses.asdict(task.cfg)}, buf
-    )
+    torch.save({"epoch": epoch, "task": task.state_dict(), "torch_rng": rng, "config": stored_config(task.cfg)}, buf)
     write_checkpoint(path, buf.getbuffer(), epoch, then)
 
 

@@ -57,6 +57,9 @@ class TrainConfig:
     switch_epoch: int = 4000
     late_every: int = 100  # ... then every this many epochs to the final epoch
     log_early: bool = False  # also snapshot at epochs 1, 2, 4, ... below early_every
+    # keys added after run files existed: stored (`config_dict`) only when not at their default,
+    # so a run of the defaults writes the same config, and the same file, as before they existed
+    OMIT_AT_DEFAULT: typing.ClassVar[tuple[str, ...]] = ()
 
     def validate(self) -> None:
         """Raise ConfigError if a value is out of range; experiments extend this (and bound their
@@ -159,10 +162,22 @@ def describe(cls: type) -> str:
     return "\n".join(f"  {k} ({t.__name__}, default {getattr(defaults, k)!r})" for k, t in field_types(cls).items())
 
 
+def stored_config(cfg) -> dict:
+    """The config's keys and values as run files and checkpoints store them: the dataclass as a
+    dict, less the keys of its class's OMIT_AT_DEFAULT while at their default (a file without
+    them reads back as the default, and a default run's file is what it was before they existed)."""
+    d = dataclasses.asdict(cfg)
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    for key in getattr(cfg, "OMIT_AT_DEFAULT", ()):
+        if key in d and d[key] == fields[key].default:
+            del d[key]
+    return d
+
+
 def config_dict(cfg) -> dict:
-    """The config as the run file stores it (root attribute `config`): a JSON round trip of the
-    dataclass, so tuples become lists and a dict compares equal to one read back from a file."""
-    return json.loads(json.dumps(dataclasses.asdict(cfg), sort_keys=True))
+    """The config as the run file stores it (root attribute `config`, `stored_config`): a JSON
+    round trip, so tuples become lists and a dict compares equal to one read back from a file."""
+    return json.loads(json.dumps(stored_config(cfg), sort_keys=True))
 
 
 def changed_keys(old: dict, new: dict) -> list[str]:

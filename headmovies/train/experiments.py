@@ -46,12 +46,13 @@ class BatchedRuns(Protocol):
 
 
 class Batching(Protocol):
-    """A batched trainer class: `key(cfg)` (runs with equal keys can share a batch),
-    `max_size(cfg)` (the most runs per batch worth batching), and a `(cfgs, device)` constructor."""
+    """A batched trainer class: `key(cfg)` (runs with equal keys can share a batch; None: the run
+    trains alone), `max_size(cfg)` (the most runs per batch worth batching), and a
+    `(cfgs, device)` constructor."""
 
     def __call__(self, cfgs: list, device: str | torch.device = "cpu") -> BatchedRuns: ...
 
-    def key(self, cfg: TrainConfig) -> tuple: ...
+    def key(self, cfg: TrainConfig) -> tuple | None: ...
 
     def max_size(self, cfg: TrainConfig) -> int: ...
 

@@ -5,7 +5,6 @@ Used by the training loop (`loop.train`) and by batched training (`batch_loop.tr
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import platform
@@ -19,7 +18,7 @@ from headmovies import disk, runfile
 from headmovies.errors import RunFileError, UserError
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.train.checkpoints import save_checkpoint
-from headmovies.train.config import TrainConfig
+from headmovies.train.config import TrainConfig, stored_config
 from headmovies.train.recording import Recording
 from headmovies.train.schedule import config_schedule
 from headmovies.train.task import Task
@@ -75,7 +74,7 @@ def run_attrs(experiment: str, cfg: TrainConfig, task: Task) -> dict:
     return {
         "schema_version": runfile.SCHEMA_VERSION,
         "experiment": experiment,
-        "config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
+        "config": json.dumps(stored_config(cfg), sort_keys=True),
         "seed": cfg.seed,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "versions": json.dumps(_versions(), sort_keys=True),

@@ -5,7 +5,6 @@ so the resumed run equals an uninterrupted one bit for bit (docs/run-file.md, "F
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from headmovies import disk, runfile
 from headmovies.errors import ConfigError, RunFileError, UserError, plural
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.train.checkpoints import load_checkpoint, save_checkpoint
-from headmovies.train.config import TrainConfig, config_dict
+from headmovies.train.config import TrainConfig, config_dict, stored_config
 from headmovies.train.recording import Recording
 from headmovies.train.schedule import config_schedule
 from headmovies.train.task import Task
@@ -107,7 +106,7 @@ def reopen(
             file=sys.stderr,
             flush=True,
         )
-    attrs = {"config": json.dumps(dataclasses.asdict(cfg), sort_keys=True)}
+    attrs = {"config": json.dumps(stored_config(cfg), sort_keys=True)}
     before = int(state["config"]["epochs"])
     if cfg.epochs != before:  # kept: the epochs before `start` ran under that schedule (forks check it)
         with runfile.open_for_reading(out) as f:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from headmovies.render.core.projections import Panel
-from headmovies.render.orbits.events import refine_event, verified_event
+from headmovies.render.orbits.events import imposed_event, refine_event, verified_event
 from headmovies.render.orbits.head_styles import Track
 from headmovies.render.orbits.history import OrbitHistory
 from headmovies.render.orbits.stream import RunInfo
@@ -44,11 +44,21 @@ def task_words(experiment: str, n: int) -> str:
     return f"addition mod {n}" if experiment == "orbits" else f"the {experiment} task"
 
 
+def imposed_words(config: dict) -> str:
+    """'orbits imposed at epoch E' for an imposed-orbit run (config impose_orbit_at), else ''."""
+    at = int(config.get("impose_orbit_at", 0) or 0)
+    return f"orbits imposed at epoch {at:,}" if at > 0 else ""
+
+
 def header_text(info: RunInfo, n: int, m: int, n_heads: int, trail_epochs: float) -> str:
-    """Two lines: the run, and how to read a dot."""
+    """Two lines: the run (an imposed-orbit run says "orbits imposed at epoch E"), and how to
+    read a dot."""
+    imposed = imposed_words(info.config)
     return (
         f"{info.file} ({info.experiment}, seed {info.seed}): {n_heads} heads of one attention layer learning "
-        f"{task_words(info.experiment, n)}; the group C_{n} shifts tokens by s and outputs by {m}s\n"
+        f"{task_words(info.experiment, n)}; the group C_{n} shifts tokens by s and outputs by {m}s"
+        + (f"; {imposed} (projected, not emergent)" if imposed else "")
+        + "\n"
         f"Each dot is one head: X^(u,v), the Fourier coefficient of its QK circuit (query u, key v) or "
         f"OV circuit (output u, input v); trails: last {trail_epochs:g} epochs"
     )
@@ -83,8 +93,16 @@ def figcaption(
         f"Each dot is one head: the Fourier coefficient of its QK or OV circuit in one plane per panel "
         f"({planes}); shifting every token by s turns the dots of an orbit into each other."
     )
-    events = refine_event(cfg, epochs, history) + (
-        [verified_event(tr, history.tol) for tr in tracks] if history is not None else []
+    imposed = imposed_words(cfg)
+    if imposed:
+        parts.append(
+            f"An experiment: {imposed}, each frequency group of fitting size projected onto its nearest exact "
+            "orbit; the orbits after it did not form on their own."
+        )
+    events = (
+        refine_event(cfg, epochs, history)
+        + imposed_event(cfg, epochs)
+        + ([verified_event(tr, history.tol) for tr in tracks] if history is not None else [])
     )
     for epoch in sorted({e.epoch for e in events}):
         parts.append(f"At epoch {epoch:,} " + "; ".join(e.words for e in events if e.epoch == epoch) + ".")

@@ -54,175 +54,42 @@ errors below 1e-4, where that form loses digits, are recomputed from the shifted
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from headmovies.errors import RunFileError, UserError
-from headmovies.render.core.circuits import centre_ov, centre_qk, circuits
+from headmovies.render.core.circuits import centre_ov, centre_qk
+from headmovies.render.orbits.check_report import (
+    DEAD_TOL,
+    GAUGES,
+    M_FLOOR,
+    MARGIN,
+    TOL,
+    Orbit,
+    OrbitReport,
+    format_error,
+    heads,
+    is_marginal,
+    sig6,
+)
+from headmovies.render.orbits.spectrum import orbit_spectrum
 
-if TYPE_CHECKING:
-    from headmovies.runfile.reader import Run
-
-TOL = 0.02  # source 000: "within 2 % in relative Frobenius norm"
-DEAD_TOL = 0.01  # a head whose centred OV norm is below 1 % of the largest head's is dead
-M_FLOOR = 1e-9  # logits: a centred QK circuit this small is uniform attention
-GAUGES = ("spec", "bias")
-
-
-@dataclass
-class Orbit:
-    """One verified orbit.
-
-    units: merged units in shift order: units[k] = k.units[0] for k < size (each a list of
-        original head indices; a unit of more than one head is a merged group).
-    heads: all original heads of the orbit, sorted. size: number of units = n / |stabiliser|.
-    stabiliser: the shifts fixing each member. worst_error: max over members and shifts of e.
-    """
-
-    units: list[list[int]]
-    stabiliser: list[int]
-    worst_error: float
-
-    @property
-    def size(self) -> int:
-        return len(self.units)
-
-    @property
-    def heads(self) -> list[int]:
-        return sorted(h for unit in self.units for h in unit)
-
-
-@dataclass
-class OrbitReport:
-    """Result of `check_orbits`. Shapes use H = number of heads, n = group order.
-
-    orbits: verified orbits, largest first. merged: groups of >= 2 heads merged into one unit
-    (identical centred M_h). dead: heads set apart (negligible OV). unassigned: live heads in
-    no verified orbit. match [n, H] int: for head h and shift s, the head (first of its unit)
-    that s sends h's unit onto (-1 for dead heads). match_error [n, H]: that match's relative
-    error e (NaN for dead heads). head_error [H]: max over s of match_error (NaN if dead).
-    """
-
-    n: int
-    m: int
-    tol: float
-    dead_tol: float
-    n_heads: int
-    orbits: list[Orbit]
-    merged: list[list[int]]
-    dead: list[int]
-    unassigned: list[int]
-    match: np.ndarray
-    match_error: np.ndarray
-    head_error: np.ndarray
-    epoch: int | None = field(default=None)
-    gauge: str = "spec"
-    bias_error: float | None = None
-
-    def to_dict(self) -> dict:
-        """JSON-ready dict: errors to 6 significant digits, NaN written as null."""
-
-        def num(v):
-            return None if not np.isfinite(v) else sig6(v)
-
-        return {
-            "epoch": self.epoch,
-            "n": self.n,
-            "m": self.m,
-            "tol": self.tol,
-            "dead_tol": self.dead_tol,
-            "n_heads": self.n_heads,
-            "gauge": self.gauge,
-            "bias_error": None if self.bias_error is None else num(self.bias_error),
-            "orbits": [
-                {
-                    "size": o.size,
-                    "stabiliser": o.stabiliser,
-                    "worst_error": num(o.worst_error),
-                    "heads": o.heads,
-                    "units": o.units,
-                }
-                for o in self.orbits
-            ],
-            "merged": self.merged,
-            "dead": self.dead,
-            "unassigned": self.unassigned,
-            "head_error": [num(v) for v in self.head_error],
-            "match": self.match.tolist(),
-            "match_error": [[num(v) for v in row] for row in self.match_error],
-        }
-
-    def to_json(self) -> str:
-        """JSON text, one top-level key (and one orbit) per line."""
-        lines = []
-        for key, value in self.to_dict().items():
-            if key == "orbits" and value:
-                value = "[\n  " + ",\n  ".join(json.dumps(o) for o in value) + "\n ]"
-            else:
-                value = json.dumps(value)
-            lines.append(f" {json.dumps(key)}: {value}")
-        return "{\n" + ",\n".join(lines) + "\n}"
-
-    def text(self) -> str:
-        """A few lines in words."""
-        at = f" at epoch {self.epoch:,}" if self.epoch is not None else ""
-        lines = [
-            f"orbit check{at}: C_{self.n} acting on {heads(self.n_heads)} (outputs shift by "
-            f"{self.m}s), tolerance {self.tol:.1%} relative Frobenius norm"
-            + (", bias gauge (each head's key-independent OV part removed)" if self.gauge == "bias" else "")
-        ]
-        if not self.orbits:
-            lines.append("  no verified orbit")
-        for i, o in enumerate(self.orbits, 1):
-            extra = f" ({len(o.heads)} heads after merging)" if len(o.heads) != o.size else ""
-            lines.append(
-                f"  orbit {i}: size {o.size}{extra}, stabiliser {{{', '.join(map(str, o.stabiliser))}}}, "
-                f"worst error {format_error(o.worst_error, self.tol)}: heads in shift order {_units_text(o.units)}"
-            )
-        if self.merged:
-            lines.append(f"  merged (same centred QK, OV summed): {_units_text(self.merged)}")
-        lines.append(
-            f"  dead (OV norm < {self.dead_tol:.0%} of the largest): "
-            + (f"{heads(len(self.dead))} {self.dead}" if self.dead else "none")
-        )
-        if self.unassigned:
-            errs = self.head_error[self.unassigned]
-            lines.append(
-                f"  in no orbit: {heads(len(self.unassigned))} {self.unassigned} "
-                f"(their worst-shift match error: {np.nanmin(errs):.1%} to {np.nanmax(errs):.1%})"
-            )
-        else:
-            lines.append("  in no orbit: none")
-        if self.bias_error is not None:
-            lines.append(f"  total bias sum_h beta_h: {format_error(self.bias_error)} from equivariant (worst shift)")
-        return "\n".join(lines)
-
-
-def heads(k: int) -> str:
-    """'1 head', '3 heads'."""
-    return f"{k} head" if k == 1 else f"{k} heads"
-
-
-def format_error(x: float, tol: float = TOL) -> str:
-    """A relative error in words: 1.23% or, below 0.01%, 1.2e-07. An error that two decimals
-    would print as the tolerance itself gets the digits that tell on which side it lies
-    (1.996%, 2.003%), and one closer than five decimals a sign (<2.00000%, >2.00000%)."""
-    if x < 1e-4:
-        return f"{x:.1e}"
-    digits = 2
-    while digits < 5 and x != tol and f"{x:.{digits}%}" == f"{tol:.{digits}%}":
-        digits += 1
-    text = f"{x:.{digits}%}"
-    if x != tol and text == f"{tol:.{digits}%}":
-        text = ("<" if x < tol else ">") + text
-    return text
-
-
-def _units_text(units: list[list[int]]) -> str:
-    return "[" + ", ".join("+".join(map(str, u)) for u in units) + "]"
+# the report's names, re-exported: callers import the check and its report from here
+__all__ = [
+    "DEAD_TOL",
+    "GAUGES",
+    "MARGIN",
+    "M_FLOOR",
+    "TOL",
+    "Orbit",
+    "OrbitReport",
+    "check_orbits",
+    "format_error",
+    "heads",
+    "is_marginal",
+    "shift_ov",
+    "shift_qk",
+    "shifted_inner_products",
+    "sig6",
+]
 
 
 def shift_qk(M: np.ndarray, s: int) -> np.ndarray:
@@ -257,11 +124,6 @@ def _merge(Mc: np.ndarray, live: np.ndarray, tol: float, floor: float) -> list[l
     for i in range(len(idx)):
         groups.setdefault(root(i), []).append(int(idx[i]))
     return sorted(groups.values())
-
-
-def sig6(v: float) -> float:
-    """`v` to 6 significant digits: how reports and census rows store errors (one rounding before display)."""
-    return float(f"{v:.6g}")
 
 
 def check_orbits(
@@ -327,6 +189,12 @@ def check_orbits(
             in_orbit[members] = True
             orbits.append(Orbit([units[k] for k in members], stab, worst))
     orbits.sort(key=lambda o: (-o.size, o.heads[0]))
+    near_misses = []  # would verify at (1 + MARGIN) tol: fail on the tolerance alone, by a hair
+    for u in range(U):
+        near = None if in_orbit[u] else _verify(u, sigma, err, n, tol * (1 + MARGIN))
+        if near is not None and not in_orbit[near[0]].any():
+            in_orbit[near[0]] = True
+            near_misses.append(Orbit([units[k] for k in near[0]], near[1], near[2]))
 
     match = np.full((n, H), -1)
     match_error = np.full((n, H), np.nan)
@@ -336,7 +204,8 @@ def check_orbits(
     head_error = np.full(H, np.nan)
     alive = [h for g in units for h in g]
     head_error[alive] = match_error[:, alive].max(0)
-    unassigned = sorted(h for u, g in enumerate(units) if not in_orbit[u] for h in g)
+    verified = {h for o in orbits for h in o.heads}
+    unassigned = sorted(h for g in units for h in g if h not in verified)
     return OrbitReport(
         n,
         m,
@@ -352,6 +221,8 @@ def check_orbits(
         head_error,
         gauge=gauge,
         bias_error=None if bias_error is None else float(bias_error),
+        near_misses=near_misses,
+        groups=orbit_spectrum(M, R, n, m, np.isfinite(head_error)),
     )
 
 
@@ -416,66 +287,3 @@ def _verify(u: int, sigma: np.ndarray, err: np.ndarray, n: int, tol: float):
         return None
     # members in shift order: k.u for k = 0..size-1 (distinct, as the stabiliser is size Z_n)
     return [int(sigma[k, u]) for k in range(size)], stab, worst
-
-
-# ---- one snapshot of a run file ----
-
-CIRCUIT_NAMES = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")
-
-
-def snapshot_index(run: Run, epoch: int | None) -> int:
-    """Index of the snapshot at `epoch` (the last one if None). UserError names the nearest."""
-    if epoch is None:
-        return len(run) - 1
-    hits = np.flatnonzero(run.epochs == epoch)
-    if not len(hits):
-        near = run.epochs[np.argsort(np.abs(run.epochs - epoch))[:3]]
-        raise UserError(
-            f"{run.path} has no snapshot at epoch {epoch}; nearest: "
-            f"{', '.join(map(str, sorted(near.tolist())))} (of {run.epochs[0]}..{run.epochs[-1]})"
-        )
-    return int(hits[0])
-
-
-def group_of(run: Run) -> tuple[int, int]:
-    """(n, m) of the run, after checking it holds what the orbit check needs."""
-    if run.n is None or run.m is None:
-        raise RunFileError(
-            f"{run.path} ({run.experiment}) has no group data (n, m): the orbit check needs a "
-            "run of a C_n-symmetric experiment such as orbits"
-        )
-    run.require(*CIRCUIT_NAMES)
-    shape_e = run.shape("W_E")
-    shape_u = run.shape("W_U")
-    if shape_e[0] != run.n or shape_u[-1] != run.n:
-        raise RunFileError(
-            f"{run.path}: the orbit check needs {run.n} tokens and {run.n} output classes (C_{run.n}); "
-            f"W_E is {shape_e}, W_U is {shape_u}"
-        )
-    return run.n, run.m
-
-
-def check_tolerances(tol: float, dead_tol: float) -> None:
-    """UserError (one line) unless 0 < tol < 1 and 0 <= dead_tol < 1."""
-    if not 0 < tol < 1 or not 0 <= dead_tol < 1:
-        raise UserError(f"--tol must be in (0, 1) and --dead-tol in [0, 1), got {tol} and {dead_tol}")
-
-
-def snapshot_circuits(run: Run, t: int) -> tuple[np.ndarray, np.ndarray]:
-    """Uncentred QK and OV circuits M, R [H, n, n] of snapshot index t."""
-    w = run.weights(t, list(CIRCUIT_NAMES))
-    c = circuits(w)
-    return c["qk"], c["ov"]
-
-
-def run_report(
-    run: Run, epoch: int | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL, gauge: str = "spec"
-) -> OrbitReport:
-    """The orbit report of one snapshot of an open run (the last one by default)."""
-    check_tolerances(tol, dead_tol)
-    n, m = group_of(run)
-    t = snapshot_index(run, epoch)
-    M, R = snapshot_circuits(run, t)
-    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol, gauge=gauge)
-    report.epoch = int(run.epochs[t])
-    return report

@@ -2,10 +2,11 @@
 timeline strip, the figcaption and the viewer's timeline all say them in these words.
 
 Events: the snapshot schedule's switch (`render.core.timeline.schedule_events`, shared by
-every experiment), the start of the second phase (`refine_start`: weak heads are pruned, the
-equivariance penalty grows, the OV-bias penalty starts) and each final orbit's verification
-(the epoch from which it stays verified, `history.OrbitHistory.locked_in`). Each is an
-`Event`: a short label for the strip, and `words`, the sentence undated.
+every experiment), the imposed-orbit projection (`impose_orbit_at`), the start of the second
+phase (`refine_start`: weak heads are pruned, the equivariance penalty grows, the OV-bias
+penalty starts) and each final orbit's verification (the epoch from which it stays verified,
+`history.OrbitHistory.locked_in`). Each is an `Event`: a short label for the strip, and
+`words`, the sentence undated.
 """
 
 from __future__ import annotations
@@ -48,6 +49,22 @@ def refine_event(config: dict, through: int, history: OrbitHistory | None = None
     return [Event(start, ", ".join(what), words=words)]
 
 
+def imposed_event(config: dict, through: int) -> list[Event]:
+    """The imposed-orbit experiment's projection (config impose_orbit_at, train/orbits/impose.py)
+    as an event: "orbits imposed at epoch E"; [] when the run imposes none by epoch `through`."""
+    at = int(config.get("impose_orbit_at", 0) or 0)
+    if not 0 < at <= through:
+        return []
+    return [
+        Event(
+            at,
+            "orbits imposed",
+            words="orbits imposed: each frequency group of fitting size is projected onto its nearest exact "
+            "orbit (an experiment; these orbits did not form on their own)",
+        )
+    ]
+
+
 def verified_event(track: Track, tol: float) -> Event:
     """A final orbit's verification (from `track.since` on it stays verified), in its colour."""
     return Event(
@@ -67,7 +84,7 @@ def training_events(
     the snapshots shown (events after the last are left out; None: the whole planned run, as
     the live viewer's timeline spans it)."""
     through = int(epochs[-1]) if epochs is not None and len(epochs) else int(config.get("epochs", 0))
-    events = schedule_events(config, epochs) + refine_event(config, through, history)
+    events = schedule_events(config, epochs) + refine_event(config, through, history) + imposed_event(config, through)
     if history is not None:
         events += [verified_event(tr, history.tol) for tr in tracks]
     return sorted(events, key=lambda e: e.epoch)

@@ -12,6 +12,8 @@
                   nearest orbit structure (worst-shift match error, log) over epochs, heads
                   coloured by their final orbit, the tolerance marked; below, the heads in
                   verified orbits; each final orbit's lock-in epoch marked in both
+    orbit_spectrum    each frequency group's orbit spectrum |mu_k| / sum |rho_h| over epochs
+                  (`spectrum_figure`; 0 on an exact orbit)
 
 Each is written as PNG and SVG, under a temporary name renamed when complete, together with
 the orbit report (orbits.json, orbits.txt). Each figure is drawn by its own module
@@ -36,17 +38,19 @@ from headmovies.render.core.outputs import FIGURE_FORMATS, prepare_out_dir, save
 from headmovies.render.core.panels import PanelFigure
 from headmovies.render.core.projections import Panel
 from headmovies.render.orbits.captions import AXIS_LABELS, header_text, metrics_caption
-from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, group_of
+from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport
 from headmovies.render.orbits.check_figures import orbit_check_figure, orbit_power_figure
+from headmovies.render.orbits.check_run import group_of
 from headmovies.render.orbits.curves_figure import curves_figure
 from headmovies.render.orbits.head_styles import OrbitLooks
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
 from headmovies.render.orbits.history_figures import orbit_progress_figure, orbits_over_time, orbits_over_time_figure
 from headmovies.render.orbits.panel_choice import resolve_panels
+from headmovies.render.orbits.spectrum_figure import orbit_spectrum_figure
 from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
 from headmovies.runfile.reader import Run
 
-NAMES = ("curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress")
+NAMES = ("curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress", "orbit_spectrum")
 PANELS_TRAIL = TRAIL_EPOCHS  # the panels still's trails (epochs), as the movie's default
 
 
@@ -170,4 +174,6 @@ def make_figures(
             formats,
         )
         paths += save_figure(orbit_progress_figure(history), out_dir, "orbit_progress", formats)
+    if facts.groups is not None:
+        paths += save_figure(orbit_spectrum_figure(facts.epochs, facts.groups), out_dir, "orbit_spectrum", formats)
     return paths

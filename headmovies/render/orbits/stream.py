@@ -33,16 +33,10 @@ from headmovies.render.core.circuits import (
     qk_circuit,
 )
 from headmovies.render.core.projections import Panel, irrep_coordinate
-from headmovies.render.orbits.check import (
-    CIRCUIT_NAMES,
-    DEAD_TOL,
-    TOL,
-    OrbitReport,
-    check_orbits,
-    check_tolerances,
-    group_of,
-)
+from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
+from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of, score_scale_of
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
+from headmovies.render.orbits.spectrum import FrequencyGroup, scale_amplitudes
 from headmovies.runfile.reader import Run
 
 CHUNK = 32  # snapshots per HDF5 read
@@ -97,6 +91,7 @@ def final_snapshot(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL) -> Fi
     if M is not None and R is not None and all(k in w for k in CIRCUIT_NAMES):
         n, m = group_of(run)
         report = check_orbits(M, R, n, m, tol, dead_tol)
+        scale_amplitudes(report.groups, score_scale_of(run))
         report.epoch = int(run.epochs[t])
     return FinalSnapshot(t, int(run.epochs[t]), w, M, R, report)
 
@@ -135,6 +130,7 @@ def snapshot_facts(
     kinds = {p.circuit for p in panels} | ({"qk", "ov"} if check else set())
     names = sorted({w for k in kinds for w in CIRCUIT_WEIGHTS[k]} | (set(CIRCUIT_NAMES) if factors else set()))
     group = group_of(run) if check else None
+    score_scale = score_scale_of(run)
     idx = np.arange(len(run)) if indices is None else np.asarray(indices, np.int64)
     cached = final if final is not None and final.index in idx else None
     read = idx[idx != cached.index] if cached is not None else idx
@@ -148,11 +144,22 @@ def snapshot_facts(
                 else None
             )
             yield _facts(
-                cached.index, cached.epoch, cached.weights, circ, report, panels, kinds, group, factors, tol, dead_tol
+                cached.index,
+                cached.epoch,
+                cached.weights,
+                circ,
+                report,
+                panels,
+                kinds,
+                group,
+                factors,
+                tol,
+                dead_tol,
+                score_scale,
             )
         else:
             _, (epoch, w) = next(weights)
-            yield _facts(int(t), epoch, w, {}, None, panels, kinds, group, factors, tol, dead_tol)
+            yield _facts(int(t), epoch, w, {}, None, panels, kinds, group, factors, tol, dead_tol, score_scale)
 
 
 def _facts(
@@ -167,6 +174,7 @@ def _facts(
     factors: bool,
     tol: float,
     dead_tol: float,
+    score_scale: float = 1.0,
 ) -> Snapshot:
     """One snapshot's facts from its weights `w` (and any circuits or report already computed);
     its orbit report when `group` ((n, m) of the run) is given."""
@@ -180,6 +188,7 @@ def _facts(
         coords = np.stack([irrep_coordinate(centred[p.circuit], p.u, p.v) for p in panels])  # [P, H]
     if group is not None and report is None:
         report = check_orbits(circ["qk"], circ["ov"], *group, tol, dead_tol)
+        scale_amplitudes(report.groups, score_scale)  # r as the run's softmax sees it
         report.epoch = int(epoch)
     return Snapshot(
         t, int(epoch), coords, report if group is not None else None, circuit_factors(w) if factors else None
@@ -190,12 +199,15 @@ def _facts(
 class Collected:
     """The facts of a run's snapshots (T of them), gathered: epochs int64 [T]; coords complex
     [T, P, H] (None without panels); history: the orbit check of each (None unless asked);
-    factors float64 [T, H, 4, n, d_head] (None unless asked)."""
+    factors float64 [T, H, 4, n, d_head] (None unless asked); groups: each snapshot's frequency
+    groups with their orbit spectrum (`spectrum.orbit_spectrum`, from its orbit report; None
+    unless the check is asked)."""
 
     epochs: np.ndarray
     coords: np.ndarray | None
     history: OrbitHistory | None
     factors: np.ndarray | None
+    groups: list[list[FrequencyGroup]] | None = None
 
 
 def collect(
@@ -217,6 +229,7 @@ def collect(
     epochs: list[int] = []
     coords: list[np.ndarray] = []
     checks: list[SnapshotCheck] = []
+    groups: list[list[FrequencyGroup]] = []
     F: list[np.ndarray] = []
     for s in facts:
         epochs.append(s.epoch)
@@ -224,6 +237,7 @@ def collect(
             coords.append(s.coords)
         if s.report is not None:
             checks.append(SnapshotCheck.of(s.report))
+            groups.append(s.report.groups)
         if s.factors is not None:
             F.append(s.factors)
     return Collected(
@@ -231,6 +245,7 @@ def collect(
         np.array(coords) if panels else None,
         OrbitHistory.of(epochs, checks, *group_of(run), tol, dead_tol) if check else None,
         np.array(F) if factors else None,
+        groups if check else None,
     )
 
 

@@ -12,16 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from headmovies.render.core.circuits import centre_qk
-from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits, group_of, snapshot_circuits
-
-
-def head_frequencies(M: np.ndarray) -> np.ndarray:
-    """int [H]: each head's frequency w in 1..n/2, the key frequency holding most of its
-    centred QK power in the planes (0, w). M: QK circuits [H, n, n]."""
-    n = M.shape[-1]
-    a = np.arange(n)
-    key_power = np.abs(centre_qk(M).sum(1) @ np.exp(2j * np.pi * np.outer(a, a) / n)) ** 2  # (H, w)
-    return key_power[:, 1 : n // 2 + 1].argmax(1) + 1
+from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
+from headmovies.render.orbits.check_run import group_of, score_scale_of, snapshot_circuits
+from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies, scale_amplitudes
 
 
 def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
@@ -33,12 +26,16 @@ def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
     return dict(sorted(groups.items()))
 
 
-def orbit_summary(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL, dead_tol: float = DEAD_TOL) -> dict:
+def orbit_summary(
+    M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL, dead_tol: float = DEAD_TOL, score_scale: float = 1.0
+) -> dict:
     """The orbit check of one snapshot (circuits M, R [H, n, n]) summarised as a JSON-ready
     dict: orbit sizes (largest first), the non-trivial ones, each orbit's worst error and r-free
     stabiliser size, dead and merged head counts, the six smallest per-head worst-shift errors
-    of live heads, the largest |centred QK score| and the frequency groups {w: heads}."""
+    of live heads, the largest |centred QK score|, the frequency groups {w: heads}, and for each
+    group of two or more heads its orbit spectrum in brief (`spectrum_brief`)."""
     report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol)
+    scale_amplitudes(report.groups, score_scale)  # r as the run's softmax sees it
     live = np.isfinite(report.head_error)
     return {
         "orbit_sizes": [o.size for o in report.orbits],
@@ -49,6 +46,25 @@ def orbit_summary(M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL
         "closest": sorted(float(e) for e in report.head_error[live])[:6],
         "max_score": float(np.abs(centre_qk(M)).max()),
         "groups": frequency_groups(M, report),
+        "spectrum": [spectrum_brief(g) for g in report.groups if len(g.heads) >= 2],
+    }
+
+
+def spectrum_brief(g: FrequencyGroup) -> dict:
+    """A frequency group's orbit spectrum in a few numbers (`spectrum.orbit_spectrum`): omega,
+    head count, the largest |mu_k| / sum |rho| over k <= 3 ("low", what the loss sees) and over
+    k >= 4 ("high"; None when N_w <= 4), and the largest score amplitude r; 4 significant digits."""
+
+    def sig(x):
+        return None if x is None or not np.isfinite(x) else float(f"{x:.4g}")
+
+    s = g.spectrum
+    return {
+        "omega": g.omega,
+        "heads": len(g.heads),
+        "low": sig(float(np.max(s[:3]))) if len(s) else None,
+        "high": sig(float(np.max(s[3:]))) if len(s) > 3 else None,
+        "r_max": sig(float(g.r.max())),
     }
 
 
@@ -68,6 +84,6 @@ def sweep_summary(run) -> dict:
     n, m = group_of(run)
     t = len(run) - 1
     M, R = snapshot_circuits(run, t)
-    summary = orbit_summary(M, R, n, m)
+    summary = orbit_summary(M, R, n, m, score_scale=score_scale_of(run))
     summary["groups"] = {str(w): count for w, count in summary["groups"].items()}
     return {"epoch": int(run.epochs[t]), "outcome": outcome(summary), **summary}

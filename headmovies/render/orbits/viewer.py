@@ -19,7 +19,9 @@ base64-encoded, unpacked by the browser's DecompressionStream):
            error ~1 % of the panel's largest coordinate on the default run, against ~6 % with
            one scale per factor). Stored as differences between consecutive snapshots.
 - the orbit check of every snapshot (`history.OrbitHistory`): verified orbits, each head's
-  worst-shift match error, dead heads; when each orbit locks in (`OrbitHistory.locked_in`).
+  worst-shift match error, dead heads; when each orbit locks in (`OrbitHistory.locked_in`);
+  and each snapshot's frequency groups with their orbit spectrum (`group_words`; the page's
+  "Frequency groups" panel).
 - per snapshot the movie's caption (accuracies, equivariance error, `captions.metrics_caption`),
   and the run's training events in the words of the movie's timeline (`events`).
 - the constants the page's arithmetic shares with Python (meta: `fourier_rows`, `axes`,
@@ -50,11 +52,13 @@ from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, 
 from headmovies.render.core.outputs import prepare_out_dir, write_text
 from headmovies.render.core.projections import Panel, polygon_order
 from headmovies.render.orbits.captions import metrics_caption
-from headmovies.render.orbits.check import DEAD_TOL, TOL, group_of
+from headmovies.render.orbits.check import DEAD_TOL, TOL
+from headmovies.render.orbits.check_run import group_of
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, orbit_colour, shape_name
 from headmovies.render.orbits.events import training_events
 from headmovies.render.orbits.history import OrbitHistory
 from headmovies.render.orbits.panel_choice import check_panels, resolve_panels
+from headmovies.render.orbits.spectrum import FrequencyGroup
 from headmovies.render.orbits.stream import FinalSnapshot, RunInfo, collect, final_snapshot
 from headmovies.render.orbits.viewer_page.build import page
 from headmovies.runfile.reader import Run
@@ -164,6 +168,27 @@ def plane_words(panel: Panel, n: int, m: int) -> dict:
     }
 
 
+def group_words(g: FrequencyGroup) -> list:
+    """A frequency group as the page's groups.js reads it: [omega, order, heads, spectrum,
+    r_min, r_max, odd_qk_max, odd_ov_max], numbers to 4 significant digits (NaN as null)."""
+    d = g.to_dict()
+
+    def top(xs, pick):
+        xs = [x for x in xs if x is not None]
+        return pick(xs) if xs else None
+
+    return [
+        g.omega,
+        g.order,
+        g.heads,
+        d["spectrum"],
+        top(d["r"], min),
+        top(d["r"], max),
+        top(d["odd_qk"], max),
+        top(d["odd_ov"], max),
+    ]
+
+
 def _key(heads) -> str:
     return ",".join(str(int(h)) for h in sorted(heads))
 
@@ -257,6 +282,7 @@ class ViewerData:
             "captions": [cap(e) for e in epochs],
             "eq_error": [_num(eq[e]) if e in eq else None for e in epochs],
             "orbits": [[[_key(h), _num(err)] for _, h, err in o] for o in part.orbits],
+            "groups": [[group_words(g) for g in gs] for gs in facts.groups or []],
             "arrays": pack(
                 {
                     "coords": np.stack([coords.real, coords.imag], -1).astype(np.float32),

@@ -22,6 +22,8 @@ What instances of one batch must share (`batch_key`): the shapes, the optimizer 
 AdamW learning rate and weight decay per step), the sequence term's lengths and batch, and the
 snapshot schedule. Everything else may differ per instance: seed, init_scale, split, train_frac,
 the loss weights and their ramps (eq_*, ov_bias_weight, refine_eq_weight, ...), refine_prune.
+The levers of issue #32 (`OrbitConfig.levers`) are not implemented here: a run with one trains
+alone (`batch_key` None) and a batch refuses it (ValueError).
 """
 
 from __future__ import annotations
@@ -68,8 +70,12 @@ BATCH_ELEMENTS = 2**18
 MAX_BATCH = 32
 
 
-def batch_key(cfg: OrbitConfig) -> tuple:
-    """Runs with equal keys can share a batch."""
+def batch_key(cfg: OrbitConfig) -> tuple | None:
+    """Runs with equal keys can share a batch; None: this run trains alone. A run with a lever
+    of issue #32 set (`OrbitConfig.levers`: score_scale, qk_decay, qk_init, frozen_embed,
+    impose_orbit_at) trains alone: the batch implements none of them."""
+    if cfg.levers():
+        return None
     return tuple(getattr(cfg, k) for k in SHARED_KEYS)
 
 
@@ -92,6 +98,12 @@ class OrbitBatch:
     tensors live ("cpu" or e.g. "cuda"); views stay on the CPU."""
 
     def __init__(self, cfgs: list[OrbitConfig], device: str | torch.device = "cpu"):
+        levers = sorted({lever for c in cfgs for lever in c.levers()})
+        if levers:
+            raise ValueError(
+                f"batched training does not implement {', '.join(levers)}: such runs train alone "
+                "(the sweep plans them so)"
+            )
         if not cfgs or len({batch_key(c) for c in cfgs}) != 1:
             raise ValueError("a batch needs one or more configs that agree on " + ", ".join(SHARED_KEYS))
         self.cfg = cfgs[0]  # for the shared keys
@@ -139,7 +151,7 @@ class OrbitBatch:
         Each instance's circuits come from the single run's own operations, stacked: on a CPU a
         batch of small matrix products (below ~400 multiply-adds per product) takes another
         kernel than one product and rounds differently. They cost little beside the n^3 grid."""
-        Ms, OVs = zip(*(qk_ov(*w) for w in self._weights()))
+        Ms, OVs = zip(*(qk_ov(w[0], w[1], w[2], w[3], w[4], w[5]) for w in self._weights()))
         return torch.stack(Ms), torch.stack(OVs).transpose(2, 3)
 
     def grid_logits(self) -> torch.Tensor:

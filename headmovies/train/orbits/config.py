@@ -44,6 +44,22 @@ class OrbitConfig(TrainConfig):
     # fraction of the largest head's (0: keep all; 0.25 in the census's
     # with-additions recipe)
     refine_ov_bias_weight: float = 0.01  # mu of ov_bias_penalty in this phase
+    # Levers of issue #32 within source 000's objective (docs/experiments.md, "Levers"); stored
+    # in the run file only when set (OMIT_AT_DEFAULT), so the default run's file is unchanged:
+    score_scale: float = 1.0  # multiplies every attention score (QK table) of the layer
+    qk_decay: bool = True  # false: W_Q and W_K get no weight decay (the others keep theirs)
+    qk_init: float = 1.0  # multiplies the initial W_Q and W_K (1: the default init)
+    frozen_embed: bool = False  # W_E one-hot tokens (coordinates 0..n-1, times sqrt(d_model)),
+    # W_U one-hot classes (read from coordinates n..2n-1), both frozen: a shift permutes coordinates
+    impose_orbit_at: int = 0  # at this epoch project each fitting frequency group onto its
+    # nearest exact orbit (train/orbits/impose.py) and train on; 0: never (an experiment, labelled)
+
+    OMIT_AT_DEFAULT = ("score_scale", "qk_decay", "qk_init", "frozen_embed", "impose_orbit_at")
+
+    def levers(self) -> list[str]:
+        """'key=value' of each lever key (OMIT_AT_DEFAULT) not at its default."""
+        default = OrbitConfig()
+        return [f"{k}={getattr(self, k)}" for k in self.OMIT_AT_DEFAULT if getattr(self, k) != getattr(default, k)]
 
     def validate(self) -> None:
         super().validate()
@@ -54,7 +70,16 @@ class OrbitConfig(TrainConfig):
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
         if not 0 < self.train_frac <= 1:
             raise ConfigError(f"train_frac must be in (0, 1], got {self.train_frac}")
-        require_signs(self, positive=("lr", "init_scale"), nonnegative=("weight_decay", "eq_weight"))
+        require_signs(
+            self, positive=("lr", "init_scale", "score_scale", "qk_init"), nonnegative=("weight_decay", "eq_weight")
+        )
+        if self.frozen_embed and self.d_model < 2 * self.p:
+            raise ConfigError(
+                f"frozen_embed needs d_model >= 2 p (tokens and classes in their own coordinates), "
+                f"got d_model={self.d_model}, p={self.p}"
+            )
+        if not 0 <= self.impose_orbit_at < max(1, self.epochs):
+            raise ConfigError(f"impose_orbit_at must be an epoch in 1..epochs-1 (0: never), got {self.impose_orbit_at}")
         for key in ("ov_bias_weight", "refine_ov_bias_weight"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key} must be >= 0 (0: no OV-bias penalty), got {getattr(self, key)}")

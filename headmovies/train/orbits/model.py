@@ -21,39 +21,75 @@ from headmovies.train.orbits.attention import GridAttention
 
 
 def qk_ov(
-    W_E: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor, W_O: torch.Tensor, W_U: torch.Tensor
+    W_E: torch.Tensor,
+    W_Q: torch.Tensor,
+    W_K: torch.Tensor,
+    W_V: torch.Tensor,
+    W_O: torch.Tensor,
+    W_U: torch.Tensor,
+    score_scale: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """QK table M [H, n, n] (query token, key token; scaled by 1/sqrt(d_head) as the layer does)
-    and key-major OV circuit [H, n, n_out] (key token, output class) of one layer's weights
-    (`AttentionLayer`'s shapes), docs/math.md "QK and OV circuits". A batch of runs calls it per
-    instance (`batch.OrbitBatch.circuits`): one product alone rounds as in the single run."""
+    """QK table M [H, n, n] (query token, key token; scaled by score_scale / sqrt(d_head) as the
+    layer does) and key-major OV circuit [H, n, n_out] (key token, output class) of one layer's
+    weights (`AttentionLayer`'s shapes), docs/math.md "QK and OV circuits". A batch of runs calls
+    it per instance (`batch.OrbitBatch.circuits`): one product alone rounds as in the single run."""
     q = torch.einsum("nd,hde->hne", W_E, W_Q)  # (H, n, dh)
     k = torch.einsum("nd,hde->hne", W_E, W_K)  # (H, n, dh)
     M = q @ k.transpose(1, 2) / math.sqrt(W_Q.shape[-1])  # (H, n, n)
+    if score_scale != 1.0:  # the lever (config score_scale); the default adds no operation
+        M = M * score_scale
     v = torch.einsum("nd,hde->hne", W_E, W_V)  # (H, n, dh)
     return M, v @ (W_O @ W_U)  # (H, n, n), (H, n, n_out)
 
 
 class AttentionLayer(nn.Module):
     """W_E [n, d_model] -> heads (W_Q, W_K, W_V [H, d_model, d_head], W_O [H, d_head, d_model])
-    -> W_U [d_model, n]. Row-vector convention (x @ W), TransformerLens names."""
+    -> W_U [d_model, n]. Row-vector convention (x @ W), TransformerLens names.
 
-    def __init__(self, n: int, n_heads: int, d_model: int, d_head: int, residual: bool, init_scale: float = 1.0):
+    Levers (issue #32; defaults leave the layer as it was): score_scale multiplies every attention
+    score; qk_init multiplies the initial W_Q, W_K; frozen_embed makes W_E one-hot tokens in
+    coordinates 0..n-1 (times sqrt(d_model), today's row norm) and W_U one-hot classes read from
+    coordinates n..2n-1 (column norm 1, as today's), neither trainable: a shift of tokens and
+    classes is then a permutation of coordinates, which AdamW and weight decay commute with.
+    The random draws are the same either way (same later weights for the same seed)."""
+
+    def __init__(
+        self,
+        n: int,
+        n_heads: int,
+        d_model: int,
+        d_head: int,
+        residual: bool,
+        init_scale: float = 1.0,
+        score_scale: float = 1.0,
+        qk_init: float = 1.0,
+        frozen_embed: bool = False,
+    ):
         super().__init__()
-        self.n, self.residual, self.d_head = n, residual, d_head
+        self.n, self.residual, self.d_head, self.score_scale = n, residual, d_head, score_scale
         g = init_scale
         self.W_E = nn.Parameter(g * torch.randn(n, d_model))
-        self.W_Q = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
-        self.W_K = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_Q = nn.Parameter(g * qk_init * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
+        self.W_K = nn.Parameter(g * qk_init * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
         self.W_V = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
         self.W_O = nn.Parameter(g * torch.randn(n_heads, d_head, d_model) / math.sqrt(d_head * n_heads))
         self.W_U = nn.Parameter(g * torch.randn(d_model, n) / math.sqrt(d_model))
+        if frozen_embed:
+            if d_model < 2 * n:
+                raise ValueError(f"frozen_embed needs d_model >= 2 n, got {d_model} < {2 * n}")
+            with torch.no_grad():
+                self.W_E.zero_()
+                self.W_E[torch.arange(n), torch.arange(n)] = math.sqrt(d_model)
+                self.W_U.zero_()
+                self.W_U[n + torch.arange(n), torch.arange(n)] = 1.0
+            self.W_E.requires_grad_(False)
+            self.W_U.requires_grad_(False)
 
     def circuits(self) -> tuple[torch.Tensor, torch.Tensor]:
         """QK table M [H, n, n] (query token, key token) and OV circuit R [H, n_out, n] (output
         class, key token), from `qk_ov`. R is a transposed view of the key-major product; `.mT`
         gives that product back."""
-        M, OV = qk_ov(self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U)
+        M, OV = qk_ov(self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U, self.score_scale)
         return M, OV.transpose(1, 2)  # (H, n, n), (H, n_out, n)
 
     def grid_logits(self) -> torch.Tensor:
@@ -71,7 +107,7 @@ class AttentionLayer(nn.Module):
         q = torch.einsum("bid,hde->bhie", x, self.W_Q)  # (B, H, 3, dh)
         k = torch.einsum("bid,hde->bhie", x, self.W_K)
         v = torch.einsum("bid,hde->bhie", x, self.W_V)
-        att = (q @ k.transpose(-1, -2) / math.sqrt(self.d_head)).softmax(-1)  # (B, H, 3, 3)
+        att = (q @ k.transpose(-1, -2) / math.sqrt(self.d_head) * self.score_scale).softmax(-1)  # (B, H, 3, 3)
         z = torch.einsum("bhij,bhje->bhie", att, v)  # (B, H, 3, dh)
         out = torch.einsum("bhie,hed->bid", z, self.W_O)  # (B, 3, d)
         if self.residual:

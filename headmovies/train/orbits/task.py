@@ -6,6 +6,7 @@ head pruning, and the step that may compute its grid term in a second thread (`T
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,6 +19,7 @@ from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
 from headmovies.train.orbits.attention import GridAttention
 from headmovies.train.orbits.config import OrbitConfig, seq_lengths
 from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
+from headmovies.train.orbits.impose import RULE, impose_orbits
 from headmovies.train.orbits.losses import grid_losses, orbit_gather_index, ov_bias_penalty, seq_eq_loss
 from headmovies.train.orbits.model import AttentionLayer
 from headmovies.train.task import Task
@@ -60,6 +62,20 @@ class _Precomputed(torch.autograd.Function):
         return dM, dR, None
 
 
+def param_groups(model: AttentionLayer, qk_decay: bool = True) -> list:
+    """The optimizer's parameters: the trainable ones in the model's order (frozen W_E, W_U of
+    frozen_embed left out), as one group; with qk_decay false W_Q and W_K in a second group
+    marked no_decay (weight decay 0 at every step, `OrbitTask.step`)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if qk_decay:
+        return params
+    qk = [model.W_Q, model.W_K]
+    return [
+        {"params": [p for p in params if all(p is not q for q in qk)]},
+        {"params": qk, "weight_decay": 0.0, "no_decay": True},
+    ]
+
+
 class OrbitTask(Task[OrbitConfig]):
     model: AttentionLayer
     name = "orbits"
@@ -69,9 +85,19 @@ class OrbitTask(Task[OrbitConfig]):
     def __init__(self, cfg: OrbitConfig):
         super().__init__(cfg)
         n = cfg.p
-        self.model = AttentionLayer(n, cfg.n_heads, cfg.d_model, cfg.d_head, cfg.residual, cfg.init_scale)
+        self.model = AttentionLayer(
+            n,
+            cfg.n_heads,
+            cfg.d_model,
+            cfg.d_head,
+            cfg.residual,
+            cfg.init_scale,
+            cfg.score_scale,
+            cfg.qk_init,
+            cfg.frozen_embed,
+        )
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
+            param_groups(self.model, cfg.qk_decay), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
         )
         self.train_idx, self.heldout_idx = make_split(n, cfg.train_frac, cfg.split, cfg.seed)
         self.gather = orbit_gather_index(n, M_SHIFT)
@@ -85,6 +111,7 @@ class OrbitTask(Task[OrbitConfig]):
         self.target = torch.from_numpy((b + c) % n).expand(n, n, n)  # target of cell (a,b,c)
         self.seq_lens = (seq_lengths(cfg.eq_seq_lens), seq_lengths(cfg.refine_seq_lens))  # per phase
         self.overlapped_steps = 0  # steps whose grid term ran in the second thread (`Task.overlap`)
+        self.imposed: dict[int, list[int]] = {}  # {omega: heads} projected at impose_orbit_at
 
     FORK_KEYS = (
         "epochs",
@@ -173,8 +200,7 @@ class OrbitTask(Task[OrbitConfig]):
         if self.cfg.refines() and epoch - 1 == self.cfg.refine_start:
             self.optimizer.state.clear()  # second phase: fresh AdamW moments (a fine-tune)
             self.prune_heads(self.cfg.refine_prune)
-        for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = lr, weight_decay
+        self.set_hyperparameters(lr, weight_decay)
         with_seq = lam > 0 and bool(lengths)
         overlapped = self.overlap and with_seq and not self.model.residual
         # epochs with sequence terms on one thread, a term each when overlapped: more threads split
@@ -198,6 +224,16 @@ class OrbitTask(Task[OrbitConfig]):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+        if self.cfg.impose_orbit_at and epoch == self.cfg.impose_orbit_at:
+            # the experiment of impose.py, labelled: after this step, so that the snapshot of epoch
+            # E shows the imposed orbits and training goes on from them
+            self.imposed = impose_orbits(self.model, M_SHIFT)
+            self.optimizer.state.clear()  # the old moments belong to the old weights
+
+    def set_hyperparameters(self, lr: float, weight_decay: float) -> None:
+        """Set every optimizer group's lr and weight decay (0 in the no_decay group of qk_decay=false)."""
+        for group in self.optimizer.param_groups:
+            group["lr"], group["weight_decay"] = lr, 0.0 if group.get("no_decay") else weight_decay
 
     def _grid_term_grads(self, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradients of ce + lam * eq w.r.t. the circuits (M, R): `step`'s grid term, run alone."""
@@ -229,7 +265,12 @@ class OrbitTask(Task[OrbitConfig]):
         return {"train": self.train_idx, "heldout": self.heldout_idx}
 
     def attrs(self) -> dict:
-        return {"n": self.cfg.p, "m": M_SHIFT}
+        """Root attributes: the group (n, m) and, for an imposed-orbit run, `imposed_orbits`
+        (JSON {"epoch": E, "rule": impose.RULE}): its orbits at E are imposed, not emergent."""
+        out: dict = {"n": self.cfg.p, "m": M_SHIFT}
+        if self.cfg.impose_orbit_at:
+            out["imposed_orbits"] = json.dumps({"epoch": self.cfg.impose_orbit_at, "rule": RULE})
+        return out
 
     def progress(self, metrics: dict[str, float]) -> dict[str, str]:
         return {

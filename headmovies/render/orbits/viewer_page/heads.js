@@ -22,6 +22,9 @@
     return o.locked_in !== null ? `not yet verified: from epoch ${fmtEpoch(o.locked_in)}` : "not verified at this snapshot";
   }
 
+  // A worst error within a tenth of the tolerance from it (render/orbits/check_report.is_marginal)
+  const marginal = (x, tol) => Math.abs(x - tol) <= 0.1 * tol * (1 + 1e-12);
+
   // "2 %" of a tolerance
   const percent = (x) => `${(100 * x).toFixed(0)} %`;
 
@@ -54,7 +57,8 @@
       const verified = now.has(o.key);
       if (!o.final && !verified) continue;
       const text = `${orbitName(o)}: ${orbitStatus(o, snaps.epochs[t], verified)}` +
-                   (verified ? `, worst error ${formatError(now.get(o.key), meta.tol)}` : "");
+                   (verified ? `, worst error ${formatError(now.get(o.key), meta.tol)}` : "") +
+                   (verified && marginal(now.get(o.key), meta.tol) ? " (marginal: within a tenth of the tolerance)" : "");
       ul.appendChild(legendItem(o.colour, !verified, text, !verified));
     }
     const plain = [[other, `live head${other === 1 ? "" : "s"} in no verified orbit`, meta.colours.other],
@@ -108,5 +112,5 @@
                         maps);
   }
 
-  Object.assign(exports, { orbitName, orbitStatus, updateLegend, showHead });
+  Object.assign(exports, { orbitName, orbitStatus, marginal, updateLegend, showHead });
 })((globalThis.viewerModules ??= {}).heads = {});

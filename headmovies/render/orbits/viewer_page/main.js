@@ -9,6 +9,7 @@
   const { Snapshots } = viewerModules.snapshots;
   const { panelSize, makePanel, sizePanel, layoutPanels, fillCoords, drawPanel } = viewerModules.panels;
   const heads = viewerModules.heads;
+  const { updateGroups } = viewerModules.groups;
   const timeline = viewerModules.timeline;
   const { follow } = viewerModules.live;
   const $ = (id) => document.getElementById(id);
@@ -63,6 +64,7 @@
     $("caption").textContent = `${snaps.captions[view.t]}   ·   snapshot ${view.t + 1} of ${snaps.T}`;
     app.updateLegend();
     app.showHead();
+    updateGroups(app);
     drawAll();
   }
 

@@ -18,6 +18,7 @@
       this.perCodes = this.H * 4 * m;
       this.T = 0;
       this.epochs = []; this.captions = []; this.eqError = []; this.orbits = [];   // [T] each
+      this.groups = [];                       // [T]: frequency groups and their orbit spectrum (groups.js)
       this.coords = new Float32Array(0);      // [T, P, H, 2]: the movie's panels
       this.rows = new Int8Array(0);           // [T, H, 4, m, 2 D] and [T, H, 4, m]: see planes.js
       this.codes = new Int16Array(0);
@@ -46,11 +47,12 @@
       this.codes = joined(this.codes, A.codes, k * this.perCodes);
       this.headError = joined(this.headError, A.head_error, k * H);
       this.dead = joined(this.dead, A.dead, k * H);
-      for (const key of ["epochs", "captions", "eqError", "orbits"]) this[key].length = k;
+      for (const key of ["epochs", "captions", "eqError", "orbits", "groups"]) this[key].length = k;
       this.epochs.push(...c.epochs);
       this.captions.push(...c.captions);
       this.eqError.push(...c.eq_error);
       this.orbits.push(...c.orbits);
+      this.groups.push(...(c.groups || c.epochs.map(() => [])));
       this.T = k + c.epochs.length;
     }
 

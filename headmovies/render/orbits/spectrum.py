@@ -1,0 +1,172 @@
+"""The orbit spectrum of each frequency group: how far a group of heads at one frequency is from
+an orbit, harmonic by harmonic (issue #32; docs/math.md, "Orbit spectrum").
+
+Frequency groups. Each live head h has a frequency omega_h in 1..n/2: the key frequency holding
+most of its centred QK power in the planes (0, omega) (`head_frequencies`). The heads sharing
+omega form its frequency group. A shift s turns the group's planes by 2 pi omega s / n, so an
+orbit at omega has N = n / gcd(omega, n) units (a multiple of N heads) and the stabiliser
+N Z_n (the shifts 0, N, 2N, ...) fixes each member.
+
+Per head of a group (M_h, R_h [n, n] its QK and OV circuits, centred as the orbit check centres
+them: M over keys, R over output classes; X^(u, v) the irrep coordinate of
+`render.core.projections.irrep_coordinate`):
+
+    QK coordinate  z_h = X^(0, omega)(M_h),  phase phi_h = arg z_h,
+    score amplitude r_h = 2 |z_h| / n (|z_h| / n at omega = n / 2, a real plane): the
+        query-averaged scores' (0, omega) part is r_h cos(2 pi omega b / n - phi_h) over keys b
+        (logits), so r is the amplitude the attention kernel e^{r cos} expands in modified
+        Bessel functions I_k(r) (the note's r = 2 |z| / n),
+    OV weight     |rho_h| = |X^(omega, (1 - m) omega)(R_h)|: the OV plane that a shift turns by
+        the same angle as (0, omega) (rotation frequency m u + v = omega); for source 000's
+        m = 2 it is the (omega, -omega) plane of the analysis note.
+
+Group spectrum, k = 1 .. N - 1 (the OV-weighted phase moments):
+
+    mu_k = sum_h |rho_h| e^{i k phi_h},   spectrum_k = |mu_k| / sum_h |rho_h|   (in [0, 1]).
+
+An exact orbit (or several at omega) has equal weights on N evenly spaced phases, so every
+spectrum_k is 0 (to rounding). The equivariance loss sees mode k through about I_k(r) / I_0(r),
+so a group whose low modes vanish but high ones do not is "equivariant to the order the data
+sees", not an orbit (analysis note, section 2.2).
+
+Stabiliser-odd fraction of a head: the part of its circuit that the group's stabiliser should
+fix but does not, ||X - P X||_F / ||X||_F with P X the mean of X over the stabiliser's shifts
+(T_s M T_s^-1 for QK, T_ms R T_s^-1 for OV): 0 for a member of an exact orbit of size N; for a
+stabiliser of two shifts it is ||X - T X|| / (2 ||X||) as in the note. 0 when N = n.
+
+Pure numpy; all inputs are the uncentred circuits of `render.core.circuits`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from headmovies.render.core.circuits import centre_ov, centre_qk
+from headmovies.render.core.projections import irrep_coordinate
+
+
+def head_frequencies(M: np.ndarray) -> np.ndarray:
+    """int [H]: each head's frequency w in 1..n/2, the key frequency holding most of its
+    centred QK power in the planes (0, w). M: QK circuits [H, n, n] (n >= 2)."""
+    n = M.shape[-1]
+    a = np.arange(n)
+    key_power = np.abs(centre_qk(M).sum(1) @ np.exp(2j * np.pi * np.outer(a, a) / n)) ** 2  # (H, w)
+    return key_power[:, 1 : n // 2 + 1].argmax(1) + 1
+
+
+@dataclass
+class FrequencyGroup:
+    """The live heads at one frequency omega and their orbit spectrum (module docstring).
+
+    omega: the frequency; order: N = n / gcd(omega, n); heads: head indices, ascending.
+    spectrum float [N - 1]: |mu_k| / sum |rho_h| for k = 1..N-1 (NaN if every |rho_h| is 0).
+    r, phase, weight, odd_qk, odd_ov float [len(heads)]: score amplitude r_h (logits), phase
+    phi_h (radians), OV weight |rho_h|, and the stabiliser-odd fractions of M_h and R_h.
+    """
+
+    omega: int
+    order: int
+    heads: list[int]
+    spectrum: np.ndarray
+    r: np.ndarray
+    phase: np.ndarray
+    weight: np.ndarray
+    odd_qk: np.ndarray
+    odd_ov: np.ndarray
+
+    def to_dict(self) -> dict:
+        """JSON-ready: numbers to 4 significant digits (NaN as null)."""
+
+        def nums(x):
+            return [None if not np.isfinite(v) else float(f"{v:.4g}") for v in np.asarray(x, float)]
+
+        return {
+            "omega": self.omega,
+            "order": self.order,
+            "heads": self.heads,
+            "spectrum": nums(self.spectrum),
+            "r": nums(self.r),
+            "odd_qk": nums(self.odd_qk),
+            "odd_ov": nums(self.odd_ov),
+        }
+
+    def text(self) -> str:
+        """One line in words, e.g. 'frequency group w = 6: 4 heads [..], spectrum |mu_k|/sum|rho|
+        k = 1..3: 0 0 0; score amplitude r 1.2-1.4; stabiliser-odd QK <= 0.1%, OV <= 0.0%'."""
+        spec = " ".join(f"{v:.3f}" if np.isfinite(v) else "-" for v in self.spectrum)
+        return (
+            f"frequency group w = {self.omega} (orbit size {self.order}): {len(self.heads)} "
+            f"head{'s' if len(self.heads) != 1 else ''} {self.heads}; spectrum |mu_k|/sum|rho| "
+            f"k = 1..{self.order - 1}: {spec}; score amplitude r {self.r.min():.2f}-{self.r.max():.2f}; "
+            f"stabiliser-odd QK <= {self.odd_qk.max():.1%}, OV <= {self.odd_ov.max():.1%}"
+        )
+
+
+def scale_amplitudes(groups: list[FrequencyGroup], score_scale: float) -> list[FrequencyGroup]:
+    """The groups with r multiplied by `score_scale` (in place; returned): a run trained with the
+    config key score_scale attends with score_scale times the scores its weights give, and
+    r is the amplitude its softmax sees. Circuits from the weights alone leave it out."""
+    if score_scale != 1.0:
+        for g in groups:
+            g.r = g.r * score_scale
+    return groups
+
+
+def stabiliser_odd(X: np.ndarray, n: int, order: int, c: int) -> np.ndarray:
+    """float [H]: ||X_h - P X_h|| / ||X_h|| for X [H, n, n] (0 for a zero X_h), P the mean over
+    the stabiliser shifts s = 0, order, 2 order, ... of T_cs X T_s^-1 (c = 1 for QK, m for OV)."""
+    shifts = range(0, n, order)
+    P = np.mean([np.roll(X, (c * s, s), axis=(-2, -1)) for s in shifts], axis=0)
+    norm = np.linalg.norm(X.reshape(len(X), -1), axis=1)
+    odd = np.linalg.norm((X - P).reshape(len(X), -1), axis=1)
+    return np.divide(odd, norm, out=np.zeros_like(odd), where=norm > 0)
+
+
+def orbit_spectrum(
+    M: np.ndarray, R: np.ndarray, n: int, m: int, live: np.ndarray | None = None
+) -> list[FrequencyGroup]:
+    """The frequency groups of the live heads, by omega, each with its orbit spectrum.
+
+    M: QK circuits [H, n, n]; R: OV circuits [H, n, n] (uncentred, as `render.core.circuits`
+    gives them); m: outputs shift by m s; live: bool [H] (default: every head), e.g. the orbit
+    check's live heads. Groups have order N > 1 (every omega in 1..n/2 does). Empty for n < 2.
+    Raises ValueError on mismatched shapes.
+    """
+    M = np.asarray(M, np.float64)
+    R = np.asarray(R, np.float64)
+    H = M.shape[0]
+    if M.shape != (H, n, n) or R.shape != (H, n, n):
+        raise ValueError(f"expected M and R of shape [n_heads, {n}, {n}], got {M.shape} and {R.shape}")
+    if n < 2 or H == 0:
+        return []
+    live = np.ones(H, bool) if live is None else np.asarray(live, bool)
+    Mc, Rc = centre_qk(M), centre_ov(R)
+    freq = head_frequencies(M)
+    groups = []
+    for omega in sorted(set(freq[live].tolist())):
+        heads = np.flatnonzero(live & (freq == omega))
+        order = n // math.gcd(omega, n)
+        z = irrep_coordinate(Mc[heads], 0, omega)
+        rho = np.abs(irrep_coordinate(Rc[heads], omega, (1 - m) * omega))
+        phase = np.angle(z)
+        total = rho.sum()
+        k = np.arange(1, order)
+        mu = np.abs((rho[None, :] * np.exp(1j * k[:, None] * phase[None, :])).sum(1))
+        spectrum = mu / total if total > 0 else np.full(order - 1, np.nan)
+        groups.append(
+            FrequencyGroup(
+                int(omega),
+                order,
+                heads.tolist(),
+                spectrum,
+                (1 if 2 * omega == n else 2) * np.abs(z) / n,
+                phase,
+                rho,
+                stabiliser_odd(Mc[heads], n, order, 1),
+                stabiliser_odd(Rc[heads], n, order, m),
+            )
+        )
+    return groups

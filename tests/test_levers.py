@@ -1,0 +1,112 @@
+"""The levers of issue #32 as orbit config keys (score_scale, qk_decay, qk_init, frozen_embed),
+each on a case with a known answer; their storage (only when set) and batched training's refusal."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from headmovies.errors import ConfigError
+from headmovies.train import config
+from headmovies.train.config import config_dict
+from headmovies.train.orbits.batch import OrbitBatch, batch_key
+from headmovies.train.orbits.config import OrbitConfig
+from headmovies.train.orbits.model import AttentionLayer
+from headmovies.train.orbits.task import OrbitTask
+
+TINY = {"p": "5", "n_heads": "3", "d_model": "12", "d_head": "2", "epochs": "6", "eq_start": "2", "eq_ramp": "2"}
+
+
+def cfg_of(**kw) -> OrbitConfig:
+    return config.resolve(OrbitConfig, sets={**TINY, **{k: str(v) for k, v in kw.items()}})
+
+
+def task_of(**kw) -> OrbitTask:
+    cfg = cfg_of(**kw)
+    torch.manual_seed(cfg.seed)
+    return OrbitTask(cfg)
+
+
+def layer(**kw) -> AttentionLayer:
+    torch.manual_seed(0)
+    return AttentionLayer(5, 3, 12, 2, False, **kw)
+
+
+def test_score_scale_two_doubles_every_score():
+    M1, R1 = layer().circuits()
+    M2, R2 = layer(score_scale=2.0).circuits()
+    assert torch.equal(M2, 2 * M1) and torch.equal(R2, R1)  # times 2 is exact in floating point
+    tokens = torch.tensor([[0, 1, 2], [4, 4, 3]])
+    a, b = layer(score_scale=2.0), layer()
+    with torch.no_grad():
+        b.W_Q *= 2  # the same scores by doubling W_Q instead: the same outputs
+    torch.testing.assert_close(a(tokens), b(tokens), rtol=1e-6, atol=1e-6)
+
+
+def test_qk_init_scales_the_initial_w_q_and_w_k_only():
+    base, big = layer(), layer(qk_init=3.0)
+    for name in ("W_Q", "W_K"):
+        torch.testing.assert_close(getattr(big, name), 3 * getattr(base, name), rtol=1e-6, atol=0)
+    for name in ("W_E", "W_V", "W_O", "W_U"):
+        assert torch.equal(getattr(big, name), getattr(base, name))
+
+
+@pytest.mark.parametrize("qk_decay", [True, False])
+def test_without_qk_decay_w_q_and_w_k_keep_their_values_under_decay_alone(qk_decay):
+    """With zero gradients AdamW's step is decay alone: p -> p (1 - lr wd). qk_decay=false leaves
+    W_Q and W_K exactly as they were; the other weights shrink by (1 - lr wd) either way."""
+    task = task_of(qk_decay=qk_decay)
+    before = {k: v.detach().clone() for k, v in task.model.named_parameters()}
+    lr, wd = 0.1, 0.5
+    task.set_hyperparameters(lr, wd)
+    for p in task.model.parameters():
+        p.grad = torch.zeros_like(p)
+    task.optimizer.step()
+    for name, p in task.model.named_parameters():
+        decayed = before[name] * (1 - lr * wd)
+        if name in ("W_Q", "W_K") and not qk_decay:
+            assert torch.equal(p, before[name]), name
+        else:
+            torch.testing.assert_close(p.detach(), decayed, rtol=1e-6, atol=0)
+
+
+def test_frozen_embed_keeps_w_e_and_w_u_one_hot_and_circulant_through_training():
+    task = task_of(frozen_embed=True)
+    n, d = 5, 12
+    W_E0, W_Q0 = task.model.W_E.detach().clone(), task.model.W_Q.detach().clone()
+    assert torch.equal(W_E0[:, :n], math.sqrt(d) * torch.eye(n)) and not W_E0[:, n:].any()
+    W_U0 = task.model.W_U.detach().clone()
+    assert torch.equal(W_U0[n : 2 * n], torch.eye(n)) and not W_U0[:n].any() and not W_U0[2 * n :].any()
+    for epoch in range(1, 7):
+        task.step(epoch)
+    assert torch.equal(task.model.W_E, W_E0) and torch.equal(task.model.W_U, W_U0)
+    assert not torch.equal(task.model.W_Q, W_Q0)  # the rest trains
+    gram = task.model.W_E @ task.model.W_E.T  # circulant: d I, which every shift permutes into itself
+    assert torch.equal(gram, d * torch.eye(n))
+    assert all(p.requires_grad for group in task.optimizer.param_groups for p in group["params"])
+
+
+def test_frozen_embed_needs_room_for_two_blocks():
+    with pytest.raises(ConfigError, match="frozen_embed needs d_model >= 2 p"):
+        cfg_of(frozen_embed=True, d_model=8)
+
+
+def test_lever_keys_are_stored_only_when_set():
+    default = config_dict(OrbitConfig())
+    assert not set(OrbitConfig.OMIT_AT_DEFAULT) & set(default)
+    set_ = config_dict(OrbitConfig(score_scale=2.0, qk_decay=False))
+    assert (set_["score_scale"], set_["qk_decay"]) == (2.0, False) and "qk_init" not in set_
+    # a stored config without them reads back as the defaults
+    back = config.resolve(
+        OrbitConfig, sets={k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in {}.items()}
+    )
+    assert back.levers() == [] and OrbitConfig(score_scale=2.0).levers() == ["score_scale=2.0"]
+
+
+def test_batched_training_leaves_lever_runs_alone_and_refuses_them():
+    assert batch_key(cfg_of(score_scale=2)) is None and batch_key(cfg_of()) is not None
+    with pytest.raises(ValueError, match="batched training does not implement frozen_embed=True"):
+        OrbitBatch([cfg_of(), cfg_of(frozen_embed=True, seed=1)])

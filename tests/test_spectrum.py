@@ -1,0 +1,192 @@
+"""The orbit spectrum (`render.orbits.spectrum`) on layers with known answers: exact orbits give
+zeros, a deformed group gives hand-computed moments, amplitudes and stabiliser-odd fractions;
+marginal orbits and near misses of the check (within a tenth of the tolerance)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from headmovies.render.orbits.check import check_orbits, is_marginal, shift_ov, shift_qk
+from headmovies.render.orbits.spectrum import orbit_spectrum, stabiliser_odd
+
+N, MS = 24, 2
+THETA = 2 * np.pi * np.arange(N) / N
+
+
+def cos_head(omega, r, phi, amp, psi=0.3, odd=0.0):
+    """M [n, n] = r cos(theta_w b - phi) (+ odd cos(theta_1 b)) for every query a, and
+    R [n, n] = amp cos(theta_w (c - b) - psi): a head at frequency w with score amplitude r,
+    phase phi and OV plane (w, -w) amplitude |X^(w,-w)| = amp n / 2."""
+    M = np.tile(r * np.cos(omega * THETA - phi) + odd * np.cos(THETA), (N, 1))
+    R = amp * np.cos(omega * (THETA[:, None] - THETA[None, :]) - psi)
+    return M, R
+
+
+def orbit_layer(omega, size, seed=0):
+    """An exact orbit of `size` heads at frequency omega: a template fixed by the stabiliser
+    (size Z_n) with a dominant (0, omega) QK part and stabiliser-invariant noise, shifted."""
+    rng = np.random.default_rng(seed)
+    M0, R0 = cos_head(omega, 1.5, 0.4, 2.0)
+    noise_m, noise_r = 0.05 * rng.standard_normal((2, N, N))
+    stab = range(0, N, size)
+    M0 = M0 + np.mean([shift_qk(noise_m, s) for s in stab], 0)
+    R0 = R0 + np.mean([shift_ov(noise_r, s, MS) for s in stab], 0)
+    M = np.stack([shift_qk(M0, s) for s in range(size)])
+    R = np.stack([shift_ov(R0, s, MS) for s in range(size)])
+    return M, R
+
+
+@pytest.mark.parametrize("omega, size", [(6, 4), (2, 12), (8, 3), (12, 2)])
+def test_an_exact_orbit_has_a_zero_spectrum_and_no_odd_part(omega, size):
+    M, R = orbit_layer(omega, size)
+    (group,) = orbit_spectrum(M, R, N, MS)
+    assert (group.omega, group.order, group.heads) == (omega, size, list(range(size)))
+    assert group.spectrum.shape == (size - 1,)
+    np.testing.assert_allclose(group.spectrum, 0, atol=1e-12)
+    np.testing.assert_allclose(group.odd_qk, 0, atol=1e-12)
+    np.testing.assert_allclose(group.odd_ov, 0, atol=1e-12)
+    # the template's amplitude, plus a little noise; w = n/2 is a real plane: r = 1.5 |cos(phi)|
+    np.testing.assert_allclose(group.r, 1.5 * (abs(np.cos(0.4)) if omega == 12 else 1), atol=0.05)
+    report = check_orbits(M, R, N, MS)
+    assert [o.size for o in report.orbits] == [size]
+    assert report.groups[0].heads == group.heads
+
+
+def test_a_deformed_square_has_the_hand_computed_spectrum():
+    """Four heads at w = 6 (N = 4) on the square's phases 0, 90, 180, 270 degrees with OV weights
+    1, 1, 1, 3: mu_1 = 1 + i - 1 - 3i = -2i, mu_2 = 1 - 1 + 1 - 3 = -2, mu_3 = 1 - i - 1 + 3i = 2i,
+    so every |mu_k| / sum|rho| = 2 / 6. Head 0 also carries cos(theta_1 b) of amplitude 0.75 next to
+    its w = 6 part of amplitude 1: shift 4 (the stabiliser's generator) turns frequency 1 by 60
+    degrees, so its stabiliser mean is 0 and the odd fraction is 0.75 / sqrt(1 + 0.75^2) = 0.6."""
+    heads = [cos_head(6, 1.0, k * np.pi / 2, a, odd=0.75 if k == 0 else 0.0) for k, a in enumerate((1, 1, 1, 3))]
+    M = np.stack([h[0] for h in heads])
+    R = np.stack([h[1] for h in heads])
+    (group,) = orbit_spectrum(M, R, N, MS)
+    assert (group.omega, group.order, group.heads) == (6, 4, [0, 1, 2, 3])
+    np.testing.assert_allclose(group.spectrum, [1 / 3, 1 / 3, 1 / 3], atol=1e-12)
+    np.testing.assert_allclose(group.r, 1.0, atol=1e-12)
+    np.testing.assert_allclose(np.exp(1j * group.phase), np.exp(1j * np.arange(4) * np.pi / 2), atol=1e-12)
+    np.testing.assert_allclose(group.weight / group.weight[0], [1, 1, 1, 3], atol=1e-12)
+    np.testing.assert_allclose(group.odd_qk, [0.6, 0, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(group.odd_ov, 0, atol=1e-12)
+    d = json.loads(json.dumps(group.to_dict()))
+    assert d["spectrum"] == [0.3333, 0.3333, 0.3333] and d["odd_qk"][0] == 0.6
+
+
+def test_a_phase_off_by_half_a_step_gives_its_moments():
+    """Two heads at w = 12 (N = 2), equal weights, at phases 0 and pi + delta: mu_1 = 1 - e^{i delta},
+    |mu_1| / 2 = |sin(delta / 2)|."""
+    delta = 0.5
+    heads = [cos_head(12, 0.8, p, 1.0) for p in (0.0, np.pi + delta)]
+    (group,) = orbit_spectrum(np.stack([h[0] for h in heads]), np.stack([h[1] for h in heads]), N, MS)
+    # w = n/2 is a real plane: cos(pi b - phi) = (-1)^b cos(phi), so r = |z| / n = 0.8 |cos(phi)|
+    np.testing.assert_allclose(group.r, [0.8, 0.8 * abs(np.cos(np.pi + delta))], atol=1e-12)
+    assert group.order == 2 and group.spectrum.shape == (1,)
+    assert 0 < group.spectrum[0] < 1
+
+
+def test_stabiliser_odd_of_a_pair_is_half_the_difference():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((3, N, N))
+    odd = stabiliser_odd(X, N, 12, 1)
+    want = [np.linalg.norm(x - shift_qk(x, 12)) / (2 * np.linalg.norm(x)) for x in X]
+    np.testing.assert_allclose(odd, want, rtol=1e-12)
+    assert stabiliser_odd(X, N, N, 1).tolist() == [0, 0, 0]  # trivial stabiliser: nothing to fix
+
+
+def test_dead_heads_stay_out_of_the_groups_and_bad_shapes_are_refused():
+    M, R = orbit_layer(6, 4)
+    groups = orbit_spectrum(M, R, N, MS, live=np.array([True, True, True, False]))
+    assert groups[0].heads == [0, 1, 2]
+    assert orbit_spectrum(M[:0], R[:0], N, MS) == []
+    with pytest.raises(ValueError, match="shape"):
+        orbit_spectrum(M, R[:, :3], N, MS)
+
+
+def test_marginal_is_within_a_tenth_of_the_tolerance():
+    assert is_marginal(0.0197) and is_marginal(0.020006) and is_marginal(0.018) and is_marginal(0.022)
+    assert not is_marginal(0.0179) and not is_marginal(0.0221) and not is_marginal(0.0)
+
+
+@pytest.mark.parametrize("eps, verified, near", [(0.019, True, False), (0.021, False, True), (0.03, False, False)])
+def test_the_check_marks_marginal_orbits_and_near_misses(eps, verified, near):
+    """A pair at w = 12 whose second head's OV is scaled by (1 + eps): every match of the pair
+    has OV error eps relative to one head or eps / (1 + eps) relative to the other, so the
+    worst error is eps: 1.9 % verifies as marginal, 2.1 % is a near miss, 3 % neither."""
+    M, R = orbit_layer(12, 2)
+    R[1] *= 1 + eps
+    report = check_orbits(M, R, N, MS)
+    assert bool(report.orbits) == verified and bool(report.near_misses) == near
+    d = report.to_dict()
+    text = report.text()
+    if verified:
+        assert d["orbits"][0]["marginal"] is True and "marginal" in text
+        assert report.orbits[0].worst_error == pytest.approx(eps, rel=1e-9)
+    if near:
+        assert d["near_misses"][0]["worst_error"] == pytest.approx(eps, rel=1e-5)
+        assert "near miss" in text and report.unassigned == [0, 1]
+    if not verified and not near:
+        assert "marginal" not in text
+
+
+def test_the_spectrum_figure_draws_each_group_over_epochs():
+    """Two snapshots: the deformed square (every moment 1/3), then the exact one (0, at the floor)."""
+    from headmovies.render.orbits.spectrum_figure import FLOOR, orbit_spectrum_figure
+
+    heads = [cos_head(6, 1.0, k * np.pi / 2, a) for k, a in enumerate((1, 1, 1, 3))]
+    deformed = orbit_spectrum(np.stack([h[0] for h in heads]), np.stack([h[1] for h in heads]), N, MS)
+    exact = orbit_spectrum(*orbit_layer(6, 4), N, MS)
+    fig = orbit_spectrum_figure(np.array([0, 100]), [deformed, exact])
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["k = 1", "k = 2", "k = 3"]
+    for line in lines:
+        np.testing.assert_allclose(line.get_ydata(), [1 / 3, FLOOR])
+    assert ax.get_yscale() == "log" and "ω = 6 (orbit size 4)" in ax.get_title()
+
+
+def test_the_sweep_summary_carries_each_group_s_spectrum_in_brief():
+    from headmovies.render.orbits.summary import orbit_summary
+
+    heads = [cos_head(6, 1.0, k * np.pi / 2, a) for k, a in enumerate((1, 1, 1, 3))]
+    M2, R2 = orbit_layer(2, 12)
+    M = np.concatenate([np.stack([h[0] for h in heads]), M2])
+    R = np.concatenate([np.stack([h[1] for h in heads]), R2])
+    brief = {b["omega"]: b for b in orbit_summary(M, R, N, MS)["spectrum"]}
+    assert brief[6] == {"omega": 6, "heads": 4, "low": 0.3333, "high": None, "r_max": 1.0}
+    assert brief[2]["heads"] == 12 and brief[2]["low"] < 1e-9 and brief[2]["high"] < 1e-9
+
+
+def test_a_run_trained_with_a_score_scale_reports_the_amplitude_its_softmax_sees(tmp_path):
+    """The same weights stored with config score_scale=2: every r doubles, in the check, the
+    one pass over the snapshots and the sweep summary; the moments do not change."""
+    from headmovies.render.orbits.check_run import run_report
+    from headmovies.render.orbits.stream import collect
+    from headmovies.render.orbits.summary import sweep_summary
+    from headmovies.runfile.reader import Run
+
+    from equivariant import equivariant_run
+
+    epochs = np.array([0, 100])
+    plain = equivariant_run(tmp_path / "plain.h5", epochs, orbit_sizes=(4,), extra_heads=1)
+    scaled = equivariant_run(
+        tmp_path / "scaled.h5", epochs, orbit_sizes=(4,), extra_heads=1, config={"score_scale": 2.0}
+    )
+    out = {}
+    for name, path in (("plain", plain), ("scaled", scaled)):
+        with Run(path) as run:
+            out[name] = (
+                run_report(run).groups,
+                collect(run, (), check=True).groups[-1],
+                sweep_summary(run)["spectrum"],
+            )
+    for a, b in zip(out["plain"][0], out["scaled"][0]):
+        np.testing.assert_allclose(b.r, 2 * a.r, rtol=1e-12)
+        np.testing.assert_array_equal(b.spectrum, a.spectrum)
+    for a, b in zip(out["plain"][1], out["scaled"][1]):
+        np.testing.assert_allclose(b.r, 2 * a.r, rtol=1e-12)
+    for a, b in zip(out["plain"][2], out["scaled"][2]):
+        assert b["r_max"] == pytest.approx(2 * a["r_max"], rel=1e-3)
