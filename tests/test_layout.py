@@ -299,7 +299,7 @@ SOURCE_SUFFIXES = (".py", ".js", ".html", ".css")
 # Package files allowed over MAX_LINES for now (paths under headmovies/). Each is being split by
 # other work; the lead removes each entry when its split lands (the test below then fails for an
 # entry no longer over, so the list cannot go stale).
-OVER_MAX_LINES_ALLOWED = {}
+OVER_MAX_LINES_ALLOWED: set[str] = set()
 
 
 def long_files(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
