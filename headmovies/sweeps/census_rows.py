@@ -25,13 +25,16 @@ from headmovies.render.orbits.check import CIRCUIT_NAMES, DEAD_TOL, TOL, check_o
 from headmovies.render.orbits.stream import orbit_history
 from headmovies.render.orbits.summary import head_frequencies
 from headmovies.runfile.reader import Run
+from headmovies.sweeps.census_coordinates import final_planes
 from headmovies.sweeps.census_provenance import run_provenance, with_provenance
 from headmovies.sweeps.sweep_rows import latest, read_sweep_rows
 
 SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
 Settings = dict[str, dict | None]  # {recipe: its fixed settings (--set), None: not recorded}
-ROW_VERSION = 4  # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
-# 6 significant digits, as `orbits check --json` (5 decimals rounded twice in tables)
+ROW_VERSION = 5  # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
+# 6 significant digits, as `orbits check --json` (5 decimals rounded twice in tables); 5: adds
+# `final_planes` (census_coordinates; the gallery)
+READABLE_VERSIONS = {4, ROW_VERSION}  # 4 lacks only final_planes: read, and drawn as text in the gallery
 
 
 def census_row(
@@ -112,6 +115,7 @@ def census_row(
         "seconds": sweep_row.get("seconds"),
         "omega": omega,
         "provenance": provenance,  # which code and machine made it, when (census_provenance)
+        "final_planes": final_planes(c["qk"], c["ov"], final, orbits, epochs[-1]),  # the gallery's
     }
 
 
@@ -176,7 +180,7 @@ def collect(
     row of `old` if it has one (as a deleted file does), else is left out. A listed run with
     neither file nor old row is reported there too."""
     old = list(old)
-    cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}
+    cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") in READABLE_VERSIONS}
     todo: list[tuple[Path, str, dict]] = []
     settings: Settings = {}
     listed: set[tuple[str, str]] = set()
@@ -196,9 +200,14 @@ def collect(
             hit = None  # read at other screen epochs: not reused
         if hit is not None and not path.exists():
             rows.append(hit)  # the run file was deleted after it was counted: its row stands
-        elif hit is not None and (hit["file_bytes"], hit["file_mtime_ns"]) == (
-            path.stat().st_size,
-            path.stat().st_mtime_ns,
+        elif (
+            hit is not None
+            and hit["version"] == ROW_VERSION
+            and (hit["file_bytes"], hit["file_mtime_ns"])
+            == (
+                path.stat().st_size,
+                path.stat().st_mtime_ns,
+            )
         ):
             rows.append(with_provenance(hit, path))  # a row counted before it carried provenance gains it
         elif path.exists():
@@ -230,7 +239,7 @@ def collect(
                 f"{recipe} folder now has {json.dumps(settings[recipe])}: give another --out for a "
                 "census of the new settings"
             )
-        versions = {r["version"] for r in theirs} - {ROW_VERSION}
+        versions = {r["version"] for r in theirs} - READABLE_VERSIONS
         if versions:
             raise UserError(
                 f"{where} are of row version {min(versions)}, this headmovies writes {ROW_VERSION}, "
@@ -271,7 +280,7 @@ def read_census_rows(path: Path, any_version: bool = False) -> list[dict]:
                 f"{path} line {i} is not a census row (written by `headmovies orbits census`, "
                 "census.jsonl; a sweep's sweep.jsonl is read through its folder)"
             )
-        if row["version"] != ROW_VERSION and not any_version:
+        if row["version"] not in READABLE_VERSIONS and not any_version:
             raise UserError(
                 f"{path} holds census rows of version {row['version']}, this headmovies writes "
                 f"{ROW_VERSION}: rerun the census on the sweep folders"
