@@ -56,8 +56,10 @@ def test_an_orbit_of_k_heads_sits_on_a_regular_k_gon_in_its_planes():
             plane = g[circuit]
             assert (plane["u"], plane["v"]) == (u, v)
             xy = np.array(plane["xy"])
-            assert np.abs(xy).max() <= 1.0 and np.round(xy, 3).tolist() == xy.tolist()
-            assert max(np.hypot(*p) for p in xy) == pytest.approx(1.0, abs=1e-3)  # scaled to the largest
+            assert np.round(xy, 3).tolist() == xy.tolist()
+            group = [h for h in range(len(omega)) if omega[h] == o["omega"]]
+            assert g["heads"] == len(group) and set(o["heads"]) <= set(group)
+            assert max(np.hypot(*xy[h]) for h in o["heads"]) == pytest.approx(1.0, abs=1e-3)  # scaled to the orbit
             z = xy[o["heads"], 0] + 1j * xy[o["heads"], 1]
             assert np.allclose(np.abs(z), np.abs(z[0]), atol=2e-3) and np.abs(z[0]) > 0.1  # one radius
             # the heads fill the vertices of a regular polygon of the plane's order n / gcd(r, n)
@@ -319,6 +321,9 @@ def test_the_census_writes_a_gallery_that_filters_and_links_to_viewers(tmp_path,
     page.select_option("#circuit", "ov")
     assert page.locator(".tile").count() == 3
     assert problems == []
+    page.locator("a.tile").first.click()  # the link opens that run's viewer, from file:// too
+    page.wait_for_selector("body[data-state=ready]", timeout=15000)
+    assert page.url.endswith("/viewers/exact/seed0.html") and "seed0.h5" in page.locator("#runline").inner_text()
 
 
 def test_the_committed_rows_without_coordinates_show_as_text(tmp_path, open_page):

@@ -7,9 +7,11 @@ the largest other groups, GROUPS in all) the row keeps each head's irrep coordin
 X^(u, v) (`render.core.projections.irrep_coordinate` of its centred circuit) in the two planes
 the source's movie shows for that frequency: QK (0, ω) and OV (ω, -ω) (source 000's
 qk:0,10 / ov:10,-10 and qk:0,6 / ov:6,-6). An orbit of k heads at frequency ω draws a regular
-k-gon there when k = n / gcd(r, n). Coordinates are divided by the plane's largest |X| over
-live heads (kept as `scale`, 6 significant digits) and rounded to DIGITS decimals: [-1, 1],
-a few bytes a head. `head_orbit` says which verified orbit each head is in (its index in the
+k-gon there when k = n / gcd(r, n) (k / n * gcd(r, n) heads on each vertex when the orbit
+is larger). Coordinates are divided by the largest |X| in that plane of the heads of the
+verified orbits at ω, or of the whole group when no orbit is (kept as `scale`, 6 significant
+digits), so an orbit fills its plane whatever the other heads do there (theirs may exceed 1),
+and rounded to DIGITS decimals: a few bytes a head. `head_orbit` says which verified orbit each head is in (its index in the
 row's `orbits`, largest first, so the movie's colour `colours.orbit_colour(i)`), -1 for a live
 head in none, -2 for a dead head.
 """
@@ -52,9 +54,9 @@ def head_orbits(n_heads: int, omega: Sequence[int], orbits: Sequence[dict]) -> l
     return out
 
 
-def _plane(X: np.ndarray, u: int, v: int, live: np.ndarray) -> dict:
+def _plane(X: np.ndarray, u: int, v: int, focus: np.ndarray) -> dict:
     z = irrep_coordinate(X, u, v)  # complex [H]
-    top = float(np.abs(z[live]).max()) if live.any() else 0.0
+    top = float(np.abs(z[focus]).max())
     s = z / top if top > 0 else np.zeros_like(z)
     xy = np.round(np.stack([s.real, s.imag], -1), DIGITS) + 0.0  # + 0.0: no "-0.0"
     return {"u": u, "v": v, "scale": sig6(top), "xy": xy.tolist()}
@@ -70,16 +72,19 @@ def final_planes(
     'head_orbit': [H]} with plane = {'u', 'v', 'scale', 'xy': [H][2]}."""
     M, R = np.asarray(M, np.float64), np.asarray(R, np.float64)
     H = M.shape[0]
-    live = np.asarray(omega) > 0
+    omega = np.asarray(omega, int)
     Mc, Rc = centre_qk(M), centre_ov(R)
     out = []
     for w in group_frequencies(omega, orbits, groups):
+        group = omega == w  # not empty: w is a live head's frequency
+        in_orbits = [int(h) for o in orbits if int(o["omega"]) == w for h in o["heads"]]
+        focus = np.isin(np.arange(H), in_orbits) if in_orbits else group
         out.append(
             {
                 "omega": w,
-                "heads": int(sum(1 for x in omega if int(x) == w)),
-                "qk": _plane(Mc, 0, w, live),
-                "ov": _plane(Rc, w, -w, live),
+                "heads": int(group.sum()),
+                "qk": _plane(Mc, 0, w, focus),
+                "ov": _plane(Rc, w, -w, focus),
             }
         )
-    return {"epoch": int(epoch), "groups": out, "head_orbit": head_orbits(H, omega, orbits)}
+    return {"epoch": int(epoch), "groups": out, "head_orbit": head_orbits(H, omega.tolist(), orbits)}

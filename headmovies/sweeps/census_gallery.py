@@ -83,14 +83,14 @@ def gallery_payload(rows: Sequence[dict], out: Path | None = None) -> dict:
     about = (
         f"{len(runs)} runs of {len(recipes)} recipe{'s' if len(recipes) != 1 else ''} (census.jsonl). "
         "Each tile is one run's last snapshot: every head's dot in the QK plane (0, ω), or the OV plane "
-        "(ω, −ω), of its largest frequency groups (the orbits' first), scaled to the plane's largest "
-        "live head; verified orbits in the movie's colours. "
+        "(ω, −ω), of its largest frequency groups (the orbits' first), scaled to the orbit there, else "
+        "to the group's largest head (heads farther out sit on the edge); verified orbits in the movie's colours. "
         + (
             f"{len(runs) - drawn} older rows carry no coordinates and show their outcome as text. "
             if drawn < len(runs)
             else ""
         )
-        + "A tile links to its run's viewer where `headmovies orbits census --viewers` wrote one."
+        + "A tile links to its run's viewer where the census wrote one (headmovies orbits census --viewers)."
     )
     return {"version": PAYLOAD_VERSION, "about": about, "recipes": recipes, "colours": colours(), "runs": runs}
 

@@ -37,7 +37,7 @@
     }
     const u = plane.u, v = plane.v;
     const box = el("div", { class: "plane", title: `${state.circuit.toUpperCase()} (${u}, ${v}): ${group.heads} live heads at ω ${group.omega}` });
-    box.append(svg, el("div", {}, `ω ${group.omega} · ${group.heads}`));
+    box.append(svg, el("div", {}, `ω ${group.omega} (${group.heads})`));
     return box;
   }
 
@@ -91,12 +91,12 @@
 
   function legend() {
     const items = P.colours.orbits.slice(0, 3).map((c, i) => [c, ["largest orbit", "second orbit", "third orbit"][i]]);
-    items.push([P.colours.other, "live head in no orbit"], [P.colours.dead, "dead head"]);
-    $("legend").replaceChildren(...items.map(([c, words]) => {
+    items.push([P.colours.other, "live head in no orbit"], [P.colours.dead, "dead head", P.colours.dead_edge]);
+    $("legend").replaceChildren(...items.map(([c, words, edge]) => {
       const s = el("span");
-      s.append(el("span", { class: "swatch", style: `background:${c}` }), words);
+      s.append(el("span", { class: "swatch", style: `background:${c}` + (edge ? `;box-shadow:0 0 0 1px ${edge} inset` : "") }), words);
       return s;
-    }));
+    }), el("span", {}, "under each plane: its frequency ω (live heads at ω)"));
   }
 
   try {

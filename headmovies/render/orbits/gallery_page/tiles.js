@@ -14,11 +14,15 @@
     return { fill: colours.orbits[k % colours.orbits.length], stroke: "none", r: 2.8, layer: 2 };
   }
 
+  const EDGE = 1.1; // a head farther out than this (in units of its group's largest) sits on the edge
+
   // A plane's dots in an SVG of `size` px (centre at size/2, unit radius at size/2 - 5, y up):
-  // [{head, x, y, fill, stroke, r}], dead heads first, orbits last (drawn on top).
+  // [{head, x, y, fill, stroke, r}], dead heads first, orbits last (drawn on top); a head
+  // beyond EDGE is drawn on the edge, in its direction.
   function planeDots(plane, headOrbit, colours, size) {
     const c = size / 2, unit = size / 2 - 5;
-    const dots = plane.xy.map(([x, y], head) => {
+    const dots = plane.xy.map(([x0, y0], head) => {
+      const far = Math.hypot(x0, y0) / EDGE, x = far > 1 ? x0 / far : x0, y = far > 1 ? y0 / far : y0;
       const s = dotStyle(headOrbit[head], colours);
       return { head, x: +(c + unit * x).toFixed(2), y: +(c - unit * y).toFixed(2), fill: s.fill, stroke: s.stroke,
                r: s.r, layer: s.layer };
@@ -47,5 +51,5 @@
     return { title: `seed ${run.seed}`, outcome: run.outcome, lines };
   }
 
-  Object.assign(exports, { NO_ORBIT, DEAD, dotStyle, planeDots, orbitPolygon, tileText });
+  Object.assign(exports, { NO_ORBIT, DEAD, EDGE, dotStyle, planeDots, orbitPolygon, tileText });
 })((globalThis.galleryModules ??= {}).tiles = {});
