@@ -11,9 +11,9 @@ k-gon there when k = n / gcd(r, n) (k / n * gcd(r, n) heads on each vertex when 
 is larger). Coordinates are divided by the largest |X| in that plane of the heads of the
 verified orbits at ω, or of the whole group when no orbit is (kept as `scale`, 6 significant
 digits), so an orbit fills its plane whatever the other heads do there (theirs may exceed 1),
-and rounded to DIGITS decimals: a few bytes a head. `head_orbit` says which verified orbit each head is in (its index in the
-row's `orbits`, largest first, so the movie's colour `colours.orbit_colour(i)`), -1 for a live
-head in none, -2 for a dead head.
+and rounded to DIGITS decimals: a few bytes a head. `head_orbit` says which verified orbit each
+head is in (its index in the row's `orbits`, largest first, so the movie's colour
+`colours.orbit_colour(i)`), -1 for a live head in none, -2 for a dead head.
 """
 
 from __future__ import annotations
