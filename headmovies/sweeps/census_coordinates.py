@@ -72,11 +72,11 @@ def final_planes(
     'head_orbit': [H]} with plane = {'u', 'v', 'scale', 'xy': [H][2]}."""
     M, R = np.asarray(M, np.float64), np.asarray(R, np.float64)
     H = M.shape[0]
-    omega = np.asarray(omega, int)
+    freq = np.asarray(omega, int)
     Mc, Rc = centre_qk(M), centre_ov(R)
     out = []
     for w in group_frequencies(omega, orbits, groups):
-        group = omega == w  # not empty: w is a live head's frequency
+        group: np.ndarray = freq == w  # not empty: w is a live head's frequency
         in_orbits = [int(h) for o in orbits if int(o["omega"]) == w for h in o["heads"]]
         focus = np.isin(np.arange(H), in_orbits) if in_orbits else group
         out.append(
@@ -87,4 +87,4 @@ def final_planes(
                 "ov": _plane(Rc, w, -w, focus),
             }
         )
-    return {"epoch": int(epoch), "groups": out, "head_orbit": head_orbits(H, omega.tolist(), orbits)}
+    return {"epoch": int(epoch), "groups": out, "head_orbit": head_orbits(H, omega, orbits)}
