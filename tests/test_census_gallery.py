@@ -338,3 +338,38 @@ def test_the_committed_rows_without_coordinates_show_as_text(tmp_path, open_page
     assert page.locator(".tile").count() == with_orbits
     assert problems == []
     assert gallery_payload(rows)["runs"][0]["planes"] is None
+
+
+def test_rows_of_version_4_stand_beside_new_ones_and_gain_coordinates_from_their_run_files(tmp_path, capsys):
+    a = _sweep(tmp_path / "exact", {0: (4,), 1: (3,)})
+    out = tmp_path / "census"
+    out.mkdir()
+    committed = json.loads(COMMITTED.read_text().splitlines()[0])  # version 4, seed-objective, no folder here
+    (out / "census.jsonl").write_text(json.dumps(committed) + "\n")
+    census = ["orbits", "census", str(a), "--out", str(out), "--no-progress", "--formats", "png"]
+    assert cli_main(census) == 0
+    rows = census_rows.read_census_rows(out / "census.jsonl")
+    assert [(r["recipe"], r["version"], "final_planes" in r) for r in rows] == [
+        ("exact", 5, True),
+        ("exact", 5, True),
+        ("seed-objective", 4, False),
+    ]
+    # a version-4 row of a listed run: recomputed (gains coordinates) while its file is there,
+    # kept as it is once the file is gone
+    old = [{**{k: v for k, v in r.items() if k != "final_planes"}, "version": 4} for r in rows]
+    (out / "census.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    (a / "seed1.h5").unlink()
+    assert cli_main(census) == 0
+    rows = census_rows.read_census_rows(out / "census.jsonl")
+    assert [(r["seed"], r["version"], "final_planes" in r) for r in rows] == [
+        (0, 5, True),
+        (1, 4, False),
+        (0, 4, False),
+    ]
+    assert [r["planes"] is None for r in gallery_payload(rows)["runs"]] == [False, True, True]
+    capsys.readouterr()
+    # --viewers needs the run files: refused with --rows, one line, nothing written
+    again = tmp_path / "again"
+    assert cli_main(["orbits", "census", "--rows", str(out / "census.jsonl"), "--out", str(again), "--viewers"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --viewers needs the sweep folders") and err.count("\n") == 1 and not again.exists()
