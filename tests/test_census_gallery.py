@@ -269,27 +269,15 @@ def open_page(browser):
         ctx.close()
 
 
-def test_the_census_writes_a_gallery_that_filters_and_links_to_viewers(tmp_path, open_page):
+def test_the_census_writes_a_gallery_that_filters_and_links_to_viewers(tmp_path, open_page, capsys):
     a = _sweep(tmp_path / "exact", {0: (12, 4), 1: (4, 2)})
     b = _sweep(tmp_path / "other", {0: (3,), 1: ()})
     out = tmp_path / "census"
-    assert (
-        cli_main(
-            [
-                "orbits",
-                "census",
-                str(a),
-                str(b),
-                "--out",
-                str(out),
-                "--no-progress",
-                "--viewers",
-                "--screen-epochs",
-                "200",
-            ]
-        )
-        == 0
-    )
+    census = ["orbits", "census", str(a), str(b), "--out", str(out), "--no-progress", "--viewers"]
+    assert cli_main([*census, "--screen-epochs", "200"]) == 0
+    assert "4 viewers written" in capsys.readouterr().err
+    assert cli_main([*census, "--screen-epochs", "200"]) == 0  # again: each viewer is newer than its file: kept
+    assert "0 viewers written" in capsys.readouterr().err
     rows = census_rows.read_census_rows(out / "census.jsonl")
     assert [r["outcome"] for r in rows] == ["12+4", "4+2", "3", "none"] and all(r["version"] == 5 for r in rows)
     page, problems = open_page(out / "gallery.html")

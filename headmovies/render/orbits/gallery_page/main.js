@@ -43,7 +43,9 @@
 
   function tile(run) {
     const t = tileText(run);
-    const box = run.viewer ? el("a", { class: "tile", href: run.viewer, title: "open this run's viewer" }) : el("div", { class: "tile" });
+    const name = `${run.recipe} · ${run.run}`;
+    const box = run.viewer ? el("a", { class: "tile", href: run.viewer, title: `${name}: open its viewer` })
+      : el("div", { class: "tile", title: name });
     const head = el("div", { class: "head" });
     head.append(el("span", {}, t.title), el("span", { class: "outcome" }, t.outcome));
     const planes = el("div", { class: "planes" });
