@@ -16,7 +16,7 @@ RUN := data/orbits.h5
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-screen docs-picture docs-picture-induction docs-picture-ov-coherent grokking
+.PHONY: setup browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen docs-picture docs-picture-induction docs-picture-ov-coherent grokking
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -145,6 +145,11 @@ census: setup
 	done
 	dirs=; for d in $(CENSUS_DIRS) $(CENSUS)/screen-seed-objective; do [ ! -d $$d ] || dirs="$$dirs $$d"; done; \
 	$(HM) orbits census $$dirs --out docs/results/census --formats png
+
+# make census-gallery - rebuild docs/results/census/ (census.md, the figure and gallery.html, a tile
+# per run) from the committed rows alone, no run file needed; `make census` writes the same.
+census-gallery: setup
+	$(HM) orbits census --rows docs/results/census/census.jsonl --out docs/results/census --formats png
 
 census-screen: setup
 	$(HM) sweep orbits --out data/census/screen-seed-objective --seeds $(SCREEN_SEEDS) \

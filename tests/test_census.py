@@ -240,11 +240,11 @@ def test_unchanged_runs_are_reused_and_changed_ones_are_not(tmp_path):
     # rows of an older version (here: 2, before the bias gauge) are recomputed, not refused
     old = {k: v for k, v in census_rows.read_census_rows(out / "census.jsonl")[0].items() if "bias_gauge" not in k}
     (out / "census.jsonl").write_text(json.dumps({**old, "version": 2}) + "\n")
-    with pytest.raises(UserError, match="holds census rows of version 2, this headmovies reads 4, 5"):
+    with pytest.raises(UserError, match="holds census rows of version 2, this headmovies reads 4, 5, 6"):
         census_rows.read_census_rows(out / "census.jsonl")
     assert cli_main(["orbits", "census", str(a), "--out", str(out), "--no-progress", "--screen-epochs", "400"]) == 0
     row = census_rows.read_census_rows(out / "census.jsonl")[0]
-    assert row["version"] == 5 and row["outcome_bias_gauge"] == row["outcome"] == "2"
+    assert row["version"] == 6 and row["outcome_bias_gauge"] == row["outcome"] == "2"
 
 
 @pytest.mark.slow

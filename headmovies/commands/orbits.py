@@ -148,6 +148,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="epochs at which to read the frequency groups (default 250,500,1000,1500,2000,3000)",
     )
     p.add_argument("--formats", default=",".join(FIGURE_FORMATS), help="png,svg or one of them (default both)")
+    p.add_argument(
+        "--viewers",
+        action="store_true",
+        help="also write the viewer of every run whose run file is present into --out/viewers/ "
+        "(the gallery links each tile to its run's viewer; a few MB each)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(_action=census)
 
@@ -231,6 +237,12 @@ def figures(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(it, desc: str = "census"):
+    from tqdm import tqdm
+
+    return tqdm(it, desc=desc, unit="run")
+
+
 def census(args: argparse.Namespace) -> int:
     from headmovies.render.core.outputs import check_out_dir, prepare_out_dir
     from headmovies.sweeps.census import write_census
@@ -244,6 +256,8 @@ def census(args: argparse.Namespace) -> int:
     skipped: list[str] = []  # messages of unreadable run files left out
     if args.sweeps and args.rows:
         raise UserError("give sweep folders or --rows FILE.jsonl (to rebuild from saved rows), not both")
+    if args.viewers and args.rows:
+        raise UserError("--viewers needs the sweep folders (their run files), not --rows")
     if not args.sweeps and not args.rows:
         raise UserError(
             "give sweep folders (the --out of `headmovies sweep orbits`), or --rows FILE.jsonl "
@@ -279,16 +293,11 @@ def census(args: argparse.Namespace) -> int:
                 f"settings of {old_path}: restore it, or give another --out"
             ) from None
 
-        def progress(it):
-            from tqdm import tqdm
-
-            return tqdm(it, desc="census", unit="run")
-
         rows, settings = collect(
             args.sweeps,
             old,
             screen,
-            None if args.no_progress else progress,
+            None if args.no_progress else _progress,
             old_settings,
             on_unreadable=lambda path, message: skipped.append(message),
         )
@@ -298,6 +307,13 @@ def census(args: argparse.Namespace) -> int:
                 "no finished run in " + ", ".join(map(str, args.sweeps)) + (" could be read" if skipped else "")
             )
     out = prepare_out_dir(args.out)
+    if args.viewers:
+        from headmovies.sweeps.census_gallery import write_viewers
+        from headmovies.sweeps.census_rows import read_sweep
+
+        files = {(f.name, r["run"]): f / r["file"] for f in args.sweeps for r in read_sweep(f)[0]}
+        written = write_viewers(out, files, None if args.no_progress else lambda it: _progress(it, "viewers"))
+        print(f"{len(written)} viewers written into {out / 'viewers'}", file=sys.stderr)
     paths = write_census(out, rows, settings, formats, write_jsonl=not args.rows)
     if not args.rows:
         paths.append(write_settings(out / "census.settings.json", settings))

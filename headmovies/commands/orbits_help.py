@@ -95,11 +95,15 @@ reads each live head's frequency w at the screen epochs and at the end. Writes i
   census.md       outcomes per recipe, every orbit by size and w, recipes compared seed by
                   seed, and the early screen (do early groups predict the orbits?)
   census.{png,svg}  the same as a figure
+  gallery.html    a tile per run: its last snapshot in the planes of its largest frequency
+                  groups, orbits coloured as in the movie; filter by recipe and outcome
+                  (with --viewers, each run whose file is present gets its viewer in
+                  viewers/, linked from its tile)
 Rows of unchanged run files are reused from an existing --out/census.jsonl, so a growing
 sweep costs only its new runs; its rows of runs that the folders do not list (counted on
 another machine, or before the folder was deleted) are kept, so a census continues in fresh
 folders on a new machine (same recipe settings and screen epochs). With --rows FILE and no
-folders it rebuilds census.md and the figure from saved rows alone. A run file that cannot be
-read (cut off, corrupt) or is missing is named, its earlier row kept if it has one, else left
-out; the command exits 1 after writing the rest: rerun the sweep to retrain it.
+folders it rebuilds census.md, the figure and the gallery from saved rows alone. A run file
+that cannot be read (cut off, corrupt) or is missing is named, its earlier row kept if it has
+one, else left out; the command exits 1 after writing the rest: rerun the sweep to retrain it.
 Docs: docs/results/orbits.md, "Census"."""

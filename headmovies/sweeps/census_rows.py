@@ -26,15 +26,17 @@ from headmovies.render.orbits.check_run import CIRCUIT_NAMES, group_of, score_sc
 from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies, scale_amplitudes
 from headmovies.render.orbits.stream import orbit_history
 from headmovies.runfile.reader import Run
+from headmovies.sweeps.census_coordinates import final_planes
 from headmovies.sweeps.census_provenance import run_provenance, with_provenance
 from headmovies.sweeps.sweep_rows import latest, read_sweep_rows
 
 SCREEN_EPOCHS = (250, 500, 1000, 1500, 2000, 3000)
 Settings = dict[str, dict | None]  # {recipe: its fixed settings (--set), None: not recorded}
-ROW_VERSION = 5  # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
+ROW_VERSION = 6  # 3: adds the bias-gauge outcome of the last snapshot; 4: worst errors to
 # 6 significant digits, as `orbits check --json` (5 decimals rounded twice in tables); 5: adds
-# each orbit's "marginal", the near misses and the final frequency groups' orbit spectrum
-READ_VERSIONS = (4, 5)  # versions whose rows still read (the tables leave out what they lack)
+# each orbit's "marginal", the near misses and the final frequency groups' orbit spectrum; 6: adds
+# `final_planes` (census_coordinates; the gallery)
+READ_VERSIONS = (4, 5, 6)  # versions whose rows still read (the tables and the gallery leave out what they lack)
 
 
 def census_row(
@@ -136,6 +138,7 @@ def census_row(
         "seconds": sweep_row.get("seconds"),
         "omega": omega,
         "provenance": provenance,  # which code and machine made it, when (census_provenance)
+        "final_planes": final_planes(c["qk"], c["ov"], final, orbits, epochs[-1]),  # the gallery's
     }
 
 
@@ -216,7 +219,9 @@ def collect(
     row of `old` if it has one (as a deleted file does), else is left out. A listed run with
     neither file nor old row is reported there too."""
     old = list(old)
-    cache = {(r["recipe"], r["run"]): r for r in old if r.get("version") == ROW_VERSION}  # older: recomputed
+    cache = {
+        (r["recipe"], r["run"]): r for r in old if r.get("version") in READ_VERSIONS
+    }  # older: recomputed when their file is here
     todo: list[tuple[Path, str, dict]] = []
     settings: Settings = {}
     listed: set[tuple[str, str]] = set()
@@ -236,9 +241,14 @@ def collect(
             hit = None  # read at other screen epochs: not reused
         if hit is not None and not path.exists():
             rows.append(hit)  # the run file was deleted after it was counted: its row stands
-        elif hit is not None and (hit["file_bytes"], hit["file_mtime_ns"]) == (
-            path.stat().st_size,
-            path.stat().st_mtime_ns,
+        elif (
+            hit is not None
+            and hit["version"] == ROW_VERSION
+            and (hit["file_bytes"], hit["file_mtime_ns"])
+            == (
+                path.stat().st_size,
+                path.stat().st_mtime_ns,
+            )
         ):
             rows.append(with_provenance(hit, path))  # a row counted before it carried provenance gains it
         elif path.exists():
