@@ -147,7 +147,11 @@
         ctx.arc(px, py, 5.5, 0, 2 * Math.PI); ctx.fillStyle = st.colour; ctx.fill();
         ctx.strokeStyle = INK.paper; ctx.lineWidth = 0.8; ctx.stroke();
       }
-      if (st.kind !== "small" && (named || k === top)) { ctx.fillStyle = st.colour; ctx.fillText(st.label, px + 6, py - 3); }
+      if (st.kind !== "small" && (named || k === top)) {     // left of the dot near the right edge
+        const right = px + 8 + ctx.measureText(st.label).width > size;
+        ctx.fillStyle = st.colour; ctx.textAlign = right ? "right" : "left";
+        ctx.fillText(st.label, right ? px - 6 : px + 6, py - 3);
+      }
       if (k === top) {
         ctx.beginPath(); ctx.arc(px, py, 9, 0, 2 * Math.PI);
         ctx.strokeStyle = INK.chosen; ctx.lineWidth = 1.6; ctx.stroke();
