@@ -195,3 +195,56 @@ def test_an_induction_pattern_with_known_offsets_scores_as_it_should():
     p, i = head_scores(np.stack([prev, induct])[None], L)  # (1 layer, 2 heads)
     assert p.tolist() == [[1.0, 0.0]] and i.tolist() == [[0.0, 1.0]]
     assert npm.offset_profile(induct, start=L)[L - 1] == 1.0
+
+
+# --- the scatter viewer's page: its build and pure functions -------------------------------------
+
+FAMILIES = ("headmovies.render.induction.viewer_page", "headmovies.render.ov_coherent.viewer_page")
+
+
+def test_each_family_page_inlines_the_shared_parts_and_its_own_script():
+    from headmovies.render.core.viewer_page import build
+
+    for package in FAMILIES:
+        names = build.scripts(package)
+        assert names[0] == "format.js" and names[-1] == "scatter_main.js" and "family.js" in names
+        text = build.page({"meta": {}, "epochs": [], "captions": [], "arrays": None}, package)
+        assert text == build.page({"meta": {}, "epochs": [], "captions": [], "arrays": None}, package)
+        assert "<script src=" not in text and '<link rel="stylesheet"' not in text and text.count("<style>") == 2
+        assert build.part("family.js", package) in text
+    assert build.part("family.js", FAMILIES[0]) != build.part("family.js", FAMILIES[1])
+
+
+@pytest.fixture(scope="module")
+def js(browser):
+    """A blank page holding the induction page's scripts but the wiring: js(expression, arg)."""
+    from headmovies.render.core.viewer_page import build
+
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content("<!DOCTYPE html><html><body></body></html>")
+    for name in build.scripts(FAMILIES[0]):
+        if name != "scatter_main.js":
+            page.add_script_tag(content=build.part(name, FAMILIES[0]))
+    assert errors == []
+    yield lambda expression, arg=None: page.evaluate(
+        f"(arg) => {{ const M = viewerModules; return {expression}; }}", arg
+    )
+    assert errors == []
+    page.close()
+
+
+def test_speeds_ticks_labels_and_signs(js):
+    assert js("M.player.speeds(10000)") == [200, 500, 1000, 2000]  # the run in about 40, 20, 10, 5 s
+    assert js("M.player.speeds(40)") == [1, 2, 5, 10]
+    assert js("[0.7, 3, 140, 2600].map(M.player.roundSpeed)") == [1, 2, 100, 2000]
+    assert js("[10000, 40, 3000].map(M.curves.niceStep)") == [
+        2000,
+        5,
+        500,
+    ]  # the smallest round step giving at most 8 ticks
+    # three marks, the second too close to the first for one row: it goes to the next row
+    assert js("M.curves.labelRows([[100, 50], [120, 50], [400, 50]], 0, 1000, 3)") == [[75, 0], [95, 1], [375, 0]]
+    values = [0.6860927, -0.9995849, -0.001, 0.0, 1.0]
+    assert js("arg.map(M.family.signed)", values) == [f"{x:+.2f}" for x in values]

@@ -9,9 +9,9 @@
   const { fmtEpoch } = viewerModules.format;
   const $ = (id) => document.getElementById(id);
 
-  // A round number of epochs per second near x: 1, 2 or 5 times a power of 10
+  // A round number of epochs per second near x: 1, 2 or 5 times a power of 10, at least 1
   function roundSpeed(x) {
-    const p = Math.pow(10, Math.floor(Math.log10(Math.max(x, 1e-9))));
+    const p = Math.pow(10, Math.floor(Math.log10(Math.max(x, 1))));
     for (const m of [1, 2, 5]) if (x <= m * p * 1.5) return m * p;
     return 10 * p;
   }
