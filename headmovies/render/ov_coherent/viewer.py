@@ -91,8 +91,10 @@ def planes_of(H: int) -> tuple[list[Plane], list[tuple[str, int, int]]]:
         planes.append(
             Plane(
                 f"Head {h + 1}: where it looks, what it writes",
-                f"Across: head {h + 1}'s read-off QK score of each token, as on the left. Up: the logit attending "
-                "to the token adds to the pairs that contain it (centred OV table); noise sits at 0 up.",
+                f"Across: head {h + 1}'s read-off QK score of each token"
+                + (", as on the left" if pairs else " (minus the mean over noise tokens)")
+                + ". Up: the logit attending to the token adds to the pairs that contain it (centred OV table); "
+                "noise sits at 0 up.",
                 "attention score",
                 "own-pair logit",
             )
@@ -152,8 +154,12 @@ def viewer_payload(run: Run) -> dict:
             "complete": bool(run.complete),
         },
         lead=(
-            f"How {H} attention head{'s' if H > 1 else ''} learn to share one job: naming the two signal "
-            f"tokens hidden among noise, snapshot by snapshot ({n} snapshots)."
+            (
+                f"How {H} attention heads learn to share one job: naming"
+                if H > 1
+                else "How one attention head learns to name"
+            )
+            + f" the two signal tokens hidden among noise, snapshot by snapshot ({n} snapshots)."
         ),
         runline=(
             f"{run.experiment} · {run.path.name} · seed {run.seed} · {H} head{'s' if H > 1 else ''} × d_head "

@@ -12,10 +12,11 @@
   const INK = { paper: "#fff", cross: "#e4e4e4", label: "#777", chosen: "#111", small: "#9a9a9a" };
   const GAP = 14, PAD = 26;                          // px between panels; inner margin of fixed axes
 
-  // Side of a panel in px: P panels in one row beside the legend (about 420 px)
+  // Side of a panel in px: P panels in one row beside the legend (about 420 px); one panel
+  // alone a little larger, so that the page is not half empty
   function panelSize(P) {
     const free = Math.max(300, window.innerWidth - 470);
-    return Math.max(220, Math.min(400, Math.floor((free - (P - 1) * GAP) / Math.max(P, 1))));
+    return Math.max(220, Math.min(P === 1 ? 480 : 400, Math.floor((free - (P - 1) * GAP) / Math.max(P, 1))));
   }
 
   function makePanel(app, spec, index) {

@@ -70,7 +70,7 @@
     const maps = el("div", undefined, "heatmaps");
     for (let h = 0; h < Math.min(H, 2); h++) {
       const base = (t * H + h) * C * V, table = snaps.arrays.ov.subarray(base, base + C * V);
-      maps.appendChild(grid(table, C, V, `head ${h + 1}'s OV table`, meta.colours.heatmap, { cell: 11 }));
+      maps.appendChild(grid(table, C, V, `head ${h + 1}'s OV table`, meta.colours.heatmap, { cell: H === 1 ? 16 : 11 }));
     }
     box.append(maps, el("div", "OV table: the logit each pair gets (rows " + d.classes.map((c) => c.join("")).join(", ") +
       ") per unit of attention on each token 0-11 (columns), centred over pairs.", "note"));
