@@ -159,6 +159,9 @@ def test_ov_coherent_viewer_shows_the_analysis_of_the_last_snapshot(ov, open_pag
     page.mouse.move(dots[3]["px"], dots[3]["py"])
     assert page.inner_text("#head-info").startswith("signal token 3")
     assert page.locator("#head-info canvas").count() == 2  # both heads' OV tables
+    assert "rows 11, 12, 13, 14, 22, 23, 24, 33, 34, 44) per unit of attention on each token 0-11" in page.inner_text(
+        "#head-info"
+    )
     check_play_moves(page)
     assert errors == []
 
@@ -248,3 +251,12 @@ def test_speeds_ticks_labels_and_signs(js):
     assert js("M.curves.labelRows([[100, 50], [120, 50], [400, 50]], 0, 1000, 3)") == [[75, 0], [95, 1], [375, 0]]
     values = [0.6860927, -0.9995849, -0.001, 0.0, 1.0]
     assert js("arg.map(M.family.signed)", values) == [f"{x:+.2f}" for x in values]
+
+
+@pytest.mark.parametrize("family", ["induction", "ov-coherent"])
+def test_view_help_says_what_it_writes(family, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli_main([family, "view", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "DIR/viewer.html" in out and "file://" in out and "--out DIR" in out

@@ -6,7 +6,6 @@
 (function (exports) {
   const { fmtEpoch } = viewerModules.format;
   const { grid } = viewerModules.grid;
-  const V = 12, C = 10;
 
   // Python's f"{x:+.2f}"
   const signed = (x) => (x >= 0 ? "+" : "") + x.toFixed(2);
@@ -24,7 +23,8 @@
     return s;
   }
 
-  const qkOf = (app, t, h, tok) => app.snaps.arrays.qk[(t * app.snaps.meta.detail.n_heads + h) * V + tok];
+  // tokens V (the dots) and classes C (the pairs) come in the payload
+  const qkOf = (app, t, h, tok) => app.snaps.arrays.qk[(t * app.snaps.meta.detail.n_heads + h) * app.snaps.K + tok];
 
   function legend(app) {
     const snaps = app.snaps, meta = snaps.meta, d = meta.detail, t = app.view.t, H = d.n_heads;
@@ -58,6 +58,7 @@
 
   function detail(app, k) {
     const snaps = app.snaps, meta = snaps.meta, d = meta.detail, t = app.view.t, H = d.n_heads, box = el("div");
+    const V = snaps.K, C = d.classes.length;
     const name = k === 0 ? "the read-off token" : d.signal.includes(k) ? `signal token ${k}` : `noise token ${k}`;
     const table = el("table");
     for (let h = 0; h < H; h++) {
@@ -73,7 +74,7 @@
       maps.appendChild(grid(table, C, V, `head ${h + 1}'s OV table`, meta.colours.heatmap, { cell: H === 1 ? 16 : 11 }));
     }
     box.append(maps, el("div", "OV table: the logit each pair gets (rows " + d.classes.map((c) => c.join("")).join(", ") +
-      ") per unit of attention on each token 0-11 (columns), centred over pairs.", "note"));
+      `) per unit of attention on each token 0-${V - 1} (columns), centred over pairs.`, "note"));
     return box;
   }
 
