@@ -100,6 +100,26 @@ def check_opens_offline_and_fits(page, errors, requests, panels: int) -> None:
     assert (square < 0.9).any(axis=-1).mean() > 0.002  # dots drawn, not a blank square
 
 
+def check_timeline_and_trails(page, plane: int) -> None:
+    """A click on the timeline moves to the snapshot at or before that epoch; the trails box
+    takes the trails off the plane (one where the dots move) and puts them back."""
+    epochs = page.evaluate("window.headmovies.epochs")
+    box = page.locator("#timeline").bounding_box()
+    left, right = box["x"] + 44, box["x"] + box["width"] - 16  # curves.js: the axis' margins
+    page.mouse.click(left + 0.5 * (right - left), box["y"] + box["height"] / 2)
+    t = int(page.get_attribute("#epoch", "data-snapshot"))
+    middle = epochs[0] + 0.5 * (epochs[-1] - epochs[0])
+    assert epochs[t] <= middle + 1 and (t == len(epochs) - 1 or epochs[t + 1] > middle - 1)
+    to_last(page)
+    panel = page.locator(".panel canvas").nth(plane).bounding_box()
+    with_trails = imread(io.BytesIO(page.screenshot(clip=panel)))[..., :3]
+    page.uncheck("#trails")
+    without = imread(io.BytesIO(page.screenshot(clip=panel)))[..., :3]
+    page.check("#trails")
+    again = imread(io.BytesIO(page.screenshot(clip=panel)))[..., :3]
+    assert (np.abs(with_trails - without).max(-1) > 0.05).sum() > 20 and np.array_equal(with_trails, again)
+
+
 def check_play_moves(page) -> None:
     page.locator("#scrubber").fill(page.get_attribute("#scrubber", "min"))
     assert page.get_attribute("#epoch", "data-snapshot") == "0"
@@ -134,6 +154,7 @@ def test_induction_viewer_shows_the_analysis_of_the_last_snapshot(induction, ope
     box = page.inner_text("#head-info")
     assert box.startswith("head L1H0") and f"{table['L1H0']:+.2f}" in box and "epoch 40" in box
     assert page.locator("#head-info canvas").count() == 1  # its mean attention pattern
+    check_timeline_and_trails(page, plane=1)
     check_play_moves(page)
     assert errors == []
 
@@ -162,6 +183,7 @@ def test_ov_coherent_viewer_shows_the_analysis_of_the_last_snapshot(ov, open_pag
     assert "rows 11, 12, 13, 14, 22, 23, 24, 33, 34, 44) per unit of attention on each token 0-11" in page.inner_text(
         "#head-info"
     )
+    check_timeline_and_trails(page, plane=0)
     check_play_moves(page)
     assert errors == []
 
