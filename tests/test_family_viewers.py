@@ -188,6 +188,7 @@ def test_ov_coherent_viewer_shows_the_analysis_of_the_last_snapshot(ov, open_pag
     assert errors == []
 
 
+@pytest.mark.slow  # trains two tiny runs (about 10 s)
 def test_the_payloads_hold_every_snapshot(induction, ov):
     for (run_path, result), arrays in ((induction, ("copying", "prev", "induction", "attention")), (ov, ("qk", "ov"))):
         text = result.path.read_text()
@@ -201,6 +202,7 @@ def test_the_payloads_hold_every_snapshot(induction, ov):
         assert "<script src=" not in text and "http" not in text.split('id="payload"')[0]
 
 
+@pytest.mark.slow  # the same two runs
 def test_view_commands_fail_in_one_line_on_the_wrong_run(induction, ov, tmp_path, capsys):
     assert cli_main(["induction", "view", str(ov[0]), "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err.strip()
