@@ -284,3 +284,19 @@ def test_view_help_says_what_it_writes(family, capsys):
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "DIR/viewer.html" in out and "file://" in out and "--out DIR" in out
+
+
+def test_the_timeline_note_names_each_curve_in_its_colour(js):
+    meta = {
+        "curves": [
+            {"label": "accuracy", "colour": "#1f77b4", "lo": 0, "hi": 1},
+            {"label": "τ", "colour": "#d62728", "lo": -1, "hi": 1},
+        ],
+        "events": [{"epoch": 1500, "label": "accuracy reaches 99% and stays there"}],
+    }
+    parts = js("M.curves.timelineNote(arg)", meta)
+    assert "".join(p[0] for p in parts) == (
+        "accuracy (0 to 1.00), τ (-1.00 to 1.00) · dashed: accuracy reaches 99% and stays there (epoch 1,500). "
+        "Click or drag to move."
+    )
+    assert [p[1] for p in parts if p[1]] == ["#1f77b4", "#d62728"]

@@ -13,7 +13,8 @@ Every head is a dot in two planes, with its trail:
 
 Per head the page shows its copying score, both attention scores and its mean attention
 pattern at the snapshot (`analysis.over_training`, 8 bits); the timeline shows the held-out
-accuracy and the movie's events (`movie.induction_timeline`).
+accuracy, the largest induction attention of any head, and the movie's events
+(`movie.induction_timeline`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from headmovies.runfile.reader import Run
 PACKAGE = "headmovies.render.induction.viewer_page"
 N_SEQUENCES = 256  # fresh sequences per snapshot for the attention patterns (as the movie)
 TRAIL_SNAPSHOTS = 12  # trails span about this many snapshots
+INDUCTION_COLOUR = "C3"  # the timeline's curve of the largest induction attention
 
 
 @dataclass
@@ -105,6 +107,7 @@ def viewer_payload(run: Run, n_sequences: int = N_SEQUENCES, progress: bool = Fa
     dots = [Dot(n, c) for n, c in zip(names, head_colours(nl, H))]
     span = int(epochs[-1] - epochs[0]) if S > 1 else 1
     series = [Series("held-out accuracy", ACC_COLOUR, acc)] if acc is not None else []
+    series.append(Series("the largest induction attention of any head", INDUCTION_COLOUR, ind.max(1)))
     detail = {
         "heads": names,
         "n_layers": nl,

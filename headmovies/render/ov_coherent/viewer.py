@@ -17,7 +17,8 @@ the read-off a ring), with its trail, in the shared read-off planes:
 Per snapshot the legend gives each head's preference order of the signal tokens
 (`analysis.format_ordering`), whether the first two are opposite, and the QK scores; a token's
 pane gives its scores in every head and each head's OV table. The timeline shows the logged
-accuracy and the movie's events (`movie.ov_coherent_timeline`).
+accuracy, Kendall's τ between the orders of heads 1 and 2 (−1: opposite, `analysis.kendall_tau`)
+and the movie's events (`movie.ov_coherent_timeline`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from headmovies.errors import UserError
 from headmovies.render.core.scatter_viewer import Dot, Plane, Series, at_snapshots, scatter_payload, write_page
 from headmovies.render.ov_coherent import analysis as S
 from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords
-from headmovies.render.ov_coherent.movie import ACC_COLOUR, opposite_over_time, ov_coherent_timeline
+from headmovies.render.ov_coherent.movie import ACC_COLOUR, OPPOSITE_COLOUR, opposite_over_time, ov_coherent_timeline
 from headmovies.runfile.reader import Run
 from headmovies.tasks import ov_coherent as T
 
@@ -133,6 +134,10 @@ def viewer_payload(run: Run) -> dict:
     dots = [Dot("R", "#000000", "ring")]  # the read-off
     dots += [Dot(str(t), to_hex(TOKEN_COLOURS[t])) for t in T.SIGNAL]
     dots += [Dot(f"noise {t}", "#9a9a9a", "small") for t in T.NOISE]
+    series = [Series("accuracy", ACC_COLOUR, acc)] if acc is not None else []
+    if H >= 2:  # -1: opposite orders
+        tau = np.array([S.kendall_tau(q[0], q[1]) for q in qk])
+        series.append(Series("Kendall τ of heads 1 and 2's orders", OPPOSITE_COLOUR, tau, -1.0, 1.0))
     cfg = run.config
     span = int(epochs[-1] - epochs[0]) if n > 1 else 1
     timeline = ov_coherent_timeline(epochs, qk, metrics, cfg)
@@ -170,7 +175,7 @@ def viewer_payload(run: Run) -> dict:
         coords=coords,
         planes=planes,
         dots=dots,
-        series=[Series("accuracy", ACC_COLOUR, acc)] if acc is not None else [],
+        series=series,
         events=timeline.events,
         detail=detail,
         arrays={"qk": xy.astype(np.float32), "ov": ov.astype(np.float32)},

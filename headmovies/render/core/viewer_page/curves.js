@@ -93,12 +93,13 @@
     ctx.beginPath(); ctx.moveTo(cx, top - 2); ctx.lineTo(cx, bottom + 2); ctx.stroke();
   }
 
-  // The words under the timeline
+  // The words under the timeline, as [text, colour | null] parts: each curve in its colour
   function timelineNote(meta) {
-    const curves = meta.curves.map((c) => `${c.label} (${fmtNum(c.lo)} to ${fmtNum(c.hi)})`);
+    const parts = [];
+    meta.curves.forEach((c, i) => parts.push([`${i ? ", " : ""}`, null], [`${c.label} (${fmtNum(c.lo)} to ${fmtNum(c.hi)})`, c.colour]));
     const marks = meta.events.map((e) => `${e.label} (epoch ${fmtEpoch(e.epoch)})`);
-    return [curves.join(", "), marks.length ? "dashed: " + marks.join("; ") : ""].filter(Boolean).join(" · ") +
-      ". Click or drag to move.";
+    parts.push([(marks.length ? (parts.length ? " · " : "") + "dashed: " + marks.join("; ") : "") + ". Click or drag to move.", null]);
+    return parts;
   }
 
   function timelineEpoch(app, ev) {

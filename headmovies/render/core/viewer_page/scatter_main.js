@@ -98,7 +98,12 @@
     $("panels").append(...app.panels.map((p) => p.el));
     layout();
     for (const p of app.panels) scatter.fillCoords(app, p);
-    $("timeline-note").textContent = curves.timelineNote(meta);
+    $("timeline-note").replaceChildren(...curves.timelineNote(meta).map(([text, colour]) => {
+      const span = document.createElement("span");
+      span.textContent = text;
+      if (colour) span.style.color = colour;
+      return span;
+    }));
     setSnapshot(0);
     listen();
     document.body.dataset.state = "ready";
