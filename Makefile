@@ -156,7 +156,8 @@ census-screen: setup
 		--stop-at $(SCREEN_EPOCH) $(SEED_OBJECTIVE) || [ $$? -eq 1 ]
 
 # make ov-coherent - source 004: train 2 heads x d_head 1 (OV_COHERENT_SEEDS) and 1 head x d_head 4
-# (OV_COHERENT_WIDE_SEEDS), one run at a time on one thread; table, figures and QK-plane movie
+# (OV_COHERENT_WIDE_SEEDS), one run at a time on one thread; table, figures and QK-plane movie, and
+# each run's viewer (outputs/ov-coherent/<run>/viewer.html)
 OV_COHERENT_SEEDS ?= 0 1 2 3 4 5 6 7 8 9
 OV_COHERENT_WIDE_SEEDS ?= 0 1 2
 OV_COHERENT_RUNS := $(foreach s,$(OV_COHERENT_SEEDS),data/ov-coherent/h2d1_seed$(s).h5) \
@@ -169,9 +170,11 @@ ov-coherent: setup
 	for s in $(OV_COHERENT_WIDE_SEEDS); do OMP_NUM_THREADS=1 $(HM) train ov-coherent \
 		--out data/ov-coherent/h1d4_seed$$s.h5 --set seed=$$s --set n_heads=1 --set d_head=4 --reuse || exit 1; done
 	$(HM) ov-coherent report $(OV_COHERENT_RUNS) --out outputs/ov-coherent
+	for r in $(OV_COHERENT_RUNS); do $(HM) ov-coherent view $$r --out outputs/ov-coherent/$$(basename $$r .h5) || exit 1; done
 
 # make induction - source 003: train the 1-layer, smeared-key and 2-layer models (seed 0; complete
-# runs are reused), then figures, tables and attention movies under outputs/induction/.
+# runs are reused), then figures, tables and attention movies under outputs/induction/, and each
+# run's viewer (outputs/induction/induction-<variant>/viewer.html).
 # make induction-seeds - the comparison with source 003: INDUCTION_SEEDS x both position placements, one run at
 # a time on one thread (seed 0 with the default placement, INDUCTION_DEFAULT_POSITIONS, is `make
 # induction`'s run), plus INDUCTION_REPEAT_SEEDS with letters drawn independently (repeats allowed,
@@ -186,6 +189,8 @@ induction: setup
 	for v in $(INDUCTION_VARIANTS); do OMP_NUM_THREADS=1 $(HM) train induction-$$v \
 		--out data/induction-$$v.h5 --reuse || exit 1; done
 	$(HM) induction report $(foreach v,$(INDUCTION_VARIANTS),data/induction-$(v).h5) --out outputs/induction
+	for v in $(INDUCTION_VARIANTS); do $(HM) induction view data/induction-$$v.h5 \
+		--out outputs/induction/induction-$$v --no-progress || exit 1; done
 
 induction-seeds: setup
 	mkdir -p data/induction-seeds

@@ -36,10 +36,8 @@ inlines it with the payload into one file.
 
 from __future__ import annotations
 
-import base64
 import math
 import time
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +48,7 @@ from matplotlib.colors import to_hex
 
 from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.outputs import prepare_out_dir, write_text
+from headmovies.render.core.payload import pack, unpack
 from headmovies.render.core.projections import Panel, polygon_order
 from headmovies.render.orbits.captions import metrics_caption
 from headmovies.render.orbits.check import DEAD_TOL, TOL
@@ -63,6 +62,7 @@ from headmovies.render.orbits.stream import FinalSnapshot, RunInfo, collect, fin
 from headmovies.render.orbits.viewer_page.build import page
 from headmovies.runfile.reader import Run
 
+__all__ = ["ViewerData", "make_viewer", "pack", "unpack"]  # pack, unpack: render.core.payload's
 PAYLOAD_VERSION = 1
 MAX_MB = 5.0  # issue 13: the default run's page stays under this
 HEATMAP = "RdBu_r"  # the heads' circuits in the page: red positive, blue negative
@@ -115,33 +115,6 @@ def time_delta(q: np.ndarray) -> np.ndarray:
     undoes them by a running sum in an Int8Array / Int16Array."""
     d = np.diff(q.astype(np.int32), axis=0, prepend=np.zeros_like(q[:1], np.int32))
     return d.astype(q.dtype)
-
-
-def pack(arrays: dict[str, np.ndarray]) -> dict:
-    """{'manifest': [[name, dtype, shape, byte offset]], 'blob': base64(zlib(bytes))}, each
-    array little-endian and 8-byte aligned in the bytes."""
-    manifest, parts, offset = [], [], 0
-    for name, a in arrays.items():
-        a = np.ascontiguousarray(a)
-        if a.dtype.byteorder == ">":
-            a = a.astype(a.dtype.newbyteorder("<"))
-        manifest.append([name, a.dtype.str.lstrip("<|="), list(a.shape), offset])
-        raw = a.tobytes()
-        pad = (-len(raw)) % 8
-        parts.append(raw + b"\0" * pad)
-        offset += len(raw) + pad
-    blob = zlib.compress(b"".join(parts), 6)
-    return {"manifest": manifest, "blob": base64.b64encode(blob).decode("ascii")}
-
-
-def unpack(packed: dict) -> dict[str, np.ndarray]:
-    """Inverse of `pack` (for tests and tools)."""
-    raw = zlib.decompress(base64.b64decode(packed["blob"]))
-    out = {}
-    for name, dtype, shape, offset in packed["manifest"]:
-        count = int(np.prod(shape)) if shape else 1
-        out[name] = np.frombuffer(raw, dtype=np.dtype(dtype), count=count, offset=offset).reshape(shape)
-    return out
 
 
 def plane_words(panel: Panel, n: int, m: int) -> dict:

@@ -176,10 +176,10 @@ def opposite_over_time(qk: np.ndarray) -> np.ndarray:
 
 def ov_coherent_timeline(epochs: np.ndarray, qk: np.ndarray, metrics: dict, config: dict) -> Timeline:
     """The strip: the logged accuracy (%), the schedule switch, the epoch from which heads 1
-    and 2 stay opposite (`opposite_over_time`) and the epoch from which the accuracy stays at or
+    and 2 (if the run has two) stay opposite (`opposite_over_time`) and the epoch from which the accuracy stays at or
     above ACC_MARK."""
     events = schedule_events(config, epochs)
-    e = first_lasting(epochs, opposite_over_time(qk))
+    e = first_lasting(epochs, opposite_over_time(qk)) if qk.shape[1] >= 2 else None  # one head: no pair
     if e is not None:
         events.append(
             Event(

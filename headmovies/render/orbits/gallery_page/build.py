@@ -12,7 +12,7 @@ import json
 import re
 from importlib import resources
 
-from headmovies.render.orbits.viewer_page.build import PAYLOAD_TAG, inline
+from headmovies.render.core.viewer_page.build import PAYLOAD_TAG, inline
 
 PAGE = "gallery.html"
 _SCRIPT = re.compile(r'<script src="([\w.-]+\.js)"></script>')

@@ -1,59 +1,25 @@
-"""One self-contained HTML page from the viewer's parts (docs/viewer.md, "The page").
-
-viewer.html holds the markup and names its parts as a browser would fetch them: one
-`<link rel="stylesheet" href="viewer.css">` and, after an empty
-`<script id="payload" type="application/json"></script>`, one `<script src="NAME.js"></script>`
-per script, in the order they run. `page` puts each part's text in place of its tag, in that
-order, and the payload's JSON in the payload tag, so the page opens from file:// with nothing
-fetched. The same parts always give the same page, byte for byte.
-"""
+"""The orbit viewer's page from its parts (docs/viewer.md, "The page"): this package's
+viewer.html and scripts with the shared parts of render/core/viewer_page/, inlined into one
+file by `render.core.viewer_page.build`."""
 
 from __future__ import annotations
 
-import json
-import re
-from importlib import resources
+from headmovies.render.core.viewer_page import build as core
+from headmovies.render.core.viewer_page.build import PAGE, PAYLOAD_TAG, inline
 
-PAGE = "viewer.html"
-PAYLOAD_TAG = '<script id="payload" type="application/json"></script>'
-_STYLESHEET = re.compile(r'<link rel="stylesheet" href="([\w.-]+\.css)">')
-_SCRIPT = re.compile(r'<script src="([\w.-]+\.js)"></script>')
+__all__ = ["PAGE", "PAYLOAD_TAG", "inline", "page", "part", "scripts"]
 
 
 def part(name: str) -> str:
-    """The text of one part of the page (package data beside this module). FileNotFoundError
-    if the package lacks it."""
-    return (resources.files(__package__) / name).read_text(encoding="utf-8")
+    """The text of one part of the orbit viewer's page (this package's, else the core's)."""
+    return core.part(name, __package__)
 
 
 def scripts() -> list[str]:
     """The scripts viewer.html names, in the order they run, e.g. ['format.js', ..., 'main.js']."""
-    return _SCRIPT.findall(part(PAGE))
-
-
-def inline(html: str, read=part) -> str:
-    """`html` with each stylesheet link and script tag replaced by the text of the part it names
-    (read(name) -> str); "</" that would close the element early is escaped. ValueError if a
-    script holds "<!--" (HTML would misread what follows)."""
-
-    def style(m: re.Match) -> str:
-        return "<style>\n" + read(m.group(1)).replace("</style", "<\\/style") + "</style>"
-
-    def script(m: re.Match) -> str:
-        text = read(m.group(1))
-        if "<!--" in text:
-            raise ValueError(f"{m.group(1)} holds '<!--', which an inline script must not")
-        return "<script>\n" + text.replace("</script", "<\\/script") + "</script>"
-
-    return _SCRIPT.sub(script, _STYLESHEET.sub(style, html))
+    return core.scripts(__package__)
 
 
 def page(payload: dict) -> str:
-    """The viewer page with `payload` (JSON-able, no NaN) in its payload tag: markup, stylesheet
-    and scripts of this package inlined, no external resource. ValueError if viewer.html lacks
-    the payload tag or `payload` holds NaN or infinity."""
-    html = inline(part(PAGE))
-    if html.count(PAYLOAD_TAG) != 1:
-        raise ValueError(f"{PAGE} must hold one {PAYLOAD_TAG}")
-    data = json.dumps(payload, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
-    return html.replace(PAYLOAD_TAG, PAYLOAD_TAG.replace("></", f">{data}</"), 1)
+    """The orbit viewer's page with `payload` in it (`core.page`)."""
+    return core.page(payload, __package__)

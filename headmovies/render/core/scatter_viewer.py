@@ -1,0 +1,161 @@
+"""The scatter viewer (docs/viewer.md, "Induction and OV-coherent viewers"): one self-contained
+HTML page that scrubs and plays through a run's snapshots, with dots and their trails in a few
+planes, a timeline of the run's curves and events, and a family's own legend and detail pane.
+
+A family (render/induction/viewer.py, render/ov_coherent/viewer.py) computes what its planes
+show at every snapshot and calls `scatter_payload`; `write_page` inlines the payload with the
+page: render/core/viewer_page/viewer.html (markup), viewer.css, the shared scripts (player.js,
+scatter.js, curves.js, scatter_main.js, with format.js, decode.js, axes.js, heatmap.js) and the
+family's family.js from its own viewer_page package (`build.page`).
+
+The payload, JSON inside the page:
+
+- meta: run facts (file, experiment, final epoch, complete), the words of the page (`lead`,
+  a plain sentence first, then `runline`), the planes (`Plane`), the dots (`Dot`), the
+  timeline's curves (label, colour, range) and events (`core.timeline.Event`), the trail length
+  in epochs, the rescaling rule of symmetric axes (`frame_states`), the heatmap colours, and
+  `detail`: whatever the family's script needs (JSON).
+- epochs [T] and captions [T] (a line of words per snapshot).
+- arrays (`core.payload.pack`): coords float32 [T, P, K, 2] (x, y of dot k in plane p),
+  curves float32 [T, C] (NaN: no value), and the family's own arrays.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import to_hex
+
+from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
+from headmovies.render.core.outputs import prepare_out_dir, write_text
+from headmovies.render.core.payload import pack
+from headmovies.render.core.timeline import Event
+from headmovies.render.core.viewer_page.build import page
+
+PAYLOAD_VERSION = 1
+HEATMAP = "RdBu_r"  # signed heatmaps: red positive, blue negative
+SEQUENTIAL = "Greys"  # heatmaps of values from 0 (white) up (attention)
+
+
+@dataclass(frozen=True)
+class Plane:
+    """One panel. x, y: fixed axis ranges (lo, hi), or None for axes symmetric about 0 that
+    follow the dots (the movie's rule, `frame_states`)."""
+
+    title: str
+    axes: str  # what x and y are, in a sentence or two
+    x_label: str
+    y_label: str
+    x: tuple[float, float] | None = None
+    y: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Dot:
+    """One dot in every plane. kind: "dot" (filled), "small" (small grey) or "ring" (hollow)."""
+
+    label: str
+    colour: str
+    kind: str = "dot"
+
+
+@dataclass(frozen=True)
+class Series:
+    """A timeline curve, sampled at the snapshots (values [T], NaN where there is none), drawn
+    between lo and hi."""
+
+    label: str
+    colour: str
+    values: np.ndarray
+    lo: float = 0.0
+    hi: float = 1.0
+
+
+def colour_stops(name: str, stops: int = 11) -> list[list[int]]:
+    """[stops][3] RGB (0..255) of a matplotlib colour map at equally spaced points; the page
+    interpolates linearly between them."""
+    rgb = colormaps[name].resampled(stops)(np.arange(stops))[:, :3]
+    return np.round(rgb * 255).astype(int).tolist()
+
+
+def event_words(events: Sequence[Event]) -> list[dict]:
+    """The timeline's events for the page: {epoch, short (on the strip), label (sentence), colour}."""
+    out = []
+    for e in sorted(events, key=lambda e: e.epoch):
+        text = e.words or re.sub(r"^epoch [\d,]+: ", "", e.text) or e.label  # the page adds the epoch
+        out.append({"epoch": int(e.epoch), "short": e.label, "label": text, "colour": to_hex(e.colour)})
+    return out
+
+
+def at_snapshots(epochs: np.ndarray, metric_epochs: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A logged metric at each snapshot epoch: its value at that epoch, NaN where it was not
+    logged (float64 [T])."""
+    where = {int(e): float(v) for e, v in zip(metric_epochs, values)}
+    return np.array([where.get(int(e), math.nan) for e in epochs])
+
+
+def scatter_payload(
+    *,
+    family: str,
+    run_facts: dict,
+    lead: str,
+    runline: str,
+    epochs: np.ndarray,
+    captions: Sequence[str],
+    coords: np.ndarray,
+    planes: Sequence[Plane],
+    dots: Sequence[Dot],
+    series: Sequence[Series],
+    events: Sequence[Event],
+    detail: dict,
+    arrays: dict[str, np.ndarray] | None = None,
+    trail_epochs: float = TRAIL_EPOCHS,
+) -> dict:
+    """The page's payload (module docstring). run_facts: {file, experiment, final_epoch,
+    complete}; coords [T, P, K, 2] with P = len(planes), K = len(dots). ValueError on shapes
+    that disagree."""
+    T = len(epochs)
+    if coords.shape != (T, len(planes), len(dots), 2):
+        raise ValueError(f"coords {coords.shape} do not fit {T} snapshots, {len(planes)} planes, {len(dots)} dots")
+    if len(captions) != T or any(len(s.values) != T for s in series):
+        raise ValueError("captions and curves need one value per snapshot")
+    curves = np.stack([np.asarray(s.values, np.float32) for s in series], -1) if series else np.zeros((T, 0))
+    meta = {
+        "version": PAYLOAD_VERSION,
+        "family": family,
+        **run_facts,
+        "lead": lead,
+        "runline": runline,
+        "planes": [asdict(p) for p in planes],
+        "dots": [asdict(d) for d in dots],
+        "curves": [{"label": s.label, "colour": to_hex(s.colour), "lo": s.lo, "hi": s.hi} for s in series],
+        "events": event_words(events),
+        "trail_epochs": trail_epochs,
+        "axes": {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR},
+        "colours": {"heatmap": colour_stops(HEATMAP), "sequential": colour_stops(SEQUENTIAL)},
+        "detail": detail,
+    }
+    packed = {"coords": coords.astype(np.float32), "curves": curves.astype(np.float32), **(arrays or {})}
+    return {
+        "meta": meta,
+        "epochs": [int(e) for e in epochs],
+        "captions": list(captions),
+        "arrays": pack(packed),
+    }
+
+
+def write_page(payload: dict, package: str, out_dir: str | Path, name: str = "viewer") -> Path:
+    """Write out_dir/name.html (whole or not at all): the page of `package` (a family's
+    viewer_page) with the payload. ValueError if the payload is not JSON (NaN, infinity)."""
+    json.dumps(payload["meta"], allow_nan=False)  # fails before the folder is touched
+    text = page(payload, package)
+    out_dir = Path(out_dir)
+    prepare_out_dir(out_dir)
+    return write_text(out_dir / f"{name}.html", text)

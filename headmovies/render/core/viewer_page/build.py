@@ -1,0 +1,69 @@
+"""One self-contained HTML page from a viewer's parts (docs/viewer.md, "The page").
+
+A family's viewer page (render/<family>/viewer_page/) holds its own parts; the parts every
+viewer shares (format.js, decode.js, axes.js, heatmap.js, viewer.css and the scatter viewer's
+scripts) live here, in render/core/viewer_page/. A part's name is looked up in the family's
+package first, then here (`part`).
+
+viewer.html holds the markup and names its parts as a browser would fetch them: one
+`<link rel="stylesheet" href="viewer.css">` and, after an empty
+`<script id="payload" type="application/json"></script>`, one `<script src="NAME.js"></script>`
+per script, in the order they run. `page` puts each part's text in place of its tag, in that
+order, and the payload's JSON in the payload tag, so the page opens from file:// with nothing
+fetched. The same parts always give the same page, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+
+PAGE = "viewer.html"
+CORE = __package__
+PAYLOAD_TAG = '<script id="payload" type="application/json"></script>'
+_STYLESHEET = re.compile(r'<link rel="stylesheet" href="([\w.-]+\.css)">')
+_SCRIPT = re.compile(r'<script src="([\w.-]+\.js)"></script>')
+
+
+def part(name: str, package: str = CORE) -> str:
+    """The text of one part of a page: package data of `package` (a family's viewer_page) if it
+    holds `name`, else of this core package. FileNotFoundError if neither does."""
+    for pkg in dict.fromkeys((package, CORE)):
+        path = resources.files(pkg) / name
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    raise FileNotFoundError(f"no viewer part {name!r} in {package} or {CORE}")
+
+
+def scripts(package: str = CORE) -> list[str]:
+    """The scripts `package`'s viewer.html names, in the order they run, e.g. ['format.js', ..., 'main.js']."""
+    return _SCRIPT.findall(part(PAGE, package))
+
+
+def inline(html: str, read=part) -> str:
+    """`html` with each stylesheet link and script tag replaced by the text of the part it names
+    (read(name) -> str); "</" that would close the element early is escaped. ValueError if a
+    script holds "<!--" (HTML would misread what follows)."""
+
+    def style(m: re.Match) -> str:
+        return "<style>\n" + read(m.group(1)).replace("</style", "<\\/style") + "</style>"
+
+    def script(m: re.Match) -> str:
+        text = read(m.group(1))
+        if "<!--" in text:
+            raise ValueError(f"{m.group(1)} holds '<!--', which an inline script must not")
+        return "<script>\n" + text.replace("</script", "<\\/script") + "</script>"
+
+    return _SCRIPT.sub(script, _STYLESHEET.sub(style, html))
+
+
+def page(payload: dict, package: str = CORE) -> str:
+    """The viewer page of `package` (a family's viewer_page) with `payload` (JSON-able, no NaN)
+    in its payload tag: markup, stylesheet and scripts inlined, no external resource. ValueError
+    if viewer.html lacks the payload tag or `payload` holds NaN or infinity."""
+    html = inline(part(PAGE, package), lambda name: part(name, package))
+    if html.count(PAYLOAD_TAG) != 1:
+        raise ValueError(f"{PAGE} must hold one {PAYLOAD_TAG}")
+    data = json.dumps(payload, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
+    return html.replace(PAYLOAD_TAG, PAYLOAD_TAG.replace("></", f">{data}</"), 1)

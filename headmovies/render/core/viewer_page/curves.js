@@ -1,0 +1,111 @@
+// The scatter viewer's timeline under the planes, linear in epochs from the first snapshot to
+// the run's last epoch: the run's curves (each between its own lo and hi), its events as
+// dashed marks with their labels, and the cursor; click or drag to move.
+// app: {snaps: {T, epochs, curves: Float32Array [T, C], meta}, view: {t}, tl: {canvas, w, h, left, right}}.
+"use strict";
+(function (exports) {
+  const { fmtEpoch, fmtNum } = viewerModules.format;
+  const INK = { paper: "#fff", future: "#f3f3f3", axis: "#bbb", label: "#666", cursor: "#d00" };
+
+  function createTimeline(canvas) { return { canvas, w: 0, h: 150, left: 44, right: 16 }; }
+
+  function sizeTimeline(tl, width) {
+    const dpr = window.devicePixelRatio || 1;
+    tl.w = width;
+    tl.canvas.style.width = width + "px"; tl.canvas.style.height = tl.h + "px";
+    tl.canvas.width = Math.round(width * dpr); tl.canvas.height = Math.round(tl.h * dpr);
+  }
+
+  // {x(epoch) -> px, epoch(px), end}: from the first snapshot to the run's last epoch
+  function epochAxis(app) {
+    const tl = app.tl, snaps = app.snaps, first = snaps.epochs[0];
+    const end = Math.max(snaps.meta.final_epoch, snaps.epochs[snaps.T - 1] || 1);
+    const span = Math.max(1, end - first), width = tl.w - tl.left - tl.right;
+    return { end, x: (e) => tl.left + (e - first) / span * width, epoch: (x) => first + (x - tl.left) / width * span };
+  }
+
+  // A round tick step giving about 8 ticks over `span`: 1, 2, 2.5 or 5 times a power of 10
+  function niceStep(span) {
+    const raw = Math.max(span, 1) / 8, p = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= raw) return m * p;
+    return 10 * p;
+  }
+
+  // Label rows for marks [[x, width]] sorted by x: each in the first row where it fits
+  function labelRows(marks, x0, x1, rows) {
+    const rowEnd = new Array(rows).fill(-Infinity), out = [];
+    for (const [x, width] of marks) {
+      let left = Math.min(Math.max(x - width / 2, x0), x1 - width);
+      let row = rowEnd.findIndex((end) => end + 6 <= left);
+      if (row < 0) { row = rowEnd.indexOf(Math.min(...rowEnd)); left = Math.min(rowEnd[row] + 6, x1 - width); }
+      rowEnd[row] = left + width;
+      out.push([left, row]);
+    }
+    return out;
+  }
+
+  function drawTimeline(app) {
+    const tl = app.tl, snaps = app.snaps, meta = snaps.meta, ax = epochAxis(app), C = meta.curves.length;
+    const ctx = tl.canvas.getContext("2d"), dpr = window.devicePixelRatio || 1, w = tl.w, h = tl.h;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = INK.paper; ctx.fillRect(0, 0, w, h);
+    const top = 40, bottom = h - 22, x0 = tl.left, x1 = w - tl.right, last = snaps.epochs[snaps.T - 1];
+    if (last < ax.end) { ctx.fillStyle = INK.future; ctx.fillRect(ax.x(last), top, x1 - ax.x(last), bottom - top); }
+    ctx.strokeStyle = INK.axis; ctx.lineWidth = 1;
+    ctx.beginPath(); ctx.moveTo(x0, bottom + 0.5); ctx.lineTo(x1, bottom + 0.5); ctx.stroke();
+    ctx.fillStyle = INK.label; ctx.font = "11px system-ui, sans-serif"; ctx.textAlign = "center"; ctx.textBaseline = "top";
+    const step = niceStep(ax.end - snaps.epochs[0]);
+    for (let e = Math.ceil(snaps.epochs[0] / step) * step; e <= ax.end; e += step) {
+      const x = ax.x(e), tw = ctx.measureText(fmtEpoch(e)).width;
+      ctx.beginPath(); ctx.moveTo(x + 0.5, bottom); ctx.lineTo(x + 0.5, bottom + 4); ctx.stroke();
+      ctx.fillText(fmtEpoch(e), Math.min(x, w - tw / 2 - 1), bottom + 6);
+    }
+    ctx.textAlign = "left"; ctx.fillText("epoch", 2, bottom + 6);
+    meta.curves.forEach((c, j) => {
+      const span = Math.max(c.hi - c.lo, 1e-12), y = (v) => bottom - (v - c.lo) / span * (bottom - top - 4);
+      ctx.strokeStyle = c.colour; ctx.lineWidth = 1.6; ctx.beginPath();
+      let pen = false;
+      for (let i = 0; i < snaps.T; i++) {
+        const v = snaps.curves[i * C + j];
+        if (!Number.isFinite(v)) { pen = false; continue; }
+        const x = ax.x(snaps.epochs[i]);
+        pen ? ctx.lineTo(x, y(v)) : ctx.moveTo(x, y(v));
+        pen = true;
+      }
+      ctx.stroke();
+    });
+    if (C) {
+      const c = meta.curves[0];
+      ctx.fillStyle = c.colour; ctx.textAlign = "right"; ctx.textBaseline = "top";
+      ctx.fillText(fmtNum(c.hi), x0 - 4, top - 2); ctx.fillText(fmtNum(c.lo), x0 - 4, bottom - 10);
+    }
+    ctx.font = "10.5px system-ui, sans-serif"; ctx.textBaseline = "top"; ctx.textAlign = "left";
+    const events = meta.events.slice().sort((a, b) => a.epoch - b.epoch);
+    const places = labelRows(events.map((e) => [ax.x(e.epoch), ctx.measureText(e.short).width]), x0, x1, 3);
+    events.forEach((e, i) => {
+      const x = ax.x(e.epoch);
+      ctx.strokeStyle = e.colour; ctx.lineWidth = 1.2; ctx.setLineDash([3, 3]);
+      ctx.beginPath(); ctx.moveTo(x + 0.5, top); ctx.lineTo(x + 0.5, bottom); ctx.stroke(); ctx.setLineDash([]);
+      ctx.fillStyle = e.colour; ctx.fillText(e.short, places[i][0], 1 + 12 * places[i][1]);
+    });
+    const cx = ax.x(snaps.epochs[app.view.t]);
+    ctx.strokeStyle = INK.cursor; ctx.lineWidth = 2;
+    ctx.beginPath(); ctx.moveTo(cx, top - 2); ctx.lineTo(cx, bottom + 2); ctx.stroke();
+  }
+
+  // The words under the timeline, as [text, colour | null] parts: each curve in its colour
+  function timelineNote(meta) {
+    const parts = [];
+    meta.curves.forEach((c, i) => parts.push([`${i ? ", " : ""}`, null], [`${c.label} (${fmtNum(c.lo)} to ${fmtNum(c.hi)})`, c.colour]));
+    const marks = meta.events.map((e) => `${e.label} (epoch ${fmtEpoch(e.epoch)})`);
+    parts.push([(marks.length ? (parts.length ? " · " : "") + "dashed: " + marks.join("; ") : "") + ". Click or drag to move.", null]);
+    return parts;
+  }
+
+  function timelineEpoch(app, ev) {
+    const rect = app.tl.canvas.getBoundingClientRect();
+    return epochAxis(app).epoch(ev.clientX - rect.left);
+  }
+
+  Object.assign(exports, { createTimeline, sizeTimeline, niceStep, labelRows, drawTimeline, timelineNote, timelineEpoch });
+})((globalThis.viewerModules ??= {}).curves = {});

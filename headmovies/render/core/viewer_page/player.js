@@ -1,0 +1,84 @@
+// Scrub, play and step through the snapshots (the scatter viewer; docs/viewer.md): the
+// scrubber, the play button, the speed menu, the trails box and the keys. Playback moves a
+// fixed number of epochs per second and pauses about 1 s at the timeline's events.
+//
+// app: {snaps: {T, epochs}, view: {t, playing, epoch, last, hold, trails}, holdEpochs: [epoch],
+// setSnapshot(t, keepEpoch), redraw()}.
+"use strict";
+(function (exports) {
+  const { fmtEpoch } = viewerModules.format;
+  const $ = (id) => document.getElementById(id);
+
+  // A round number of epochs per second near x: 1, 2 or 5 times a power of 10, at least 1
+  function roundSpeed(x) {
+    const p = Math.pow(10, Math.floor(Math.log10(Math.max(x, 1))));
+    for (const m of [1, 2, 5]) if (x <= m * p * 1.5) return m * p;
+    return 10 * p;
+  }
+
+  // Speed choices for a run of `span` epochs: the whole run in about 40, 20, 10 and 5 seconds
+  // (the second is the default), as [epochs per second]
+  function speeds(span) {
+    const out = [];
+    for (const s of [40, 20, 10, 5]) { const v = roundSpeed(Math.max(span, 1) / s); if (!out.includes(v)) out.push(v); }
+    return out;
+  }
+
+  function fillSpeeds(span) {
+    const sel = $("speed");
+    sel.replaceChildren(...speeds(span).map((v, i) => {
+      const o = document.createElement("option");
+      o.value = String(v); o.textContent = `${fmtEpoch(v)} epochs/s`; o.selected = i === 1;
+      return o;
+    }));
+  }
+
+  function createPlayer(app) {
+    const view = app.view, snaps = app.snaps;
+
+    function play(on) {
+      view.playing = on;
+      $("play").textContent = on ? "❚❚ pause" : "▶ play";
+      if (on) {
+        if (view.t >= snaps.T - 1) app.setSnapshot(0);
+        view.epoch = snaps.epochs[view.t]; view.last = performance.now(); view.hold = 0;
+        requestAnimationFrame(tick);
+      }
+    }
+
+    function tick(now) {
+      if (!view.playing) return;
+      const dt = (now - view.last) / 1000;
+      view.last = now;
+      if (now < view.hold) { requestAnimationFrame(tick); return; }
+      let next = view.epoch + Number($("speed").value) * dt;
+      for (const e of app.holdEpochs) if (view.epoch < e && next >= e) { next = e; view.hold = now + 1000; }
+      view.epoch = next;
+      const t = snaps.indexAtOrBefore(next);
+      if (t !== view.t) app.setSnapshot(t, true);
+      if (next >= snaps.epochs[snaps.T - 1]) { app.setSnapshot(snaps.T - 1); play(false); return; }
+      requestAnimationFrame(tick);
+    }
+
+    function setEpoch(epoch) { app.setSnapshot(snaps.indexAtOrBefore(Math.round(epoch))); }
+
+    function listen() {
+      const scr = $("scrubber");
+      scr.min = String(snaps.epochs[0]); scr.max = String(snaps.epochs[snaps.T - 1]);
+      fillSpeeds(snaps.epochs[snaps.T - 1] - snaps.epochs[0]);
+      $("play").addEventListener("click", () => play(!view.playing));
+      scr.addEventListener("input", (ev) => { play(false); setEpoch(Number(ev.target.value)); });
+      $("trails").addEventListener("change", (ev) => { view.trails = ev.target.checked; app.redraw(); });
+      document.addEventListener("keydown", (ev) => {
+        if (ev.target.tagName === "INPUT" && ev.target.type !== "range" || ev.target.tagName === "SELECT") return;
+        if (ev.key === " ") { ev.preventDefault(); play(!view.playing); }
+        else if (ev.key === "ArrowRight") { ev.preventDefault(); play(false); app.setSnapshot(view.t + 1); }
+        else if (ev.key === "ArrowLeft") { ev.preventDefault(); play(false); app.setSnapshot(view.t - 1); }
+      });
+    }
+
+    return { play, setEpoch, listen };
+  }
+
+  Object.assign(exports, { roundSpeed, speeds, createPlayer });
+})((globalThis.viewerModules ??= {}).player = {});

@@ -1,0 +1,176 @@
+// The scatter viewer's planes (docs/viewer.md): one canvas per plane with a dot per head (or
+// token), its trail and the axes: fixed ranges, or symmetric about 0 and following the dots by
+// the movie's rule (axes.js, `axisLimits`); and which dot the mouse is on.
+//
+// app (scatter_main.js): {snaps: {T, K, epochs, meta, coords}, view: {t, selected, hovered,
+// trails}, family, redraw(), showDetail()}. A panel: {spec (meta.planes[i]), index, el, canvas,
+// ctx, size, screen: [K] of [px, py], xy: Float64Array [T, K, 2], limits: [T] | null}.
+"use strict";
+(function (exports) {
+  const { fmtNum } = viewerModules.format;
+  const { axisLimits, pointAt, trailOf, trailPoints } = viewerModules.axes;
+  const INK = { paper: "#fff", cross: "#e4e4e4", label: "#777", chosen: "#111", small: "#9a9a9a" };
+  const GAP = 14, PAD = 26;                          // px between panels; inner margin of fixed axes
+
+  // Side of a panel in px: P panels in one row beside the legend (about 420 px); one panel
+  // alone a little larger, so that the page is not half empty
+  function panelSize(P) {
+    const free = Math.max(300, window.innerWidth - 470);
+    return Math.max(220, Math.min(P === 1 ? 480 : 400, Math.floor((free - (P - 1) * GAP) / Math.max(P, 1))));
+  }
+
+  function makePanel(app, spec, index) {
+    const el = document.createElement("div");
+    el.className = "panel";
+    const h2 = document.createElement("h2");
+    h2.textContent = spec.title;
+    const canvas = document.createElement("canvas");
+    const axes = document.createElement("p");
+    axes.className = "axes";
+    axes.textContent = spec.axes;
+    el.append(h2, canvas, axes);
+    const panel = { spec, index, el, canvas, ctx: canvas.getContext("2d"), size: 0, screen: [], xy: null, limits: null };
+    const view = app.view;
+    canvas.addEventListener("mousemove", (ev) => {
+      const k = pick(panel, ev);
+      if (k !== view.hovered) { view.hovered = k; app.showDetail(); app.redraw(); }
+    });
+    canvas.addEventListener("mouseleave", () => { view.hovered = null; app.showDetail(); app.redraw(); });
+    canvas.addEventListener("click", (ev) => {
+      const k = pick(panel, ev);
+      view.selected = k === view.selected ? null : k;
+      app.showDetail(); app.redraw();
+    });
+    return panel;
+  }
+
+  function layoutPanels(app) {
+    const P = app.panels.length, size = panelSize(P), dpr = window.devicePixelRatio || 1;
+    document.getElementById("panels").style.gridTemplateColumns = `repeat(${P}, ${size}px)`;
+    document.getElementById("panels-area").style.width = `${P * size + (P - 1) * GAP}px`;
+    for (const p of app.panels) {
+      p.size = size;
+      p.canvas.style.width = p.canvas.style.height = size + "px";
+      p.canvas.width = p.canvas.height = Math.round(size * dpr);
+      p.el.style.setProperty("--panel-size", size + "px");
+    }
+  }
+
+  // The plane's coordinates at every snapshot, from coords [T, P, K, 2], and its axes
+  function fillCoords(app, panel) {
+    const snaps = app.snaps, K = snaps.K, T = snaps.T, P = snaps.P, xy = new Float64Array(T * K * 2);
+    for (let t = 0; t < T; t++)
+      for (let k = 0; k < K; k++)
+        for (let c = 0; c < 2; c++) xy[(t * K + k) * 2 + c] = snaps.coords[((t * P + panel.index) * K + k) * 2 + c];
+    panel.xy = xy;
+    const fixed = panel.spec.x && panel.spec.y;
+    panel.limits = fixed ? null : axisLimits(xy, K, snaps.epochs, snaps.meta.trail_epochs, snaps.meta.axes);
+  }
+
+  // Data -> canvas px at snapshot t: {X, Y, fixed, L}
+  function frame(panel, t) {
+    const s = panel.spec, size = panel.size;
+    if (panel.limits === null) {
+      const [x0, x1] = s.x, [y0, y1] = s.y, w = size - 2 * PAD;
+      return { fixed: true, X: (x) => PAD + (x - x0) / (x1 - x0) * w, Y: (y) => size - PAD - (y - y0) / (y1 - y0) * w };
+    }
+    const L = panel.limits[t], half = size / 2;
+    return { fixed: false, L, X: (x) => half + (x / L) * half, Y: (y) => half - (y / L) * half };
+  }
+
+  function drawAxes(ctx, panel, f) {
+    const s = panel.spec, size = panel.size;
+    ctx.strokeStyle = INK.cross; ctx.lineWidth = 1; ctx.fillStyle = INK.label;
+    ctx.font = "11px system-ui, sans-serif";
+    if (f.fixed) {
+      ctx.strokeRect(f.X(s.x[0]), f.Y(s.y[1]), f.X(s.x[1]) - f.X(s.x[0]), f.Y(s.y[0]) - f.Y(s.y[1]));
+      ctx.beginPath();
+      if (s.x[0] < 0 && s.x[1] > 0) { ctx.moveTo(f.X(0), f.Y(s.y[0])); ctx.lineTo(f.X(0), f.Y(s.y[1])); }
+      if (s.y[0] < 0 && s.y[1] > 0) { ctx.moveTo(f.X(s.x[0]), f.Y(0)); ctx.lineTo(f.X(s.x[1]), f.Y(0)); }
+      ctx.stroke();
+      ctx.textBaseline = "top"; ctx.textAlign = "left"; ctx.fillText(fmtNum(s.x[0]), f.X(s.x[0]), size - PAD + 3);
+      ctx.textAlign = "right"; ctx.fillText(fmtNum(s.x[1]), f.X(s.x[1]), size - PAD + 3);
+      ctx.textAlign = "center"; ctx.fillText(s.x_label, size / 2, size - PAD + 3);
+      ctx.save(); ctx.translate(PAD - 16, size / 2); ctx.rotate(-Math.PI / 2);
+      ctx.fillText(s.y_label, 0, 0); ctx.restore();
+      ctx.textAlign = "right"; ctx.textBaseline = "bottom"; ctx.fillText(fmtNum(s.y[1]), PAD - 3, f.Y(s.y[1]) + 10);
+      ctx.textBaseline = "top"; ctx.fillText(fmtNum(s.y[0]), PAD - 3, f.Y(s.y[0]) - 10);
+    } else {
+      const half = size / 2;
+      ctx.beginPath(); ctx.moveTo(half, 0); ctx.lineTo(half, size); ctx.moveTo(0, half); ctx.lineTo(size, half); ctx.stroke();
+      ctx.textAlign = "right"; ctx.textBaseline = "top"; ctx.fillText(`axes ±${fmtNum(f.L)}`, size - 6, 5);
+      ctx.textAlign = "left"; ctx.textBaseline = "bottom"; ctx.fillText(`across: ${s.x_label} · up: ${s.y_label}`, 6, size - 4);
+    }
+  }
+
+  function drawPanel(app, panel) {
+    const snaps = app.snaps, view = app.view, K = snaps.K, trail = snaps.meta.trail_epochs;
+    const t = view.t, ctx = panel.ctx, size = panel.size, dpr = window.devicePixelRatio || 1;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.fillStyle = INK.paper; ctx.fillRect(0, 0, size, size);
+    const f = frame(panel, t);
+    drawAxes(ctx, panel, f);
+    const styles = [];
+    for (let k = 0; k < K; k++) styles.push(app.styleOf(t, k));
+    const rank = { small: 0, ring: 1, dot: 2 };
+    const order = styles.map((_, k) => k).sort((a, b) => rank[styles[a].kind] - rank[styles[b].kind] || b - a);
+    if (view.trails && trail > 0) {
+      const tr = trailOf(snaps.epochs, t, trail);
+      ctx.lineWidth = 1.4;
+      for (const k of order) {
+        if (styles[k].kind === "small") continue;
+        const pts = trailPoints(panel.xy, K, snaps.epochs, t, k, tr);
+        ctx.strokeStyle = styles[k].colour;
+        for (let i = 1; i < pts.length; i++) {
+          const age = snaps.epochs[t] - (pts[i - 1][2] + pts[i][2]) / 2;
+          ctx.globalAlpha = 0.8 * Math.max(0, 1 - age / trail);
+          ctx.beginPath(); ctx.moveTo(f.X(pts[i - 1][0]), f.Y(pts[i - 1][1])); ctx.lineTo(f.X(pts[i][0]), f.Y(pts[i][1]));
+          ctx.stroke();
+        }
+      }
+      ctx.globalAlpha = 1;
+    }
+    panel.screen = new Array(K);
+    const top = view.selected !== null ? view.selected : view.hovered;
+    const drawOrder = top === null ? order : order.filter((k) => k !== top).concat([top]);
+    ctx.font = "600 11px system-ui, sans-serif"; ctx.textAlign = "left"; ctx.textBaseline = "bottom";
+    const named = styles.filter((st) => st.kind !== "small").length <= 6;   // few enough to label them all
+    for (const k of drawOrder) {
+      const [x, y] = pointAt(panel.xy, K, t, k), st = styles[k], px = f.X(x), py = f.Y(y);
+      panel.screen[k] = [px, py];
+      ctx.beginPath();
+      if (st.kind === "small") {
+        ctx.arc(px, py, 3, 0, 2 * Math.PI); ctx.fillStyle = INK.small; ctx.fill();
+      } else if (st.kind === "ring") {
+        ctx.arc(px, py, 5, 0, 2 * Math.PI); ctx.fillStyle = INK.paper; ctx.fill();
+        ctx.strokeStyle = st.colour; ctx.lineWidth = 1.8; ctx.stroke();
+      } else {
+        ctx.arc(px, py, 5.5, 0, 2 * Math.PI); ctx.fillStyle = st.colour; ctx.fill();
+        ctx.strokeStyle = INK.paper; ctx.lineWidth = 0.8; ctx.stroke();
+      }
+      if (st.kind !== "small" && (named || k === top)) {     // left of the dot near the right edge
+        const right = px + 8 + ctx.measureText(st.label).width > size;
+        ctx.fillStyle = st.colour; ctx.textAlign = right ? "right" : "left";
+        ctx.fillText(st.label, right ? px - 6 : px + 6, py - 3);
+      }
+      if (k === top) {
+        ctx.beginPath(); ctx.arc(px, py, 9, 0, 2 * Math.PI);
+        ctx.strokeStyle = INK.chosen; ctx.lineWidth = 1.6; ctx.stroke();
+      }
+    }
+  }
+
+  // The dot nearest the mouse, within 10 px (null if none)
+  function pick(panel, ev) {
+    const rect = panel.canvas.getBoundingClientRect();
+    const mx = ev.clientX - rect.left, my = ev.clientY - rect.top;
+    let best = null, bestD = 10;
+    panel.screen.forEach((s, k) => {
+      const d = s ? Math.hypot(s[0] - mx, s[1] - my) : Infinity;
+      if (d <= bestD) { best = k; bestD = d; }
+    });
+    return best;
+  }
+
+  Object.assign(exports, { panelSize, makePanel, layoutPanels, fillCoords, frame, drawPanel });
+})((globalThis.viewerModules ??= {}).scatter = {});

@@ -1,0 +1,302 @@
+"""The induction and OV-coherent viewers (render/induction/viewer.py, render/ov_coherent/viewer.py,
+the scatter viewer's page in render/core/viewer_page/) on tiny trained runs, in Debian's Chromium
+through Playwright (the `browser` fixture, tests/conftest.py): the page opens from file:// with no
+request to the network and no console error, the last snapshot shows the numbers the Python
+analysis gives for it, play moves, and the page fits a 1440x900 screen."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from headmovies.cli import main as cli_main
+from headmovies.render.core.payload import unpack
+from headmovies.render.induction import numpy_model as npm
+from headmovies.render.induction.analysis import over_training
+from headmovies.render.induction.circuit_scores import copying_table
+from headmovies.render.induction.viewer import head_scores
+from headmovies.render.induction.viewer import make_viewer as induction_viewer
+from headmovies.render.ov_coherent import analysis as S
+from headmovies.render.ov_coherent.figures import plane_coords
+from headmovies.render.ov_coherent.viewer import make_viewer as ov_viewer
+from headmovies.runfile.reader import Run
+from headmovies.train import config
+from headmovies.train.experiments import get as task_class
+from headmovies.train.loop import train
+
+INDUCTION = {"epochs": "40", "early_every": "10", "batch_size": "32", "eval_size": "64"}
+OV = {"epochs": "30", "seq_len": "6", "batch": "16", "early_every": "5", "switch_epoch": "20", "late_every": "10"}
+
+
+def trained(folder, experiment: str, sets: dict) -> str:
+    path = folder / f"{experiment}.h5"
+    train(experiment, config.resolve(task_class(experiment).Config, sets=sets), path, progress=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def induction(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("induction_viewer")
+    run = trained(folder, "induction-2l", INDUCTION)
+    return run, induction_viewer(run, folder / "out", n_sequences=64)
+
+
+@pytest.fixture(scope="module")
+def ov(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ov_viewer")
+    run = trained(folder, "ov-coherent", OV)
+    return run, ov_viewer(run, folder / "out")
+
+
+@pytest.fixture
+def open_page(browser):
+    """open_page(url) -> (page, errors, requests) at 1440x900, offline; console errors and
+    JavaScript errors are collected, and every URL the page asks for."""
+    contexts = []
+
+    def opener(url):
+        ctx = browser.new_context(viewport={"width": 1440, "height": 900}, device_scale_factor=1, offline=True)
+        contexts.append(ctx)
+        page = ctx.new_page()
+        errors, requests = [], []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(url)
+        page.wait_for_selector("body[data-state=ready]", timeout=15000)
+        return page, errors, requests
+
+    yield opener
+    for ctx in contexts:
+        ctx.close()
+
+
+def to_last(page) -> int:
+    """Scrub to the last snapshot; its epoch."""
+    epochs = page.evaluate("window.headmovies.epochs")
+    page.locator("#scrubber").fill(str(epochs[-1]))
+    assert page.get_attribute("#epoch", "data-snapshot") == str(len(epochs) - 1)
+    return epochs[-1]
+
+
+def check_opens_offline_and_fits(page, errors, requests, panels: int) -> None:
+    assert errors == [] and all(u.startswith(("file://", "data:")) for u in requests), (errors, requests)
+    assert page.locator(".panel canvas").count() == panels
+    lead = page.inner_text("#lead")
+    assert lead.startswith("How ") and not re.search(r"QK|OV|irrep|d_head", lead)  # plain words first
+    timeline = page.locator("#timeline").bounding_box()
+    assert timeline["y"] + timeline["height"] <= 900  # above the fold at 1440x900
+    aside = page.locator("aside").bounding_box()
+    assert aside["x"] < 1440 / 2 + 300 and aside["x"] + aside["width"] > 1100  # the right half is used
+    shot = imread(io.BytesIO(page.screenshot()))
+    assert shot.shape[:2] == (900, 1440)
+    box = page.locator(".panel canvas").first.bounding_box()
+    square = imread(io.BytesIO(page.screenshot(clip=box)))[..., :3]
+    assert (square < 0.9).any(axis=-1).mean() > 0.002  # dots drawn, not a blank square
+
+
+def check_timeline_and_trails(page, plane: int) -> None:
+    """A click on the timeline moves to the snapshot at or before that epoch; the trails box
+    takes the trails off the plane (one where the dots move) and puts them back."""
+    epochs = page.evaluate("window.headmovies.epochs")
+    box = page.locator("#timeline").bounding_box()
+    left, right = box["x"] + 44, box["x"] + box["width"] - 16  # curves.js: the axis' margins
+    page.mouse.click(left + 0.5 * (right - left), box["y"] + box["height"] / 2)
+    t = int(page.get_attribute("#epoch", "data-snapshot"))
+    middle = epochs[0] + 0.5 * (epochs[-1] - epochs[0])
+    assert epochs[t] <= middle + 1 and (t == len(epochs) - 1 or epochs[t + 1] > middle - 1)
+    to_last(page)
+    panel = page.locator(".panel canvas").nth(plane).bounding_box()
+    with_trails = imread(io.BytesIO(page.screenshot(clip=panel)))[..., :3]
+    page.uncheck("#trails")
+    without = imread(io.BytesIO(page.screenshot(clip=panel)))[..., :3]
+    page.check("#trails")
+    again = imread(io.BytesIO(page.screenshot(clip=panel)))[..., :3]
+    assert (np.abs(with_trails - without).max(-1) > 0.05).sum() > 20 and np.array_equal(with_trails, again)
+
+
+def check_play_moves(page) -> None:
+    page.locator("#scrubber").fill(page.get_attribute("#scrubber", "min"))
+    assert page.get_attribute("#epoch", "data-snapshot") == "0"
+    page.click("#play")
+    page.wait_for_function("document.getElementById('epoch').dataset.snapshot !== '0'", timeout=10000)
+    page.click("#play")
+    page.keyboard.press("ArrowLeft")
+    assert page.inner_text("#play") == "▶ play"
+
+
+def test_induction_viewer_shows_the_analysis_of_the_last_snapshot(induction, open_page):
+    run_path, result = induction
+    page, errors, requests = open_page(result.path.as_uri())
+    check_opens_offline_and_fits(page, errors, requests, panels=2)
+    with Run(run_path) as run:
+        table = {r["circuit"]: r["copying"] for r in copying_table(run.weights(-1))}
+        hist = over_training(run, n_sequences=64, progress=False)
+        L = run.config["block_len"]
+        final_epoch = int(run.epochs[-1])
+    prev, ind = head_scores(hist["attention"][-1], L)  # (n_layers, H)
+    assert to_last(page) == final_epoch == 40
+    for name, li, h in (("L0H0", 0, 0), ("L1H3", 1, 3)):
+        row = page.locator(f"#legend tr[data-head={name}]")
+        assert row.locator(".copying").inner_text() == f"{table[name]:+.2f}"
+        assert row.locator(".prev").inner_text() == f"{prev[li, h]:.2f}"
+        assert row.locator(".induction").inner_text() == f"{ind[li, h]:.2f}"
+    assert f"{table['direct path W_E W_U']:+.2f}" in page.inner_text("#legend")
+    dots = page.evaluate("window.headmovies.dots(1)")  # copying score across, induction up
+    assert dots[4]["label"] == "L1H0" and dots[4]["x"] == pytest.approx(table["L1H0"], abs=1e-6)
+    assert dots[4]["y"] == pytest.approx(ind[1, 0], abs=1e-6)
+    page.mouse.move(dots[4]["px"], dots[4]["py"])
+    box = page.inner_text("#head-info")
+    assert box.startswith("head L1H0") and f"{table['L1H0']:+.2f}" in box and "epoch 40" in box
+    assert page.locator("#head-info canvas").count() == 1  # its mean attention pattern
+    check_timeline_and_trails(page, plane=1)
+    check_play_moves(page)
+    assert errors == []
+
+
+def test_ov_coherent_viewer_shows_the_analysis_of_the_last_snapshot(ov, open_page):
+    run_path, result = ov
+    page, errors, requests = open_page(result.path.as_uri())
+    check_opens_offline_and_fits(page, errors, requests, panels=3)
+    with Run(run_path) as run:
+        qk = S.readoff_qk(run.weights(-1))  # (2 heads, 12)
+        final_epoch = int(run.epochs[-1])
+    xy = plane_coords(qk)
+    assert to_last(page) == final_epoch == 30
+    for h in (0, 1):
+        row = page.locator(f"#legend tr[data-head='{h + 1}']")
+        assert row.locator(".ordering").inner_text() == S.format_ordering(qk[h])
+        assert row.locator(".qk").all_inner_texts() == [f"{xy[h, t]:+.2f}" for t in (1, 2, 3, 4)]
+    opposite = S.are_opposite(S.preference_ordering(qk[0]), S.preference_ordering(qk[1]))
+    assert ("do not prefer" not in page.inner_text("#legend")) == opposite
+    dots = page.evaluate("window.headmovies.dots(0)")  # the shared plane: head 1 across, head 2 up
+    assert [d["x"] for d in dots] == pytest.approx(xy[0].tolist(), abs=1e-5)
+    assert [d["y"] for d in dots] == pytest.approx(xy[1].tolist(), abs=1e-5)
+    page.mouse.move(dots[3]["px"], dots[3]["py"])
+    assert page.inner_text("#head-info").startswith("signal token 3")
+    assert page.locator("#head-info canvas").count() == 2  # both heads' OV tables
+    assert "rows 11, 12, 13, 14, 22, 23, 24, 33, 34, 44) per unit of attention on each token 0-11" in page.inner_text(
+        "#head-info"
+    )
+    check_timeline_and_trails(page, plane=0)
+    check_play_moves(page)
+    assert errors == []
+
+
+@pytest.mark.slow  # trains two tiny runs (about 10 s)
+def test_the_payloads_hold_every_snapshot(induction, ov):
+    for (run_path, result), arrays in ((induction, ("copying", "prev", "induction", "attention")), (ov, ("qk", "ov"))):
+        text = result.path.read_text()
+        data = json.loads(
+            re.search(r'<script id="payload" type="application/json">(.*?)</script>', text, re.S).group(1)
+        )
+        with Run(run_path) as run:
+            assert data["epochs"] == run.epochs.tolist()
+        A = unpack(data["arrays"])
+        assert A["coords"].shape[0] == len(data["epochs"]) and set(arrays) <= set(A)
+        assert "<script src=" not in text and "http" not in text.split('id="payload"')[0]
+
+
+@pytest.mark.slow  # the same two runs
+def test_view_commands_fail_in_one_line_on_the_wrong_run(induction, ov, tmp_path, capsys):
+    assert cli_main(["induction", "view", str(ov[0]), "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not an induction experiment" in err
+    assert cli_main(["ov-coherent", "view", str(induction[0]), "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not 'ov-coherent'" in err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_an_induction_pattern_with_known_offsets_scores_as_it_should():
+    T, L = 12, 4
+    prev = np.eye(T, k=-1)
+    prev[0, 0] = 1
+    induct = np.eye(T, k=-(L - 1))
+    induct[: L - 1, 0] = 1
+    p, i = head_scores(np.stack([prev, induct])[None], L)  # (1 layer, 2 heads)
+    assert p.tolist() == [[1.0, 0.0]] and i.tolist() == [[0.0, 1.0]]
+    assert npm.offset_profile(induct, start=L)[L - 1] == 1.0
+
+
+# --- the scatter viewer's page: its build and pure functions -------------------------------------
+
+FAMILIES = ("headmovies.render.induction.viewer_page", "headmovies.render.ov_coherent.viewer_page")
+
+
+def test_each_family_page_inlines_the_shared_parts_and_its_own_script():
+    from headmovies.render.core.viewer_page import build
+
+    for package in FAMILIES:
+        names = build.scripts(package)
+        assert names[0] == "format.js" and names[-1] == "scatter_main.js" and "family.js" in names
+        text = build.page({"meta": {}, "epochs": [], "captions": [], "arrays": None}, package)
+        assert text == build.page({"meta": {}, "epochs": [], "captions": [], "arrays": None}, package)
+        assert "<script src=" not in text and '<link rel="stylesheet"' not in text and text.count("<style>") == 2
+        assert build.part("family.js", package) in text
+    assert build.part("family.js", FAMILIES[0]) != build.part("family.js", FAMILIES[1])
+
+
+@pytest.fixture(scope="module")
+def js(browser):
+    """A blank page holding the induction page's scripts but the wiring: js(expression, arg)."""
+    from headmovies.render.core.viewer_page import build
+
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content("<!DOCTYPE html><html><body></body></html>")
+    for name in build.scripts(FAMILIES[0]):
+        if name != "scatter_main.js":
+            page.add_script_tag(content=build.part(name, FAMILIES[0]))
+    assert errors == []
+    yield lambda expression, arg=None: page.evaluate(
+        f"(arg) => {{ const M = viewerModules; return {expression}; }}", arg
+    )
+    assert errors == []
+    page.close()
+
+
+def test_speeds_ticks_labels_and_signs(js):
+    assert js("M.player.speeds(10000)") == [200, 500, 1000, 2000]  # the run in about 40, 20, 10, 5 s
+    assert js("M.player.speeds(40)") == [1, 2, 5, 10]
+    assert js("[0.7, 3, 140, 2600].map(M.player.roundSpeed)") == [1, 2, 100, 2000]
+    assert js("[10000, 40, 3000].map(M.curves.niceStep)") == [
+        2000,
+        5,
+        500,
+    ]  # the smallest round step giving at most 8 ticks
+    # three marks, the second too close to the first for one row: it goes to the next row
+    assert js("M.curves.labelRows([[100, 50], [120, 50], [400, 50]], 0, 1000, 3)") == [[75, 0], [95, 1], [375, 0]]
+    values = [0.6860927, -0.9995849, -0.001, 0.0, 1.0]
+    assert js("arg.map(M.family.signed)", values) == [f"{x:+.2f}" for x in values]
+
+
+@pytest.mark.parametrize("family", ["induction", "ov-coherent"])
+def test_view_help_says_what_it_writes(family, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli_main([family, "view", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "DIR/viewer.html" in out and "file://" in out and "--out DIR" in out
+
+
+def test_the_timeline_note_names_each_curve_in_its_colour(js):
+    meta = {
+        "curves": [
+            {"label": "accuracy", "colour": "#1f77b4", "lo": 0, "hi": 1},
+            {"label": "τ", "colour": "#d62728", "lo": -1, "hi": 1},
+        ],
+        "events": [{"epoch": 1500, "label": "accuracy reaches 99% and stays there"}],
+    }
+    parts = js("M.curves.timelineNote(arg)", meta)
+    assert "".join(p[0] for p in parts) == (
+        "accuracy (0 to 1.00), τ (-1.00 to 1.00) · dashed: accuracy reaches 99% and stays there (epoch 1,500). "
+        "Click or drag to move."
+    )
+    assert [p[1] for p in parts if p[1]] == ["#1f77b4", "#d62728"]
