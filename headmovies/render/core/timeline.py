@@ -103,6 +103,11 @@ class Timeline:
             self.end = self.start + 1  # a single snapshot: any width
 
 
+def strip_px(timeline: Timeline) -> int:
+    """The strip's height in the tall layout at full text size (pixels)."""
+    return STRIP_PX
+
+
 def schedule_events(config: dict, epochs: Epochs | None = None) -> list[Event]:
     """The snapshot schedule's switch as an event, from a run's config (`train.config.TrainConfig`
     keys early_every, switch_epoch, late_every, epochs): from there one frame spans late_every

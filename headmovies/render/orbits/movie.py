@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from headmovies.render.core.encode import FORMATS, EncodeResult, Quality, encode, parse_formats
+from headmovies.render.core.frame_layout import PANEL_PX
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
 from headmovies.render.core.outputs import prepare_out_dir
 from headmovies.render.core.panels import PanelFigure
@@ -83,6 +84,8 @@ class OrbitMovie:
     the same pass as the coordinates) serves the looks and the timeline's orbit events.
     `event_hold_s`: seconds held at each held event (phase change, orbit verified) at `fps`.
     `timeline`: draw the strip. `progress`: a bar over the pass. `blit`: as `PanelFigure`'s.
+    `layout`: 'wide' (landscape, default) or 'tall' (`render.core.frame_layout`); `panel_px`:
+    the panels' side (None: the layout's default, `frame_layout.PANEL_PX`).
     Raises RunFileError / UserError (one line) for a run that cannot be drawn.
     """
 
@@ -90,7 +93,7 @@ class OrbitMovie:
         self,
         run: Run,
         panels: Sequence[str] | None = None,
-        panel_px: int = 480,
+        panel_px: int | None = None,
         trail_epochs: float = TRAIL_EPOCHS,
         colour_orbits: bool = True,
         fps: float = 24.0,
@@ -98,6 +101,7 @@ class OrbitMovie:
         timeline: bool = True,
         progress: bool = False,
         blit: bool = True,
+        layout: str = "wide",
     ):
         n, m = require_group(run)
         final = final_snapshot(run)
@@ -131,7 +135,9 @@ class OrbitMovie:
         self.timeline = movie_timeline(info, self.history, tracks, H)
         self.extra = hold_frames(self.epochs, self.timeline.events, fps, event_hold_s)  # [T]
         self.caption = figcaption(info, H, self.history, tracks, self.panels, n)
-        self.panel_px, self.with_timeline = panel_px, timeline
+        self.layout = layout
+        self.panel_px = PANEL_PX[layout] if panel_px is None else panel_px
+        self.with_timeline = timeline
         self.figure = self.make_figure(blit)
 
     def make_figure(self, blit: bool = True) -> PanelFigure:
@@ -164,7 +170,8 @@ class OrbitMovie:
             outlines=outlines,
             timeline=self.timeline if self.with_timeline else None,
             snapshot_epochs=self.epochs,
-            legend_cols=1,
+            legend_cols=1 if self.layout == "tall" else None,
+            layout=self.layout,
         )
 
     def __len__(self) -> int:
@@ -204,13 +211,14 @@ def make_movie(
     fps: float = 24.0,
     hold_s: float = 2.0,
     basename: str = "orbits",
-    panel_px: int = 480,
+    panel_px: int | None = None,
     quality: Quality = Quality(),
     trail_epochs: float = TRAIL_EPOCHS,
     progress: bool = True,
     colour_orbits: bool = True,
     event_hold_s: float = EVENT_HOLD_S,
     timeline: bool = True,
+    layout: str = "wide",
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> EncodeResult:
     """Render the orbit movie of `run_path` into `out_dir/basename.{mp4,webm,gif,png,html}`.
@@ -218,7 +226,8 @@ def make_movie(
     panels: `--panels` words (`panel_choice.resolve_panels`): None or ['default'] (the source's
     four when the run's orbits show in them, else automatic), ['auto'], ['source'], or
     CIRCUIT:U,V planes. One frame per snapshot; the frame of each held event (phase change,
-    orbit verified) shown `event_hold_s` seconds; the last frame held `hold_s` seconds. The
+    orbit verified) shown `event_hold_s` seconds; the last frame held `hold_s` seconds. `layout`:
+    'wide' (landscape, the default) or 'tall' (portrait). The
     HTML snippet's figcaption is generated from the run (`captions.figcaption`). Every check
     that can fail on user input (formats, run file, weights, output folder) runs before any
     frame is drawn; errors are UserError (one line).
@@ -226,7 +235,9 @@ def make_movie(
     formats = parse_formats(formats)
     out_dir = Path(out_dir)
     with Run(run_path) as run:
-        movie = OrbitMovie(run, panels, panel_px, trail_epochs, colour_orbits, fps, event_hold_s, timeline, progress)
+        movie = OrbitMovie(
+            run, panels, panel_px, trail_epochs, colour_orbits, fps, event_hold_s, timeline, progress, layout=layout
+        )
         path = run.path
     try:  # the pass has read the run: the file is closed while frames are drawn
         prepare_out_dir(out_dir)

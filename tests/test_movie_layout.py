@@ -1,0 +1,72 @@
+"""The orbit movie's layouts (render/core/frame_layout.py): landscape by default, the tall one
+on request, and the HTML snippet showing the whole frame in a 1280 x 900 window (Chromium)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from headmovies.cli import main
+from headmovies.render.core.frame_layout import frame_layout
+from headmovies.render.orbits.movie import OrbitMovie
+from headmovies.runfile.reader import Run
+
+from equivariant import equivariant_run
+
+EPOCHS = np.array([0, 25, 50, 75, 100, 200, 300, 400, 500, 600])
+
+
+@pytest.fixture(scope="module")
+def run_path(tmp_path_factory):
+    return equivariant_run(tmp_path_factory.mktemp("run") / "layout.h5", EPOCHS, orbit_sizes=(4, 3), extra_heads=25)
+
+
+def test_default_frame_is_landscape_and_tall_is_portrait(run_path):
+    with Run(run_path) as run:
+        wide = OrbitMovie(run, panels=["source"])
+        tall = OrbitMovie(run, panels=["source"], layout="tall")
+    (w, h), (tw, th) = wide.figure.size, tall.figure.size
+    wide.close()
+    tall.close()
+    assert w > 1.2 * h and th > 1.3 * tw  # landscape / portrait
+    assert h <= 1100 and w <= 1440  # one laptop screen at 1:1 or close
+    assert tw == 1064 and th > 1400  # the tall layout as before (1064 x 1494 with a dead-head line)
+    # the wide layout's strip is a column right of the panels, as tall as they are
+    lay = frame_layout("wide", 4, 360, header_lines=2, note_lines=2, axis_labels=True, legend_entries=4, strip_px=170)
+    x0, _, _, sh = lay.strip
+    assert x0 > max(x for x, _ in lay.panels) + 360 and sh > 2 * 360 and lay.legend_cols == 2
+
+
+def test_bad_layout_is_one_line(run_path, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["orbits", "movie", str(run_path), "--out", str(tmp_path / "o"), "--layout", "square"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--layout" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("layout", ["wide", "tall"])
+def test_snippet_shows_the_whole_frame_at_1280_by_900(run_path, tmp_path, browser, layout):
+    out = tmp_path / layout
+    args = ["orbits", "movie", str(run_path), "--out", str(out), "--formats", "mp4,png,html", "--no-progress"]
+    assert main([*args, "--layout", layout, "--fps", "8"]) == 0
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, device_scale_factor=1, reduced_motion="reduce")
+    try:
+        page = ctx.new_page()
+        page.goto((out / "orbits.html").as_uri())
+        page.wait_for_function("document.querySelector('video').videoWidth > 0", timeout=10000)
+        box = page.evaluate(
+            "(() => { const r = document.querySelector('video').getBoundingClientRect();"
+            " return [r.left, r.top, r.width, r.height, innerWidth, innerHeight]; })()"
+        )
+        left, top, width, height, iw, ih = box
+        assert left >= 0 and top >= 0 and left + width <= iw and top + height <= ih, box
+        if layout == "wide":
+            assert width > 1000, box  # the landscape frame keeps most of the window's width
+        shots = os.environ.get("HEADMOVIES_SHOTS")  # a folder to keep the screenshot in, for a look
+        if shots:
+            page.screenshot(path=f"{shots}/snippet-{layout}.png")
+    finally:
+        ctx.close()
