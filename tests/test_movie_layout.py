@@ -70,3 +70,31 @@ def test_snippet_shows_the_whole_frame_at_1280_by_900(run_path, tmp_path, browse
             page.screenshot(path=f"{shots}/snippet-{layout}.png")
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("layout, least_px", [("wide", 200), ("tall", 50)])
+def test_error_curve_has_its_own_axes_under_the_orbit_bands(run_path, layout, least_px):
+    from matplotlib.colors import to_rgb
+
+    from headmovies.render.orbits.movie import EQ_COLOUR
+
+    with Run(run_path) as run:
+        mv = OrbitMovie(run, panels=["source"], layout=layout)
+        eq = mv.info.metrics["eq_error_pooled"]
+    strip = mv.figure.strip
+    states = list(mv.states())
+    img = mv.figure.render(states[-1])
+    assert strip.low is not None and strip.low is not strip.ax
+    heights = [a.get_window_extent().height for a in (strip.ax, strip.low)]
+    assert min(heights) >= least_px, heights
+    assert strip.low.get_yscale() == "log" and strip.ax.get_yscale() == "linear"
+    assert [c.get_facecolor()[0][:3] for c in strip.ax.collections]  # the orbit bands, above
+    assert to_rgb(strip.low.get_lines()[0].get_color()) == to_rgb(EQ_COLOUR)
+    # the error curve is on screen after the orbits are verified (epoch 550, between the last two
+    # snapshots: a straight line on the log scale passes their geometric mean)
+    px, py = strip.low.transData.transform((550, float(np.sqrt(eq[-2] * eq[-1]))))
+    row, col = int(round(img.shape[0] - py)), int(round(px))
+    patch = img[row - 2 : row + 3, col - 2 : col + 3].reshape(-1, 3).astype(int)
+    darkest = patch[patch.sum(1).argmin()]
+    assert darkest.max() < 200 and np.ptp(darkest) < 30, patch  # grey, drawn
+    mv.close()

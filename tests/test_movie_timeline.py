@@ -14,7 +14,8 @@ from matplotlib.figure import Figure
 
 from headmovies.cli import main
 from headmovies.render.core.snippet import html_snippet, mp4_codec
-from headmovies.render.core.timeline import Event, Timeline, TimelineStrip, first_lasting, hold_frames
+from headmovies.render.core.timeline import Event, Timeline, first_lasting, hold_frames
+from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour
 from headmovies.render.orbits.head_styles import DEAD, OTHER, head_ranges
 from headmovies.render.orbits.movie import OrbitMovie
@@ -165,7 +166,7 @@ def test_timeline_cursor_sits_at_the_epoch_on_a_linear_axis(movie):
         expected = bb.x0 + EPOCHS[t] / 600 * bb.width
         assert abs(cols.mean() - expected) <= 1.5, (t, cols, expected)
         # the banner tells the event for a few snapshots from its own
-        text = fig.strip.banner.get_text()
+        text = fig.strip.banner.get_text().replace("\n", " ")  # wrapped to the strip's width
         if t in (8, 9):
             assert text.startswith("epoch 500: heads 12–15 form a verified 4-orbit")
         if t == 1:

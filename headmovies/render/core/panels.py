@@ -31,7 +31,8 @@ from matplotlib.text import Text
 
 from headmovies.render.core.frame_layout import frame_layout, grid_shape
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, FrameState, Look
-from headmovies.render.core.timeline import Epochs, Timeline, TimelineStrip, strip_px
+from headmovies.render.core.timeline import Epochs, Timeline, strip_px
+from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.core.trails import TrailCollection
 
 if TYPE_CHECKING:

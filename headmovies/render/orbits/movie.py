@@ -38,9 +38,9 @@ EQ_COLOUR = "#6a6a6a"
 
 def movie_timeline(info: RunInfo, history: OrbitHistory | None, tracks: Sequence[Track], n_heads: int) -> Timeline:
     """The strip: the training events (`events.training_events`), the heads in each final orbit
-    while verified (stacked step areas, left axis up to a quarter above the heads in final
-    orbits; only with the orbit check, `history`) and the equivariance error (right axis, log)
-    when logged."""
+    while verified (stacked step areas, axes up to a quarter above the heads in final orbits;
+    only with the orbit check, `history`) and the equivariance error (log scale, its own axes
+    under the orbits' when both are drawn, `timeline.split_axes`) when logged."""
     curves = (
         [
             Curve(
@@ -66,9 +66,9 @@ def movie_timeline(info: RunInfo, history: OrbitHistory | None, tracks: Sequence
         end,
         events,
         curves,
-        left_label="heads in\norbits",
+        left_label="heads in\nverified orbits",
         left_lim=(0, min(n_heads, 1.25 * top)),
-        right_label="eq. error",
+        right_label="equivariance\nerror (pooled)",
         right_log=True,
     )
 
