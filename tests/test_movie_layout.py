@@ -98,3 +98,37 @@ def test_error_curve_has_its_own_axes_under_the_orbit_bands(run_path, layout, le
     darkest = patch[patch.sum(1).argmin()]
     assert darkest.max() < 200 and np.ptp(darkest) < 30, patch  # grey, drawn
     mv.close()
+
+
+def test_the_strip_shows_no_future(run_path):
+    """Before the orbits' verification (epoch 500): no band, no mark, no label of it; the phase
+    and schedule marks (planned, from the config) stay. From it: the bands and the labels."""
+    config = {"epochs": 600, "early_every": 25, "switch_epoch": 100, "late_every": 100, "refine_start": 200}
+    path = equivariant_run(run_path.parent / "future.h5", EPOCHS, orbit_sizes=(4, 3), extra_heads=25, config=config)
+    with Run(path) as run:
+        mv = OrbitMovie(run, panels=["source"])
+    strip, fig = mv.figure.strip, mv.figure
+    states = list(mv.states())
+    kinds = [(e.label, e.phase) for e in strip.timeline.events]
+    assert kinds == [
+        ("1 frame = 100 epochs", True),
+        ("phase 2", True),
+        ("4-orbit verified", False),
+        ("3-orbit verified", False),
+    ]
+
+    def band_pixel(img):  # inside the stacked bands, at epoch 550 and 2 heads up
+        px, py = strip.ax.transData.transform((550, 2.0))
+        return img[int(round(img.shape[0] - py)), int(round(px)), :3].astype(int)
+
+    for t, epoch in ((4, 100), (7, 400), (8, 500), (9, 600)):
+        img = fig.render(states[t])
+        shown = [lab.get_visible() for lab in strip.labels]
+        assert shown == [True, True, epoch >= 500, epoch >= 500], (epoch, shown)
+        assert [leader.get_visible() for leader in strip.leaders] == shown
+        band = band_pixel(img)
+        if epoch < 500:
+            assert band.min() == 255, band  # white: the future is hidden, not pale
+        else:  # the 4-orbit's blue band (C0 at alpha 0.75 on white): the snapshot of 500 holds to 600
+            assert band[2] > band[0] + 60, band
+    mv.close()

@@ -313,11 +313,19 @@ class PanelFigure:
         key: list[tuple] = []
         for a in self._slow:
             if isinstance(a, Line2D):
-                key.append((to_rgba(a.get_markerfacecolor()), to_rgba(a.get_markeredgecolor()), a.get_markersize()))
+                key.append(
+                    (
+                        to_rgba(a.get_markerfacecolor()),
+                        to_rgba(a.get_markeredgecolor()),
+                        a.get_markersize(),
+                        a.get_alpha(),
+                        a.get_visible(),
+                    )
+                )
             elif isinstance(a, Text):
-                key.append((a.get_text(), a.get_alpha(), to_rgba(a.get_color())))
+                key.append((a.get_text(), a.get_alpha(), to_rgba(a.get_color()), a.get_visible()))
             else:
-                raise TypeError(f"a slowly changing artist is a marker or a text, got {a!r}")
+                raise TypeError(f"a slowly changing artist is a marker, a line or a text, got {a!r}")
         return tuple(key)
 
     def render(self, state: FrameState, rgba: bool = False) -> np.ndarray:

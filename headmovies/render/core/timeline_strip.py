@@ -82,12 +82,14 @@ class TimelineStrip:
             for side in ("left", "bottom"):
                 a.spines[side].set_color("#b0b0b0")
         self._draw_curves(ax, tl, fontsize, self.low)
+        self.steps = bool(tl.curves) and all(c.step for c in tl.curves if c.axis != "right") and self.low is not None
         # event marks and their labels, in rows that do not overlap
         bt = blended_transform_factory(ax.transData, ax.transAxes)
         renderer = fig.canvas.get_renderer()
         placed: list[tuple[int, float, float, float]] = []  # (row, left, right, leader x) in pixels
         px_per_epoch = w / (tl.end - tl.start)
         self.labels = []
+        self.leaders = []
         for e in tl.events:
             for a in self.axes:
                 a.axvline(
@@ -96,7 +98,7 @@ class TimelineStrip:
                     lw=1.2 if not e.phase else 1.0,
                     ls="--" if e.phase else "-",
                     alpha=0.9,
-                    zorder=3,
+                    zorder=6.5 if e.phase else 3,  # planned changes show through the veil, results not
                 )
             x = x0 + (e.epoch - tl.start) * px_per_epoch
             t = fig.text(
@@ -128,19 +130,22 @@ class TimelineStrip:
             t.set_position((left / W, ly / H))
             self.labels.append(t)
             # a thin leader from the axes top to the label row
-            fig.add_artist(
-                Line2D(
-                    [x / W, x / W],
-                    [(y0 + ticks_px + axes_h) / H, (ly + 2) / H],
-                    color=e.colour,
-                    lw=0.6,
-                    alpha=0.6,
-                    ls="--" if e.phase else "-",
-                )
+            leader = Line2D(
+                [x / W, x / W],
+                [(y0 + ticks_px + axes_h) / H, (ly + 2) / H],
+                color=e.colour,
+                lw=0.6,
+                alpha=0.6,
+                ls="--" if e.phase else "-",
+                animated=animated,
             )
+            fig.add_artist(leader)
+            self.leaders.append(leader)
         anim: dict[str, Any] = dict(animated=animated)
         top = y0 + ticks_px + axes_h + 3 * label_px + 2 * k
-        # the veil over everything after the cursor in the axes; labels of later events are pale
+        # the veil hides everything after the cursor in the axes (curves, results' marks): a frame
+        # shows nothing that happens after its epoch; planned changes (phases, the schedule)
+        # stay, their labels pale
         self.veils, self.cursors = [], []
         for a in self.axes:
             bt = blended_transform_factory(a.transData, a.transAxes)
@@ -151,7 +156,7 @@ class TimelineStrip:
                 transform=bt,
                 facecolor="white",
                 edgecolor="none",
-                alpha=0.72,
+                alpha=1.0,
                 clip_on=False,
                 zorder=6,
                 **anim,
@@ -183,7 +188,7 @@ class TimelineStrip:
             **anim,
         )
         self.fast = [*self.veils, *self.cursors]  # change every frame
-        self.slow = [self.banner, *self.labels]  # change at a few frames (events)
+        self.slow = [self.banner, *self.labels, *self.leaders]  # change at a few frames (events)
         self.epochs = np.asarray(snapshot_epochs, np.int64)
         self._banner_from = []  # (first snapshot, last snapshot, event)
         for e, i in zip(tl.events, event_snapshots(self.epochs, tl.events)):
@@ -266,15 +271,19 @@ class TimelineStrip:
         return float(np.asarray(self.cursor.get_xdata())[0])
 
     def update(self, epoch: int) -> list:
-        """Move the cursor and the veil to `epoch`, show the sentence of the current event and
-        dim the labels of later events; returns the moving artists (`fast` + `slow`)."""
+        """Move the cursor and the veil to `epoch`, show the sentence of the current event, dim
+        the labels of later planned events (phases, the schedule) and hide those of later results
+        (an orbit's verification); returns the moving artists (`fast` + `slow`)."""
         tl = self.timeline
         x = float(min(max(epoch, tl.start), tl.end))
-        for cursor, veil in zip(self.cursors, self.veils):
-            cursor.set_xdata([x, x])
-            veil.set_x(x)
-            veil.set_width(tl.end - x)
         i = int(np.searchsorted(self.epochs, epoch, side="right")) - 1 if len(self.epochs) else -1
+        # a step curve's value at this snapshot holds until the next one: shown up to there
+        held = float(self.epochs[i + 1]) if 0 <= i < len(self.epochs) - 1 and self.epochs[i] == epoch else x
+        for a, cursor, veil in zip(self.axes, self.cursors, self.veils):
+            v = min(max(held, x), tl.end) if a is self.ax and self.steps else x
+            cursor.set_xdata([x, x])
+            veil.set_x(v)
+            veil.set_width(tl.end - v)
         current = [e for first, last, e in self._banner_from if first <= i <= last]
         if current:
             e = current[-1]
@@ -282,6 +291,10 @@ class TimelineStrip:
             self.banner.set_color("#202020" if e.phase else e.colour)
         else:
             self.banner.set_text("")
-        for e, t in zip(tl.events, self.labels):
-            t.set_alpha(1.0 if e.epoch <= epoch else FUTURE_ALPHA)
+        for e, t, leader in zip(tl.events, self.labels, self.leaders):
+            past = e.epoch <= epoch
+            t.set_alpha(1.0 if past else FUTURE_ALPHA)
+            leader.set_alpha(0.6 if past else 0.6 * FUTURE_ALPHA)
+            t.set_visible(past or e.phase)  # a result is not shown before it happens
+            leader.set_visible(past or e.phase)
         return self.fast + self.slow
