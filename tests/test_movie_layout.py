@@ -132,3 +132,22 @@ def test_the_strip_shows_no_future(run_path):
         else:  # the 4-orbit's blue band (C0 at alpha 0.75 on white): the snapshot of 500 holds to 600
             assert band[2] > band[0] + 60, band
     mv.close()
+
+
+def test_gif_is_wide_enough_for_its_smallest_text(run_path, tmp_path):
+    from PIL import Image
+
+    from headmovies.render.orbits.movie import GIF_TEXT_PX, legible_gif_width
+
+    with Run(run_path) as run:
+        mv = OrbitMovie(run, panels=["source"])
+    smallest = mv.figure.smallest_text_px()
+    assert smallest == pytest.approx(8 * 100 / 72)  # the tick labels: 8 pt at 100 dpi
+    want = legible_gif_width(mv.figure, 540)
+    mv.close()
+    w = mv.figure.size[0]
+    assert 540 < want < w and want * smallest / w >= GIF_TEXT_PX  # >= 9.5 px after scaling
+    args = ["orbits", "movie", str(run_path), "--out", str(tmp_path), "--formats", "gif", "--no-progress"]
+    assert main([*args, "--fps", "4", "--hold", "0"]) == 0
+    with Image.open(tmp_path / "orbits.gif") as gif:
+        assert gif.size[0] == want

@@ -253,6 +253,7 @@ class PanelFigure:
         self._background: Any = None  # the canvas regions saved for blitting (BufferRegion)
         self._static: Any = None
         self._background_key: tuple | None = None
+        self._drawn_once = blit
         if blit:
             self.canvas.draw()  # static parts only
             self._static = self.canvas.copy_from_bbox(self.fig.bbox)
@@ -352,6 +353,19 @@ class PanelFigure:
             self.canvas.draw()
         buf = np.asarray(self.canvas.buffer_rgba())
         return buf.copy() if rgba else np.array(buf[..., :3])
+
+    def smallest_text_px(self) -> float:
+        """The height in pixels (font size at this dpi) of the smallest text the frame shows:
+        tick labels, notes, the strip's labels (the figure is drawn once if it was not)."""
+        if not self._drawn_once:
+            self.canvas.draw()
+            self._drawn_once = True
+        sizes = [
+            float(t.get_fontsize())
+            for t in self.fig.findobj(Text)
+            if t.get_visible() and (t.get_text() or t in self.legend_texts or t is self.caption_text)
+        ]
+        return float(min(sizes)) * self.fig.dpi / 72
 
     def close(self) -> None:
         self.fig.clear()

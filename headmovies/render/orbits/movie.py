@@ -12,8 +12,10 @@ numbers), not its weights; frames are drawn from them as they are encoded.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,7 @@ from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
 from headmovies.runfile.reader import Run
 
 EQ_COLOUR = "#6a6a6a"
+GIF_TEXT_PX = 9.5  # the GIF is scaled down no further than this height of its smallest text
 
 
 def movie_timeline(info: RunInfo, history: OrbitHistory | None, tracks: Sequence[Track], n_heads: int) -> Timeline:
@@ -241,6 +244,7 @@ def make_movie(
         path = run.path
     try:  # the pass has read the run: the file is closed while frames are drawn
         prepare_out_dir(out_dir)
+        quality = replace(quality, gif_width=legible_gif_width(movie.figure, quality.gif_width))
         total = len(movie) + int(round(hold_s * fps))
         held = ", ".join(f"{e.label} at {e.epoch:,}" for e in movie.timeline.events if e.hold)
         epochs = movie.epochs
@@ -269,6 +273,16 @@ def make_movie(
     finally:
         movie.close()
     return result
+
+
+def legible_gif_width(figure: PanelFigure, least: int | None, text_px: float = GIF_TEXT_PX) -> int | None:
+    """The GIF's width: at least `least` (the encoder's default) and wide enough that the
+    frame's smallest text (`PanelFigure.smallest_text_px`) stays `text_px` pixels high after
+    scaling; None (the frame's own width) when that needs the whole frame."""
+    w = figure.size[0]
+    need = math.ceil(w * text_px / figure.smallest_text_px())
+    need = max(need, least or 0)
+    return None if need >= w else need + need % 2
 
 
 def _progress(total: int, enabled: bool):
