@@ -133,7 +133,7 @@ def test_panels_for_run(eq_run, tmp_path):
         M, R = snapshot_circuits(run, -1)
         expected = auto_panels(run_report(run), M, R, 24, 2)
     # random orbits do not live in the source's planes: the default falls back to auto
-    assert panels == auto == expected and note.startswith("automatic panels")
+    assert panels == auto == expected and note.startswith("planes where this run's orbits are strongest")
     assert [p.order(24, 2) for p in panels] == [12, 12, 4, 4]
     # 'seed' needs no orbit check, so it works on a run without the weights for one
     plain = write_run(tmp_path / "plain.h5", [0], [{"W_E": np.zeros((24, 4))}])
