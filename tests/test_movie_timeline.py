@@ -1,5 +1,5 @@
 """The orbit movie over time: each orbit drawn only from the snapshot at which it is verified
-(pale before), dead heads apart, the timeline strip (cursor on a linear epoch axis, event
+(grey, like any other live head, before), dead heads apart, the timeline strip (cursor on a linear epoch axis, event
 marks), the frames held at key events, the HTML snippet and its figcaption; the same timeline
 for the induction and OV-coherent movies. Hand-built runs with known answers (tests/equivariant.py)."""
 
