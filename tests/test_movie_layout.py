@@ -151,3 +151,19 @@ def test_gif_is_wide_enough_for_its_smallest_text(run_path, tmp_path):
     assert main([*args, "--fps", "4", "--hold", "0"]) == 0
     with Image.open(tmp_path / "orbits.gif") as gif:
         assert gif.size[0] == want
+
+
+def test_no_sliver_of_a_later_band_at_the_strip_s_right_edge(tmp_path):
+    """The veil reaches past the axes' end: a band that ends there leaves no antialiased column."""
+    epochs = np.concatenate([np.arange(0, 4001, 25), np.arange(4100, 16001, 100)])
+    path = equivariant_run(tmp_path / "long.h5", epochs, orbit_sizes=(4, 3), extra_heads=25)
+    with Run(path) as run:
+        mv = OrbitMovie(run, panels=["source"])
+    strip, fig = mv.figure.strip, mv.figure
+    state = next(s for s in mv.states() if s.epoch == 10600)  # the orbits come at the end
+    img = fig.render(state)
+    bb = strip.ax.get_window_extent()
+    rows = slice(int(img.shape[0] - bb.y1) + 2, int(img.shape[0] - bb.y0) - 2)
+    edge = img[rows, int(bb.x1) - 3 : int(bb.x1) + 4, :3].astype(int)
+    assert (np.ptp(edge, axis=-1) < 12).all(), np.ptp(edge, axis=-1).max()  # greys only, no orbit colour
+    mv.close()

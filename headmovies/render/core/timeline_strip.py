@@ -283,7 +283,8 @@ class TimelineStrip:
             v = min(max(held, x), tl.end) if a is self.ax and self.steps else x
             cursor.set_xdata([x, x])
             veil.set_x(v)
-            veil.set_width(tl.end - v)
+            # a little past the end too: a band's edge there is not left as an antialiased sliver
+            veil.set_width(0.0 if v >= tl.end else tl.end - v + 0.01 * (tl.end - tl.start))
         current = [e for first, last, e in self._banner_from if first <= i <= last]
         if current:
             e = current[-1]
