@@ -320,15 +320,17 @@ def test_follower_chooses_the_planes_again_as_orbits_appear(tmp_path):
         before = [str(p) for p in f.data.panels]
         identity = f.live()["identity"]
         assert before == ["qk:0,10", "ov:10,-10", "qk:0,6", "ov:6,-6"]  # the source's: no orbit yet
-        for t in range(4, 10):
+        for t in range(4, 9):
             writer.append(10 * t, weights(t), {"eq_error": 0.1})
-        writer.mark_complete()
-        assert f.poll() == 10  # every snapshot again, in the new planes
+        assert f.poll() == 5 and [str(p) for p in f.data.panels] == before  # a new choice, seen once
+        writer.append(90, weights(9), {"eq_error": 0.1})
+        assert f.poll() == 10  # seen twice: every snapshot again, in the new planes
         with Run(path) as run:  # the movie's rule on the whole run
             final = final_snapshot(run)
             want, _ = resolve_panels(None, final.report, final.M, final.R, 24, 2)
         assert [str(p) for p in f.data.panels] == [str(p) for p in want] != before
         assert f.data.count == 10 and [c.start for c in f.data.chunks] == [0]
+        writer.mark_complete()
         assert "new planes" in f.status()["message"]
         assert f.update(f.gen, 4, identity) == {"reload": True}  # a page of the old planes reloads
         assert f.update(f.gen, 10, f.live()["identity"])["chunks"] == []

@@ -12,7 +12,8 @@ lacks; `gen` counts reopenings, so a page that holds dropped snapshots is told w
 Planes. When new snapshots arrive (at most every `rechoose_s` seconds, and once the run is
 complete), the follower applies the movie's rule (`panel_choice.resolve_panels`, the
 `--panels` words) to the newest snapshot again, as the movie applies it to the whole run's
-last. When the choice changes (an orbit appeared in other planes), it rebuilds the payload in
+last. When the choice changes (an orbit appeared in other planes) and holds at the next check
+too (or the run is complete), it rebuilds the payload in
 the new planes from every snapshot so far and the page reloads (the page's identity gains a
 plane count).
 """
@@ -73,6 +74,7 @@ class Follower:
     ):
         self.path = Path(path)
         self.rechoose_s, self.chosen_at, self.planes_gen = rechoose_s, time.monotonic(), 0
+        self.pending: list | None = None  # planes chosen at the last check, not yet shown
         self.panels, self.tol, self.dead_tol = panels, tol, dead_tol
         self.lock = threading.Lock()
         self.inode = 0
@@ -148,14 +150,21 @@ class Follower:
 
     def _rechoose(self, run: Run) -> bool:
         """Apply the plane rule to the newest snapshot (throttled by `rechoose_s`, always once
-        the run is complete); rebuild the payload if it picks other planes. True if it did."""
+        the run is complete); rebuild the payload if it picks other planes at two checks in a
+        row (an orbit at the tolerance's edge does not flip the page back and forth), or at
+        once when the run is complete. True if it did."""
         now = time.monotonic()
         if now - self.chosen_at < self.rechoose_s and not run.complete:
             return False
         self.chosen_at = now
         fresh = ViewerData(run, self.panels, self.tol, self.dead_tol)  # resolves on the newest snapshot
         if fresh.panels == self.data.panels:
+            self.pending = None
             return False
+        if fresh.panels != self.pending and not run.complete:  # a new choice must hold at two checks
+            self.pending = fresh.panels
+            return False
+        self.pending = None
         old = " ".join(map(str, self.data.panels))
         fresh.grow(run)
         self.data = fresh
