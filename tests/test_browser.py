@@ -40,7 +40,8 @@ def open_page(browser):
     contexts = []
 
     def opener(url, **options):
-        ctx = browser.new_context(viewport={"width": 1280, "height": 1000}, device_scale_factor=1, **options)
+        options = {"viewport": {"width": 1280, "height": 1000}, **options}
+        ctx = browser.new_context(device_scale_factor=1, **options)
         contexts.append(ctx)
         page = ctx.new_page()
         errors = []
@@ -129,6 +130,32 @@ def test_the_frequency_groups_panel_shows_the_python_spectrum(viewer, open_page)
     for g in report.groups:
         text = page.inner_text(f"#groups li[data-omega='{g.omega}'] .spectrum")
         assert text.endswith(": " + " ".join(f"{v:.3f}" for v in g.spectrum)), (g.omega, text)
+    assert errors == []
+
+
+def test_viewer_fits_one_1440_by_900_screen_in_plain_words(viewer, open_page):
+    """Panels on the left, the timeline and legend in a column on their right, all above the
+    fold; the first line in plain words, from Python; the timeline's orbit marks from the
+    payload's events (render/orbits/events.py), not worded in the page."""
+    _run, result = viewer
+    page, errors = open_page(result.path.as_uri(), viewport={"width": 1440, "height": 900})
+    ready(page)
+    boxes = [page.locator(".panel").nth(i).bounding_box() for i in range(4)]
+    timeline = page.locator("#timeline").bounding_box()
+    legend = page.locator("#legend").bounding_box()
+    right = max(b["x"] + b["width"] for b in boxes)
+    assert all(b["y"] + b["height"] <= 900 for b in boxes), boxes  # every panel on screen
+    assert timeline["y"] + timeline["height"] <= 400 and legend["y"] + legend["height"] <= 900
+    assert timeline["x"] > right and legend["x"] > right  # the right half is used
+    assert timeline["width"] >= 600
+    meta = page.evaluate("JSON.parse(document.getElementById('payload').textContent).meta")
+    line = page.inner_text("#runline")
+    assert line == meta["headline"] and line.startswith("eq.h5: 20 attention heads learning addition mod 24")
+    assert not re.search(r">=|seed|panel of order|power", line), line
+    verified = [e for e in meta["events"] if e["result"]]
+    assert [(e["epoch"], e["short"]) for e in verified] == [(475, "12-orbit verified"), (475, "4-orbit verified")]
+    assert verified[0]["label"].startswith("heads 0–11 form a verified 12-orbit (worst error")
+    assert "epoch 475: heads 0–11 form a verified 12-orbit" in page.inner_text("#timeline-note")
     assert errors == []
 
 

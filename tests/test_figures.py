@@ -143,7 +143,7 @@ def test_panels_for_run(eq_run, tmp_path):
         M, R = snapshot_circuits(run, -1)
         expected = auto_panels(run_report(run), M, R, 24, 2)
     # random orbits do not live in the source's planes: the default falls back to auto
-    assert panels == auto == expected and note.startswith("automatic panels")
+    assert panels == auto == expected and note.startswith("planes where this run's orbits are strongest")
     assert [p.order(24, 2) for p in panels] == [12, 12, 4, 4]
     # 'seed' needs no orbit check, so it works on a run without the weights for one
     plain = write_run(tmp_path / "plain.h5", [0], [{"W_E": np.zeros((24, 4))}])
@@ -226,3 +226,39 @@ def test_orbit_progress_figure(eq_run):
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend[0] == "orbit 1 (size 12, heads 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11): locked in at epoch 200"
     assert "4 heads in no orbit at the end" in legend and "tolerance 2%" in legend
+
+
+def test_curves_mark_the_penalty_and_phase_2_from_the_config(tmp_path):
+    """The curves figure marks where the equivariance penalty switches on (config eq_start) and
+    where phase 2 starts (refine_start), in every panel and in the note under them; the orbits
+    over time figure keeps dead heads off the orbit bands."""
+    from matplotlib.collections import PolyCollection
+
+    config = {"epochs": 250, "eq_start": 50, "eq_weight": 10.0, "eq_ramp": 100, "refine_start": 150}
+    run = equivariant_run(tmp_path / "marks.h5", EPOCHS, extra_heads=4, config=config, dead_heads=(16,))
+    out = tmp_path / "figs"
+    assert make_figures(run, out, formats=("png",), progress=False, log=lambda s: None)
+    assert imread(out / "curves.png")[..., :3].std() > 0.05
+    from headmovies.render.orbits.curves_figure import curves_figure
+    from headmovies.render.orbits.events import phase_marks
+    from headmovies.render.orbits.history_figures import orbits_over_time_figure
+
+    with Run(run) as r:
+        met, cfg, history = r.metrics(), r.config, orbit_history(r)
+    marks = phase_marks(cfg, met["epoch"])
+    assert [(e.epoch, e.label) for e in marks] == [(50, "equivariance penalty on"), (150, "phase 2")]
+    fig = curves_figure(met, "t", marks)
+    for ax in fig.axes:
+        xs = sorted(line.get_xdata()[0] for line in ax.get_lines() if len(set(line.get_xdata())) == 1)
+        assert xs == [50, 150], ax.get_title()
+    assert fig.get_supxlabel() == "1: epoch 50, equivariance penalty on   2: epoch 150, phase 2"
+    assert phase_marks({"epochs": 250, "eq_start": 0, "eq_weight": 10.0}, met["epoch"]) == []  # on from the start
+    # dead heads: a line of their own, not a band stacked on the orbits
+    epochs, counts, dead = orbits_over_time(history)
+    assert dead.tolist() == [0, 0, 0, 1, 1, 1]
+    ax = orbits_over_time_figure(epochs, counts, dead, 20, 0.02).axes[0]
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == len(counts) == 2  # the orbit sizes only
+    top = max(b.get_paths()[0].vertices[:, 1].max() for b in bands)
+    assert top == 16  # 12 + 4 heads in orbits at the end, no dead head on top
+    assert "dead heads apart" in ax.get_title()

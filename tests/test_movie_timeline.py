@@ -1,5 +1,5 @@
 """The orbit movie over time: each orbit drawn only from the snapshot at which it is verified
-(pale before), dead heads apart, the timeline strip (cursor on a linear epoch axis, event
+(grey, like any other live head, before), dead heads apart, the timeline strip (cursor on a linear epoch axis, event
 marks), the frames held at key events, the HTML snippet and its figcaption; the same timeline
 for the induction and OV-coherent movies. Hand-built runs with known answers (tests/equivariant.py)."""
 
@@ -14,8 +14,9 @@ from matplotlib.figure import Figure
 
 from headmovies.cli import main
 from headmovies.render.core.snippet import html_snippet, mp4_codec
-from headmovies.render.core.timeline import Event, Timeline, TimelineStrip, first_lasting, hold_frames
-from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour
+from headmovies.render.core.timeline import Event, Timeline, first_lasting, hold_frames
+from headmovies.render.core.timeline_strip import TimelineStrip
+from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR
 from headmovies.render.orbits.head_styles import DEAD, OTHER, head_ranges
 from headmovies.render.orbits.movie import OrbitMovie
 from headmovies.runfile.reader import Run
@@ -72,22 +73,26 @@ def test_orbit_dated_by_the_check_of_every_snapshot(movie):
     assert mv.looks.tracks[0].verified.tolist() == [False] * VERIFIED_AT + [True] * 2
 
 
-def test_head_is_filled_in_its_orbit_colour_exactly_from_verification_and_pale_before(movie):
+def test_head_is_filled_in_its_orbit_colour_exactly_from_verification_and_grey_before(movie):
     mv, states = movie
     fig = mv.figure
+    grey = to_rgba(OTHER_COLOUR)
     for t in range(len(states)):
         look = mv.looks.look(t)
-        want = to_rgba("C0") if t >= VERIFIED_AT else hint_colour("C0")
-        assert all(tuple(look.face[h]) == want for h in range(12)), t
-        assert all(
-            tuple(look.face[h]) == (to_rgba("C1") if t >= VERIFIED_AT else hint_colour("C1")) for h in range(12, 16)
-        )
-        assert look.outlines.tolist() == [t >= VERIFIED_AT] * len(mv.looks.outlines)
-        label = look.legend[0][0]
-        assert label.endswith(
-            "· verified since epoch 500" if t >= VERIFIED_AT else "· pale: not yet verified (from epoch 500)"
-        )
-    # in the pixels: head 0's dot in the r = 10 QK panel (a 12-gon vertex) turns from pale to full blue
+        before = t < VERIFIED_AT
+        live_other = 17  # a live head in no orbit: what an orbit's head looks like before its verification
+        assert tuple(look.face[live_other]) == grey and look.size[live_other] == OTHER["size"]
+        for heads, colour in ((range(12), "C0"), (range(12, 16), "C1")):
+            for h in heads:
+                assert tuple(look.face[h]) == (grey if before else to_rgba(colour)), (t, h)
+                assert look.size[h] == look.size[live_other] if before else look.size[h] > OTHER["size"]
+                assert tuple(look.trail[h]) == (grey if before else to_rgba(colour))
+        assert look.outlines.tolist() == [not before] * len(mv.looks.outlines)
+        label, face, *_ = look.legend[0]
+        # before: the orbit's legend slot is blank (no word, no marker); after: dated
+        assert (label, face[3]) == ("", 0.0) if before else label.endswith("· verified since epoch 500")
+        assert look.legend[-2][0].startswith(f"{3 + 16 * before - (t >= 5)} other live head")
+    # in the pixels: head 0's dot in the r = 10 QK panel (a 12-gon vertex) turns from grey to full blue
     before = fig.render(states[VERIFIED_AT - 1])
     p0 = states[VERIFIED_AT - 1].points[0, 0]
     pale = pixel(before, fig.axes[0], p0.real, p0.imag)
@@ -95,7 +100,7 @@ def test_head_is_filled_in_its_orbit_colour_exactly_from_verification_and_pale_b
     p1 = states[VERIFIED_AT].points[0, 0]
     full = pixel(after, fig.axes[0], p1.real, p1.imag)
     assert np.abs(full - 255 * np.array(to_rgba("C0")[:3])).max() < 25, full
-    assert np.abs(pale - 255 * np.array(hint_colour("C0")[:3])).max() < 25, pale
+    assert np.abs(pale - 255 * np.array(grey[:3])).max() < 25, pale
     # the polygon outline is drawn from that snapshot on, through the 12 vertices
     line = fig.outline_lines[0]
     assert line.get_visible() and len(line.get_xdata()) == 13
@@ -113,7 +118,7 @@ def test_dead_heads_look_unlike_live_heads_in_no_orbit(movie):
         labels = [label for label, *_ in look.legend]
         assert labels[-2:] == (
             [
-                f"{2 if dead else 3} other live heads (in no orbit at the end)",
+                f"{(2 if dead else 3) + 16 * (t < VERIFIED_AT)} other live heads (in no verified orbit)",
                 f"{1 if dead else 0} dead head{'' if dead else 's'} (OV circuit < 1 % of the largest head's)",
             ]
         )
@@ -165,7 +170,7 @@ def test_timeline_cursor_sits_at_the_epoch_on_a_linear_axis(movie):
         expected = bb.x0 + EPOCHS[t] / 600 * bb.width
         assert abs(cols.mean() - expected) <= 1.5, (t, cols, expected)
         # the banner tells the event for a few snapshots from its own
-        text = fig.strip.banner.get_text()
+        text = fig.strip.banner.get_text().replace("\n", " ")  # wrapped to the strip's width
         if t in (8, 9):
             assert text.startswith("epoch 500: heads 12–15 form a verified 4-orbit")
         if t == 1:
@@ -274,7 +279,8 @@ def test_movie_command_snippet_and_frame_count(run_path, tmp_path):
     assert cap.startswith("19 heads of one attention layer")
     assert re.search(
         r"At epoch 500 heads 0–11 form a verified 12-orbit \(worst error [^)]+\); heads 12–15 form a "
-        r"verified 4-orbit \(worst error [^)]+\)\. Before its verification an orbit&#x27;s heads are drawn pale",
+        r"verified 4-orbit \(worst error [^)]+\)\. Before its verification an orbit&#x27;s heads are grey, "
+        r"like every other live head",
         cap,
     )  # in the words of the timeline's events, in epoch order
     assert "At epoch 200 phase 2 starts: heads with OV below 25% of the largest are pruned" in cap

@@ -342,7 +342,7 @@ def test_auto_panels_find_the_seed_planes():
     assert [o.size for o in report.orbits] == [12, 4]
     assert auto_panels(report, M, R, 24, 2) == list(SOURCE_PANELS)
     panels, note = default_panels(report, M, R, 24, 2)
-    assert panels == list(SOURCE_PANELS) and note.startswith("source panels")
+    assert panels == list(SOURCE_PANELS) and note.startswith("source 000's planes")
 
 
 def test_auto_panels_elsewhere_and_default_falls_back():
@@ -353,7 +353,10 @@ def test_auto_panels_elsewhere_and_default_falls_back():
     assert auto == [Panel("qk", 0, 10), Panel("ov", 10, -10), Panel("qk", 3, 3), Panel("ov", 1, 4)]
     assert [p.order(24, 2) for p in auto] == [12, 12, 4, 4]
     panels, note = default_panels(report, M, R, 24, 2)
-    assert panels == auto and note.startswith("automatic panels") and "size 4" in note
+    assert panels == auto and note == (
+        "planes where this run's orbits are strongest (its 4-orbit is faint in source 000's QK planes: "
+        "less than half as strong as in its best one)"
+    )
 
 
 def test_auto_panels_fill_up_to_four_after_a_single_orbit():
@@ -379,12 +382,12 @@ def test_resolve_panels_keywords():
     M, R, report = two_orbit_layer(((3, 3), (1, 4)), seed=1)
     assert resolve_panels(["source"], None, None, None, 24, 2) == (
         list(SOURCE_PANELS),
-        "source panels (--panels source)",
+        "source 000's planes (--panels source)",
     )
     # the old name still works, and the note says so
     assert resolve_panels(["Seed"], None, None, None, 24, 2) == (
         list(SOURCE_PANELS),
-        "source panels (--panels source; --panels seed is its old name)",
+        "source 000's planes (--panels source; --panels seed is its old name)",
     )
     assert resolve_panels(["auto"], report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]
     assert resolve_panels(None, report, M, R, 24, 2)[0][2:] == [Panel("qk", 3, 3), Panel("ov", 1, 4)]

@@ -192,7 +192,7 @@ def test_orbit_colours(equi_run):
     assert labels == [
         "12-orbit (heads 0–11): 12-gon where r = 10, square where r = 6 · verified since epoch 300",
         "4-orbit (heads 12–15): at 0 where r = 10, square where r = 6 · verified since epoch 300",
-        "3 other live heads (in no orbit at the end)",
+        "3 other live heads (in no verified orbit)",
     ]
     # outlines: the 12-gon in both r = 10 panels and the square of each orbit in both r = 6 panels
     assert [(p, len(h)) for p, h, _ in looks.outlines] == [(0, 12), (1, 12), (2, 12), (3, 12), (2, 4), (3, 4)]

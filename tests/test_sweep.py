@@ -702,3 +702,50 @@ def test_stop_at_must_be_a_snapshot_epoch(tmp_path, capsys):
         == 2
     )
     assert capsys.readouterr().err.endswith("got 240 (grid point epochs=200)\n")
+
+
+def test_progress_counts_epochs_from_the_run_files_before_a_run_ends(tmp_path):
+    """The bar's total is the epochs the runs still train; it moves as a live run file grows
+    (read from the file, not from finished rows), and a run counts in full when it ends."""
+    from headmovies.runfile.writer import RunWriter
+    from headmovies.sweeps.progress import EpochProgress
+
+    plan = P.make_plan("orbits", tmp_path / "sw", seeds=[0, 1], grid=[], sets={**TINY, "epochs": "200"})
+    assert [r.action for r in plan.todo] == ["new", "new"]
+    progress = EpochProgress(plan.todo)
+    assert progress.total == 400 and progress.done == 0
+    first = plan.todo[0]
+    attrs = {"schema_version": runfile.SCHEMA_VERSION, "experiment": "orbits", "config": {"epochs": 200}, "seed": 0}
+    attrs |= {"created": "2026-01-01T00:00:00", "versions": {}}
+    w = {"W_Q": np.zeros((3, 8, 2), np.float32)}
+    first.path.parent.mkdir(parents=True, exist_ok=True)
+    writer = RunWriter.create(first.path, attrs, 0, w, {"eq_error": 0.1}, {"train": np.arange(3)})
+    writer.publish()
+    try:
+        for epoch in (10, 20, 30):
+            writer.append(epoch, w, {"eq_error": 0.1})
+        progress.poll()  # the run is live: 30 of its 200 epochs
+        assert progress.done == 30 and progress.newest[first.name] == 30
+        writer.append(40, w, {"eq_error": 0.1})
+        progress.poll()
+        assert progress.done == 40
+    finally:
+        writer.close()
+    progress.finished(first.name)
+    progress.finished(plan.todo[1].name, ok=False)
+    assert progress.done == 400 and progress.failed == 1
+
+
+@pytest.mark.slow
+def test_sweep_bar_moves_with_epochs_while_its_run_trains(tmp_path, capsys, monkeypatch):
+    from headmovies.sweeps import progress as sweep_progress
+
+    monkeypatch.setattr(sweep_progress, "POLL_S", 0.2)  # read the run file often: this run takes a few seconds
+    sets = {**TINY, "epochs": "1200", "eq_start": "20", "eq_ramp": "50"}
+    res = S.sweep("orbits", tmp_path / "sw", seeds=[0], grid=[], sets=sets, workers=1, progress=True)
+    assert res.done == 1
+    err = capsys.readouterr().err
+    # an update while the run was training (before its row): some epochs counted, none finished
+    moving = [line for line in err.replace("\r", "\n").splitlines() if "runs done 0" in line and "training" in line]
+    assert moving, err[-2000:]
+    assert "1.20k/1.20k" in err  # the total: 1 run x 1,200 epochs

@@ -205,7 +205,7 @@ def test_follower_reads_new_snapshots_and_follows_a_resumed_writer(growing):
     path, writer, weights = growing
     for t in range(1, 4):
         writer.append(10 * t, weights(t), {"eq_error": 0.1})
-    f = Follower(path)
+    f = Follower(path, ["source"])  # fixed planes (test_follower_chooses_the_planes_again: default ones)
     try:
         assert f.data.count == 4 and f.poll() == 0
         writer.append(40, weights(4), {"eq_error": 0.1})
@@ -289,3 +289,52 @@ def test_watch_on_a_taken_port_is_one_line(eq_run, capsys):
         assert main(["orbits", "watch", str(eq_run), "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}" in err and "--port 0" in err and len(err.strip().splitlines()) == 1
+
+
+def test_follower_chooses_the_planes_again_as_orbits_appear(tmp_path):
+    """A live run whose heads are random for 4 snapshots, then gather into a 4- and a 3-orbit
+    that do not show in the source's planes: the live view starts in the source's planes and
+    moves to the planes the movie picks for the whole run, once the orbits are there."""
+    from headmovies.render.orbits.panel_choice import resolve_panels
+    from headmovies.render.orbits.stream import final_snapshot
+    from headmovies.render.orbits.watch import Follower
+
+    target = dict(zip(NAMES, equivariant_weights(24, 2, (4, 3), 32, 4, 0, 25)))
+    rng = np.random.default_rng(1)
+    start = {k: rng.standard_normal(v.shape) * 0.3 * np.abs(v).mean() for k, v in target.items()}
+    start["W_E"], start["W_U"] = target["W_E"], target["W_U"]
+
+    def weights(t):  # random through t = 3, the orbits from t = 6 on
+        return snapshot(max(0, t - 3), target, start, 5)
+
+    path = tmp_path / "growing.h5"
+    attrs = {"schema_version": 1, "experiment": "orbits", "config": {"epochs": 90}, "seed": 0}
+    attrs |= {"created": "2026-01-01T00:00:00", "versions": {}, "n": 24, "m": 2}
+    writer = RunWriter.create(path, attrs, 0, weights(0), {"eq_error": 0.1}, {"train": np.arange(3)})
+    writer.publish()
+    f = None
+    try:
+        for t in range(1, 4):
+            writer.append(10 * t, weights(t), {"eq_error": 0.1})
+        f = Follower(path, rechoose_s=0.0)
+        before = [str(p) for p in f.data.panels]
+        identity = f.live()["identity"]
+        assert before == ["qk:0,10", "ov:10,-10", "qk:0,6", "ov:6,-6"]  # the source's: no orbit yet
+        for t in range(4, 9):
+            writer.append(10 * t, weights(t), {"eq_error": 0.1})
+        assert f.poll() == 5 and [str(p) for p in f.data.panels] == before  # a new choice, seen once
+        writer.append(90, weights(9), {"eq_error": 0.1})
+        assert f.poll() == 10  # seen twice: every snapshot again, in the new planes
+        with Run(path) as run:  # the movie's rule on the whole run
+            final = final_snapshot(run)
+            want, _ = resolve_panels(None, final.report, final.M, final.R, 24, 2)
+        assert [str(p) for p in f.data.panels] == [str(p) for p in want] != before
+        assert f.data.count == 10 and [c.start for c in f.data.chunks] == [0]
+        writer.mark_complete()
+        assert "new planes" in f.status()["message"]
+        assert f.update(f.gen, 4, identity) == {"reload": True}  # a page of the old planes reloads
+        assert f.update(f.gen, 10, f.live()["identity"])["chunks"] == []
+    finally:
+        if f is not None:
+            f.close()
+        writer.close()

@@ -13,6 +13,7 @@ from headmovies import disk
 from headmovies.commands.orbits_help import CENSUS, CHECK, FIGURES, MOVIE, PANELS_HELP, VIEW, WATCH
 from headmovies.errors import UserError, plural
 from headmovies.render.core.encode import Quality
+from headmovies.render.core.frame_layout import LAYOUTS, PANEL_PX
 from headmovies.render.core.frame_states import TRAIL_EPOCHS
 from headmovies.render.core.movie_options import add_movie_arguments, movie_arguments
 from headmovies.render.core.outputs import FIGURE_FORMATS
@@ -67,11 +68,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-timeline", action="store_true", help="no timeline strip under the panels")
     p.add_argument("--name", default="orbits", help="file name stem of the outputs (default orbits)")
     p.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="wide",
+        help="wide: landscape, the timeline right of the panels (default); tall: portrait, the timeline under them",
+    )
+    p.add_argument(
         "--panel-px",
         type=int,
-        default=480,
+        default=None,
         metavar="PX",
-        help=f"side of each square panel in pixels, {MIN_PANEL_PX} to 2000 (default 480)",
+        help=f"side of each square panel in pixels, {MIN_PANEL_PX} to 2000 "
+        f"(default {PANEL_PX['wide']} wide, {PANEL_PX['tall']} tall)",
     )
     p.add_argument(
         "--trail",
@@ -179,6 +187,8 @@ def movie(args: argparse.Namespace) -> int:
     _check_panel_words(panels)
     formats, fps, hold = movie_arguments(args)
     event_hold = timeline_arguments(args)
+    if args.panel_px is None:
+        args.panel_px = PANEL_PX[args.layout]
     if not MIN_PANEL_PX <= args.panel_px <= 2000:
         why = (
             (
@@ -211,6 +221,7 @@ def movie(args: argparse.Namespace) -> int:
         colour_orbits=not args.no_orbit_colours,
         event_hold_s=event_hold,
         timeline=not args.no_timeline,
+        layout=args.layout,
     )
     w, h = result.size
     print(f"{result.frames} frames, {w}x{h} px, {result.fps:g} fps, in {time.perf_counter() - t0:.1f} s:")

@@ -41,9 +41,11 @@ One frame per snapshot, one dot per head at its irrep coordinate X^(u,v) in each
 trailing its last --trail epochs; axes rescale smoothly to the largest radius in view; the last
 frame is held --hold seconds. The orbit check runs on every snapshot: a head is drawn in its
 orbit's colour (and the orbit's polygon outlined) only from the snapshot at which the orbit
-is verified, in a pale tint before; dead heads are small light-grey dots. A timeline strip
-under the panels shows epochs, the schedule switch, phase changes and each verification;
-the frame is held --event-hold seconds at phase changes and verifications.
+is verified, grey like any other live head before; dead heads are small light-grey dots. A
+timeline strip right of the panels (--layout wide, landscape, the default) or under them
+(--layout tall, portrait) shows epochs, the schedule switch, phase changes and each
+verification, nothing after the frame's epoch; the frame is held --event-hold seconds at
+phase changes and verifications.
 
 Panels are CIRCUIT:U,V with CIRCUIT qk (rotation frequency r = u+v) or ov (r = m*u+v, u the
 output frequency); an orbit draws a regular polygon with n/gcd(r, n) vertices. --panels

@@ -179,6 +179,18 @@ def snapshot_epochs(f: h5py.File) -> np.ndarray:
     return f[SNAPSHOTS][EPOCH][:count]
 
 
+def latest_epoch(path: str | os.PathLike) -> int | None:
+    """The epoch of the newest complete snapshot of the run file at `path` (`snapshot_count`),
+    read through a short-lived SWMR reader; None when there is no such file yet, it holds no
+    snapshot or it cannot be read now (a progress display asks again later)."""
+    try:
+        with open_for_reading(path) as f:
+            count = snapshot_count(f)
+            return int(f[SNAPSHOTS][EPOCH][count - 1]) if count else None
+    except (RunFileError, OSError, KeyError, ValueError):
+        return None
+
+
 def read_snapshot(f: h5py.File, epoch: int) -> dict[str, np.ndarray] | None:
     """The weights of the complete snapshot at `epoch`, float32 arrays by name (e.g.
     {'W_Q': [n_heads, d_model, d_head], ...}), or None when `f` holds no complete snapshot there.

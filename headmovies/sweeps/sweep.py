@@ -33,6 +33,7 @@ from headmovies.sweeps.backend_local import default_workers, run_local
 from headmovies.sweeps.backend_ray import cluster_cpus, connect_ray, disconnect_ray, run_ray
 from headmovies.sweeps.folder import SETTINGS_FILE
 from headmovies.sweeps.plan import Plan, make_jobs, make_plan
+from headmovies.sweeps.progress import EpochProgress
 from headmovies.sweeps.sweep_rows import ROWS_FILE, append_sweep_rows, read_sweep_rows
 
 LOCK_FILE = ".sweep.lock"  # one sweep at a time per folder
@@ -117,27 +118,32 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
         n_workers = cluster_cpus()
     jobs = make_jobs(plan, n_workers, batch)
     t0 = time.perf_counter()
+    epochs = EpochProgress(plan.todo)  # the bar counts epochs, read from the run files
     bar = tqdm(
-        total=len(plan.todo),
+        total=epochs.total,
         desc=f"sweep {experiment}",
-        unit="run",
+        unit="epoch",
+        unit_scale=True,
         disable=not progress,
         dynamic_ncols=True,
         smoothing=0,
     )
+    epochs.bar = bar if progress else None
 
     def on_rows(rows: list[dict]) -> None:
         append_sweep_rows(out / ROWS_FILE, rows)
         for row in rows:
-            if row["status"] in ("done", "stopped"):
+            ok = row["status"] in ("done", "stopped")
+            if ok:
                 result.done += 1
                 result.forked += row["action"] == "new" and row.get("forked_from") is not None
             else:
                 result.failed += 1
                 bar.write(f"failed: {row['run']}: {row['error']}")
-        bar.set_postfix(done=result.done, failed=result.failed, refresh=False)
-        bar.update(len(rows))
+            epochs.finished(row["run"], ok)
 
+    if progress:
+        epochs.start()
     try:
         if jobs:
             (
@@ -146,6 +152,7 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
                 else run_local(jobs, min(n_workers, len(jobs)), on_rows)
             )
     finally:  # also after Ctrl-C: the table and census of the runs finished so far
+        epochs.stop()
         bar.close()
         result.seconds = time.perf_counter() - t0
         result.outcome_files = sweep_outcomes.write_outcomes(

@@ -29,21 +29,17 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
+from headmovies.render.core.frame_layout import frame_layout, grid_shape
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, FrameState, Look
-from headmovies.render.core.timeline import STRIP_PX, Epochs, Timeline, TimelineStrip
+from headmovies.render.core.timeline import Epochs, Timeline, strip_px
+from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.core.trails import TrailCollection
 
 if TYPE_CHECKING:
     from matplotlib.typing import ColorType
 
 MIN_PANEL_PX = 220  # text stops shrinking here (half size); smaller panels would not leave it room
-
-
-def grid_shape(n_panels: int) -> tuple[int, int]:
-    """(rows, cols): one row for 1-2 panels, else two rows (filled column by column, so the
-    source 000's panels give a column per frequency with QK above OV)."""
-    rows = 1 if n_panels <= 2 else 2
-    return rows, math.ceil(n_panels / rows)
+__all__ = ["MIN_PANEL_PX", "PanelFigure", "grid_shape"]
 
 
 class PanelFigure:
@@ -67,7 +63,9 @@ class PanelFigure:
                  `Look.outlines[g]` is on
     timeline:    a `Timeline` drawn as a strip under the panels (`snapshot_epochs`: the
                  movie's snapshots, for the event banner)
-    legend_cols: columns of the legend (default: 1 for up to 3 entries, else 2)
+    legend_cols: columns of the legend (default: 1 for up to 3 entries, else 2; 2 in the wide layout)
+    layout:      'tall' (panels, strip, legend stacked) or 'wide' (the strip in a column right of
+                 the panels; `render.core.frame_layout`)
     """
 
     def __init__(
@@ -87,6 +85,7 @@ class PanelFigure:
         timeline: Timeline | None = None,
         snapshot_epochs: Epochs = (),
         legend_cols: int | None = None,
+        layout: str = "tall",
     ):
         self.blit = blit
         self.trail_epochs = float(trail_epochs)
@@ -95,22 +94,20 @@ class PanelFigure:
         self.order = np.arange(n_heads) if draw_order is None else np.asarray(draw_order)
         if sorted(self.order.tolist()) != list(range(n_heads)):
             raise ValueError("draw_order must be a permutation of the heads")
-        rows, cols = grid_shape(len(titles))
-        # layout in pixels
-        header_lines = header.count("\n") + 1 if header else 1
-        fs = self.fs = min(1.0, max(0.5, panel_px / 440))  # text and margins shrink with small panels, to MIN_PANEL_PX
-        pad, gap, vgap = round(30 * fs), round(44 * fs), round(16 * fs)
-        note_lines = max((n.count("\n") + 1 for n in notes), default=0)
-        title_h = round((32 + 15 * note_lines) * fs)
-        label_h = round(18 * fs) if axis_labels else 0
-        header_h = round((54 + 16 * header_lines) * fs)
-        legend_cols = legend_cols or (1 if len(legend) <= 3 else 2)
-        legend_h = round((22 * math.ceil(len(legend) / legend_cols) + 14) * fs) if legend else round(12 * fs)
-        strip_h = round(STRIP_PX * fs) if timeline is not None else 0
-        width = 2 * pad + cols * panel_px + (cols - 1) * gap
-        height = header_h + rows * (title_h + panel_px + label_h) + (rows - 1) * vgap + strip_h + legend_h
-        width, height = width + width % 2, height + height % 2
-        self.size = (width, height)
+        self.layout = lay = frame_layout(
+            layout,
+            len(titles),
+            panel_px,
+            header_lines=header.count("\n") + 1 if header else 1,
+            note_lines=max((n.count("\n") + 1 for n in notes), default=0),
+            axis_labels=axis_labels is not None,
+            legend_entries=len(legend),
+            legend_cols=legend_cols,
+            strip_px=strip_px(timeline) if timeline is not None else None,
+        )
+        fs = self.fs = lay.fs
+        pad, header_lines, note_lines = lay.pad, lay.header_lines, max((n.count("\n") + 1 for n in notes), default=0)
+        width, height = self.size = lay.size
         self.fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, facecolor="white")
         self.canvas = FigureCanvasAgg(self.fig)
         if self.canvas.get_width_height() != (width, height):
@@ -119,9 +116,7 @@ class PanelFigure:
         anim: dict[str, Any] = dict(animated=blit)
         self.axes, self.scatters, self.trails, self.scales = [], [], [], []
         for i, title in enumerate(titles):
-            r, c = i % rows, i // rows  # column by column
-            x0 = pad + c * (panel_px + gap)
-            y0 = height - header_h - title_h - r * (title_h + panel_px + label_h + vgap) - panel_px
+            x0, y0 = lay.panels[i]
             ax = self.fig.add_axes((x0 / width, y0 / height, panel_px / width, panel_px / height))
             ax.set_xlim(-1, 1)
             ax.set_ylim(-1, 1)
@@ -221,11 +216,10 @@ class PanelFigure:
             **anim,
         )
         self.strip = None
-        if timeline is not None:
-            y_strip = legend_h
+        if timeline is not None and lay.strip is not None:
             self.strip = TimelineStrip(
                 self.fig,
-                (pad + 34 * fs, y_strip, width - 2 * pad - 84 * fs, strip_h),
+                lay.strip,
                 timeline,
                 snapshot_epochs,
                 animated=blit,
@@ -233,11 +227,12 @@ class PanelFigure:
             )
         # the legend: fixed slots (a marker and a text each), rewritten by a frame's Look
         self.legend_markers, self.legend_texts = [], []
-        slot_w = (width - 2 * pad) / legend_cols
+        legend_cols = lay.legend_cols
+        slot_w = lay.legend_w / legend_cols
         for j, (label, col) in enumerate(legend):
             row, c = j // legend_cols, j % legend_cols
-            x = pad + c * slot_w
-            y = legend_h - (14 + 22 * row) * fs
+            x = lay.legend_x + c * slot_w
+            y = lay.legend_top - (14 + 22 * row) * fs
             mk = Line2D(
                 [(x + 8 * fs) / width],
                 [y / height],
@@ -258,6 +253,7 @@ class PanelFigure:
         self._background: Any = None  # the canvas regions saved for blitting (BufferRegion)
         self._static: Any = None
         self._background_key: tuple | None = None
+        self._drawn_once = blit
         if blit:
             self.canvas.draw()  # static parts only
             self._static = self.canvas.copy_from_bbox(self.fig.bbox)
@@ -318,11 +314,19 @@ class PanelFigure:
         key: list[tuple] = []
         for a in self._slow:
             if isinstance(a, Line2D):
-                key.append((to_rgba(a.get_markerfacecolor()), to_rgba(a.get_markeredgecolor()), a.get_markersize()))
+                key.append(
+                    (
+                        to_rgba(a.get_markerfacecolor()),
+                        to_rgba(a.get_markeredgecolor()),
+                        a.get_markersize(),
+                        a.get_alpha(),
+                        a.get_visible(),
+                    )
+                )
             elif isinstance(a, Text):
-                key.append((a.get_text(), a.get_alpha(), to_rgba(a.get_color())))
+                key.append((a.get_text(), a.get_alpha(), to_rgba(a.get_color()), a.get_visible()))
             else:
-                raise TypeError(f"a slowly changing artist is a marker or a text, got {a!r}")
+                raise TypeError(f"a slowly changing artist is a marker, a line or a text, got {a!r}")
         return tuple(key)
 
     def render(self, state: FrameState, rgba: bool = False) -> np.ndarray:
@@ -349,6 +353,19 @@ class PanelFigure:
             self.canvas.draw()
         buf = np.asarray(self.canvas.buffer_rgba())
         return buf.copy() if rgba else np.array(buf[..., :3])
+
+    def smallest_text_px(self) -> float:
+        """The height in pixels (font size at this dpi) of the smallest text the frame shows:
+        tick labels, notes, the strip's labels (the figure is drawn once if it was not)."""
+        if not self._drawn_once:
+            self.canvas.draw()
+            self._drawn_once = True
+        sizes = [
+            float(t.get_fontsize())
+            for t in self.fig.findobj(Text)
+            if t.get_visible() and (t.get_text() or t in self.legend_texts or t is self.caption_text)
+        ]
+        return float(min(sizes)) * self.fig.dpi / 72
 
     def close(self) -> None:
         self.fig.clear()

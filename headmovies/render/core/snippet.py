@@ -62,13 +62,18 @@ def html_snippet(
     """The snippet's HTML (file names relative to it, so the folder can be copied next to a
     post as is). size: (width, height) of the movie in pixels; sources: the movie formats
     written (mp4 and/or webm); poster: the PNG poster exists; caption: the figcaption text
-    (plain text, escaped here; none if empty); mp4_codecs: e.g. 'avc1.640028' (`mp4_codec`)."""
+    (plain text, escaped here; none if empty); mp4_codecs: e.g. 'avc1.640028' (`mp4_codec`).
+    The figure is never wider than the movie or its column, nor so wide that the movie's
+    height leaves no room in the window: a 1280 x 900 window shows the whole frame."""
     w, h = size
     sources = set(sources)
     name = html.escape(basename, quote=True)
     attrs = f' poster="{name}.png"' if poster else ""
+    # the whole frame on screen: no wider than the movie, the column, or what leaves the frame
+    # and about 5 lines (controls, caption's start) within the window's height
+    fit = f"min({w}px, 100%, calc((100vh - 7.5em) * {w / h:.4f}))"
     lines = [
-        f'<figure class="headmovies-movie" style="margin: 1em 0; max-width: {w}px;">',
+        f'<figure class="headmovies-movie" style="margin: 1em auto; max-width: {fit};">',
         (
             f'<video controls muted loop playsinline preload="metadata" width="{w}" height="{h}"{attrs} '
             'style="display: block; width: 100%; height: auto;">'

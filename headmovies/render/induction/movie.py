@@ -19,11 +19,11 @@ from headmovies.render.core.timeline import (
     Curve,
     Event,
     Timeline,
-    TimelineStrip,
     first_lasting,
     hold_frames,
     schedule_events,
 )
+from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.induction.figures import _heatmap_grid
 
 ACCURACY_MARKS = (0.5, 0.9)  # timeline events: held-out accuracy reaches these and stays

@@ -108,7 +108,7 @@ def figcaption(
         parts.append(f"At epoch {epoch:,} " + "; ".join(e.words for e in events if e.epoch == epoch) + ".")
     if history is not None:
         parts.append(
-            "Before its verification an orbit's heads are drawn pale."
+            "Before its verification an orbit's heads are grey, like every other live head."
             if tracks
             else "No orbit is verified at the final snapshot."
         )

@@ -3,31 +3,22 @@
 Heads of the same verified orbit share a colour: the largest orbit blue, the next orange, then
 matplotlib's default cycle (as in source 000: 12 blue, 4 orange); live heads in no orbit grey;
 dead heads (negligible OV circuit, docs/math.md "Orbit check") a lighter grey. Before an orbit
-is verified, the movie may show its heads in a pale tint of its colour (`hint_colour`).
+is verified its heads are grey like the rest: no frame shows what comes after its epoch.
 """
 
 from __future__ import annotations
-
-from matplotlib.colors import to_rgba
 
 ORBIT_COLOURS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")  # C7 is grey: kept for "no orbit"
 OTHER_COLOUR = "#a0a0a0"
 DEAD_COLOUR = "#dcdcdc"
 DEAD_EDGE = "#b4b4b4"  # the outline that keeps a small light-grey dead dot visible on white
 ONE_COLOUR = "C0"
-HINT_PALE = 0.65  # a hint is the orbit colour mixed with this much white
 SHAPES = {1: "point", 2: "pair", 3: "triangle", 4: "square"}
 
 
 def orbit_colour(i: int) -> str:
     """Colour of the i-th orbit (largest first)."""
     return ORBIT_COLOURS[i % len(ORBIT_COLOURS)]
-
-
-def hint_colour(colour, pale: float = HINT_PALE) -> tuple[float, float, float, float]:
-    """RGBA of `colour` mixed with `pale` white: the faint hint of an orbit not yet verified."""
-    r, g, b, _ = to_rgba(colour)
-    return (r + pale * (1 - r), g + pale * (1 - g), b + pale * (1 - b), 1.0)
 
 
 def shape_name(k: int) -> str:

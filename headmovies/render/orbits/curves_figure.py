@@ -3,10 +3,15 @@ errors (pooled, worst input; docs/math.md) over epochs, log scales where they fi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from matplotlib.figure import Figure
 
 from headmovies.errors import UserError
+from headmovies.render.core.timeline import Event
+
+MARK_COLOUR = "#606060"
 
 PRETTY = {
     "train_loss": "train cross-entropy",
@@ -32,9 +37,11 @@ def _colour(key: str) -> str | None:
     return None
 
 
-def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
+def curves_figure(metrics: dict[str, np.ndarray], title: str = "", marks: Sequence[Event] = ()) -> Figure:
     """Loss and equivariance error (log y) and accuracy (%, linear) over epochs, each curve
-    labelled with its final value. metrics: `Run.metrics()` ({'epoch': [K], name: [K]})."""
+    labelled with its final value. metrics: `Run.metrics()` ({'epoch': [K], name: [K]}).
+    marks: changes of the training (`events.phase_marks`: the penalty on, phase 2), a dashed
+    vertical in every panel, numbered; the figure's note under the panels says what each is."""
     epoch = metrics["epoch"]
     groups = [
         ("loss", [k for k in sorted(metrics) if k.endswith("loss")], True),
@@ -68,7 +75,18 @@ def curves_figure(metrics: dict[str, np.ndarray], title: str = "") -> Figure:
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3, which="both" if log else "major", lw=0.5)
+        for i, e in enumerate(marks):
+            ax.axvline(e.epoch, color=MARK_COLOUR, ls="--", lw=1.0, zorder=1)
+            ax.text(
+                e.epoch, 1.0, f" {i + 1}", transform=ax.get_xaxis_transform(), va="top", fontsize=8, color=MARK_COLOUR
+            )
         ax.legend(fontsize=8, frameon=False)
+    if marks:
+        fig.supxlabel(
+            "   ".join(f"{i + 1}: epoch {e.epoch:,}, {e.label}" for i, e in enumerate(marks)),
+            fontsize=8,
+            color="#404040",
+        )
     if title:
         fig.suptitle(title, fontsize=10, color="#404040")
     return fig

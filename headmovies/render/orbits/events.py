@@ -2,11 +2,11 @@
 timeline strip, the figcaption and the viewer's timeline all say them in these words.
 
 Events: the snapshot schedule's switch (`render.core.timeline.schedule_events`, shared by
-every experiment), the imposed-orbit projection (`impose_orbit_at`), the start of the second
-phase (`refine_start`: weak heads are pruned, the equivariance penalty grows, the OV-bias
-penalty starts) and each final orbit's verification (the epoch from which it stays verified,
-`history.OrbitHistory.locked_in`). Each is an `Event`: a short label for the strip, and
-`words`, the sentence undated.
+every experiment), the equivariance penalty switching on (`penalty_event`), the imposed-orbit
+projection (`impose_orbit_at`), the start of the second phase (`refine_start`: weak heads are
+pruned, the equivariance penalty grows, the OV-bias penalty starts) and each final orbit's
+verification (the epoch from which it stays verified, `history.OrbitHistory.locked_in`). Each is
+an `Event`: a short label for the strip, and `words`, the sentence undated.
 """
 
 from __future__ import annotations
@@ -65,6 +65,29 @@ def imposed_event(config: dict, through: int) -> list[Event]:
     ]
 
 
+def penalty_event(config: dict, through: int) -> list[Event]:
+    """The equivariance penalty switching on as an event, from the run's config (orbits
+    experiment keys eq_start, eq_weight, eq_ramp): the weight λ is 0 before eq_start, then
+    ramps to eq_weight; the losses and errors jump there. [] when it is on from the start, off,
+    or starts after epoch `through`. Not held."""
+    try:
+        start, weight = int(config["eq_start"]), float(config.get("eq_weight", 0) or 0)
+    except (KeyError, TypeError, ValueError):
+        return []
+    if not 0 < start <= through or weight <= 0 or start >= int(config.get("epochs", start + 1)):
+        return []
+    ramp = int(config.get("eq_ramp", 0) or 0)
+    how = f", ramping to λ = {weight:g} over {ramp:,} epochs" if ramp > 0 else f" at λ = {weight:g}"
+    return [Event(start, "equivariance penalty on", hold=False, words=f"the equivariance penalty starts{how}")]
+
+
+def phase_marks(config: dict, epochs: Epochs) -> list[Event]:
+    """The changes of the training itself that the curves show (penalty on, phase 2), for the
+    `curves` figure: from the config, within the logged epochs."""
+    through = int(epochs[-1]) if len(epochs) else 0
+    return sorted(penalty_event(config, through) + refine_event(config, through), key=lambda e: e.epoch)
+
+
 def verified_event(track: Track, tol: float) -> Event:
     """A final orbit's verification (from `track.since` on it stays verified), in its colour."""
     return Event(
@@ -84,7 +107,12 @@ def training_events(
     the snapshots shown (events after the last are left out; None: the whole planned run, as
     the live viewer's timeline spans it)."""
     through = int(epochs[-1]) if epochs is not None and len(epochs) else int(config.get("epochs", 0))
-    events = schedule_events(config, epochs) + refine_event(config, through, history) + imposed_event(config, through)
+    events = (
+        schedule_events(config, epochs)
+        + penalty_event(config, through)
+        + refine_event(config, through, history)
+        + imposed_event(config, through)
+    )
     if history is not None:
         events += [verified_event(tr, history.tol) for tr in tracks]
     return sorted(events, key=lambda e: e.epoch)

@@ -42,6 +42,7 @@ from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport
 from headmovies.render.orbits.check_figures import orbit_check_figure, orbit_power_figure
 from headmovies.render.orbits.check_run import group_of
 from headmovies.render.orbits.curves_figure import curves_figure
+from headmovies.render.orbits.events import phase_marks
 from headmovies.render.orbits.head_styles import OrbitLooks
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
 from headmovies.render.orbits.history_figures import orbit_progress_figure, orbits_over_time, orbits_over_time_figure
@@ -151,7 +152,8 @@ def make_figures(
     paths.append(write_text(out_dir / "orbits.txt", report.text() + "\n"))
     metrics = info.metrics
     if metrics.get("epoch") is not None and len(metrics["epoch"]):
-        paths += save_figure(curves_figure(metrics, name), out_dir, "curves", formats)
+        marks = phase_marks(info.config, metrics["epoch"])
+        paths += save_figure(curves_figure(metrics, name, marks), out_dir, "curves", formats)
     else:
         log(f"{path}: no metrics logged, no curves")
     history = facts.history

@@ -8,7 +8,8 @@ The orbit check of every snapshot (`history.OrbitHistory`, from the pass over th
 
 - in its orbit's colour, filled (and the orbit's polygon outlined in the panels where it
   draws one), when that orbit is verified at t;
-- in a pale tint of that colour (a hint of what it becomes) while the orbit is not verified;
+- grey, like any other live head, while that orbit is not verified: a frame tells nothing
+  that happens after its epoch (the viewer's timeline is the place for the whole run);
 - grey, when it is live and in no orbit of the final snapshot;
 - in a third colour when it is in a verified orbit at t that is not one of the final
   snapshot's (an orbit that forms and breaks again; the default run has none);
@@ -16,8 +17,9 @@ The orbit check of every snapshot (`history.OrbitHistory`, from the pass over th
   `dead_tol` of the largest head's; dead overrides every other state).
 
 The legend has one entry per final orbit ("4-orbit (heads 5, 15, 30, 31): square where r = 6,
-at 0 where r = 8 · verified since epoch 10,700", true in every panel), one for orbits that do
-not last (if any), one for the other live heads and one for the dead heads, with counts at t.
+at 0 where r = 8 · verified since epoch 10,700", true in every panel), blank while that orbit
+is not verified; one for other verified orbits (if any), one for the other live heads and one
+for the dead heads, with counts at t.
 """
 
 from __future__ import annotations
@@ -29,12 +31,11 @@ from matplotlib.colors import to_rgba
 
 from headmovies.render.core.frame_states import Look
 from headmovies.render.core.projections import Panel
-from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, hint_colour, orbit_colour, shape_name
+from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, orbit_colour, shape_name
 from headmovies.render.orbits.history import OrbitHistory
 
 # dot area (points^2) and outline width by state
 VERIFIED = dict(size=40.0, lw=0.6)
-HINT = dict(size=26.0, lw=0.0)
 OTHER = dict(size=26.0, lw=0.5)
 DEAD = dict(size=11.0, lw=0.8)
 WHITE = to_rgba("white")
@@ -204,11 +205,11 @@ class OrbitLooks:
             if self.complete and t >= int(np.searchsorted(self.history.epochs, tr.since)):
                 return f"{head} · verified since epoch {tr.since:,}"
             return f"{head} · verified at epoch {int(self.history.epochs[t]):,}"
-        return f"{head} · pale: not yet verified (from epoch {tr.since:,})"
+        return ""  # not verified yet: nothing about it shows
 
     def state(self, t: int) -> np.ndarray:
-        """int [H] per head at snapshot t: 0 dead, 1 other live, 2 hint, 3 verified (its final
-        orbit), 4 in an orbit that does not last."""
+        """int [H] per head at snapshot t: 0 dead, 1 other live, 2 in a final orbit not verified
+        at t (drawn as 1), 3 verified (its final orbit), 4 in another verified orbit."""
         h = self.history
         s = np.ones(self.n_heads, int)
         s[self.transient[t]] = 4
@@ -232,8 +233,6 @@ class OrbitLooks:
                 style, f, e, tc = DEAD, to_rgba(DEAD_COLOUR), to_rgba(DEAD_EDGE), to_rgba(DEAD_COLOUR)
             elif state[h] == 3:
                 style, f, e, tc = VERIFIED, to_rgba(colour), WHITE, to_rgba(colour)
-            elif state[h] == 2:
-                style, f, e, tc = HINT, hint_colour(colour), NONE, hint_colour(colour)
             elif state[h] == 4:
                 style, f, e, tc = VERIFIED, to_rgba(self.transient_colour), WHITE, to_rgba(self.transient_colour)
             else:
@@ -246,25 +245,25 @@ class OrbitLooks:
             legend.append(
                 (
                     self._track_label(i, t),
-                    to_rgba(tr.colour) if on else hint_colour(tr.colour),
+                    to_rgba(tr.colour) if on else NONE,
                     WHITE if on else NONE,
-                    VERIFIED["size"] if on else HINT["size"],
+                    VERIFIED["size"],
                 )
             )
         if self.has_transient:
             k = int((state == 4).sum())
             legend.append(
                 (
-                    f"{k} head{'s' if k != 1 else ''} in a verified orbit that does not last to the end",
+                    f"{k} head{'s' if k != 1 else ''} in another verified orbit",
                     to_rgba(self.transient_colour),
                     WHITE,
                     VERIFIED["size"],
                 )
             )
-        others = int((state == 1).sum())
+        others = int(((state == 1) | (state == 2)).sum())
         legend.append(
             (
-                f"{others} other live head{'s' if others != 1 else ''} (in no orbit at the end)",
+                f"{others} other live head{'s' if others != 1 else ''} (in no verified orbit)",
                 to_rgba(OTHER_COLOUR),
                 WHITE,
                 OTHER["size"],

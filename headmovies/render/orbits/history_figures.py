@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from headmovies.render.orbits.check import heads
-from headmovies.render.orbits.colours import DEAD_COLOUR, OTHER_COLOUR, orbit_colour
+from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, orbit_colour
 from headmovies.render.orbits.history import OrbitHistory
 
 
@@ -28,7 +28,8 @@ def orbits_over_time(h: OrbitHistory) -> tuple[np.ndarray, dict[int, np.ndarray]
 def orbits_over_time_figure(
     epochs: np.ndarray, counts: dict[int, np.ndarray], dead: np.ndarray, n_heads: int, tol: float, title: str = ""
 ) -> Figure:
-    """Stacked heads in verified orbits by orbit size over epochs."""
+    """Heads in verified orbits, stacked by orbit size, over epochs; the dead heads (in no
+    orbit) a separate line, not stacked on them."""
     fig = Figure(figsize=(7.0, 3.2), layout="constrained")
     ax = fig.subplots()
     base = np.zeros(len(epochs))
@@ -38,7 +39,7 @@ def orbits_over_time_figure(
         )
         base = base + c
     if dead.any():
-        ax.fill_between(epochs, base, base + dead, step="post", color=DEAD_COLOUR, lw=0, label="dead")
+        ax.step(epochs, dead, where="post", color=DEAD_EDGE, lw=1.3, ls="--", label="dead heads (in no orbit)")
     ax.set_xlim(epochs[0], epochs[-1] if len(epochs) > 1 else epochs[0] + 1)
     ax.set_ylim(0, n_heads)
     ax.set_xlabel("epoch")
@@ -56,7 +57,12 @@ def orbits_over_time_figure(
             transform=ax.transAxes,
             color="#606060",
         )
-    ax.set_title(title or f"heads in verified orbits (tolerance {tol:.0%}) at each snapshot", fontsize=10)
+    ax.set_title(
+        title
+        or f"heads in verified orbits (tolerance {tol:.0%}), by orbit size, at each snapshot"
+        + ("; dead heads apart" if dead.any() else ""),
+        fontsize=10,
+    )
     return fig
 
 

@@ -12,13 +12,16 @@ numbers), not its weights; frames are drawn from them as they are encoded.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from headmovies.render.core.encode import EncodeResult, Quality, encode
+from headmovies.render.core.frame_layout import PANEL_PX
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
 from headmovies.render.core.movie_options import FORMATS, parse_formats
 from headmovies.render.core.outputs import prepare_out_dir
@@ -34,13 +37,14 @@ from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
 from headmovies.runfile.reader import Run
 
 EQ_COLOUR = "#6a6a6a"
+GIF_TEXT_PX = 9.5  # the GIF is scaled down no further than this height of its smallest text
 
 
 def movie_timeline(info: RunInfo, history: OrbitHistory | None, tracks: Sequence[Track], n_heads: int) -> Timeline:
     """The strip: the training events (`events.training_events`), the heads in each final orbit
-    while verified (stacked step areas, left axis up to a quarter above the heads in final
-    orbits; only with the orbit check, `history`) and the equivariance error (right axis, log)
-    when logged."""
+    while verified (stacked step areas, axes up to a quarter above the heads in final orbits;
+    only with the orbit check, `history`) and the equivariance error (log scale, its own axes
+    under the orbits' when both are drawn, `timeline.split_axes`) when logged."""
     curves = (
         [
             Curve(
@@ -66,9 +70,9 @@ def movie_timeline(info: RunInfo, history: OrbitHistory | None, tracks: Sequence
         end,
         events,
         curves,
-        left_label="heads in\norbits",
+        left_label="heads in\nverified orbits",
         left_lim=(0, min(n_heads, 1.25 * top)),
-        right_label="eq. error",
+        right_label="equivariance\nerror (pooled)",
         right_log=True,
     )
 
@@ -84,6 +88,8 @@ class OrbitMovie:
     the same pass as the coordinates) serves the looks and the timeline's orbit events.
     `event_hold_s`: seconds held at each held event (phase change, orbit verified) at `fps`.
     `timeline`: draw the strip. `progress`: a bar over the pass. `blit`: as `PanelFigure`'s.
+    `layout`: 'wide' (landscape, default) or 'tall' (`render.core.frame_layout`); `panel_px`:
+    the panels' side (None: the layout's default, `frame_layout.PANEL_PX`).
     Raises RunFileError / UserError (one line) for a run that cannot be drawn.
     """
 
@@ -91,7 +97,7 @@ class OrbitMovie:
         self,
         run: Run,
         panels: Sequence[str] | None = None,
-        panel_px: int = 480,
+        panel_px: int | None = None,
         trail_epochs: float = TRAIL_EPOCHS,
         colour_orbits: bool = True,
         fps: float = 24.0,
@@ -99,6 +105,7 @@ class OrbitMovie:
         timeline: bool = True,
         progress: bool = False,
         blit: bool = True,
+        layout: str = "wide",
     ):
         n, m = require_group(run)
         final = final_snapshot(run)
@@ -132,7 +139,9 @@ class OrbitMovie:
         self.timeline = movie_timeline(info, self.history, tracks, H)
         self.extra = hold_frames(self.epochs, self.timeline.events, fps, event_hold_s)  # [T]
         self.caption = figcaption(info, H, self.history, tracks, self.panels, n)
-        self.panel_px, self.with_timeline = panel_px, timeline
+        self.layout = layout
+        self.panel_px = PANEL_PX[layout] if panel_px is None else panel_px
+        self.with_timeline = timeline
         self.figure = self.make_figure(blit)
 
     def make_figure(self, blit: bool = True) -> PanelFigure:
@@ -165,7 +174,8 @@ class OrbitMovie:
             outlines=outlines,
             timeline=self.timeline if self.with_timeline else None,
             snapshot_epochs=self.epochs,
-            legend_cols=1,
+            legend_cols=1 if self.layout == "tall" else None,
+            layout=self.layout,
         )
 
     def __len__(self) -> int:
@@ -205,13 +215,14 @@ def make_movie(
     fps: float = 24.0,
     hold_s: float = 2.0,
     basename: str = "orbits",
-    panel_px: int = 480,
+    panel_px: int | None = None,
     quality: Quality = Quality(),
     trail_epochs: float = TRAIL_EPOCHS,
     progress: bool = True,
     colour_orbits: bool = True,
     event_hold_s: float = EVENT_HOLD_S,
     timeline: bool = True,
+    layout: str = "wide",
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> EncodeResult:
     """Render the orbit movie of `run_path` into `out_dir/basename.{mp4,webm,gif,png,html}`.
@@ -219,7 +230,8 @@ def make_movie(
     panels: `--panels` words (`panel_choice.resolve_panels`): None or ['default'] (the source's
     four when the run's orbits show in them, else automatic), ['auto'], ['source'], or
     CIRCUIT:U,V planes. One frame per snapshot; the frame of each held event (phase change,
-    orbit verified) shown `event_hold_s` seconds; the last frame held `hold_s` seconds. The
+    orbit verified) shown `event_hold_s` seconds; the last frame held `hold_s` seconds. `layout`:
+    'wide' (landscape, the default) or 'tall' (portrait). The
     HTML snippet's figcaption is generated from the run (`captions.figcaption`). Every check
     that can fail on user input (formats, run file, weights, output folder) runs before any
     frame is drawn; errors are UserError (one line).
@@ -227,10 +239,13 @@ def make_movie(
     formats = parse_formats(formats)
     out_dir = Path(out_dir)
     with Run(run_path) as run:
-        movie = OrbitMovie(run, panels, panel_px, trail_epochs, colour_orbits, fps, event_hold_s, timeline, progress)
+        movie = OrbitMovie(
+            run, panels, panel_px, trail_epochs, colour_orbits, fps, event_hold_s, timeline, progress, layout=layout
+        )
         path = run.path
     try:  # the pass has read the run: the file is closed while frames are drawn
         prepare_out_dir(out_dir)
+        quality = replace(quality, gif_width=legible_gif_width(movie.figure, quality.gif_width))
         total = len(movie) + int(round(hold_s * fps))
         held = ", ".join(f"{e.label} at {e.epoch:,}" for e in movie.timeline.events if e.hold)
         epochs = movie.epochs
@@ -259,6 +274,16 @@ def make_movie(
     finally:
         movie.close()
     return result
+
+
+def legible_gif_width(figure: PanelFigure, least: int | None, text_px: float = GIF_TEXT_PX) -> int | None:
+    """The GIF's width: at least `least` (the encoder's default) and wide enough that the
+    frame's smallest text (`PanelFigure.smallest_text_px`) stays `text_px` pixels high after
+    scaling; None (the frame's own width) when that needs the whole frame."""
+    w = figure.size[0]
+    need = math.ceil(w * text_px / figure.smallest_text_px())
+    need = max(need, least or 0)
+    return None if need >= w else need + need % 2
 
 
 def _progress(total: int, enabled: bool):

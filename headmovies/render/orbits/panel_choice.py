@@ -31,6 +31,8 @@ OLD_PANEL_KEYWORDS = {"seed": "source"}  # old names, still accepted
 SOURCE_PANELS = (Panel("qk", 0, 10), Panel("ov", 10, -10), Panel("qk", 0, 6), Panel("ov", 6, -6))  # source 000's four
 LIVES_IN = 0.5  # an orbit lives in a seed plane holding >= half the power of its best plane
 MAX_ORBITS = 2  # auto: panels for the two largest orbits (QK and OV each): four panels
+SOURCE_WORDS = "source 000's planes"  # the notes' first words: which planes, in plain words
+AUTO_WORDS = "planes where this run's orbits are strongest"
 
 
 def signed(f: int, n: int) -> int:
@@ -135,10 +137,10 @@ def lives_in_source_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n:
     """(True, why) if every orbit of size > 1 shows as its polygon in the source's panels with
     at least LIVES_IN of its best plane's power, per circuit; else (False, why not)."""
     if n != 24:
-        return False, f"the source's panels are for C_24, this run is C_{n}"
+        return False, f"source 000's planes are for addition mod 24; this run is mod {n}"
     orbits = [o for o in report.orbits if o.size > 1]
     if not orbits:
-        return True, "no orbit of size > 1 to show"
+        return True, "no orbit yet"
     for o in orbits:
         power = orbit_power(o, M, R)
         for circuit in CIRCUITS:
@@ -147,18 +149,18 @@ def lives_in_source_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n:
             got = max((power[circuit][p.u % n, p.v % n] for p in seed), default=0.0)
             if best is None or got < LIVES_IN * best[1]:
                 return False, (
-                    f"the orbit of size {o.size} has no {circuit.upper()} source panel of order {o.size} "
-                    f"holding >= {LIVES_IN:.0%} of its best plane's power"
+                    f"its {o.size}-orbit is faint in source 000's {circuit.upper()} planes: "
+                    f"less than {'half' if LIVES_IN == 0.5 else f'{LIVES_IN:.0%}'} as strong as in its best one"
                 )
-    return True, "every orbit shows as its polygon in the source's panels"
+    return True, "every orbit draws its polygon in them"
 
 
 def default_panels(report: OrbitReport, M: np.ndarray, R: np.ndarray, n: int, m: int) -> tuple[list[Panel], str]:
     """(panels, note): the source's four if the orbits live in them, else `auto_panels`."""
     ok, why = lives_in_source_panels(report, M, R, n, m)
     if ok:
-        return list(SOURCE_PANELS), f"source panels ({why})"
-    return auto_panels(report, M, R, n, m), f"automatic panels ({why})"
+        return list(SOURCE_PANELS), f"{SOURCE_WORDS} ({why})"
+    return auto_panels(report, M, R, n, m), f"{AUTO_WORDS} ({why})"
 
 
 def resolve_panels(
@@ -175,19 +177,19 @@ def resolve_panels(
     if keyword is None:
         if any(w in PANEL_KEYWORDS for w in words):
             raise UserError("--panels takes one of default, auto, source, or a list of CIRCUIT:U,V planes, not both")
-        return [parse_panel(w, n) for w in words], "panels as given"
+        return [parse_panel(w, n) for w in words], "the planes given (--panels)"
     if keyword == "source":
         old = "; --panels seed is its old name" if renamed else ""
-        return list(SOURCE_PANELS), f"source panels (--panels source{old})"
+        return list(SOURCE_PANELS), f"{SOURCE_WORDS} (--panels source{old})"
     if report is None or M is None or R is None:  # a report comes with both circuits
         if keyword == "default" and n == 24:
-            return list(SOURCE_PANELS), "source panels (no orbit check: the run lacks its weights)"
+            return list(SOURCE_PANELS), f"{SOURCE_WORDS} (no orbit check: the run lacks its weights)"
         raise UserError(
             f"--panels {keyword} needs the orbit check of the final snapshot (a run with all six "
             "weights); give planes such as qk:0,10 ov:10,-10"
         )
     if keyword == "auto":
-        return auto_panels(report, M, R, n, m), "automatic panels (--panels auto)"
+        return auto_panels(report, M, R, n, m), f"{AUTO_WORDS} (--panels auto)"
     return default_panels(report, M, R, n, m)
 
 

@@ -55,6 +55,7 @@ from headmovies.render.orbits.check import DEAD_TOL, TOL
 from headmovies.render.orbits.check_run import group_of
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, orbit_colour, shape_name
 from headmovies.render.orbits.events import training_events
+from headmovies.render.orbits.head_styles import final_tracks
 from headmovies.render.orbits.history import OrbitHistory
 from headmovies.render.orbits.panel_choice import check_panels, resolve_panels
 from headmovies.render.orbits.spectrum import FrequencyGroup
@@ -302,8 +303,9 @@ class ViewerData:
                 }
             )
         info = self.info
-        # the page marks each orbit's verification itself (from `orbits`); its timeline spans the planned run
-        events = training_events(info.config, None, h)
+        # the run's events and each final orbit's verification, in the movie's words; the page's
+        # timeline spans the planned run (an interactive page may show what comes later)
+        events = training_events(info.config, None, h, final_tracks(h) if h is not None and len(h) else [])
         return {
             "version": PAYLOAD_VERSION,
             "file": info.file,
@@ -319,7 +321,17 @@ class ViewerData:
             "trail_epochs": self.trail_epochs,
             "panels": [plane_words(p, self.n, self.m) for p in self.panels],
             "panel_note": self.panel_note,
-            "events": [{"epoch": e.epoch, "label": e.words, "short": e.label} for e in events],
+            "headline": headline(info, self.n, self.n_heads, self.tol, self.panel_note),
+            "events": [
+                {
+                    "epoch": e.epoch,
+                    "label": e.words,
+                    "short": e.label,
+                    "result": not e.phase,
+                    "colour": to_hex(e.colour),
+                }
+                for e in events
+            ],
             "orbits": orbits,
             "colours": {
                 "other": to_hex(OTHER_COLOUR),
@@ -333,6 +345,15 @@ class ViewerData:
 
     def payload(self, live: dict | None = None) -> dict:
         return {"meta": self.meta(), "chunks": [c.data for c in self.chunks], "live": live}
+
+
+def headline(info: RunInfo, n: int, n_heads: int, tol: float, panel_note: str) -> str:
+    """The page's first line, in plain words: the run, what it learns, the check and the planes."""
+    return (
+        f"{info.file}: {n_heads} attention heads learning addition mod {n} · each snapshot checked for "
+        f"orbits (heads that a shift of the tokens turns into each other, within {100 * tol:g} %) · "
+        f"shown in {panel_note}"
+    )
 
 
 def heatmap_stops(stops: int = 11) -> list[list[int]]:

@@ -8,6 +8,14 @@ the follower sees the new inode, reopens, keeps the snapshots both files share a
 rest, which the resumed writer writes again. A file replaced by a different run (`--force`)
 makes the page reload. The page polls `/update?gen=G&since=T` (JSON) and gets the chunks it
 lacks; `gen` counts reopenings, so a page that holds dropped snapshots is told where to cut.
+
+Planes. When new snapshots arrive (at most every `rechoose_s` seconds, and once the run is
+complete), the follower applies the movie's rule (`panel_choice.resolve_panels`, the
+`--panels` words) to the newest snapshot again, as the movie applies it to the whole run's
+last. When the choice changes (an orbit appeared in other planes) and holds at the next check
+too (or the run is complete), it rebuilds the payload in
+the new planes from every snapshot so far and the page reloads (the page's identity gains a
+plane count).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from headmovies.render.orbits.viewer_page.build import page
 from headmovies.runfile.reader import Run
 
 POLL_MS = 1000  # the page asks for new snapshots this often
+RECHOOSE_S = 5.0  # the planes are chosen again at most this often while snapshots arrive
 SAY_S = 30  # a message about the file shows this long in the page
 
 
@@ -57,9 +66,16 @@ class Follower:
     `update()` from the server's."""
 
     def __init__(
-        self, path: str | os.PathLike, panels: Sequence[str] | None = None, tol: float = TOL, dead_tol: float = DEAD_TOL
+        self,
+        path: str | os.PathLike,
+        panels: Sequence[str] | None = None,
+        tol: float = TOL,
+        dead_tol: float = DEAD_TOL,
+        rechoose_s: float = RECHOOSE_S,
     ):
         self.path = Path(path)
+        self.rechoose_s, self.chosen_at, self.planes_gen = rechoose_s, time.monotonic(), 0
+        self.pending: list | None = None  # planes chosen at the last check, not yet shown
         self.panels, self.tol, self.dead_tol = panels, tol, dead_tol
         self.lock = threading.Lock()
         self.inode = 0
@@ -121,6 +137,8 @@ class Follower:
                 added = self.data.count - before if chunk else 0
                 if chunk:
                     self.last_growth = time.monotonic()
+                    if self._rechoose(run):
+                        added = self.data.count  # the page reloads every snapshot
                 if self.error:
                     self.error = False
                     self._say("")
@@ -130,6 +148,34 @@ class Follower:
             self._say(f"cannot read the run file now ({str(exc).splitlines()[0]}); retrying")
             self.error = True
             return 0
+
+    def _rechoose(self, run: Run) -> bool:
+        """Apply the plane rule to the newest snapshot (throttled by `rechoose_s`, always once
+        the run is complete); rebuild the payload if it picks other planes at two checks in a
+        row (an orbit at the tolerance's edge does not flip the page back and forth), or at
+        once when the run is complete. True if it did."""
+        now = time.monotonic()
+        if now - self.chosen_at < self.rechoose_s and not run.complete:
+            return False
+        self.chosen_at = now
+        fresh = ViewerData(run, self.panels, self.tol, self.dead_tol)  # resolves on the newest snapshot
+        if fresh.panels == self.data.panels:
+            self.pending = None
+            return False
+        if fresh.panels != self.pending and not run.complete:  # a new choice must hold at two checks
+            self.pending = fresh.panels
+            return False
+        self.pending = None
+        old = " ".join(map(str, self.data.panels))
+        fresh.grow(run)
+        self.data = fresh
+        self.planes_gen += 1
+        self._say(f"new planes for the orbits so far: {' '.join(map(str, fresh.panels))} (were {old})")
+        return True
+
+    def page_identity(self) -> str:
+        """The run file's identity and how often the planes changed: a page of older planes reloads."""
+        return f"{self.identity}|planes {self.planes_gen}"
 
     def _say(self, message: str) -> None:
         self.message, self.said_at = message, time.monotonic()
@@ -146,7 +192,7 @@ class Follower:
         }
 
     def live(self) -> dict:
-        return {"update": "update", "poll_ms": POLL_MS, "gen": self.gen, "identity": self.identity}
+        return {"update": "update", "poll_ms": POLL_MS, "gen": self.gen, "identity": self.page_identity()}
 
     def page_text(self) -> str:
         with self.lock:
@@ -156,7 +202,7 @@ class Follower:
         """The chunks a page at (gen, since) lacks. A page from an older gen gets everything from
         the lowest cut since its gen (it drops what it holds beyond)."""
         with self.lock:
-            if identity is not None and identity != self.identity:
+            if identity is not None and identity != self.page_identity():
                 return {"reload": True}
             if gen > self.gen or gen < 0:
                 start = 0
@@ -166,7 +212,7 @@ class Follower:
             chunks = [c.data for c in self.data.chunks if c.stop > start]
             return {
                 "gen": self.gen,
-                "identity": self.identity,
+                "identity": self.page_identity(),
                 "meta": self.meta,
                 "chunks": chunks,
                 "status": self.status(),

@@ -23,11 +23,11 @@ from headmovies.render.core.timeline import (
     Curve,
     Event,
     Timeline,
-    TimelineStrip,
     first_lasting,
     hold_frames,
     schedule_events,
 )
+from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.ov_coherent import analysis as S
 from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords
 from headmovies.runfile.reader import Run

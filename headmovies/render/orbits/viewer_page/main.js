@@ -34,15 +34,15 @@
 
   function setMeta(meta) {
     snaps.setMeta(meta);
-    $("runline").textContent = `${meta.experiment} · ${meta.file} · C_${snaps.N} shifts tokens by s, outputs by ` +
-      `${meta.m}s · ${snaps.H} heads · orbit check at every snapshot (${(100 * meta.tol).toFixed(0)} % tolerance) · ` +
-      meta.panel_note;
+    $("runline").textContent = meta.headline;  // worded in Python (viewer.headline)
     document.title = `${meta.file} · headmovies viewer`;
   }
 
   function layout() {
     layoutPanels(app);
-    timeline.sizeTimeline(app.tl, parseFloat($("panels-area").style.width) || 640);
+    // as wide as its column (beside the panels), or as the panels (stacked, narrow windows)
+    const column = $("timeline-wrap").clientWidth, panels = parseFloat($("panels-area").style.width) || 640;
+    timeline.sizeTimeline(app.tl, column > 0 ? Math.min(column, 1100) : panels);
   }
 
   function drawAll() {

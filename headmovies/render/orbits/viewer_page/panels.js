@@ -15,9 +15,12 @@
   const GAP = 14;                                 // px between panel columns (viewer.css, .grid)
 
   // Side of a panel in px for the window's width: two columns beside the legend
+  // Two rows of panels and the page's header fit the window's height; a column stays for the
+  // timeline and legend on their right
   function panelSize() {
-    const free = Math.max(260, Math.min(window.innerWidth - 420, 760));
-    return Math.max(220, Math.min(340, Math.floor((free - GAP) / 2)));
+    const free = Math.max(260, Math.min(window.innerWidth - 460, 760));
+    const high = Math.floor((window.innerHeight - 140) / 2) - 110;
+    return Math.max(220, Math.min(340, high, Math.floor((free - GAP) / 2)));
   }
 
   function makePanel(app, spec, index, custom) {

@@ -1,10 +1,9 @@
-// The timeline under the panels, linear in epochs from the first snapshot to the run's last
+// The timeline beside (or under) the panels, linear in epochs from the first snapshot to the run's last
 // epoch: heads in verified orbits, the equivariance error, the run's events and each final
 // orbit's lock-in, and the cursor. app: as in panels.js, with tl: {canvas, w, h, left, right}.
 "use strict";
 (function (exports) {
   const { fmtEpoch } = viewerModules.format;
-  const { orbitName } = viewerModules.heads;
   const INK = { paper: "#fff", future: "#f3f3f3", axis: "#bbb", label: "#666", eqError: "#c9a0dc", heads: "#333",
                 event: "#888", cursor: "#d00" };
 
@@ -33,10 +32,10 @@
     return 10 * p;
   }
 
-  // Dashed marks: the run's events, then each final orbit's lock-in, as [epoch, label, colour]
+  // Dashed marks: the run's events, each final orbit's verification among them (worded in
+  // Python, render/orbits/events.py), as [epoch, label, colour]
   function marks(meta) {
-    return meta.events.map((e) => [e.epoch, e.short, INK.event]).concat(
-      meta.orbits.filter((o) => o.final && o.locked_in !== null).map((o) => [o.locked_in, `${o.size}-orbit verified`, o.colour]));
+    return meta.events.map((e) => [e.epoch, e.short, e.result ? e.colour : INK.event]);
   }
 
   // Playback pauses about 1 s at these epochs: events and lock-ins
@@ -114,9 +113,7 @@
   function timelineNote(snaps) {
     const meta = snaps.meta, parts = ["Black: heads in verified orbits (0 to " + snaps.H + ")"];
     if (snaps.eqError.some((v) => v !== null)) parts.push("lilac: equivariance error (log scale)");
-    parts.push("dashed: " + meta.events.map((e) => `${e.label} (epoch ${fmtEpoch(e.epoch)})`).concat(
-      meta.orbits.filter((o) => o.final && o.locked_in !== null)
-        .map((o) => `${orbitName(o)} verified from epoch ${fmtEpoch(o.locked_in)}`)).join("; "));
+    parts.push("dashed: " + meta.events.map((e) => `epoch ${fmtEpoch(e.epoch)}: ${e.label}`).join("; "));
     return parts.join(" · ") + ". Click or drag to move.";
   }
 
