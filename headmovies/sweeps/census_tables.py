@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from headmovies.render.orbits.check_report import TOL, is_marginal
+
 if TYPE_CHECKING:
     from headmovies.sweeps.census_rows import Settings
 
@@ -111,14 +113,11 @@ def outcome_table(rows: list[dict]) -> str:
 
 
 def _marginal(items: list[tuple[dict, dict]]) -> str:
-    """How many of these orbits are marginal: 'k' or 'k (seeds a, b)'; '–' for rows before version 5."""
-    known = [(r, o) for r, o in items if "marginal" in o]
-    if not known:
-        return "–"
-    seeds = sorted({r["seed"] for r, o in known if o["marginal"]})
-    return f"{len(seeds) and sum(o['marginal'] for _, o in known)}" + (
-        f" ({', '.join(map(str, seeds))})" if seeds else ""
-    )
+    """How many of these orbits are marginal: 'k' or 'k (seeds a, b)'. Rows before version 5
+    lack the flag; it is computed from their worst error (6 significant digits) and tolerance."""
+    flags = [(r, o.get("marginal", is_marginal(o["worst"], r.get("tol", TOL)))) for r, o in items]
+    seeds = sorted({r["seed"] for r, m in flags if m})
+    return f"{sum(m for _, m in flags)}" + (f" ({', '.join(map(str, seeds))})" if seeds else "")
 
 
 def near_miss_list(rows: list[dict]) -> str:
@@ -182,7 +181,7 @@ def structure_table(rows: list[dict]) -> str:
     worst errors and lock-in epochs."""
     out = [
         (
-            "| recipe | orbit size | ω (r) | orbits | seeds | worst error | marginal (within a tenth of the tolerance) "
+            "| recipe | orbit size | ω | orbits | seeds | worst error | marginal (within a tenth of the tolerance) "
             "| locked in at epoch | train acc of those seeds |"
         ),
         "|---|---|---|---|---|---|---|---|---|",
@@ -345,7 +344,7 @@ def census_markdown(rows: list[dict], settings: Settings) -> str:
             "Made by `headmovies orbits census` from the sweeps below (one row per run in `census.jsonl`). "
             "Outcome: sizes of the verified orbits (2 % tolerance, default gauge) of the last snapshot; "
             "bias gauge: the same check with each head's key-independent OV part set aside (`--gauge bias`); "
-            "ω (r): the orbit's frequency. Values: median [min, max] over seeds. Shares of seeds come with "
+            "ω: the orbit's frequency. Values: median [min, max] over seeds. Shares of seeds come with "
             "their 95 % Wilson score interval (how far the share over all seeds may lie from this sample's)."
         ),
         "",

@@ -4,7 +4,7 @@ A verified orbit of size k (render.orbits.check) draws a regular k-gon exactly i
 (circuit, u, v) whose rotation frequency r has polygon order n / gcd(r, n) = k (docs/math.md, "Irrep coordinates"), and
 it has power only in planes whose order divides k. `auto_panels` picks, for each orbit, the
 QK plane and the OV plane of order k in which its heads carry the most power, so that each
-orbit shows as its own polygon (source 000 shows the 12-orbit at r = 10 and the 4-orbit at
+orbit shows as its own polygon (source 000 shows the 12-orbit at ω = 10 and the 4-orbit at
 r = 6 in this way). Power is that of the merged units (mean centred M, summed centred R),
 the matrices the orbit check verifies.
 
