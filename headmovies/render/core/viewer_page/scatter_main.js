@@ -36,7 +36,9 @@
 
   function layout() {
     scatter.layoutPanels(app);
-    curves.sizeTimeline(app.tl, parseFloat($("panels-area").style.width) || 640);
+    // the timeline fills its column beside the panels (viewer.css), or spans them when stacked
+    const wrap = $("timeline-wrap").clientWidth;
+    curves.sizeTimeline(app.tl, wrap > 200 ? wrap : parseFloat($("panels-area").style.width) || 640);
   }
 
   function drawAll() {
