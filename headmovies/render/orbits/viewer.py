@@ -137,7 +137,7 @@ def plane_words(panel: Panel, n: int, m: int) -> dict:
         "axes": (
             f"x, y: real and imaginary part of each head's ({panel.u}, {panel.v}) Fourier coefficient "
             f"of its centred {circuit} circuit. A shift by s turns every dot by r·s·{360 / n:g}° "
-            f"(r = {r}: {deg}° per unit shift); an orbit {shape} here."
+            f"(ω = {r}: {deg}° per unit shift); an orbit {shape} here."
         ),
     }
 
