@@ -34,9 +34,12 @@
     el.textContent = message;
   }
 
+  // The timeline takes the width of its place: the column right of the panels on a wide
+  // screen, the panels' width below them on a narrow one
   function layout() {
     scatter.layoutPanels(app);
-    curves.sizeTimeline(app.tl, parseFloat($("panels-area").style.width) || 640);
+    app.tl.canvas.style.width = "0px";
+    curves.sizeTimeline(app.tl, Math.max(300, $("timeline-wrap").clientWidth || 640));
   }
 
   function drawAll() {
@@ -109,8 +112,10 @@
     document.body.dataset.state = "ready";
   }
 
-  // hooks for tests and the curious: where each dot is drawn, in data and in page pixels
+  // hooks for tests and the curious: where each dot is drawn, in data and in page pixels, and
+  // a plane's axis half-width (null: fixed axes)
   window.headmovies = {
+    axis(i) { const p = app.panels[i]; return p.limits ? p.limits[view.t] : null; },
     get snapshot() { return view.t; },
     get epochs() { return snaps.epochs.slice(); },
     dots(i) {
