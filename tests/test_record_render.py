@@ -89,6 +89,35 @@ def test_principal_axes_are_fitted_once_and_keep_a_planar_head_exact(tmp_path):
         planes_of(run.__class__(tmp_path / "run.h5"), heads, panels=["qk:0,1"])
 
 
+def test_the_viewers_timeline_curves_and_marks_of_logged_metrics():
+    """Accuracies 0 to 1 with a mark where one first reaches 90 %; a positive loss and a positive
+    metric spanning more than 100x as log10; another between its extremes; a metric logged at
+    no snapshot left out."""
+    from headmovies.render.generic.viewer import metric_curves
+
+    nan = float("nan")
+    epochs = np.array([0, 10, 20, 30])
+    metrics = {
+        "epoch": np.array([0, 5, 10, 20, 25, 30]),
+        "test_acc": np.array([0.1, 0.5, 0.8, 0.95, 0.97, 1.0]),
+        "train_loss": np.array([4.0, 3.0, 2.0, 1.0, 0.7, 0.5]),
+        "eq_error": np.array([1.0, 0.5, 0.1, 0.01, 0.01, 0.001]),
+        "lr": np.array([3.0, 3.0, 2.0, 1.0, 1.0, 1.0]),
+        "rare": np.array([nan, 1.0, nan, nan, 2.0, nan]),
+    }
+    series, events = metric_curves(epochs, metrics)
+    got = {s.label: (s.lo, s.hi, list(s.values)) for s in series}
+    assert got["test_acc"] == (0.0, 1.0, [0.1, 0.8, 0.95, 1.0])
+    assert got["train_loss (log10)"] == (
+        pytest.approx(np.log10(0.5)),
+        pytest.approx(np.log10(4)),
+        pytest.approx(np.log10([4, 2, 1, 0.5])),
+    )
+    assert got["eq_error (log10)"][:2] == (pytest.approx(-3), pytest.approx(0))
+    assert got["lr"] == (1.0, 3.0, [3.0, 2.0, 1.0, 1.0]) and "rare" not in str(got)
+    assert [(e.epoch, e.label) for e in events] == [(20, "test_acc 90%")]
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, "-m", "headmovies", *args], env=env, capture_output=True, text=True)

@@ -1,15 +1,15 @@
 """The viewer of any run (`headmovies view RUN --out DIR`, `headmovies.show(RUN, "viewer")`;
-docs/recording.md, "Viewer"): one self-contained HTML page (no server, no network), a family of
+docs/recording.md, "The viewer"): one self-contained HTML page (no server, no network), a family of
 the scatter viewer (render/core/scatter_viewer.py; its own script viewer_page/family.js).
 
 Every head of every layer is a dot with its trail in the movie's planes (`planes.py`: irrep
 planes, a user's basis or principal axes; axes symmetric about 0, eased as the movie's), in the
 movie's head colours, captioned with the run's metrics at each snapshot. The timeline draws the
-logged metrics (accuracies 0 to 1, positive losses as log10, others between their extremes) and
-marks when an accuracy first reaches 90 %. A head's pane shows its centred QK [n, n] and OV
-[n_out, n] circuits as heatmaps at the stored snapshot at or before the current one: up to
-`MAP_SNAPSHOTS` spread over the run, each map int8 (scaled by its own largest |entry|, stored
-beside it as float32, the heatmap's scale).
+logged metrics (accuracies 0 to 1, positive losses and positive metrics spanning more than a
+factor 100 as log10, others between their extremes) and marks when an accuracy first reaches
+90 %. A head's pane shows its centred QK [n, n] and OV [n_out, n] circuits as heatmaps at the
+stored snapshot at or before the current one: up to `MAP_SNAPSHOTS` spread over the run, each
+map int8 (scaled by its own largest |entry|, stored beside it as float32, the heatmap's scale).
 
 The payload's family arrays: qk int8 [M, H, n, n], ov int8 [M, H, n_out, n], scales float32
 [M, H, 2] (QK, OV); detail: heads [H], map_epochs [M], tokens n, outputs n_out, group_order.
@@ -36,6 +36,7 @@ PACKAGE = "headmovies.render.generic.viewer_page"
 MAP_SNAPSHOTS = 40  # snapshots whose heatmaps the page holds, spread over the run
 MAX_CURVES = 6  # logged metrics drawn on the timeline (sorted by name)
 REACHED = 0.9  # the timeline marks when an accuracy first reaches this
+LOG_SPAN = 100  # a positive metric spanning more than this factor is drawn as log10 (losses always)
 
 
 def map_indices(T: int, most: int = MAP_SNAPSHOTS) -> np.ndarray:
@@ -65,8 +66,9 @@ def heatmap_arrays(run: Run, heads: Heads) -> tuple[list[int], dict[str, np.ndar
 
 def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[list[Series], list[Event]]:
     """The timeline's curves: up to `MAX_CURVES` logged metrics at the snapshots (accuracies
-    from 0 to 1, losses that are all positive as log10, others between their extremes; a metric
-    never logged at a snapshot is left out); and an event where an accuracy first reaches 90 %."""
+    from 0 to 1; positive losses, and positive metrics spanning more than a factor `LOG_SPAN`, as
+    log10; each between its extremes; a metric never logged at a snapshot is left out); and an
+    event where an accuracy first reaches 90 %."""
     palette = [to_hex(c) for c in colormaps["Dark2"].colors]  # type: ignore[attr-defined]
     series: list[Series] = []
     events: list[Event] = []
@@ -84,7 +86,7 @@ def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[l
                 words = f"{name} first reaches {REACHED:.0%}"
                 events.append(Event(reached, f"{name} {REACHED:.0%}", colour=colour, phase=False, words=words))
         else:
-            if "loss" in name and seen.min() > 0:
+            if seen.min() > 0 and ("loss" in name or seen.max() > LOG_SPAN * seen.min()):
                 values, seen, label = np.log10(values), np.log10(seen), f"{name} (log10)"
             lo, hi = float(seen.min()), float(seen.max())
             hi = hi if hi > lo else lo + 1.0
