@@ -192,7 +192,7 @@ def test_speeds_ticks_labels_and_signs(js):
     # three marks, the second too close to the first for one row: it goes to the next row
     assert js("M.curves.labelRows([[100, 50], [120, 50], [400, 50]], 0, 1000, 3)") == [[75, 0], [95, 1], [375, 0]]
     values = [0.6860927, -0.9995849, -0.001, 0.0, 1.0]
-    assert js("arg.map(M.family.signed)", values) == [f"{x:+.2f}" for x in values]
+    assert js("arg.map(M.format.fmtSigned)", values) == [f"{x:+.2f}" for x in values]
 
 
 @pytest.mark.parametrize("family", ["induction", "ov-coherent"])

@@ -6,21 +6,9 @@
 "use strict";
 (function (exports) {
   const { fmtEpoch } = viewerModules.format;
+  const { el, swatch } = viewerModules.dom;
   const { indexAtOrBefore } = viewerModules.axes;
   const { grid } = viewerModules.grid;
-
-  function el(tag, text, className) {
-    const e = document.createElement(tag);
-    if (text !== undefined) e.textContent = text;
-    if (className) e.className = className;
-    return e;
-  }
-
-  function swatch(colour) {
-    const s = el("span", undefined, "swatch");
-    s.style.background = colour;
-    return s;
-  }
 
   function legend(app) {
     const meta = app.snaps.meta, view = app.view, list = el("ul");
