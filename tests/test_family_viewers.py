@@ -218,3 +218,43 @@ def test_the_timeline_note_names_each_curve_in_its_colour(js):
         "Click or drag to move."
     )
     assert [p[1] for p in parts if p[1]] == ["#1f77b4", "#d62728"]
+
+
+def test_playback_stops_at_the_last_snapshot_or_waits_there_for_a_live_run(browser):
+    """player.js (every viewer page): a page with its own speed options keeps them; playback runs
+    to the last snapshot and stops there, or, while app.waitAtEnd() holds (the orbit viewer's
+    live view), keeps playing at the newest snapshot."""
+    from headmovies.render.core.viewer_page import build
+
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content(
+        '<!DOCTYPE html><html><body><button id="play"></button><input id="scrubber" type="range">'
+        '<select id="speed"><option value="100000" selected>fast</option></select>'
+        '<input type="checkbox" id="trails" checked></body></html>'
+    )
+    for name in ("format.js", "axes.js", "player.js"):
+        page.add_script_tag(content=build.part(name))
+    state = page.evaluate_handle("""() => {
+        const epochs = [0, 10, 20], shown = [];
+        const app = {
+            snaps: { T: 3, epochs, indexAtOrBefore: (e) => viewerModules.axes.indexAtOrBefore(epochs, e) },
+            view: { t: 0, playing: false, epoch: 0, last: 0, hold: 0, trails: true }, holdEpochs: [],
+            live: true, waitAtEnd: () => app.live, redraw() {},
+            setSnapshot(t) { app.view.t = Math.max(0, Math.min(2, t)); shown.push(app.view.t); },
+        };
+        const player = viewerModules.player.createPlayer(app);
+        player.listen();
+        return { app, player, shown };
+    }""")
+    assert page.eval_on_selector_all("#speed option", "os => os.map((o) => o.textContent)") == ["fast"]
+    page.evaluate("(s) => s.player.play(true)", state)
+    page.wait_for_function("(s) => s.shown.includes(2)", arg=state, timeout=5000)
+    page.wait_for_timeout(300)
+    assert page.evaluate("(s) => [s.app.view.playing, s.app.view.t, s.app.view.epoch]", state) == [True, 2, 20]
+    page.evaluate("(s) => { s.app.live = false; }", state)
+    page.wait_for_function("(s) => !s.app.view.playing", arg=state, timeout=5000)
+    assert page.inner_text("#play") == "▶ play" and page.evaluate("(s) => s.app.view.t", state) == 2
+    assert errors == []
+    page.close()
