@@ -104,8 +104,8 @@
   }
 
   function timelineEpoch(app, ev) {
-    const rect = app.tl.canvas.getBoundingClientRect();
-    return epochAxis(app).epoch(ev.clientX - rect.left);
+    const rect = app.tl.canvas.getBoundingClientRect();  // CSS may draw it narrower than tl.w
+    return epochAxis(app).epoch((ev.clientX - rect.left) * app.tl.w / (rect.width || app.tl.w));
   }
 
   Object.assign(exports, { createTimeline, sizeTimeline, niceStep, labelRows, drawTimeline, timelineNote, timelineEpoch });

@@ -34,12 +34,11 @@
     el.textContent = message;
   }
 
-  // The timeline takes the width of its place: the column right of the panels on a wide
-  // screen, the panels' width below them on a narrow one
   function layout() {
     scatter.layoutPanels(app);
-    app.tl.canvas.style.width = "0px";
-    curves.sizeTimeline(app.tl, Math.max(300, $("timeline-wrap").clientWidth || 640));
+    // the timeline fills its column beside the panels (viewer.css), or spans them when stacked
+    const wrap = $("timeline-wrap").clientWidth;
+    curves.sizeTimeline(app.tl, wrap > 200 ? wrap : parseFloat($("panels-area").style.width) || 640);
   }
 
   function drawAll() {
