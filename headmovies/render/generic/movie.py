@@ -136,7 +136,7 @@ def render_movie(
     with Run(run_path) as run:
         movie = GenericMovie(run, group_order, panels, basis)
         if progress:
-            print(f"{len(run)} frames, {movie.heads.total} heads, {movie.planes.kind} planes", file=sys.stderr)
+            print(f"{len(run)} snapshots, {movie.heads.total} heads, {movie.planes.kind} planes", file=sys.stderr)
         try:
             return encode(
                 movie.frames(),
