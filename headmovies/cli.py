@@ -10,9 +10,11 @@ one line with exit code 2; Ctrl-C and SIGTERM unwind (temporary files removed) w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 # With more threads than free cores, OpenMP threads that spin at barriers slowed these small
@@ -76,6 +78,20 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def _no_empty_output_folder(out: object) -> Iterator[None]:
+    """A command that fails (an exception, e.g. a damaged run file met halfway) removes the
+    output folder `out` again when it created it and left it empty: bad input leaves no trace."""
+    folder = Path(out) if isinstance(out, (str, os.PathLike)) else None
+    new = folder is not None and not os.path.lexists(folder)
+    try:
+        yield
+    except BaseException:
+        if new and folder is not None and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -86,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                 2, f"error: {args._prog}: unrecognized arguments: {' '.join(extra)} (see `{args._prog} --help`)\n"
             )
         forget_warnings()
-        return int(args._run(args) or 0)
+        with _no_empty_output_folder(getattr(args, "out", None)):
+            return int(args._run(args) or 0)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
