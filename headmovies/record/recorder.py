@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import numbers
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -56,6 +57,37 @@ def _schedule(schedule: Iterable[int] | Callable[[int], bool] | None) -> Callabl
     return epochs.__contains__
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(name: str, value: Any) -> float:
+    """A metric's value as a float: a Python or numpy number, or a one-element tensor or array.
+    UserError (one line) for anything else, such as a vector, a string or None."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        if value.size != 1 if isinstance(value, np.ndarray) else value.numel() != 1:
+            shape = list(value.shape)
+            raise UserError(f"metric {name!r} is a tensor of shape {shape}: give one number (e.g. loss.item())")
+        value = value.item()
+    if not isinstance(value, numbers.Real):
+        raise UserError(f"metric {name!r} must be a number, got {type(value).__name__} {_shown(value)}")
+    return float(value)
+
+
+def _epoch(epoch: Any) -> int:
+    """An epoch as an int (any whole number: an int, a numpy integer, a one-element tensor);
+    UserError (one line) for anything else, such as 2.5 or a string."""
+    try:
+        value = int(epoch)
+        whole = bool(value == epoch)
+    except (TypeError, ValueError, RuntimeError):
+        whole = False
+    if not whole:
+        raise UserError(f"epoch must be a whole number (a step count), got {type(epoch).__name__} {_shown(epoch)}")
+    return value
+
+
 class Recorder:
     """Records `model`'s head weights (`adapters.find_adapter`: a TransformerLens
     HookedTransformer, torch.nn.MultiheadAttention, nanoGPT or GPT-2 attention, or a weights
@@ -92,6 +124,8 @@ class Recorder:
         self.path = Path(path)
         self.model, self.optimizer = model, optimizer
         self.adapter: Adapter = find_adapter(model)
+        if config is not None and not isinstance(config, dict):
+            raise ConfigError(f"config must be a dict of JSON-able settings, got {type(config).__name__}")
         self.config = dict(config or {})
         self.group_order = group_order
         self.due = _schedule(schedule)
@@ -127,7 +161,7 @@ class Recorder:
         it wrote one. Epochs already in the file (at or before `self.epoch`) are not written
         again. UserError when a loss is not finite (the file keeps the snapshots so far)."""
         self.log(**metrics)
-        epoch = int(epoch)
+        epoch = _epoch(epoch)
         if epoch <= self.epoch or not self.due(epoch):
             return False
         self.write(epoch)
@@ -136,11 +170,11 @@ class Recorder:
     def log(self, **metrics: float) -> None:
         """Metrics of any step, stored with the next snapshot (the latest value of each; NaN at
         snapshots where a metric was not logged since the one before)."""
-        for k, v in metrics.items():
-            self._pending[k] = float(v.item() if hasattr(v, "item") else v)
+        self._pending.update({k: _number(k, v) for k, v in metrics.items()})
 
     def write(self, epoch: int) -> None:
         """Write a snapshot at `epoch` now, on the schedule or not (epochs must increase)."""
+        epoch = _epoch(epoch)
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
         weights = self.adapter.read()

@@ -1,0 +1,73 @@
+"""The recording API's inputs a user can get wrong: metrics that are not one number, epochs that
+are not whole numbers, a config that is not a dict. Each is one line (UserError), and the file
+keeps what was written before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import headmovies
+from headmovies.errors import ConfigError, UserError
+from headmovies.runfile.reader import Run
+
+torch.set_num_threads(1)
+
+
+def _rec(path, **kwargs) -> headmovies.Recorder:
+    torch.manual_seed(0)
+    return headmovies.Recorder(path, nn.MultiheadAttention(8, 2), schedule=[0, 1, 2, 3], **kwargs)
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (torch.tensor([1.0, 2.0]), r"metric 'train_loss' is a tensor of shape \[2\]: give one number"),
+        (np.zeros((2, 2)), r"metric 'train_loss' is a tensor of shape \[2, 2\]: give one number"),
+        ("0.5", r"metric 'train_loss' must be a number, got str '0.5'"),
+        (None, r"metric 'train_loss' must be a number, got NoneType None"),
+    ],
+)
+def test_a_metric_that_is_not_one_number_is_one_line_and_nothing_is_stored(tmp_path, value, message):
+    path = tmp_path / "run.h5"
+    rec = _rec(path)
+    rec.step(0, acc=0.25)
+    with pytest.raises(UserError, match=message):
+        rec.step(1, acc=0.75, train_loss=value)
+    rec.step(2)
+    rec.close()
+    with Run(path) as run:
+        metrics = run.metrics()
+    assert list(metrics["epoch"]) == [0, 2]
+    np.testing.assert_array_equal(metrics["acc"], [0.25, np.nan])  # the bad step's metrics were dropped
+    assert "train_loss" not in metrics
+
+
+def test_one_element_tensors_and_numpy_numbers_are_metrics(tmp_path):
+    path = tmp_path / "run.h5"
+    with _rec(path) as rec:
+        rec.step(0, a=torch.tensor(0.5), b=np.float32(0.25), c=np.array([[2.0]]), d=np.int64(3), e=True)
+    with Run(path) as run:
+        metrics = run.metrics()
+    assert {k: float(metrics[k][0]) for k in "abcde"} == {"a": 0.5, "b": 0.25, "c": 2.0, "d": 3.0, "e": 1.0}
+
+
+def test_epochs_must_be_whole_numbers(tmp_path):
+    path = tmp_path / "run.h5"
+    with _rec(path) as rec:
+        assert rec.step(np.int64(0)) and rec.step(torch.tensor(1)) and rec.step(2.0)
+        for bad, shown in ((2.5, "float 2.5"), ("3", "str '3'"), (None, "NoneType None")):
+            with pytest.raises(UserError, match=f"epoch must be a whole number \\(a step count\\), got {shown}"):
+                rec.step(bad)
+        with pytest.raises(UserError, match=r"got float 3\.5"):
+            rec.write(3.5)
+    with Run(path) as run:
+        assert list(run.epochs) == [0, 1, 2]
+
+
+def test_a_config_that_is_not_a_dict(tmp_path):
+    with pytest.raises(ConfigError, match="config must be a dict of JSON-able settings, got list"):
+        _rec(tmp_path / "run.h5", config=[("lr", 1)])
+    assert not (tmp_path / "run.h5").exists() and not (tmp_path / "run.h5.lock").exists()
