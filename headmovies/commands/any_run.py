@@ -40,3 +40,9 @@ def plane_options(args: argparse.Namespace) -> dict:
     if args.group_order is not None and args.group_order < 2:
         raise UserError(f"--group-order must be >= 2, got {args.group_order}")
     return {"group_order": args.group_order, "panels": args.panels, "basis": basis}
+
+
+def default_out(run: Path) -> Path:
+    """The output folder when --out is not given: one per run beside it (data/a.h5 -> data/a/),
+    so that two runs of one folder never overwrite each other's outputs."""
+    return run.with_suffix("") if run.suffix else run.parent / f"{run.name}-out"

@@ -1,0 +1,41 @@
+"""The commands that render any run (`headmovies movie`, `figures`, `view`) on recorded runs:
+their options and default output folders, run in-process through `cli.main`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+import headmovies
+from headmovies import cli
+
+
+def _weights(gain: float) -> dict:
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(2, 8, 4)) * gain
+    return {0: {"W_Q": W, "W_K": W, "W_V": W, "W_O": np.swapaxes(W, 1, 2).copy()}, "W_E": rng.normal(size=(5, 8))}
+
+
+def _record(path: Path, gain: float = 1.0) -> Path:
+    with headmovies.Recorder(path, lambda: _weights(gain), schedule=[0, 1]) as rec:
+        rec.step(0, train_acc=0.5 * gain)
+        rec.step(1, train_acc=gain)
+    return path
+
+
+def test_figures_and_view_default_to_a_folder_per_run(tmp_path, capsys):
+    a, b = _record(tmp_path / "a.h5", 1.0), _record(tmp_path / "b.h5", 0.5)
+    for run in (a, b):
+        assert cli.main(["figures", str(run)]) == 0
+        assert cli.main(["view", str(run)]) == 0
+    for name, acc in (("a", 1.0), ("b", 0.5)):  # neither overwrote the other's
+        summary = json.loads((tmp_path / name / "figures" / "summary.json").read_text())
+        assert summary["run"] == str(tmp_path / f"{name}.h5") and summary["final_metrics"] == {"train_acc": acc}
+        assert (tmp_path / name / "viewer.html").stat().st_size > 1000
+    assert not (tmp_path / "figures").exists() and not (tmp_path / "viewer.html").exists()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{tmp_path / 'a' / 'figures'}: metrics.png") and out[1] == str(
+        tmp_path / "a" / "viewer.html"
+    )
