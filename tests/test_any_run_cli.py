@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import headmovies
 from headmovies import cli
@@ -39,3 +40,16 @@ def test_figures_and_view_default_to_a_folder_per_run(tmp_path, capsys):
     assert out[0].startswith(f"{tmp_path / 'a' / 'figures'}: metrics.png") and out[1] == str(
         tmp_path / "a" / "viewer.html"
     )
+
+
+def test_figures_offers_no_plane_options_it_would_ignore(tmp_path, capsys):
+    """figures draws no planes: --panels and --basis are refused (argparse, exit 2), not ignored."""
+    run = _record(tmp_path / "a.h5")
+    for option in (["--panels", "qk:1,2"], ["--basis", "b.npz"]):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(["figures", str(run), "--out", str(tmp_path / "f"), *option])
+        assert stop.value.code == 2
+        assert f"unrecognized arguments: {' '.join(option)}" in capsys.readouterr().err
+    assert not (tmp_path / "f").exists()
+    assert cli.main(["figures", str(run), "--out", str(tmp_path / "f"), "--group-order", "5"]) == 0
+    assert json.loads((tmp_path / "f" / "summary.json").read_text())["group_order"] == 5

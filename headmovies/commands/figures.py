@@ -18,7 +18,7 @@ epochs at which each accuracy reached 50 % and 90 %). docs/recording.md, "Render
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_run_arguments(p)
+    add_run_arguments(p, planes=False)
     p.add_argument(
         "--out", type=Path, metavar="DIR", help="output folder (created; default for data/a.h5: data/a/figures)"
     )
