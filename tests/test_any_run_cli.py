@@ -53,3 +53,18 @@ def test_figures_offers_no_plane_options_it_would_ignore(tmp_path, capsys):
     assert not (tmp_path / "f").exists()
     assert cli.main(["figures", str(run), "--out", str(tmp_path / "f"), "--group-order", "5"]) == 0
     assert json.loads((tmp_path / "f" / "summary.json").read_text())["group_order"] == 5
+
+
+def test_a_basis_that_is_not_an_npz_archive_is_one_line(tmp_path, capsys):
+    run = _record(tmp_path / "a.h5")
+    np.save(tmp_path / "b.npy", np.zeros((2, 5, 5)))  # one array, not an archive
+    (tmp_path / "b.txt").write_text("hello\n")
+    for name in ("b.npy", "b.txt"):
+        assert cli.main(["view", str(run), "--out", str(tmp_path / "v"), "--basis", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        fix = "write one with numpy.savez(PATH, qk=..., ov=...)"
+        assert err == f"error: the basis {tmp_path / name} is not an .npz archive: {fix}\n"
+    assert cli.main(["view", str(run), "--out", str(tmp_path / "v"), "--basis", str(tmp_path / "none.npz")]) == 2
+    assert "cannot read the basis" in capsys.readouterr().err and not (tmp_path / "v").exists()
+    np.savez(tmp_path / "good.npz", qk=np.eye(5)[None].repeat(2, 0))
+    assert cli.main(["view", str(run), "--out", str(tmp_path / "v"), "--basis", str(tmp_path / "good.npz")]) == 0

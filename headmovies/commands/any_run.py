@@ -34,12 +34,18 @@ def plane_options(args: argparse.Namespace) -> dict:
     """{'group_order', 'panels', 'basis'} for the renderers; UserError for an unreadable basis."""
     basis = None
     if getattr(args, "basis", None) is not None:
+        import zipfile
+
         import numpy as np
 
+        if args.basis.is_file() and not zipfile.is_zipfile(args.basis):  # .npy, text, HDF5: np.load's own
+            raise UserError(  # message would be about pickles or a traceback
+                f"the basis {args.basis} is not an .npz archive: write one with numpy.savez(PATH, qk=..., ov=...)"
+            )
         try:
             with np.load(args.basis) as f:
                 basis = {k: f[k] for k in f.files}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
             raise UserError(f"cannot read the basis {args.basis}: {str(exc).splitlines()[0]}") from None
     if args.group_order is not None and args.group_order < 2:
         raise UserError(f"--group-order must be >= 2, got {args.group_order}")
