@@ -82,3 +82,44 @@ def test_a_loss_not_finite_at_the_first_snapshot_stops_keeping_it(tmp_path):
     with Run(path) as run:
         assert list(run.epochs) == [0] and not run.complete  # kept, not marked finished
         assert run.metrics()["acc"][0] == 0.5 and np.isinf(run.metrics()["train_loss"][0])
+
+
+def test_a_group_without_embeddings_is_warned_by_the_recorder_and_the_renderers(tmp_path, capsys):
+    """An nn.MultiheadAttention model whose embedding is not named as the adapters look for it:
+    the run has no W_E or W_U, and with group_order both ends say the group lands on residual
+    basis vectors; a model with W_E and W_U gets no warning."""
+    from headmovies.errors import forget_warnings
+    from headmovies.render.generic.heads import find_heads
+
+    class Model(nn.Module):
+        def __init__(self, named: bool):
+            super().__init__()
+            self.add_module("wte" if named else "emb", nn.Embedding(6, 8))
+            self.attn = nn.MultiheadAttention(8, 2)
+            self.add_module("lm_head" if named else "out", nn.Linear(8, 5))
+
+    for named in (False, True):
+        forget_warnings()
+        path = tmp_path / f"{named}.h5"
+        with headmovies.Recorder(path, Model(named), group_order=5, schedule=[0]) as rec:
+            rec.step(0)
+        err = capsys.readouterr().err
+        with Run(path) as run:
+            assert ("W_E" in run.weight_names) is named
+            heads = find_heads(run)
+        assert (heads.tokens, heads.outputs, heads.group_order) == (5, 5, 5)
+        both = capsys.readouterr().err
+        if named:
+            assert err == both == ""
+            continue
+        assert err == (
+            "warning: group_order=5, but no W_E or W_U was found in Model (model.W_E/W_U, an nn.Embedding named "
+            "wte, tok_embeddings or embed_tokens, an nn.Linear named lm_head or unembed): renderers will lay the "
+            "group on the residual stream's basis vectors instead; rename them, or record a weights function with "
+            "'W_E' and 'W_U'\n"
+        )
+        assert both == (
+            "warning: False.h5 stores no W_E or W_U: Z_5 is laid on the residual stream's first 5 basis vectors in "
+            "place of tokens and output classes, so its planes may mean little (docs/recording.md, 'What is "
+            "recorded')\n"
+        )

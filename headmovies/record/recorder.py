@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from headmovies import runfile
-from headmovies.errors import ConfigError, RunFileError, UserError
+from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.interrupts import deferred_signals
 from headmovies.record.adapters import Adapter, find_adapter
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
@@ -195,6 +195,7 @@ class Recorder:
                 )
                 if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
                     checkpoint_path(self.path).unlink(missing_ok=True)
+                self._warn_embeddings(weights)
                 try:
                     self._rec.check_finite(epoch, metrics)  # the first snapshot, written by create
                 except UserError:
@@ -258,6 +259,19 @@ class Recorder:
         if self.group_order is not None:
             attrs["group_order"] = int(self.group_order)
         return attrs
+
+    def _warn_embeddings(self, weights: dict) -> None:
+        """Warn when group_order is set but W_E or W_U was not found: renderers would lay Z_p on
+        the residual stream's basis vectors in place of the tokens or output classes."""
+        missing = [k for k in ("W_E", "W_U") if k not in weights]
+        if self.group_order is None or not missing:
+            return
+        warn(
+            f"group_order={self.group_order}, but no {' or '.join(missing)} was found in "
+            f"{type(self.model).__name__} (model.W_E/W_U, an nn.Embedding named wte, tok_embeddings or "
+            "embed_tokens, an nn.Linear named lm_head or unembed): renderers will lay the group on the residual "
+            "stream's basis vectors instead; rename them, or record a weights function with 'W_E' and 'W_U'"
+        )
 
     def _checkpoint(self, epoch: int, then: str) -> None:
         buf = io.BytesIO()
