@@ -68,3 +68,14 @@ def test_a_basis_that_is_not_an_npz_archive_is_one_line(tmp_path, capsys):
     assert "cannot read the basis" in capsys.readouterr().err and not (tmp_path / "v").exists()
     np.savez(tmp_path / "good.npz", qk=np.eye(5)[None].repeat(2, 0))
     assert cli.main(["view", str(run), "--out", str(tmp_path / "v"), "--basis", str(tmp_path / "good.npz")]) == 0
+
+
+def test_the_movie_counts_snapshots_and_names_its_planes_in_words(tmp_path, capsys):
+    with headmovies.Recorder(tmp_path / "one.h5", lambda: _weights(1.0), schedule=[0]) as rec:
+        rec.step(0)
+    assert cli.main(["movie", str(tmp_path / "one.h5"), "--out", str(tmp_path / "m"), "--formats", "mp4,html"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "1 snapshot, 2 heads, principal-axis planes\n"
+    assert out == f"{tmp_path / 'm'}: movie.mp4, movie.html (25 frames)\n"  # 1 + 2 s held at 12 fps
+    html = (tmp_path / "m" / "movie.html").read_text()
+    assert "Heads of one.h5 (2) in principal-axis planes, epochs 0 to 0</figcaption>" in html
