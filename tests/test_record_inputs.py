@@ -123,3 +123,23 @@ def test_a_group_without_embeddings_is_warned_by_the_recorder_and_the_renderers(
             "place of tokens and output classes, so its planes may mean little (docs/recording.md, 'What is "
             "recorded')\n"
         )
+
+
+def test_a_second_recorder_of_a_file_in_the_same_process_says_so(tmp_path):
+    """A notebook cell run twice: the first Recorder still holds the file; the second one's
+    error says the holder is this process, not some other PID to hunt for."""
+    import os
+
+    from headmovies.errors import RunLockedError
+
+    path = tmp_path / "run.h5"
+    first = _rec(path)
+    first.step(0)
+    with pytest.raises(RunLockedError) as err:
+        _rec(path, force=True)
+    assert str(err.value) == (
+        f"{path} is already being written in this process (PID {os.getpid()}), which holds run.h5.lock: one writer "
+        "per run file; an earlier writer of it is open; wait for it to finish, or close its Recorder"
+    )
+    first.close()
+    _rec(path, force=True).close()  # free again
