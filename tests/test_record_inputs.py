@@ -143,3 +143,20 @@ def test_a_second_recorder_of_a_file_in_the_same_process_says_so(tmp_path):
     )
     first.close()
     _rec(path, force=True).close()  # free again
+
+
+def test_resuming_with_another_model_stops_before_touching_the_file(tmp_path):
+    path = tmp_path / "run.h5"
+    with _rec(path) as rec:  # MultiheadAttention(8, 2): W_Q [2, 8, 4]
+        rec.step(0)
+        rec.step(1)
+    before = path.read_bytes()
+    shapes = r"its blocks.0.attn.W_K is \[4, 8, 2\], in the file \[2, 8, 4\]"
+    with pytest.raises(ConfigError, match=r"cannot resume .*run.h5 with another model: " + shapes):
+        headmovies.Recorder(path, nn.MultiheadAttention(8, 4), schedule=[0, 1, 2, 3], resume=True)
+    assert path.read_bytes() == before and not (tmp_path / "run.h5.lock").exists()
+    rec = _rec(path, resume=True)  # the same model resumes
+    rec.step(2)
+    rec.close()
+    with Run(path) as run:
+        assert list(run.epochs) == [0, 1, 2]

@@ -103,9 +103,10 @@ class Recorder:
     `checkpoint_seconds` and at `close`.
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
-    holds it (RunLockedError); resume of a missing file, another kind of run, or another config
-    (ConfigError); a model without recognisable attention (ModelError); a non-finite metric with
-    "loss" in its name (training diverged); a full disk (DiskFullError).
+    holds it (RunLockedError); resume of a missing file, another kind of run, another config or
+    another model (ConfigError); a model without recognisable attention (ModelError); a metric
+    that is not one number, or a non-finite one with "loss" in its name (training diverged); a
+    full disk (DiskFullError).
     """
 
     def __init__(
@@ -292,6 +293,7 @@ class Recorder:
             kind = str(f.attrs["experiment"])
             stored = str(f.attrs["config"])
             epochs = runfile.snapshot_epochs(f)
+            shapes = runfile.weight_shapes(f)
         if kind != EXPERIMENT:
             raise UserError(f"cannot resume: {self.path} is a run of {kind!r}, trained by `headmovies train`")
         if json.loads(stored) != json.loads(self._json):
@@ -303,6 +305,7 @@ class Recorder:
             raise ConfigError(f"cannot resume {self.path} with a different config ({', '.join(diff)})")
         if not len(epochs):
             raise RunFileError(f"cannot resume: {self.path} holds no snapshot", fix="start over with force=True")
+        self._check_same_weights(shapes)
         keep = int(epochs[-1]) if resume is True else int(resume)
         ckpt = checkpoint_path(self.path)
         if resume is True and self.optimizer is not None and ckpt.exists():
@@ -327,6 +330,18 @@ class Recorder:
             hint="free space, then continue with Recorder(..., resume=True)",
         )
         self.epoch = keep_through
+
+    def _check_same_weights(self, stored: dict[str, tuple[int, ...]]) -> None:
+        """ConfigError, before the file is touched, when the model's weights differ in name or
+        shape from those `stored` in the file being resumed (another model)."""
+        now = {k: tuple(w.shape) for k, w in self.adapter.read().items()}
+        for name in sorted(set(now) | set(stored)):
+            if now.get(name) != stored.get(name):
+                here = list(now[name]) if name in now else "missing"
+                there = list(stored[name]) if name in stored else "missing"
+                raise ConfigError(
+                    f"cannot resume {self.path} with another model: its {name} is {here}, in the file {there}"
+                )
 
     def _load_checkpoint(self, ckpt: Path, epochs: np.ndarray) -> int:
         try:
