@@ -160,3 +160,22 @@ def test_resuming_with_another_model_stops_before_touching_the_file(tmp_path):
     rec.close()
     with Run(path) as run:
         assert list(run.epochs) == [0, 1, 2]
+
+
+def test_close_is_idempotent_and_a_closed_recorder_says_so(tmp_path):
+    path = tmp_path / "run.h5"
+    rec = _rec(path)
+    rec.step(0)
+    rec.close()
+    rec.close()  # again: nothing (it raised a KeyError from h5py)
+    closed = f"this Recorder of {path} is closed; to go on, open a new one with resume=True"
+    for call in (lambda: rec.step(1), lambda: rec.write(2)):
+        with pytest.raises(UserError) as err:
+            call()
+        assert str(err.value) == closed
+    with Run(path) as run:
+        assert list(run.epochs) == [0] and run.complete
+    with _rec(path, resume=True) as again:  # as the message says
+        assert again.step(1)
+    with Run(path) as run:
+        assert list(run.epochs) == [0, 1]

@@ -161,6 +161,7 @@ class Recorder:
         metrics (these and any `log`ged since) when `epoch` is on the schedule; returns True if
         it wrote one. Epochs already in the file (at or before `self.epoch`) are not written
         again. UserError when a loss is not finite (the file keeps the snapshots so far)."""
+        self._require_open()
         self.log(**metrics)
         epoch = _epoch(epoch)
         if epoch <= self.epoch or not self.due(epoch):
@@ -175,6 +176,7 @@ class Recorder:
 
     def write(self, epoch: int) -> None:
         """Write a snapshot at `epoch` now, on the schedule or not (epochs must increase)."""
+        self._require_open()
         epoch = _epoch(epoch)
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
@@ -215,6 +217,8 @@ class Recorder:
     def close(self) -> None:
         """Checkpoint (with an optimizer), mark the run complete, close the file and release its
         lock. Idempotent. A run never written to leaves no file."""
+        if self._lock is None:
+            return  # closed already
         try:
             if self._rec is not None:
                 with deferred_signals() as signals:
@@ -228,6 +232,10 @@ class Recorder:
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None  # type: ignore[assignment]
+
+    def _require_open(self) -> None:
+        if self._lock is None:
+            raise UserError(f"this Recorder of {self.path} is closed; to go on, open a new one with resume=True")
 
     def __enter__(self) -> Recorder:
         return self
