@@ -179,3 +179,14 @@ def test_close_is_idempotent_and_a_closed_recorder_says_so(tmp_path):
         assert again.step(1)
     with Run(path) as run:
         assert list(run.epochs) == [0, 1]
+
+
+def test_resuming_a_file_that_is_no_run_says_how_a_recording_starts_over(tmp_path):
+    path = tmp_path / "run.h5"
+    path.write_text("not HDF5\n")
+    with pytest.raises(UserError) as err:
+        _rec(path, resume=True)
+    message = str(err.value)
+    assert message.startswith(f"cannot resume: {path} is not a readable HDF5 run file (truncated or corrupt?): ")
+    assert message.endswith("; start over with force=True") and "headmovies train" not in message
+    assert path.read_text() == "not HDF5\n"

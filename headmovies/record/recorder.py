@@ -297,7 +297,11 @@ class Recorder:
     def _resume(self, resume: bool | int) -> None:
         if not self.path.exists():
             raise UserError(f"cannot resume: {self.path} does not exist; start a new recording without resume")
-        with runfile.open_for_reading(self.path) as f:
+        try:
+            f = runfile.open_for_reading(self.path)
+        except RunFileError as exc:  # its fix names `headmovies train`; a recording starts over so
+            raise RunFileError(f"cannot resume: {exc.problem}", fix="start over with force=True") from None
+        with f:
             kind = str(f.attrs["experiment"])
             stored = str(f.attrs["config"])
             epochs = runfile.snapshot_epochs(f)
