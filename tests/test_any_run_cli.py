@@ -79,3 +79,16 @@ def test_the_movie_counts_snapshots_and_names_its_planes_in_words(tmp_path, caps
     assert out == f"{tmp_path / 'm'}: movie.mp4, movie.html (25 frames)\n"  # 1 + 2 s held at 12 fps
     html = (tmp_path / "m" / "movie.html").read_text()
     assert "Heads of one.h5 (2) in principal-axis planes, epochs 0 to 0</figcaption>" in html
+
+
+def test_orbit_commands_on_a_recorded_run_point_to_the_generic_ones(tmp_path, capsys):
+    run = _record(tmp_path / "a.h5")
+    hint = "; a recorded run's heads are drawn by `headmovies movie`, `figures` and `view` (docs/recording.md)\n"
+    for argv, need in (
+        (["orbits", "check", str(run)], "the orbit check needs"),
+        (["orbits", "movie", str(run), "--out", str(tmp_path / "m")], "irrep panels need"),
+    ):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {run} (recorded) has no group data (n, m): {need} ") and err.endswith(hint)
+        assert err.count("\n") == 1
