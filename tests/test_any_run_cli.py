@@ -92,3 +92,18 @@ def test_orbit_commands_on_a_recorded_run_point_to_the_generic_ones(tmp_path, ca
         err = capsys.readouterr().err
         assert err.startswith(f"error: {run} (recorded) has no group data (n, m): {need} ") and err.endswith(hint)
         assert err.count("\n") == 1
+
+
+def test_the_metrics_figure_shows_a_single_value_and_says_when_a_side_is_empty():
+    from headmovies.render.generic.figures import metrics_figure
+
+    nan = np.nan
+    fig = metrics_figure({"epoch": np.array([0, 5]), "train_loss": np.array([nan, 0.5])}, "t")
+    left, right = fig.axes[:2]
+    (line,) = right.lines
+    assert line.get_marker() == "o" and list(line.get_xdata()) == [5] and list(line.get_ydata()) == [0.5]
+    assert [t.get_text() for t in left.texts] == ["no metric named *acc*"] and not right.texts
+    fig = metrics_figure({"epoch": np.array([0])}, "t")  # a run with no metrics
+    assert [t.get_text() for ax in fig.axes[:2] for t in ax.texts] == ["no metric named *acc*", "no other metric"]
+    fig = metrics_figure({"epoch": np.array([0, 5]), "acc": np.array([0.1, 0.9])}, "t")
+    assert fig.axes[0].lines[0].get_marker() in ("None", None, "")
