@@ -74,7 +74,7 @@ viewer: train-orbits
 	$(HM) orbits view $(RUN) --out $(MOVIE_DIR)
 
 # make docs-picture - the README's picture: the default movie (make movie) as a small looping GIF,
-# 440 px wide at 4 frames a second, 64 colours (about 0.37 MB), committed as documentation.
+# 560 px wide at 4 frames a second, 128 colours (about 0.43 MB), committed as documentation.
 # make docs-picture-induction, docs-picture-ov-coherent - the results pages' pictures, from the
 # reports of make induction and make ov-coherent, 1,100 px wide in 128 colours (under 0.2 MB).
 # Remake them whenever the movie or the figures change. ffmpeg: the one on PATH, else imageio-ffmpeg's.
@@ -87,7 +87,7 @@ docs_png = $(FFMPEG) -v error -y -i $(1) -vf \
 
 docs-picture: movie
 	$(FFMPEG) -v error -y -i $(MOVIE_DIR)/orbits.mp4 -filter_complex \
-		"fps=4,scale=440:-2:flags=lanczos,split[a][b];[a]palettegen=max_colors=64:stats_mode=full[p];[b][p]paletteuse=dither=none:diff_mode=rectangle" \
+		"fps=4,scale=560:-2:flags=lanczos,split[a][b];[a]palettegen=max_colors=128:stats_mode=full[p];[b][p]paletteuse=dither=none:diff_mode=rectangle" \
 		-loop 0 $(dir $(DOCS_PICTURE)).partial-$(notdir $(DOCS_PICTURE)) && mv $(dir $(DOCS_PICTURE)).partial-$(notdir $(DOCS_PICTURE)) $(DOCS_PICTURE)
 	@ls -l $(DOCS_PICTURE)
 

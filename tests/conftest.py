@@ -52,6 +52,29 @@ def browser():
         b.close()
 
 
+@pytest.fixture
+def open_page(browser):
+    """open_page(url) -> (page, errors, requests) at 1440x900, offline; console errors and
+    JavaScript errors are collected, and every URL the page asks for."""
+    contexts = []
+
+    def opener(url):
+        ctx = browser.new_context(viewport={"width": 1440, "height": 900}, device_scale_factor=1, offline=True)
+        contexts.append(ctx)
+        page = ctx.new_page()
+        errors, requests = [], []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(url)
+        page.wait_for_selector("body[data-state=ready]", timeout=15000)
+        return page, errors, requests
+
+    yield opener
+    for ctx in contexts:
+        ctx.close()
+
+
 def pytest_collection_modifyitems(items):
     """Every test that uses Chromium (the `browser` fixture, directly or through another fixture)
     is marked `browser`, so `make test-fast` can leave it out."""

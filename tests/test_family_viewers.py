@@ -1,18 +1,15 @@
 """The induction and OV-coherent viewers (render/induction/viewer.py, render/ov_coherent/viewer.py,
 the scatter viewer's page in render/core/viewer_page/) on tiny trained runs, in Debian's Chromium
-through Playwright (the `browser` fixture, tests/conftest.py): the page opens from file:// with no
-request to the network and no console error, the last snapshot shows the numbers the Python
-analysis gives for it, play moves, and the page fits a 1440x900 screen."""
+through Playwright (the `open_page` fixture, tests/conftest.py; the checks every scatter page
+gets in tests/scatter_pages.py): the page opens from file:// with no request to the network and
+no console error, the last snapshot shows the numbers the Python analysis gives for it, play
+moves, and the page fits a 1440x900 screen."""
 
 from __future__ import annotations
 
-import io
-import json
-import re
-
 import numpy as np
 import pytest
-from matplotlib.image import imread
+from scatter_pages import check_opens_offline_and_fits, check_play_moves, check_timeline_and_trails, payload_of, to_last
 
 from headmovies.cli import main as cli_main
 from headmovies.render.core.payload import unpack
@@ -51,83 +48,6 @@ def ov(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ov_viewer")
     run = trained(folder, "ov-coherent", OV)
     return run, ov_viewer(run, folder / "out")
-
-
-@pytest.fixture
-def open_page(browser):
-    """open_page(url) -> (page, errors, requests) at 1440x900, offline; console errors and
-    JavaScript errors are collected, and every URL the page asks for."""
-    contexts = []
-
-    def opener(url):
-        ctx = browser.new_context(viewport={"width": 1440, "height": 900}, device_scale_factor=1, offline=True)
-        contexts.append(ctx)
-        page = ctx.new_page()
-        errors, requests = [], []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(url)
-        page.wait_for_selector("body[data-state=ready]", timeout=15000)
-        return page, errors, requests
-
-    yield opener
-    for ctx in contexts:
-        ctx.close()
-
-
-def to_last(page) -> int:
-    """Scrub to the last snapshot; its epoch."""
-    epochs = page.evaluate("window.headmovies.epochs")
-    page.locator("#scrubber").fill(str(epochs[-1]))
-    assert page.get_attribute("#epoch", "data-snapshot") == str(len(epochs) - 1)
-    return epochs[-1]
-
-
-def check_opens_offline_and_fits(page, errors, requests, panels: int) -> None:
-    assert errors == [] and all(u.startswith(("file://", "data:")) for u in requests), (errors, requests)
-    assert page.locator(".panel canvas").count() == panels
-    lead = page.inner_text("#lead")
-    assert lead.startswith("How ") and not re.search(r"QK|OV|irrep|d_head", lead)  # plain words first
-    timeline = page.locator("#timeline").bounding_box()
-    assert timeline["y"] + timeline["height"] <= 900  # above the fold at 1440x900
-    aside = page.locator("aside").bounding_box()
-    assert aside["x"] < 1440 / 2 + 300 and aside["x"] + aside["width"] > 1100  # the right half is used
-    shot = imread(io.BytesIO(page.screenshot()))
-    assert shot.shape[:2] == (900, 1440)
-    box = page.locator(".panel canvas").first.bounding_box()
-    square = imread(io.BytesIO(page.screenshot(clip=box)))[..., :3]
-    assert (square < 0.9).any(axis=-1).mean() > 0.002  # dots drawn, not a blank square
-
-
-def check_timeline_and_trails(page, plane: int) -> None:
-    """A click on the timeline moves to the snapshot at or before that epoch; the trails box
-    takes the trails off the plane (one where the dots move) and puts them back."""
-    epochs = page.evaluate("window.headmovies.epochs")
-    box = page.locator("#timeline").bounding_box()
-    left, right = box["x"] + 44, box["x"] + box["width"] - 16  # curves.js: the axis' margins
-    page.mouse.click(left + 0.5 * (right - left), box["y"] + box["height"] / 2)
-    t = int(page.get_attribute("#epoch", "data-snapshot"))
-    middle = epochs[0] + 0.5 * (epochs[-1] - epochs[0])
-    assert epochs[t] <= middle + 1 and (t == len(epochs) - 1 or epochs[t + 1] > middle - 1)
-    to_last(page)
-    panel = page.locator(".panel canvas").nth(plane).bounding_box()
-    with_trails = imread(io.BytesIO(page.screenshot(clip=panel)))[..., :3]
-    page.uncheck("#trails")
-    without = imread(io.BytesIO(page.screenshot(clip=panel)))[..., :3]
-    page.check("#trails")
-    again = imread(io.BytesIO(page.screenshot(clip=panel)))[..., :3]
-    assert (np.abs(with_trails - without).max(-1) > 0.05).sum() > 20 and np.array_equal(with_trails, again)
-
-
-def check_play_moves(page) -> None:
-    page.locator("#scrubber").fill(page.get_attribute("#scrubber", "min"))
-    assert page.get_attribute("#epoch", "data-snapshot") == "0"
-    page.click("#play")
-    page.wait_for_function("document.getElementById('epoch').dataset.snapshot !== '0'", timeout=10000)
-    page.click("#play")
-    page.keyboard.press("ArrowLeft")
-    assert page.inner_text("#play") == "▶ play"
 
 
 def test_induction_viewer_shows_the_analysis_of_the_last_snapshot(induction, open_page):
@@ -192,9 +112,7 @@ def test_ov_coherent_viewer_shows_the_analysis_of_the_last_snapshot(ov, open_pag
 def test_the_payloads_hold_every_snapshot(induction, ov):
     for (run_path, result), arrays in ((induction, ("copying", "prev", "induction", "attention")), (ov, ("qk", "ov"))):
         text = result.path.read_text()
-        data = json.loads(
-            re.search(r'<script id="payload" type="application/json">(.*?)</script>', text, re.S).group(1)
-        )
+        data = payload_of(text)
         with Run(run_path) as run:
             assert data["epochs"] == run.epochs.tolist()
         A = unpack(data["arrays"])
@@ -274,7 +192,7 @@ def test_speeds_ticks_labels_and_signs(js):
     # three marks, the second too close to the first for one row: it goes to the next row
     assert js("M.curves.labelRows([[100, 50], [120, 50], [400, 50]], 0, 1000, 3)") == [[75, 0], [95, 1], [375, 0]]
     values = [0.6860927, -0.9995849, -0.001, 0.0, 1.0]
-    assert js("arg.map(M.family.signed)", values) == [f"{x:+.2f}" for x in values]
+    assert js("arg.map(M.format.fmtSigned)", values) == [f"{x:+.2f}" for x in values]
 
 
 @pytest.mark.parametrize("family", ["induction", "ov-coherent"])
@@ -300,3 +218,43 @@ def test_the_timeline_note_names_each_curve_in_its_colour(js):
         "Click or drag to move."
     )
     assert [p[1] for p in parts if p[1]] == ["#1f77b4", "#d62728"]
+
+
+def test_playback_stops_at_the_last_snapshot_or_waits_there_for_a_live_run(browser):
+    """player.js (every viewer page): a page with its own speed options keeps them; playback runs
+    to the last snapshot and stops there, or, while app.waitAtEnd() holds (the orbit viewer's
+    live view), keeps playing at the newest snapshot."""
+    from headmovies.render.core.viewer_page import build
+
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content(
+        '<!DOCTYPE html><html><body><button id="play"></button><input id="scrubber" type="range">'
+        '<select id="speed"><option value="100000" selected>fast</option></select>'
+        '<input type="checkbox" id="trails" checked></body></html>'
+    )
+    for name in ("format.js", "axes.js", "player.js"):
+        page.add_script_tag(content=build.part(name))
+    state = page.evaluate_handle("""() => {
+        const epochs = [0, 10, 20], shown = [];
+        const app = {
+            snaps: { T: 3, epochs, indexAtOrBefore: (e) => viewerModules.axes.indexAtOrBefore(epochs, e) },
+            view: { t: 0, playing: false, epoch: 0, last: 0, hold: 0, trails: true }, holdEpochs: [],
+            live: true, waitAtEnd: () => app.live, redraw() {},
+            setSnapshot(t) { app.view.t = Math.max(0, Math.min(2, t)); shown.push(app.view.t); },
+        };
+        const player = viewerModules.player.createPlayer(app);
+        player.listen();
+        return { app, player, shown };
+    }""")
+    assert page.eval_on_selector_all("#speed option", "os => os.map((o) => o.textContent)") == ["fast"]
+    page.evaluate("(s) => s.player.play(true)", state)
+    page.wait_for_function("(s) => s.shown.includes(2)", arg=state, timeout=5000)
+    page.wait_for_timeout(300)
+    assert page.evaluate("(s) => [s.app.view.playing, s.app.view.t, s.app.view.epoch]", state) == [True, 2, 20]
+    page.evaluate("(s) => { s.app.live = false; }", state)
+    page.wait_for_function("(s) => !s.app.view.playing", arg=state, timeout=5000)
+    assert page.inner_text("#play") == "▶ play" and page.evaluate("(s) => s.app.view.t", state) == 2
+    assert errors == []
+    page.close()

@@ -190,8 +190,8 @@ def test_orbit_colours(equi_run):
     assert looks.draw_order[:3] == [16, 17, 18] and sorted(looks.draw_order) == list(range(19))
     labels = [label for label, *_ in last.legend]
     assert labels == [
-        "12-orbit (heads 0–11): 12-gon where r = 10, square where r = 6 · verified since epoch 300",
-        "4-orbit (heads 12–15): at 0 where r = 10, square where r = 6 · verified since epoch 300",
+        "12-orbit (heads 0–11): 12-gon where ω = 10, square where ω = 6 · verified since epoch 300",
+        "4-orbit (heads 12–15): at 0 where ω = 10, square where ω = 6 · verified since epoch 300",
         "3 other live heads (in no verified orbit)",
     ]
     # outlines: the 12-gon in both r = 10 panels and the square of each orbit in both r = 6 panels

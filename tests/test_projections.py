@@ -79,12 +79,12 @@ def test_rotation_frequency_and_polygon_order():
     assert Panel("ov", 10, -10).title(24, 2) == "OV circuit, frequencies (u, v) = (10, -10)"
     # the note says what a shift does there: r * 360/n degrees per unit shift, and the polygon
     assert Panel("qk", 0, 6).note(24, 2) == (
-        "a shift by s turns every dot by s·90° (r = 6, 15° a step)\nso an orbit draws a square, or sits at 0"
+        "a shift by s turns every dot by s·90° (ω = 6, 15° a step)\nso an orbit draws a square, or sits at 0"
     )
-    assert Panel("ov", 10, -10).note(24, 2).startswith("a shift by s turns every dot by s·150° (r = 10")
+    assert Panel("ov", 10, -10).note(24, 2).startswith("a shift by s turns every dot by s·150° (ω = 10")
     assert Panel("ov", 12, 12).note(24, 2).endswith("so an orbit draws a pair of opposite points, or sits at 0")
-    assert Panel("qk", 3, -3).note(24, 2) == "r = 0: a shift moves no dot\nso an orbit's heads coincide"
-    assert Panel("qk", 0, 1).note(7, 1).startswith("a shift by s turns every dot by s·51.43° (r = 1, 51.43° a step)")
+    assert Panel("qk", 3, -3).note(24, 2) == "ω = 0: a shift moves no dot\nso an orbit's heads coincide"
+    assert Panel("qk", 0, 1).note(7, 1).startswith("a shift by s turns every dot by s·51.43° (ω = 1, 51.43° a step)")
 
 
 def test_parse_panel():

@@ -3,18 +3,18 @@ TransformerLens run rendered end to end (movie, figures, viewer, Jupyter) throug
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import scatter_pages
 
 import headmovies
+from headmovies.render.core.payload import unpack
 from headmovies.render.generic.analysis import frequency_shares, key_frequencies
 from headmovies.render.generic.heads import find_heads
 from headmovies.render.generic.planes import planes_of, top_irrep_planes
@@ -89,6 +89,35 @@ def test_principal_axes_are_fitted_once_and_keep_a_planar_head_exact(tmp_path):
         planes_of(run.__class__(tmp_path / "run.h5"), heads, panels=["qk:0,1"])
 
 
+def test_the_viewers_timeline_curves_and_marks_of_logged_metrics():
+    """Accuracies 0 to 1 with a mark where one first reaches 90 %; a positive loss and a positive
+    metric spanning more than 100x as log10; another between its extremes; a metric logged at
+    no snapshot left out."""
+    from headmovies.render.generic.viewer import metric_curves
+
+    nan = float("nan")
+    epochs = np.array([0, 10, 20, 30])
+    metrics = {
+        "epoch": np.array([0, 5, 10, 20, 25, 30]),
+        "test_acc": np.array([0.1, 0.5, 0.8, 0.95, 0.97, 1.0]),
+        "train_loss": np.array([4.0, 3.0, 2.0, 1.0, 0.7, 0.5]),
+        "eq_error": np.array([1.0, 0.5, 0.1, 0.01, 0.01, 0.001]),
+        "lr": np.array([3.0, 3.0, 2.0, 1.0, 1.0, 1.0]),
+        "rare": np.array([nan, 1.0, nan, nan, 2.0, nan]),
+    }
+    series, events = metric_curves(epochs, metrics)
+    got = {s.label: (s.lo, s.hi, list(s.values)) for s in series}
+    assert got["test_acc"] == (0.0, 1.0, [0.1, 0.8, 0.95, 1.0])
+    assert got["train_loss (log10)"] == (
+        pytest.approx(np.log10(0.5)),
+        pytest.approx(np.log10(4)),
+        pytest.approx(np.log10([4, 2, 1, 0.5])),
+    )
+    assert got["eq_error (log10)"][:2] == (pytest.approx(-3), pytest.approx(0))
+    assert got["lr"] == (1.0, 3.0, [3.0, 2.0, 1.0, 1.0]) and "rare" not in str(got)
+    assert [(e.epoch, e.label) for e in events] == [(20, "test_acc 90%")]
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, "-m", "headmovies", *args], env=env, capture_output=True, text=True)
@@ -134,11 +163,11 @@ def test_a_recorded_transformer_lens_run_renders_end_to_end(tmp_path):
     assert len(info["key_frequencies"]) >= 1 and (tmp_path / "f" / "ov_frequencies.png").exists()
     done = _cli("view", str(run), "--out", str(tmp_path / "v"))
     assert done.returncode == 0, done.stderr
-    page = (tmp_path / "v" / "viewer.html").read_text()
-    data = json.loads(re.search(r'<script id="payload" type="application/json">(.*?)</script>', page, re.S)[1])
-    assert len(data["epochs"]) == 11 and len(data["coords"]) == 11 * 4 * 4 * 2  # T x P x H x (x, y)
-    maps = np.frombuffer(base64.b64decode(data["maps"]["data"]), np.int8)
-    assert maps.size == 11 * 4 * (p * p + p * p) and np.abs(maps).max() == 127
+    data = scatter_pages.payload_of((tmp_path / "v" / "viewer.html").read_text())
+    arrays = unpack(data["arrays"])
+    assert len(data["epochs"]) == 11 and arrays["coords"].shape == (11, 4, 4, 2)  # T x P x H x (x, y)
+    assert arrays["qk"].shape == arrays["ov"].shape == (11, 4, p, p) and np.abs(arrays["ov"]).max() == 127
+    assert [c["label"] for c in data["meta"]["curves"]] == ["train_loss (log10)"]
     done = _cli("movie", str(tmp_path / "missing.h5"), "--out", str(tmp_path / "x"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "does not exist" in done.stderr
 
@@ -150,22 +179,104 @@ def test_a_recorded_transformer_lens_run_renders_end_to_end(tmp_path):
     assert viewer.startswith('<iframe srcdoc="&lt;!DOCTYPE html&gt;') and "payload" in viewer
 
 
-def test_the_viewer_page_scrubs_and_shows_a_heads_heatmaps(tmp_path, browser):
-    """The generic viewer in Chromium: no script error, the last snapshot shown first, a head
-    button selects that head's heatmaps (QK and OV), the slider moves to any snapshot."""
+def growing_run(path: Path, p: int = 13, k: int = 4, epochs=(0, 10, 20, 30, 40)) -> None:
+    """`fourier_weights` with W_V times 1, 2, 3, 4, 10 at the snapshots (each head's OV circuit
+    grows along one line, a jump at the end that a trail of a tenth of the run shows; QK stays),
+    train_acc = epoch / 40 and train_loss halving every 10 epochs."""
+    base = fourier_weights(p, k)
+    gains = iter([1, 2, 3, 4, 10])
+
+    def fn():
+        g = next(gains)
+        return {0: {n: w * g if n == "W_V" else w for n, w in base[0].items()}, "W_E": base["W_E"], "W_U": base["W_U"]}
+
+    with headmovies.Recorder(path, fn, schedule=list(epochs), group_order=p) as rec:
+        for e in epochs:
+            rec.step(e, train_acc=e / 40, train_loss=2.0 ** (-e / 10))
+
+
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory):
+    """(run path, viewer page path) of a `growing_run`."""
     from headmovies.render.generic.viewer import render_viewer
 
-    record_function_run(tmp_path / "run.h5", lambda: fourier_weights(13, 4), group_order=13)
-    page_path = render_viewer(tmp_path / "run.h5", tmp_path / "v")
-    page = browser.new_page()
+    folder = tmp_path_factory.mktemp("generic_viewer")
+    growing_run(folder / "run.h5")
+    return folder / "run.h5", render_viewer(folder / "run.h5", folder / "v")
+
+
+def fmt_num(x: float) -> str:
+    """format.js's fmtNum: a heatmap's scale as the page writes it."""
+    return "0" if x == 0 else f"{x:.0f}" if abs(x) >= 100 else f"{x:#.3g}" if abs(x) >= 1 else f"{x:#.2g}"
+
+
+def test_the_viewer_page_shows_the_planes_axes_and_heatmaps_python_computes(grown, open_page):
+    """The generic viewer in Chromium, offline: at every snapshot each dot sits at its head's
+    coordinates in planes_of's planes and each plane's axes span what frame_states gives the
+    movie; a head's QK and OV heatmaps carry its circuits' largest |entry| as their scale, that
+    entry drawn in the colour map's end colour; the timeline, trails and play work."""
+    from headmovies.render.core.frame_states import frame_states
+    from headmovies.render.core.scatter_viewer import HEATMAP, colour_stops
+    from headmovies.render.generic.heads import iter_circuits
+    from headmovies.render.generic.movie import trail_epochs_of
+
+    run_path, page_path = grown
+    assert page_path.name == "viewer.html"
+    with Run(run_path) as run:
+        heads = find_heads(run)
+        planes = planes_of(run, heads)
+        circuits = [c for _, c in iter_circuits(run, heads)]
+    states = frame_states(zip(planes.epochs, planes.coords), trail_epochs=trail_epochs_of(planes.epochs))
+    limits = [s.limits for s in states]  # [T] of [P]
+    page, errors, requests = open_page(page_path.resolve().as_uri())
+    scatter_pages.check_opens_offline_and_fits(page, errors, requests, panels=4)
+    assert [t.strip() for t in page.locator(".panel h2").all_inner_texts()] == planes.titles
+    assert "train_acc 0.0%" in page.inner_text("#caption")
+    for t, epoch in enumerate(planes.epochs.tolist()):
+        page.locator("#scrubber").fill(str(epoch))
+        assert page.get_attribute("#epoch", "data-snapshot") == str(t)
+        for p in range(len(planes.titles)):
+            dots = page.evaluate(f"window.headmovies.dots({p})")
+            assert [d["label"] for d in dots] == ["L0H0", "L0H1"]
+            want = planes.coords[t, p]
+            np.testing.assert_allclose([d["x"] for d in dots], want.real, rtol=1e-6, atol=1e-9)
+            np.testing.assert_allclose([d["y"] for d in dots], want.imag, rtol=1e-6, atol=1e-9)
+            assert page.evaluate(f"window.headmovies.axis({p})") == pytest.approx(limits[t][p], rel=1e-5)
+    page.click("#legend li[data-head=L0H1]")  # the last snapshot: one of the 40 that hold heatmaps
+    assert page.inner_text("#head-info").startswith("head L0H1") and "heatmaps at epoch 40" in page.inner_text(
+        "#head-info"
+    )
+    stops = colour_stops(HEATMAP)
+    for name in ("qk", "ov"):
+        X = circuits[-1][name][1]
+        fig = page.locator(f"#head-info figure[data-map={name}]")
+        assert float(fig.get_attribute("data-scale")) == pytest.approx(np.abs(X).max(), rel=1e-6)
+        assert fig.locator("figcaption").inner_text().endswith(f"scale ±{fmt_num(np.abs(X).max())}")
+        r, c = np.unravel_index(np.abs(X).argmax(), X.shape)
+        cell = max(2, 192 // max(X.shape))
+        rgb = fig.locator("canvas").evaluate(
+            "(cv, [x, y]) => Array.from(cv.getContext('2d').getImageData(x, y, 1, 1).data.slice(0, 3))",
+            [int(c * cell + cell // 2), int(r * cell + cell // 2)],
+        )
+        assert rgb == stops[-1 if X[r, c] > 0 else 0]
+    scatter_pages.check_timeline_and_trails(page, plane=2)  # the OV plane where the heads grow
+    scatter_pages.check_play_moves(page)
+    assert errors == []
+
+
+def test_show_viewer_runs_inside_its_sandboxed_iframe(grown, browser):
+    """`headmovies.show(run, "viewer")`: the iframe's srcdoc page starts (no server, scripts
+    only) and holds every snapshot."""
+    run_path, _ = grown
+    markup = headmovies.show(run_path, "viewer")._repr_html_()
+    assert markup.startswith('<iframe srcdoc="&lt;!DOCTYPE html&gt;') and 'sandbox="allow-scripts"' in markup
+    ctx = browser.new_context(offline=True)
+    page = ctx.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(page_path.resolve().as_uri())
-    assert page.inner_text("#epoch") == "epoch 2"
-    page.click("#heads button:nth-child(2)")
-    captions = page.locator("#maps figcaption").all_inner_texts()
-    assert [c.split(",")[0] for c in captions] == ["L0H1 QK (query down", "L0H1 OV (output down"]
-    page.eval_on_selector("#scrub", "el => { el.value = 0; el.dispatchEvent(new Event('input')); }")
-    assert page.inner_text("#epoch") == "epoch 0" and "train_acc 0.0%" in page.inner_text("#caption")
-    assert errors == []
-    page.close()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.set_content(markup)
+    frame = page.frames[1]
+    frame.wait_for_selector("body[data-state=ready]", timeout=15000)
+    assert frame.evaluate("window.headmovies.epochs") == [0, 10, 20, 30, 40] and errors == []
+    ctx.close()

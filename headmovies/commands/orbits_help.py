@@ -47,8 +47,8 @@ timeline strip right of the panels (--layout wide, landscape, the default) or un
 verification, nothing after the frame's epoch; the frame is held --event-hold seconds at
 phase changes and verifications.
 
-Panels are CIRCUIT:U,V with CIRCUIT qk (rotation frequency r = u+v) or ov (r = m*u+v, u the
-output frequency); an orbit draws a regular polygon with n/gcd(r, n) vertices. --panels
+Panels are CIRCUIT:U,V with CIRCUIT qk (rotation frequency ω = u+v) or ov (ω = m*u+v, u the
+output frequency); an orbit draws a regular polygon with n/gcd(ω, n) vertices. --panels
 default keeps source 000's four (qk:0,10 ov:10,-10 qk:0,6 ov:6,-6) when the orbits show in
 them, else picks, for the two largest orbits, the planes where they carry the most power,
 then fills up to four panels with the strongest QK planes of all live heads, each with an OV

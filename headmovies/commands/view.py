@@ -11,8 +11,9 @@ from headmovies.render.core.outputs import check_out_dir
 NAME = "view"
 HELP = "the interactive viewer of any run (a recorded run too): one HTML page, per-head heatmaps"
 DESCRIPTION = f"""\
-Writes DIR/viewer.html: scrub the snapshots, each head a dot with its trail in each plane, and
-a chosen head's centred QK and OV circuits as heatmaps. No server, no network: open the file.
+Writes DIR/viewer.html: play or scrub the snapshots, each head a dot with its trail in each
+plane, a timeline of the logged metrics, and a chosen head's centred QK and OV circuits as
+heatmaps. No server, no network: open the file (file://).
 
 {PLANES}
 

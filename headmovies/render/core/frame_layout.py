@@ -20,6 +20,7 @@ from dataclasses import dataclass
 LAYOUTS = ("wide", "tall")
 PANEL_PX = {"wide": 360, "tall": 480}  # the default side of a panel in each layout
 STRIP_AXES_PX = 64  # the least height of each axes of the strip (below: the tall layout's strip grows)
+LEGEND_CHAR_PX = 7.2  # the mean width of a character of the legend (10 pt DejaVu Sans at 100 dpi), at full text size
 
 
 def grid_shape(n_panels: int) -> tuple[int, int]:
@@ -62,12 +63,14 @@ def frame_layout(
     legend_entries: int = 0,
     legend_cols: int | None = None,
     strip_px: int | None = None,
+    legend_chars: int = 0,
 ) -> FrameLayout:
     """The boxes of a frame of `n_panels` square panels of `panel_px` pixels in `layout`
     ('wide' or 'tall'; ValueError otherwise). `strip_px`: the timeline strip's height in the
     tall layout at full text size (None: no strip; the wide layout's strip is as tall as the
     panels). Text shrinks with small panels (down to half size): from 440 px down in the tall
-    layout, from 360 px down in the wide one."""
+    layout, from 360 px down in the wide one. `legend_chars`: the longest legend label's length;
+    the wide layout's legend takes one column when a label would not fit in half its width."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     rows, cols = grid_shape(n_panels)
@@ -77,13 +80,16 @@ def frame_layout(
     title_h = round((32 + 15 * note_lines) * fs)
     label_h = round(18 * fs) if axis_labels else 0
     header_h = round((54 + 16 * header_lines) * fs)
+    grid_w = cols * panel_px + (cols - 1) * gap
+    side_w = round(520 * fs) if wide and strip_px is not None else 0
     if legend_cols is None:
         legend_cols = 2 if wide and legend_entries > 1 else (1 if legend_entries <= 3 else 2)
+        half = (2 * pad + grid_w + (gap + side_w if side_w else 0)) / 2 - pad
+        if wide and (20 + LEGEND_CHAR_PX * legend_chars) * fs > half - 12 * fs:
+            legend_cols = 1  # a label as long as half the frame would run into its neighbour
     legend_rows = math.ceil(legend_entries / legend_cols)
     legend_h = round((22 * legend_rows + 14) * fs) if legend_entries else round(12 * fs)
-    grid_w = cols * panel_px + (cols - 1) * gap
     grid_h = rows * (title_h + panel_px + label_h) + (rows - 1) * vgap
-    side_w = round(520 * fs) if wide and strip_px is not None else 0
     if wide:
         width = 2 * pad + grid_w + (gap + side_w if side_w else 0)
         height = header_h + grid_h + legend_h

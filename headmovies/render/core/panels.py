@@ -104,6 +104,7 @@ class PanelFigure:
             legend_entries=len(legend),
             legend_cols=legend_cols,
             strip_px=strip_px(timeline) if timeline is not None else None,
+            legend_chars=max((len(label) for label, _ in legend), default=0),
         )
         fs = self.fs = lay.fs
         pad, header_lines, note_lines = lay.pad, lay.header_lines, max((n.count("\n") + 1 for n in notes), default=0)

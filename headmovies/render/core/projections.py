@@ -70,15 +70,15 @@ class Panel:
 
     def note(self, n: int, m: int) -> str:
         """What a shift does in this plane, in words, on two lines: 'a shift by s turns every
-        dot by s·90° (r = 6, 15° a step)\nso an orbit draws a square, or sits at 0'."""
+        dot by s·90° (ω = 6, 15° a step)\nso an orbit draws a square, or sits at 0'."""
         r, k = self.r(n, m), self.order(n, m)
         step = 360 / n
         turn = r * step
         if k == 1:
-            return f"r = {r}: a shift moves no dot\nso an orbit's heads coincide"
+            return f"ω = {r}: a shift moves no dot\nso an orbit's heads coincide"
         shape = {2: "a pair of opposite points", 3: "a triangle", 4: "a square"}.get(k, f"a regular {k}-gon")
         return (
-            f"a shift by s turns every dot by s·{turn:.4g}° (r = {r}, {step:.4g}° a step)\n"
+            f"a shift by s turns every dot by s·{turn:.4g}° (ω = {r}, {step:.4g}° a step)\n"
             f"so an orbit draws {shape}, or sits at 0"
         )
 

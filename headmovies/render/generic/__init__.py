@@ -7,6 +7,7 @@ knowledge needed (docs/recording.md, "Rendering").
     analysis.py  OV power per frequency, key frequencies, when a metric reached a level
     movie.py     the movie (trailing dots, rescaling axes): `render_movie`
     figures.py   metrics, final heads' heatmaps, OV frequencies, summary.json: `render_figures`
-    viewer.py    the one-page viewer (viewer_page/): `render_viewer`
+    viewer.py    the one-page viewer, a scatter-viewer family (viewer_page/family.js):
+                 `render_viewer`
     notebook.py  `headmovies.show(run)`: movie or viewer inline in Jupyter
 """

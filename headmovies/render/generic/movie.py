@@ -56,6 +56,13 @@ def metrics_caption(metrics: dict[str, np.ndarray]) -> Callable[[int], str]:
     return caption
 
 
+def trail_epochs_of(epochs: np.ndarray) -> float:
+    """The trail length in epochs for a run's snapshot epochs [T]: a tenth of the run, at least
+    1 and at most the main movie's `TRAIL_EPOCHS`."""
+    span = float(epochs[-1] - epochs[0]) if len(epochs) > 1 else 1.0
+    return min(TRAIL_EPOCHS, max(span / 10, 1.0))
+
+
 def header(run: Run, heads: Heads, planes: Planes) -> str:
     """Two lines: the run and its heads; how the planes were chosen."""
     attrs = run.attrs()
@@ -87,8 +94,7 @@ class GenericMovie:
         self.run = run
         self.heads = find_heads(run, group_order)
         self.planes = planes_of(run, self.heads, panels, basis)
-        span = float(run.epochs[-1] - run.epochs[0]) if len(run) > 1 else 1.0
-        self.trail_epochs = trail_epochs if trail_epochs is not None else min(TRAIL_EPOCHS, max(span / 10, 1.0))
+        self.trail_epochs = trail_epochs if trail_epochs is not None else trail_epochs_of(run.epochs)
         colours = head_colours(self.heads)
         labels = self.heads.labels
         legend = [(labels[h], colours[h]) for h in range(self.heads.total)] if self.heads.total <= MAX_LEGEND else []

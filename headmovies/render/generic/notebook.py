@@ -14,8 +14,7 @@ import numpy as np
 
 from headmovies.errors import UserError
 from headmovies.render.generic.movie import render_movie
-from headmovies.render.generic.viewer import page, payload
-from headmovies.runfile.reader import Run
+from headmovies.render.generic.viewer import viewer_text
 
 MAX_EMBED_BYTES = 64 * 2**20  # a movie bigger than this is linked by path, not embedded
 
@@ -45,8 +44,7 @@ def movie_html(video: Path) -> str:
 
 def viewer_html(run_path: str | Path, height: int = 900, **kwargs) -> str:
     """An <iframe> whose srcdoc is the run's whole viewer page (no server, no file)."""
-    with Run(run_path) as run:
-        text = page(payload(run, **kwargs), f"headmovies viewer: {run.path.name}")
+    text = viewer_text(run_path, **kwargs)
     return (
         f'<iframe srcdoc="{html.escape(text, quote=True)}" style="width: 100%; height: {height}px; border: 0" '
         'sandbox="allow-scripts"></iframe>'

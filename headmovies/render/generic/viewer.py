@@ -1,84 +1,156 @@
-"""The viewer of any run (`headmovies view RUN --out DIR`; docs/recording.md): one
-self-contained HTML page (no server, no network) to scrub the snapshots, each head a dot with
-its trail in the movie's planes (`planes.py`, axes eased as the movie's), and per-head
-heatmaps of the centred QK and OV circuits at up to `MAP_SNAPSHOTS` snapshots.
+"""The viewer of any run (`headmovies view RUN --out DIR`, `headmovies.show(RUN, "viewer")`;
+docs/recording.md, "The viewer"): one self-contained HTML page (no server, no network), a family of
+the scatter viewer (render/core/scatter_viewer.py; its own script viewer_page/family.js).
 
-Heatmaps are stored as int8 (each map scaled by its own largest |entry|, kept beside it),
-base64 in the page's JSON payload; coordinates as float32 rounded to 5 significant digits.
+Every head of every layer is a dot with its trail in the movie's planes (`planes.py`: irrep
+planes, a user's basis or principal axes; axes symmetric about 0, eased as the movie's), in the
+movie's head colours, captioned with the run's metrics at each snapshot. The timeline draws the
+logged metrics (accuracies 0 to 1, positive losses and positive metrics spanning more than a
+factor 100 as log10, others between their extremes) and marks when an accuracy first reaches
+90 %. A head's pane shows its centred QK [n, n] and OV [n_out, n] circuits as heatmaps at the
+stored snapshot at or before the current one: up to `MAP_SNAPSHOTS` spread over the run, each
+map int8 (scaled by its own largest |entry|, stored beside it as float32, the heatmap's scale).
+
+The payload's family arrays: qk int8 [M, H, n, n], ov int8 [M, H, n_out, n], scales float32
+[M, H, 2] (QK, OV); detail: heads [H], map_epochs [M], tokens n, outputs n_out, group_order.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import json
 from pathlib import Path
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
-from headmovies.render.core.frame_states import frame_states
-from headmovies.render.core.outputs import prepare_out_dir, write_text
-from headmovies.render.generic.heads import iter_circuits
-from headmovies.render.generic.movie import GenericMovie, head_colours
+from headmovies.render.core.scatter_viewer import Dot, Plane, Series, at_snapshots, scatter_payload, write_page
+from headmovies.render.core.timeline import Event
+from headmovies.render.core.viewer_page.build import page
+from headmovies.render.generic.analysis import first_epoch_at
+from headmovies.render.generic.heads import Heads, find_heads, iter_circuits
+from headmovies.render.generic.movie import head_colours, header, metrics_caption, trail_epochs_of
+from headmovies.render.generic.planes import planes_of
 from headmovies.runfile.reader import Run
 
-MAP_SNAPSHOTS = 40
-PAGE = Path(__file__).parent / "viewer_page"
+PACKAGE = "headmovies.render.generic.viewer_page"
+MAP_SNAPSHOTS = 40  # snapshots whose heatmaps the page holds, spread over the run
+MAX_CURVES = 6  # logged metrics drawn on the timeline (sorted by name)
+REACHED = 0.9  # the timeline marks when an accuracy first reaches this
+LOG_SPAN = 100  # a positive metric spanning more than this factor is drawn as log10 (losses always)
 
 
-def _maps(movie: GenericMovie) -> dict:
-    run, heads = movie.run, movie.heads
-    T = len(run)
-    picks = np.unique(np.linspace(0, T - 1, min(T, MAP_SNAPSHOTS)).round().astype(int))
-    data, scales, epochs = [], [], []
-    for epoch, circ in iter_circuits(run, heads, picks):
+def map_indices(T: int, most: int = MAP_SNAPSHOTS) -> np.ndarray:
+    """int [M]: up to `most` snapshot indices spread evenly over 0..T-1, first and last included."""
+    return np.unique(np.linspace(0, T - 1, min(T, most)).round().astype(int))
+
+
+def quantise(X: np.ndarray) -> tuple[np.ndarray, float]:
+    """(int8 round(127 X / s), s) with s the largest |entry| of X (1.0 for a zero map)."""
+    s = float(np.abs(X).max()) or 1.0
+    return np.round(X / s * 127).astype(np.int8), s
+
+
+def heatmap_arrays(run: Run, heads: Heads) -> tuple[list[int], dict[str, np.ndarray]]:
+    """(map epochs [M], {qk int8 [M, H, n, n], ov int8 [M, H, n_out, n], scales float32 [M, H, 2]})
+    of every head's centred circuits at `map_indices` snapshots."""
+    epochs, qk, ov, scales = [], [], [], []
+    for epoch, circ in iter_circuits(run, heads, map_indices(len(run))):
         epochs.append(int(epoch))
-        for h in range(heads.total):
-            for c in ("qk", "ov"):
-                X = circ[c][h]
-                s = float(np.abs(X).max()) or 1.0
-                scales.append(s)
-                data.append(np.round(X / s * 127).astype(np.int8).ravel())
-    return {
-        "epochs": epochs,
-        "shapes": [[heads.tokens, heads.tokens], [heads.outputs, heads.tokens]],
-        "scales": [float(f"{s:.5g}") for s in scales],
-        "data": base64.b64encode(np.concatenate(data).tobytes()).decode(),
-    }
+        q = [quantise(X) for X in circ["qk"]]
+        o = [quantise(X) for X in circ["ov"]]
+        qk.append(np.stack([m for m, _ in q]))
+        ov.append(np.stack([m for m, _ in o]))
+        scales.append([[sq, so] for (_, sq), (_, so) in zip(q, o)])
+    return epochs, {"qk": np.stack(qk), "ov": np.stack(ov), "scales": np.array(scales, np.float32)}
 
 
-def payload(run: Run, group_order: int | None = None, panels: list[str] | None = None, basis=None) -> dict:
-    """The page's data: epochs [T], titles and notes [P], heads [H] and their colours, coords
-    (x, y) flat [T * P * H * 2], axis half-widths [T * P], captions [T], trail_epochs, maps."""
-    movie = GenericMovie(run, group_order, panels, basis)
-    try:
-        planes = movie.planes
-        limits = [s.limits for s in frame_states(zip(planes.epochs, planes.coords), trail_epochs=movie.trail_epochs)]
-        xy = np.stack([planes.coords.real, planes.coords.imag], axis=-1).astype(np.float32)
-        return {
-            "header": movie.figure_header,
-            "epochs": [int(e) for e in planes.epochs],
-            "titles": planes.titles,
-            "notes": planes.notes,
-            "heads": movie.heads.labels,
-            "colours": [to_hex(c) for c in head_colours(movie.heads)],
-            "coords": [float(f"{v:.5g}") for v in xy.ravel()],
-            "limits": [float(f"{v:.5g}") for v in np.concatenate(limits)],
-            "captions": [movie.caption(int(e)) for e in planes.epochs],
-            "trail_epochs": movie.trail_epochs,
-            "maps": _maps(movie),
-        }
-    finally:
-        movie.figure.close()
+def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[list[Series], list[Event]]:
+    """The timeline's curves: up to `MAX_CURVES` logged metrics at the snapshots (accuracies
+    from 0 to 1; positive losses, and positive metrics spanning more than a factor `LOG_SPAN`, as
+    log10; each between its extremes; a metric never logged at a snapshot is left out); and an
+    event where an accuracy first reaches 90 %."""
+    palette = [to_hex(c) for c in colormaps["Dark2"].colors]  # type: ignore[attr-defined]
+    series: list[Series] = []
+    events: list[Event] = []
+    for name in sorted(k for k in metrics if k != "epoch"):
+        values = at_snapshots(epochs, metrics["epoch"], metrics[name])
+        seen = values[np.isfinite(values)]
+        if not seen.size or len(series) == MAX_CURVES:
+            continue
+        colour = palette[len(series) % len(palette)]
+        label = name
+        if "acc" in name and seen.min() >= 0 and seen.max() <= 1:
+            lo, hi = 0.0, 1.0
+            reached = first_epoch_at(metrics, name, REACHED)
+            if reached is not None and epochs[0] <= reached <= epochs[-1]:
+                words = f"{name} first reaches {REACHED:.0%}"
+                events.append(Event(reached, f"{name} {REACHED:.0%}", colour=colour, phase=False, words=words))
+        else:
+            if seen.min() > 0 and ("loss" in name or seen.max() > LOG_SPAN * seen.min()):
+                values, seen, label = np.log10(values), np.log10(seen), f"{name} (log10)"
+            lo, hi = float(seen.min()), float(seen.max())
+            hi = hi if hi > lo else lo + 1.0
+        series.append(Series(label, colour, values, lo, hi))
+    return series, events
 
 
-def page(data: dict, title: str) -> str:
-    """The viewer page with `data` inlined (script-safe JSON)."""
-    text = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    template = (PAGE / "viewer.html").read_text(encoding="utf-8")
-    script = (PAGE / "viewer.js").read_text(encoding="utf-8")
-    return template.replace("__TITLE__", html.escape(title)).replace("__SCRIPT__", script).replace("__PAYLOAD__", text)
+def final_epoch(run: Run) -> int:
+    """The run's last epoch: its config's `epochs` when that is a whole number past the last
+    snapshot (a run still training), else the last snapshot's."""
+    last = int(run.epochs[-1])
+    planned = run.config.get("epochs")
+    return int(planned) if isinstance(planned, int) and not isinstance(planned, bool) and planned > last else last
+
+
+def viewer_payload(
+    run: Run, group_order: int | None = None, panels: list[str] | None = None, basis: dict | None = None
+) -> dict:
+    """The page's payload (`scatter_payload`, module docstring) of an open run. RunFileError for
+    a run without attention weights; UserError for bad panels or basis (`planes_of`)."""
+    heads = find_heads(run, group_order)
+    planes = planes_of(run, heads, panels, basis)
+    epochs = planes.epochs
+    T, H = len(epochs), heads.total
+    coords = np.stack([planes.coords.real, planes.coords.imag], -1)  # [T, P, H, 2]
+    metrics = run.metrics()
+    caption = metrics_caption(metrics)
+    series, events = metric_curves(epochs, metrics) if "epoch" in metrics else ([], [])
+    map_epochs, arrays = heatmap_arrays(run, heads)
+    x_label, y_label = planes.axis_labels
+    return scatter_payload(
+        family="generic",
+        run_facts={
+            "file": run.path.name,
+            "experiment": run.experiment,
+            "final_epoch": final_epoch(run),
+            "complete": bool(run.complete),
+        },
+        lead=f"How the {H} attention heads of this model move as it trains, snapshot by snapshot ({T} snapshots).",
+        runline=header(run, heads, planes).replace("\n", " · "),
+        epochs=epochs,
+        captions=[caption(int(e)) for e in epochs],
+        coords=coords,
+        planes=[Plane(title, note, x_label, y_label) for title, note in zip(planes.titles, planes.notes)],
+        dots=[Dot(label, to_hex(c)) for label, c in zip(heads.labels, head_colours(heads))],
+        series=series,
+        events=events,
+        detail={
+            "heads": heads.labels,
+            "map_epochs": map_epochs,
+            "tokens": heads.tokens,
+            "outputs": heads.outputs,
+            "group_order": heads.group_order,
+        },
+        arrays=arrays,
+        trail_epochs=trail_epochs_of(epochs),
+    )
+
+
+def viewer_text(run_path: str | Path, **planes) -> str:
+    """The whole viewer page of `run_path` as text (for `headmovies.show`); `planes`: the
+    keyword arguments of `viewer_payload`."""
+    with Run(run_path) as run:
+        return page(viewer_payload(run, **planes), PACKAGE)
 
 
 def render_viewer(
@@ -88,8 +160,7 @@ def render_viewer(
     panels: list[str] | None = None,
     basis: dict[str, np.ndarray] | None = None,
 ) -> Path:
-    """Write out_dir/viewer.html for `run_path` (atomically); returns its path."""
-    out = prepare_out_dir(out_dir)
+    """Write out_dir/viewer.html for `run_path` (whole or not at all); returns its path."""
     with Run(run_path) as run:
-        text = page(payload(run, group_order, panels, basis), f"headmovies viewer: {run.path.name}")
-    return write_text(out / "viewer.html", text)
+        payload = viewer_payload(run, group_order, panels, basis)
+    return write_page(payload, PACKAGE, out_dir)

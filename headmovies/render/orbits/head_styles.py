@@ -16,8 +16,8 @@ The orbit check of every snapshot (`history.OrbitHistory`, from the pass over th
 - as a small light-grey dot with a darker outline when it is dead at t (OV circuit below
   `dead_tol` of the largest head's; dead overrides every other state).
 
-The legend has one entry per final orbit ("4-orbit (heads 5, 15, 30, 31): square where r = 6,
-at 0 where r = 8 · verified since epoch 10,700", true in every panel), blank while that orbit
+The legend has one entry per final orbit ("4-orbit (heads 5, 15, 30, 31): square where ω = 6,
+at 0 where ω = 8 · verified since epoch 10,700", true in every panel), blank while that orbit
 is not verified; one for other verified orbits (if any), one for the other live heads and one
 for the dead heads, with counts at t.
 """
@@ -112,7 +112,7 @@ def shapes_in_panels(track: Track, panels: list[Panel], final: np.ndarray, n: in
 
 
 def shape_words(shapes: list[int], panels: list[Panel], n: int, m: int) -> str:
-    """What an orbit draws, true in every panel: 'square where r = 6, pair in QK (0, 12), at 0 in
+    """What an orbit draws, true in every panel: 'square where ω = 6, pair in QK (0, 12), at 0 in
     OV (12, 12)'. Panels of one rotation frequency r are named together when the orbit draws
     the same there, else one by one."""
     by_r: dict[int, list[int]] = {}
@@ -122,7 +122,7 @@ def shape_words(shapes: list[int], panels: list[Panel], n: int, m: int) -> str:
     for r, ps in by_r.items():
         if len({shapes[p] for p in ps}) == 1:
             k = shapes[ps[0]]
-            parts.append(f"{shape_name(k) if k else 'at 0'} where r = {r}")
+            parts.append(f"{shape_name(k) if k else 'at 0'} where ω = {r}")
         else:
             parts += [
                 f"{shape_name(shapes[p]) if shapes[p] else 'at 0'} in {panels[p].circuit.upper()} "

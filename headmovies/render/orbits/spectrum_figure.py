@@ -44,7 +44,7 @@ def orbit_spectrum_figure(epochs: np.ndarray, groups: Sequence[Sequence[Frequenc
     final = sorted((g for g in groups[-1] if len(g.heads) >= 2), key=lambda g: (-len(g.heads), g.omega))[:MAX_PANELS]
     cols = min(3, max(1, len(final)))
     rows = max(1, -(-len(final) // cols))
-    fig = Figure(figsize=(3.4 * cols, 2.7 * rows + 0.4), layout="constrained")
+    fig = Figure(figsize=(3.8 * cols, 2.8 * rows + 0.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     for ax in axes[len(final) :]:
         ax.set_axis_off()
@@ -62,11 +62,11 @@ def orbit_spectrum_figure(epochs: np.ndarray, groups: Sequence[Sequence[Frequenc
         ax.grid(alpha=0.3, lw=0.5)
         ax.set_xlabel("epoch")
         ax.set_ylabel("|μ̂_k| / Σ|ρ_h|")
-        r = f", r {g.r.min():.2f}–{g.r.max():.2f}" if len(g.r) else ""
+        r = f"; score amplitude r {g.r.min():.2f}–{g.r.max():.2f}" if len(g.r) else ""
         ax.set_title(
-            f"ω = {g.omega} (orbit size {g.order}): {len(g.heads)} heads at the end{r}\n"
-            f"heads over time {count.min()}–{count.max()}",
-            fontsize=9,
+            f"ω = {g.omega} (orbit size {g.order}): {len(g.heads)} heads at the end\n"
+            f"{count.min()}–{count.max()} heads over time{r}",
+            fontsize=8,
         )
         ax.legend(fontsize=7, frameon=False, loc="lower left", ncol=2)
     fig.suptitle(

@@ -136,8 +136,8 @@ def plane_words(panel: Panel, n: int, m: int) -> dict:
         "title": f"{circuit} circuit, (u, v) = ({panel.u}, {panel.v})",
         "axes": (
             f"x, y: real and imaginary part of each head's ({panel.u}, {panel.v}) Fourier coefficient "
-            f"of its centred {circuit} circuit. A shift by s turns every dot by r·s·{360 / n:g}° "
-            f"(r = {r}: {deg}° per unit shift); an orbit {shape} here."
+            f"of its centred {circuit} circuit. A shift by s turns every dot by ω·s·{360 / n:g}° "
+            f"(ω = {r}: {deg}° per unit shift); an orbit {shape} here."
         ),
     }
 

@@ -24,9 +24,10 @@
     return { end, x: (e) => tl.left + (e - first) / span * width, epoch: (x) => first + (x - tl.left) / width * span };
   }
 
-  // A round tick step giving about 8 ticks over `span`: 1, 2, 2.5 or 5 times a power of 10
+  // A round tick step giving about 8 ticks over `span`: 1, 2, 2.5 or 5 times a power of 10,
+  // at least 1 (epochs are whole)
   function niceStep(span) {
-    const raw = Math.max(span, 1) / 8, p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const raw = Math.max(span, 8) / 8, p = Math.pow(10, Math.floor(Math.log10(raw)));
     for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= raw) return m * p;
     return 10 * p;
   }

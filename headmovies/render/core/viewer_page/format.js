@@ -22,5 +22,8 @@
   // Python's "{x:g}" for numbers between 1e-4 and 1e6: six significant digits, no trailing zeros
   const fmtG = (x) => String(+x.toPrecision(6));
 
-  Object.assign(exports, { fmtEpoch, formatError, fmtNum, fmtG });
+  // Python's f"{x:+.2f}": a signed score ("+0.69", "-1.00", "-0.00")
+  const fmtSigned = (x) => (x >= 0 ? "+" : "") + x.toFixed(2);
+
+  Object.assign(exports, { fmtEpoch, formatError, fmtNum, fmtG, fmtSigned });
 })((globalThis.viewerModules ??= {}).format = {});

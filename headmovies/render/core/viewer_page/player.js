@@ -1,9 +1,12 @@
-// Scrub, play and step through the snapshots (the scatter viewer; docs/viewer.md): the
+// Scrub, play and step through the snapshots (every viewer page; docs/viewer.md): the
 // scrubber, the play button, the speed menu, the trails box and the keys. Playback moves a
 // fixed number of epochs per second and pauses about 1 s at the timeline's events.
 //
-// app: {snaps: {T, epochs}, view: {t, playing, epoch, last, hold, trails}, holdEpochs: [epoch],
-// setSnapshot(t, keepEpoch), redraw()}.
+// app: {snaps: {T, epochs, indexAtOrBefore(epoch)}, view: {t, playing, epoch, last, hold, trails},
+// holdEpochs: [epoch] (read at every step: a getter may change it), setSnapshot(t, keepEpoch),
+// redraw(), waitAtEnd?() -> true while playback should wait at the newest snapshot for more (a
+// live run), else it stops there}. A page whose speed menu holds options keeps them; an empty
+// one gets `speeds` of the run's span.
 "use strict";
 (function (exports) {
   const { fmtEpoch } = viewerModules.format;
@@ -56,7 +59,11 @@
       view.epoch = next;
       const t = snaps.indexAtOrBefore(next);
       if (t !== view.t) app.setSnapshot(t, true);
-      if (next >= snaps.epochs[snaps.T - 1]) { app.setSnapshot(snaps.T - 1); play(false); return; }
+      const newest = snaps.epochs[snaps.T - 1];
+      if (next >= newest) {
+        if (!(app.waitAtEnd && app.waitAtEnd())) { app.setSnapshot(snaps.T - 1); play(false); return; }
+        view.epoch = newest;
+      }
       requestAnimationFrame(tick);
     }
 
@@ -65,7 +72,7 @@
     function listen() {
       const scr = $("scrubber");
       scr.min = String(snaps.epochs[0]); scr.max = String(snaps.epochs[snaps.T - 1]);
-      fillSpeeds(snaps.epochs[snaps.T - 1] - snaps.epochs[0]);
+      if (!$("speed").options.length) fillSpeeds(snaps.epochs[snaps.T - 1] - snaps.epochs[0]);
       $("play").addEventListener("click", () => play(!view.playing));
       scr.addEventListener("input", (ev) => { play(false); setEpoch(Number(ev.target.value)); });
       $("trails").addEventListener("change", (ev) => { view.trails = ev.target.checked; app.redraw(); });

@@ -111,8 +111,10 @@
     document.body.dataset.state = "ready";
   }
 
-  // hooks for tests and the curious: where each dot is drawn, in data and in page pixels
+  // hooks for tests and the curious: where each dot is drawn, in data and in page pixels, and
+  // a plane's axis half-width (null: fixed axes)
   window.headmovies = {
+    axis(i) { const p = app.panels[i]; return p.limits ? p.limits[view.t] : null; },
     get snapshot() { return view.t; },
     get epochs() { return snaps.epochs.slice(); },
     dots(i) {

@@ -4,24 +4,9 @@
 // [T, C], prev and induction [T, K], attention uint8 [T, K, n, n] (255 = 1).
 "use strict";
 (function (exports) {
-  const { fmtEpoch } = viewerModules.format;
+  const { fmtEpoch, fmtSigned: signed } = viewerModules.format;
+  const { el, swatch } = viewerModules.dom;
   const { grid } = viewerModules.grid;
-
-  // Python's f"{x:+.2f}"
-  const signed = (x) => (x >= 0 ? "+" : "") + x.toFixed(2);
-
-  function el(tag, text, className) {
-    const e = document.createElement(tag);
-    if (text !== undefined) e.textContent = text;
-    if (className) e.className = className;
-    return e;
-  }
-
-  function swatch(colour) {
-    const s = el("span", undefined, "swatch");
-    s.style.background = colour;
-    return s;
-  }
 
   // The copying score of circuit `name` ("L0H1", "L0 sum of heads", "direct path W_E W_U") at t
   function copyingOf(app, t, name) {
@@ -78,5 +63,5 @@
   }
 
   Object.assign(exports, { legendTitle: "Heads at this snapshot", hint: "Hover over a dot to see that head's " +
-    "attention pattern; click it to keep it.", signed, legend, detail });
+    "attention pattern; click it to keep it.", legend, detail });
 })((globalThis.viewerModules ??= {}).family = {});

@@ -20,11 +20,14 @@
   const view = { t: 0, playing: false, epoch: 0, last: 0, hold: 0, selected: null, hovered: null, trails: true };
   const app = {
     snaps, view, panels: [], tl: timeline.createTimeline($("timeline")),
+    get holdEpochs() { return timeline.holdEpochs(snaps.meta); },   // events and lock-ins
+    waitAtEnd: () => Boolean(LIVE) && !snaps.meta.complete,          // live: wait at the newest snapshot
     redraw: drawAll,
     showHead: () => heads.showHead(app),
     updateLegend: () => heads.updateLegend(app),
     setMeta, refresh, setSnapshot,
   };
+  const player = viewerModules.player.createPlayer(app);
 
   function fail(message) {
     const el = $("error");
@@ -68,8 +71,6 @@
     drawAll();
   }
 
-  function setEpoch(epoch) { setSnapshot(snaps.indexAtOrBefore(Math.round(epoch))); }
-
   // After new snapshots: every panel's coordinates and axes, the scrubber's range, the note
   function refresh() {
     for (const p of app.panels) fillCoords(app, p);
@@ -77,36 +78,6 @@
     scr.min = String(snaps.epochs[0]);
     scr.max = String(snaps.epochs[snaps.T - 1]);
     $("timeline-note").textContent = timeline.timelineNote(snaps);
-  }
-
-  // ---- playback: a fixed number of epochs per second, holding ~1 s at events and lock-ins ----
-  function play(on) {
-    view.playing = on;
-    $("play").textContent = on ? "❚❚ pause" : "▶ play";
-    if (on) {
-      if (view.t >= snaps.T - 1) setSnapshot(0);
-      view.epoch = snaps.epochs[view.t]; view.last = performance.now(); view.hold = 0;
-      requestAnimationFrame(tick);
-    }
-  }
-
-  function tick(now) {
-    if (!view.playing) return;
-    const dt = (now - view.last) / 1000;
-    view.last = now;
-    if (now < view.hold) { requestAnimationFrame(tick); return; }
-    const speed = Number($("speed").value);
-    let next = view.epoch + speed * dt;
-    for (const e of timeline.holdEpochs(snaps.meta)) if (view.epoch < e && next >= e) { next = e; view.hold = now + 1000; }
-    view.epoch = next;
-    const t = snaps.indexAtOrBefore(next);
-    if (t !== view.t) setSnapshot(t, true);
-    const newest = snaps.epochs[snaps.T - 1];
-    if (next >= newest) {
-      if (!LIVE || snaps.meta.complete) { setSnapshot(snaps.T - 1); play(false); return; }
-      view.epoch = newest;   // live: wait at the newest snapshot
-    }
-    requestAnimationFrame(tick);
   }
 
   // ---- a plane chosen in the page ----------------------------------------------------------
@@ -130,19 +101,12 @@
   }
 
   function listen() {
-    $("play").addEventListener("click", () => play(!view.playing));
-    $("scrubber").addEventListener("input", (ev) => { play(false); setEpoch(Number(ev.target.value)); });
-    $("trails").addEventListener("change", (ev) => { view.trails = ev.target.checked; drawAll(); });
+    player.listen();   // play, scrubber, speed, trails, keys (core/viewer_page/player.js)
     let dragging = false;
-    app.tl.canvas.addEventListener("mousedown", (ev) => { dragging = true; play(false); setEpoch(timeline.timelineEpoch(app, ev)); });
-    window.addEventListener("mousemove", (ev) => { if (dragging) setEpoch(timeline.timelineEpoch(app, ev)); });
+    const move = (ev) => player.setEpoch(timeline.timelineEpoch(app, ev));
+    app.tl.canvas.addEventListener("mousedown", (ev) => { dragging = true; player.play(false); move(ev); });
+    window.addEventListener("mousemove", (ev) => { if (dragging) move(ev); });
     window.addEventListener("mouseup", () => { dragging = false; });
-    document.addEventListener("keydown", (ev) => {
-      if (ev.target.tagName === "INPUT" && ev.target.type !== "range" || ev.target.tagName === "SELECT") return;
-      if (ev.key === " ") { ev.preventDefault(); play(!view.playing); }
-      else if (ev.key === "ArrowRight") { ev.preventDefault(); play(false); setSnapshot(view.t + 1); }
-      else if (ev.key === "ArrowLeft") { ev.preventDefault(); play(false); setSnapshot(view.t - 1); }
-    });
     $("add-plane").addEventListener("submit", addPlane);
     window.addEventListener("resize", () => { layout(); drawAll(); });
   }

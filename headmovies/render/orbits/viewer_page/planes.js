@@ -24,7 +24,7 @@
     const deg = turn === Math.round(turn) ? fmtG(turn) : turn.toFixed(1);
     return { circuit, u, v, r, order: k, title: `${name} circuit, (u, v) = (${u}, ${v})`,
              axes: `x, y: real and imaginary part of each head's (${u}, ${v}) Fourier coefficient of its centred ` +
-                   `${name} circuit. A shift by s turns every dot by r·s·${fmtG(360 / n)}° (r = ${r}: ` +
+                   `${name} circuit. A shift by s turns every dot by ω·s·${fmtG(360 / n)}° (ω = ${r}: ` +
                    `${deg}° per unit shift); an orbit ${shape} here.` };
   }
 

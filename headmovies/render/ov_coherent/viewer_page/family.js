@@ -4,24 +4,9 @@
 // app: as in scatter_main.js; the payload's arrays qk [T, H, 12], ov [T, H, 10, 12].
 "use strict";
 (function (exports) {
-  const { fmtEpoch } = viewerModules.format;
+  const { fmtEpoch, fmtSigned: signed } = viewerModules.format;
+  const { el, swatch } = viewerModules.dom;
   const { grid } = viewerModules.grid;
-
-  // Python's f"{x:+.2f}"
-  const signed = (x) => (x >= 0 ? "+" : "") + x.toFixed(2);
-
-  function el(tag, text, className) {
-    const e = document.createElement(tag);
-    if (text !== undefined) e.textContent = text;
-    if (className) e.className = className;
-    return e;
-  }
-
-  function swatch(colour, hollow) {
-    const s = el("span", undefined, "swatch");
-    if (hollow) s.style.border = `2px solid ${colour}`; else s.style.background = colour;
-    return s;
-  }
 
   // tokens V (the dots) and classes C (the pairs) come in the payload
   const qkOf = (app, t, h, tok) => app.snaps.arrays.qk[(t * app.snaps.meta.detail.n_heads + h) * app.snaps.K + tok];
@@ -79,5 +64,5 @@
   }
 
   Object.assign(exports, { legendTitle: "Heads at this snapshot", hint: "Hover over a dot to see that token in " +
-    "every head and the heads' OV tables; click it to keep it.", signed, legend, detail });
+    "every head and the heads' OV tables; click it to keep it.", legend, detail });
 })((globalThis.viewerModules ??= {}).family = {});
