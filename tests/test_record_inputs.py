@@ -190,3 +190,26 @@ def test_resuming_a_file_that_is_no_run_says_how_a_recording_starts_over(tmp_pat
     assert message.startswith(f"cannot resume: {path} is not a readable HDF5 run file (truncated or corrupt?): ")
     assert message.endswith("; start over with force=True") and "headmovies train" not in message
     assert path.read_text() == "not HDF5\n"
+
+
+def test_a_step_counter_that_restarts_is_warned_about_once(tmp_path, capsys):
+    """step() with epochs going back (a counter restarted every pass over the data) writes
+    nothing until they pass the last snapshot, as documented, and says so once; a loop that
+    starts again from 0 after resume=True goes up from there and is not warned about."""
+    from headmovies.errors import forget_warnings
+
+    forget_warnings()
+    path = tmp_path / "run.h5"
+    with headmovies.Recorder(path, nn.MultiheadAttention(8, 2), schedule=lambda e: e % 2 == 0) as rec:
+        wrote = [rec.step(i) for _ in range(3) for i in range(5)]  # 0..4, three passes
+    assert wrote == [True, False, True, False, True] + [False] * 10
+    err = capsys.readouterr().err
+    assert err == (
+        f"warning: {path}: step(0) after step(4): epochs went back, and none is written again until they pass 4 "
+        "(the last snapshot's); count steps over the whole run\n"
+    )
+    with Run(path) as run:
+        assert list(run.epochs) == [0, 2, 4]
+    with headmovies.Recorder(path, nn.MultiheadAttention(8, 2), schedule=lambda e: e % 2 == 0, resume=True) as rec:
+        assert [rec.step(i) for i in range(9)] == [False] * 5 + [False, True, False, True]
+    assert capsys.readouterr().err == ""

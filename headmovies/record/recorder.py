@@ -135,6 +135,7 @@ class Recorder:
         self._rec: Recording | None = None
         self._pending: dict[str, float] = {}
         self._failed = False
+        self._last_step, self._warned_back = -1, False  # the previous step's epoch; warned of one going back
         if resume is not False and force:
             raise UserError("resume and force exclude each other")
         if group_order is not None and (not isinstance(group_order, int) or group_order < 2):
@@ -160,10 +161,19 @@ class Recorder:
         """After the optimizer step of `epoch`: write a snapshot of the model's heads and the
         metrics (these and any `log`ged since) when `epoch` is on the schedule; returns True if
         it wrote one. Epochs already in the file (at or before `self.epoch`) are not written
-        again. UserError when a loss is not finite (the file keeps the snapshots so far)."""
+        again; an epoch below the previous call's is warned about once (a counter restarted
+        each pass over the data writes nothing more). UserError when a loss is not finite (the
+        file keeps the snapshots so far)."""
         self._require_open()
         self.log(**metrics)
         epoch = _epoch(epoch)
+        if epoch < self._last_step and not self._warned_back:
+            self._warned_back = True
+            warn(
+                f"{self.path}: step({epoch}) after step({self._last_step}): epochs went back, and none is written "
+                f"again until they pass {self.epoch:,} (the last snapshot's); count steps over the whole run"
+            )
+        self._last_step = epoch
         if epoch <= self.epoch or not self.due(epoch):
             return False
         self.write(epoch)
