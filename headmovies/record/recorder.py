@@ -209,11 +209,6 @@ class Recorder:
                 if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
                     checkpoint_path(self.path).unlink(missing_ok=True)
                 self._warn_embeddings(weights)
-                try:
-                    self._rec.check_finite(epoch, metrics)  # the first snapshot, written by create
-                except UserError:
-                    self._failed = True  # the file keeps its snapshot, incomplete
-                    raise
             else:
                 try:
                     self._rec.write(epoch, weights, metrics)

@@ -124,11 +124,6 @@ class Recording:
         self.writer.append(epoch, weights, row)
         self.todo.discard(int(epoch))
         self.metrics = dict(metrics)
-        self.check_finite(epoch, metrics)
-
-    def check_finite(self, epoch: int, metrics: dict[str, float]) -> None:
-        """UserError ("training diverged") when a metric with "loss" in its name is not finite;
-        the file keeps every snapshot written, this epoch's included."""
         diverged = sorted(k for k, v in metrics.items() if "loss" in k and not np.isfinite(v))
         if diverged:
             raise UserError(
