@@ -107,3 +107,14 @@ def test_the_metrics_figure_shows_a_single_value_and_says_when_a_side_is_empty()
     assert [t.get_text() for ax in fig.axes[:2] for t in ax.texts] == ["no metric named *acc*", "no other metric"]
     fig = metrics_figure({"epoch": np.array([0, 5]), "acc": np.array([0.1, 0.9])}, "t")
     assert fig.axes[0].lines[0].get_marker() in ("None", None, "")
+
+
+def test_help_names_frequencies_omega_as_the_docs_do(capsys):
+    """The census help names a head's frequency ω, as the panel help, docs and figures do."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["orbits", "census", "--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert "reads each live head's frequency ω at the screen epochs" in out
+    assert "orbits with size, ω, heads" in out and "every orbit by size and ω" in out
+    assert "frequency w " not in out and "size, w," not in out
