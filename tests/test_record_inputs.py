@@ -203,3 +203,14 @@ def test_a_step_counter_that_restarts_is_warned_about_once(tmp_path, capsys):
     with headmovies.Recorder(path, nn.MultiheadAttention(8, 2), schedule=lambda e: e % 2 == 0, resume=True) as rec:
         assert [rec.step(i) for i in range(9)] == [False] * 5 + [False, True, False, True]
     assert capsys.readouterr().err == ""
+
+
+def test_group_order_takes_numpy_integers_and_refuses_the_rest(tmp_path):
+    path = tmp_path / "run.h5"
+    with _rec(path, group_order=np.int64(5)) as rec:
+        rec.step(0)
+    with Run(path) as run:
+        assert run.attrs()["group_order"] == 5
+    for bad in (5.0, True, 1, "5"):
+        with pytest.raises(ConfigError, match=r"group_order must be an int >= 2 \(the p of Z_p\), got "):
+            _rec(tmp_path / "other.h5", group_order=bad)

@@ -128,7 +128,6 @@ class Recorder:
         if config is not None and not isinstance(config, dict):
             raise ConfigError(f"config must be a dict of JSON-able settings, got {type(config).__name__}")
         self.config = dict(config or {})
-        self.group_order = group_order
         self.due = _schedule(schedule)
         self.checkpoint_seconds = checkpoint_seconds
         self.epoch = -1  # the last epoch in the file (after resume: where it continues)
@@ -138,8 +137,10 @@ class Recorder:
         self._last_step, self._warned_back = -1, False  # the previous step's epoch; warned of one going back
         if resume is not False and force:
             raise UserError("resume and force exclude each other")
-        if group_order is not None and (not isinstance(group_order, int) or group_order < 2):
+        whole = isinstance(group_order, numbers.Integral) and not isinstance(group_order, (bool, np.bool_))
+        if group_order is not None and (not whole or group_order < 2):
             raise ConfigError(f"group_order must be an int >= 2 (the p of Z_p), got {group_order!r}")
+        self.group_order: int | None = None if group_order is None else int(group_order)  # numpy's ints too
         try:
             self._json = json.dumps(self.config, sort_keys=True, default=str)
         except (TypeError, ValueError) as exc:
