@@ -129,6 +129,8 @@ def test_a_model_without_attention_is_named_in_one_line():
     assert f"no attention layer found in Sequential {held}" in message
     with pytest.raises(ModelError, match="cannot record a str"):
         find_adapter("gpt2")
+    with pytest.raises(ModelError, match=r"cannot record the class MultiheadAttention: give a model built from it"):
+        find_adapter(nn.MultiheadAttention)
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from headmovies.commands.any_run import add_run_arguments, plane_options
+from headmovies.commands.any_run import add_run_arguments, default_out, plane_options
 from headmovies.render.core.outputs import check_out_dir
 
 NAME = "figures"
@@ -18,14 +18,16 @@ epochs at which each accuracy reached 50 % and 90 %). docs/recording.md, "Render
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_run_arguments(p)
-    p.add_argument("--out", type=Path, metavar="DIR", help="output folder (created; default: RUN's folder/figures)")
+    add_run_arguments(p, planes=False)
+    p.add_argument(
+        "--out", type=Path, metavar="DIR", help="output folder (created; default for data/a.h5: data/a/figures)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from headmovies.render.generic.figures import render_figures
 
-    out = args.out if args.out is not None else args.run.parent / "figures"
+    out = args.out if args.out is not None else default_out(args.run) / "figures"
     check_out_dir(out)
     options = plane_options(args)
     paths = render_figures(args.run, out, options["group_order"])

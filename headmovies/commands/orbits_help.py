@@ -91,10 +91,10 @@ CENSUS = """\
 Reads sweep folders of the orbit experiment (`headmovies sweep orbits --out DIR`), one per
 recipe, named by the folder. For every finished run (and every run stopped early with
 `sweep --stop-at`, listed apart as a screen) it runs the orbit check on every snapshot and
-reads each live head's frequency w at the screen epochs and at the end. Writes into --out:
-  census.jsonl    one row per run (orbits with size, w, heads, worst error, lock-in epoch;
-                  accuracy; both equivariance errors; each head's w at the screen epochs)
-  census.md       outcomes per recipe, every orbit by size and w, recipes compared seed by
+reads each live head's frequency ω at the screen epochs and at the end. Writes into --out:
+  census.jsonl    one row per run (orbits with size, ω, heads, worst error, lock-in epoch;
+                  accuracy; both equivariance errors; each head's ω at the screen epochs)
+  census.md       outcomes per recipe, every orbit by size and ω, recipes compared seed by
                   seed, and the early screen (do early groups predict the orbits?)
   census.{png,svg}  the same as a figure
   gallery.html    a tile per run: its last snapshot in the planes of its largest frequency

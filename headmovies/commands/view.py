@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from headmovies.commands.any_run import PLANES, add_run_arguments, plane_options
+from headmovies.commands.any_run import PLANES, add_run_arguments, default_out, plane_options
 from headmovies.render.core.outputs import check_out_dir
 
 NAME = "view"
@@ -22,13 +22,13 @@ docs/recording.md, "Rendering"."""
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_run_arguments(p)
-    p.add_argument("--out", type=Path, metavar="DIR", help="output folder (created; default: RUN's folder)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="output folder (created; default for data/a.h5: data/a)")
 
 
 def run(args: argparse.Namespace) -> int:
     from headmovies.render.generic.viewer import render_viewer
 
-    out = args.out if args.out is not None else args.run.parent
+    out = args.out if args.out is not None else default_out(args.run)
     check_out_dir(out)
     print(render_viewer(args.run, out, **plane_options(args)))
     return 0

@@ -207,6 +207,8 @@ def find_adapter(model: Any) -> Adapter:
     """The adapter of `model`: a callable that is not a torch module is a weights function
     (`from_function`); a module is searched for attention layers (module docstring). ModelError,
     one line naming what the model holds, when it has none."""
+    if isinstance(model, type):  # a class is callable, but it is no weights function
+        raise ModelError(f"cannot record the class {model.__name__}: give a model built from it, {model.__name__}(...)")
     if not isinstance(model, nn.Module):
         if callable(model):
             return from_function(model)

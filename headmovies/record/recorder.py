@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import numbers
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 
 from headmovies import runfile
-from headmovies.errors import ConfigError, RunFileError, UserError
+from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.interrupts import deferred_signals
 from headmovies.record.adapters import Adapter, find_adapter
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
@@ -56,6 +57,37 @@ def _schedule(schedule: Iterable[int] | Callable[[int], bool] | None) -> Callabl
     return epochs.__contains__
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(name: str, value: Any) -> float:
+    """A metric's value as a float: a Python or numpy number, or a one-element tensor or array.
+    UserError (one line) for anything else, such as a vector, a string or None."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        if value.size != 1 if isinstance(value, np.ndarray) else value.numel() != 1:
+            shape = list(value.shape)
+            raise UserError(f"metric {name!r} is a tensor of shape {shape}: give one number (e.g. loss.item())")
+        value = value.item()
+    if not isinstance(value, numbers.Real):
+        raise UserError(f"metric {name!r} must be a number, got {type(value).__name__} {_shown(value)}")
+    return float(value)
+
+
+def _epoch(epoch: Any) -> int:
+    """An epoch as an int (any whole number: an int, a numpy integer, a one-element tensor);
+    UserError (one line) for anything else, such as 2.5 or a string."""
+    try:
+        value = int(epoch)
+        whole = bool(value == epoch)
+    except (TypeError, ValueError, RuntimeError):
+        whole = False
+    if not whole:
+        raise UserError(f"epoch must be a whole number (a step count), got {type(epoch).__name__} {_shown(epoch)}")
+    return value
+
+
 class Recorder:
     """Records `model`'s head weights (`adapters.find_adapter`: a TransformerLens
     HookedTransformer, torch.nn.MultiheadAttention, nanoGPT or GPT-2 attention, or a weights
@@ -71,9 +103,10 @@ class Recorder:
     `checkpoint_seconds` and at `close`.
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
-    holds it (RunLockedError); resume of a missing file, another kind of run, or another config
-    (ConfigError); a model without recognisable attention (ModelError); a non-finite metric with
-    "loss" in its name (training diverged); a full disk (DiskFullError).
+    holds it (RunLockedError); resume of a missing file, another kind of run, another config or
+    another model (ConfigError); a model without recognisable attention (ModelError); a metric
+    that is not one number, or a non-finite one with "loss" in its name (training diverged); a
+    full disk (DiskFullError).
     """
 
     def __init__(
@@ -92,18 +125,22 @@ class Recorder:
         self.path = Path(path)
         self.model, self.optimizer = model, optimizer
         self.adapter: Adapter = find_adapter(model)
+        if config is not None and not isinstance(config, dict):
+            raise ConfigError(f"config must be a dict of JSON-able settings, got {type(config).__name__}")
         self.config = dict(config or {})
-        self.group_order = group_order
         self.due = _schedule(schedule)
         self.checkpoint_seconds = checkpoint_seconds
         self.epoch = -1  # the last epoch in the file (after resume: where it continues)
         self._rec: Recording | None = None
         self._pending: dict[str, float] = {}
         self._failed = False
+        self._last_step, self._warned_back = -1, False  # the previous step's epoch; warned of one going back
         if resume is not False and force:
             raise UserError("resume and force exclude each other")
-        if group_order is not None and (not isinstance(group_order, int) or group_order < 2):
+        whole = isinstance(group_order, numbers.Integral) and not isinstance(group_order, (bool, np.bool_))
+        if group_order is not None and (not whole or group_order < 2):
             raise ConfigError(f"group_order must be an int >= 2 (the p of Z_p), got {group_order!r}")
+        self.group_order: int | None = None if group_order is None else int(group_order)  # numpy's ints too
         try:
             self._json = json.dumps(self.config, sort_keys=True, default=str)
         except (TypeError, ValueError) as exc:
@@ -125,9 +162,19 @@ class Recorder:
         """After the optimizer step of `epoch`: write a snapshot of the model's heads and the
         metrics (these and any `log`ged since) when `epoch` is on the schedule; returns True if
         it wrote one. Epochs already in the file (at or before `self.epoch`) are not written
-        again. UserError when a loss is not finite (the file keeps the snapshots so far)."""
+        again; an epoch below the previous call's is warned about once (a counter restarted
+        each pass over the data writes nothing more). UserError when a loss is not finite (the
+        file keeps the snapshots so far)."""
+        self._require_open()
         self.log(**metrics)
-        epoch = int(epoch)
+        epoch = _epoch(epoch)
+        if epoch < self._last_step and not self._warned_back:
+            self._warned_back = True
+            warn(
+                f"{self.path}: step({epoch}) after step({self._last_step}): epochs went back, and none is written "
+                f"again until they pass {self.epoch:,} (the last snapshot's); count steps over the whole run"
+            )
+        self._last_step = epoch
         if epoch <= self.epoch or not self.due(epoch):
             return False
         self.write(epoch)
@@ -136,11 +183,12 @@ class Recorder:
     def log(self, **metrics: float) -> None:
         """Metrics of any step, stored with the next snapshot (the latest value of each; NaN at
         snapshots where a metric was not logged since the one before)."""
-        for k, v in metrics.items():
-            self._pending[k] = float(v.item() if hasattr(v, "item") else v)
+        self._pending.update({k: _number(k, v) for k, v in metrics.items()})
 
     def write(self, epoch: int) -> None:
         """Write a snapshot at `epoch` now, on the schedule or not (epochs must increase)."""
+        self._require_open()
+        epoch = _epoch(epoch)
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
         weights = self.adapter.read()
@@ -161,6 +209,7 @@ class Recorder:
                 )
                 if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
                     checkpoint_path(self.path).unlink(missing_ok=True)
+                self._warn_embeddings(weights)
             else:
                 try:
                     self._rec.write(epoch, weights, metrics)
@@ -174,6 +223,8 @@ class Recorder:
     def close(self) -> None:
         """Checkpoint (with an optimizer), mark the run complete, close the file and release its
         lock. Idempotent. A run never written to leaves no file."""
+        if self._lock is None:
+            return  # closed already
         try:
             if self._rec is not None:
                 with deferred_signals() as signals:
@@ -187,6 +238,10 @@ class Recorder:
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None  # type: ignore[assignment]
+
+    def _require_open(self) -> None:
+        if self._lock is None:
+            raise UserError(f"this Recorder of {self.path} is closed; to go on, open a new one with resume=True")
 
     def __enter__(self) -> Recorder:
         return self
@@ -220,6 +275,19 @@ class Recorder:
             attrs["group_order"] = int(self.group_order)
         return attrs
 
+    def _warn_embeddings(self, weights: dict) -> None:
+        """Warn when group_order is set but W_E or W_U was not found: renderers would lay Z_p on
+        the residual stream's basis vectors in place of the tokens or output classes."""
+        missing = [k for k in ("W_E", "W_U") if k not in weights]
+        if self.group_order is None or not missing:
+            return
+        warn(
+            f"group_order={self.group_order}, but no {' or '.join(missing)} was found in "
+            f"{type(self.model).__name__} (model.W_E/W_U, an nn.Embedding named wte, tok_embeddings or "
+            "embed_tokens, an nn.Linear named lm_head or unembed): renderers will lay the group on the residual "
+            "stream's basis vectors instead; rename them, or record a weights function with 'W_E' and 'W_U'"
+        )
+
     def _checkpoint(self, epoch: int, then: str) -> None:
         buf = io.BytesIO()
         state = {
@@ -235,10 +303,15 @@ class Recorder:
     def _resume(self, resume: bool | int) -> None:
         if not self.path.exists():
             raise UserError(f"cannot resume: {self.path} does not exist; start a new recording without resume")
-        with runfile.open_for_reading(self.path) as f:
+        try:
+            f = runfile.open_for_reading(self.path)
+        except RunFileError as exc:  # its fix names `headmovies train`; a recording starts over so
+            raise RunFileError(f"cannot resume: {exc.problem}", fix="start over with force=True") from None
+        with f:
             kind = str(f.attrs["experiment"])
             stored = str(f.attrs["config"])
             epochs = runfile.snapshot_epochs(f)
+            shapes = runfile.weight_shapes(f)
         if kind != EXPERIMENT:
             raise UserError(f"cannot resume: {self.path} is a run of {kind!r}, trained by `headmovies train`")
         if json.loads(stored) != json.loads(self._json):
@@ -250,6 +323,7 @@ class Recorder:
             raise ConfigError(f"cannot resume {self.path} with a different config ({', '.join(diff)})")
         if not len(epochs):
             raise RunFileError(f"cannot resume: {self.path} holds no snapshot", fix="start over with force=True")
+        self._check_same_weights(shapes)
         keep = int(epochs[-1]) if resume is True else int(resume)
         ckpt = checkpoint_path(self.path)
         if resume is True and self.optimizer is not None and ckpt.exists():
@@ -274,6 +348,18 @@ class Recorder:
             hint="free space, then continue with Recorder(..., resume=True)",
         )
         self.epoch = keep_through
+
+    def _check_same_weights(self, stored: dict[str, tuple[int, ...]]) -> None:
+        """ConfigError, before the file is touched, when the model's weights differ in name or
+        shape from those `stored` in the file being resumed (another model)."""
+        now = {k: tuple(w.shape) for k, w in self.adapter.read().items()}
+        for name in sorted(set(now) | set(stored)):
+            if now.get(name) != stored.get(name):
+                here = list(now[name]) if name in now else "missing"
+                there = list(stored[name]) if name in stored else "missing"
+                raise ConfigError(
+                    f"cannot resume {self.path} with another model: its {name} is {here}, in the file {there}"
+                )
 
     def _load_checkpoint(self, ckpt: Path, epochs: np.ndarray) -> int:
         try:

@@ -31,6 +31,7 @@ from headmovies.runfile.schema import (
     snapshot_count,
     snapshot_epochs,
     weight_names,
+    weight_shapes,
 )
 
 __all__ = [
@@ -51,4 +52,5 @@ __all__ = [
     "snapshot_count",
     "snapshot_epochs",
     "weight_names",
+    "weight_shapes",
 ]

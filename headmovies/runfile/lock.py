@@ -72,9 +72,15 @@ class RunLock:
             except BlockingIOError:
                 who = _read(fd) or "another process"
                 os.close(fd)
+                hint = f"; {self.hint}" if self.hint else ""
+                if who.startswith(f"PID {os.getpid()} on {socket.gethostname()} "):  # a notebook's earlier cell
+                    raise RunLockedError(
+                        f"{self.run_path} is already being written in this process (PID {os.getpid()}), which "
+                        f"holds {self.path.name}: one writer per run file; an earlier writer of it is open{hint}"
+                    ) from None
                 raise RunLockedError(
                     f"{self.run_path} is being written by {who}, which holds {self.path.name}: "
-                    f"one writer per run file{'; ' + self.hint if self.hint else ''}"
+                    f"one writer per run file{hint}"
                 ) from None
             # A holder that released meanwhile unlinked the file we opened: lock the new one instead.
             try:

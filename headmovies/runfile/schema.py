@@ -151,6 +151,11 @@ def weight_names(f: h5py.File) -> list[str]:
     return sorted(k for k in f[SNAPSHOTS] if k != EPOCH)
 
 
+def weight_shapes(f: h5py.File) -> dict[str, tuple[int, ...]]:
+    """Each stored weight's shape in one snapshot, e.g. {'W_Q': (32, 24, 8), ...}."""
+    return {k: tuple(int(d) for d in f[SNAPSHOTS][k].shape[1:]) for k in weight_names(f)}
+
+
 def snapshot_count(f: h5py.File, refresh: bool = False) -> int:
     """The number of complete snapshots: the rule every reader and copier of a run file follows.
 

@@ -18,23 +18,26 @@ from headmovies.runfile.reader import Run
 
 
 def metrics_figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
-    """Accuracies (left) and losses and other metrics (right, log scale) over epochs."""
+    """Accuracies (left) and losses and other metrics (right, log scale) over epochs; a metric
+    with one finite value is a dot, and an empty side says that no metric went there."""
     fig = Figure(figsize=(10, 3.6))
     left, right = fig.subplots(1, 2)
     names = sorted(k for k in metrics if k != "epoch")
     for k in names:
         ax = left if "acc" in k else right
         ok = np.isfinite(metrics[k])
-        ax.plot(metrics["epoch"][ok], metrics[k][ok], label=k)
+        ax.plot(metrics["epoch"][ok], metrics[k][ok], label=k, marker="o" if ok.sum() == 1 else None)  # 1: a dot
     left.set(xlabel="epoch", ylabel="accuracy", ylim=(-0.02, 1.02), title="accuracies")
     right.set(xlabel="epoch", title="losses and other metrics")
     if any("acc" not in k for k in names) and all(
         (metrics[k][np.isfinite(metrics[k])] > 0).all() for k in names if "acc" not in k
     ):
         right.set_yscale("log")
-    for ax in (left, right):
+    for ax, none in ((left, "no metric named *acc*"), (right, "no other metric")):
         if ax.lines:
             ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, none, transform=ax.transAxes, ha="center", va="center", color="0.4")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headmovies.errors import RunFileError
+from headmovies.errors import RunFileError, warn
 from headmovies.render.core.circuits import centre_ov, centre_qk, ov_circuit, qk_circuit
 from headmovies.runfile.reader import Run
 
@@ -54,6 +54,20 @@ class Heads:
     stored: tuple[str, ...] = ()
 
 
+def missing_embeddings(names: set[str] | dict, p: int) -> str:
+    """'' when the weights `names` include W_E and W_U; else what drawing the group Z_p without
+    them means (the identity stands in: the residual stream's basis vectors for the tokens or
+    the output classes), worded to follow a run's name."""
+    missing = [k for k in ("W_E", "W_U") if k not in names]
+    if not missing:
+        return ""
+    stand_in = " and ".join(w for k, w in (("W_E", "tokens"), ("W_U", "output classes")) if k in missing)
+    return (
+        f"stores no {' or '.join(missing)}: Z_{p} is laid on the residual stream's first {p} basis vectors "
+        f"in place of {stand_in}, so its planes may mean little (docs/recording.md, 'What is recorded')"
+    )
+
+
 def find_heads(run: Run, group_order: int | None = None, max_tokens: int = MAX_TOKENS) -> Heads:
     """The heads of `run` (`group_order` overrides the run's own). RunFileError when it holds
     no attention layer's W_Q, W_K, W_V, W_O."""
@@ -77,6 +91,8 @@ def find_heads(run: Run, group_order: int | None = None, max_tokens: int = MAX_T
         p = int(p)
         if p > min(n, n_out):
             raise RunFileError(f"group order {p} is more than the run's {min(n, n_out)} token values")
+        if problem := missing_embeddings(names, p):
+            warn(f"{run.path.name} {problem}")
         n = n_out = p  # the group's tokens 0..p-1 (others, such as '=', left out)
     stored = tuple(k for k in ("W_E", "W_U") if k in names)
     return Heads(

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib import colormaps
 
+from headmovies.errors import plural
 from headmovies.render.core.encode import EncodeResult, encode
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
 from headmovies.render.core.movie_options import FORMATS
@@ -73,6 +74,9 @@ def header(run: Run, heads: Heads, planes: Planes) -> str:
         "pca": "principal axes fitted once on all snapshots",
     }[planes.kind]
     return f"{run.path.name}: {what}{group}\n{heads.total} heads drawn in {how}"
+
+
+PLANE_WORDS = {"irrep": "irrep planes", "basis": "the planes of a basis", "pca": "principal-axis planes"}
 
 
 class GenericMovie:
@@ -136,7 +140,8 @@ def render_movie(
     with Run(run_path) as run:
         movie = GenericMovie(run, group_order, panels, basis)
         if progress:
-            print(f"{len(run)} snapshots, {movie.heads.total} heads, {movie.planes.kind} planes", file=sys.stderr)
+            heads = plural(movie.heads.total, "head")
+            print(f"{plural(len(run), 'snapshot')}, {heads}, {PLANE_WORDS[movie.planes.kind]}", file=sys.stderr)
         try:
             return encode(
                 movie.frames(),
@@ -145,7 +150,7 @@ def render_movie(
                 fps=fps,
                 hold_s=hold_s,
                 formats=formats,
-                caption=f"Heads of {run.path.name} ({movie.heads.total}) in {movie.planes.kind} planes, "
+                caption=f"Heads of {run.path.name} ({movie.heads.total}) in {PLANE_WORDS[movie.planes.kind]}, "
                 f"epochs {int(run.epochs[0]):,} to {int(run.epochs[-1]):,}",
             )
         finally:

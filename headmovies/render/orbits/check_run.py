@@ -13,6 +13,7 @@ import numpy as np
 from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.circuits import circuits
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
+from headmovies.render.orbits.panel_choice import recorded_hint
 from headmovies.render.orbits.spectrum import scale_amplitudes
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def group_of(run: Run) -> tuple[int, int]:
     if run.n is None or run.m is None:
         raise RunFileError(
             f"{run.path} ({run.experiment}) has no group data (n, m): the orbit check needs a "
-            "run of a C_n-symmetric experiment such as orbits"
+            f"run of a C_n-symmetric experiment such as orbits{recorded_hint(run)}"
         )
     run.require(*CIRCUIT_NAMES)
     shape_e = run.shape("W_E")

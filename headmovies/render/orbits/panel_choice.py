@@ -193,12 +193,20 @@ def resolve_panels(
     return default_panels(report, M, R, n, m)
 
 
+def recorded_hint(run: Run) -> str:
+    """What to run instead, ending a message about a recorded run (docs/recording.md) that
+    needs a built-in symmetric experiment; '' for any other run."""
+    if run.experiment != "recorded":
+        return ""
+    return "; a recorded run's heads are drawn by `headmovies movie`, `figures` and `view` (docs/recording.md)"
+
+
 def require_group(run: Run) -> tuple[int, int]:
     """(n, m) of the run's symmetry group; RunFileError if the run has none."""
     if run.n is None or run.m is None:
         raise RunFileError(
             f"{run.path} ({run.experiment}) has no group data (n, m): irrep panels need "
-            "a run of a C_n-symmetric experiment such as orbits"
+            f"a run of a C_n-symmetric experiment such as orbits{recorded_hint(run)}"
         )
     return run.n, run.m
 

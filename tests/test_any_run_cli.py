@@ -1,0 +1,120 @@
+"""The commands that render any run (`headmovies movie`, `figures`, `view`) on recorded runs:
+their options and default output folders, run in-process through `cli.main`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import headmovies
+from headmovies import cli
+
+
+def _weights(gain: float) -> dict:
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(2, 8, 4)) * gain
+    return {0: {"W_Q": W, "W_K": W, "W_V": W, "W_O": np.swapaxes(W, 1, 2).copy()}, "W_E": rng.normal(size=(5, 8))}
+
+
+def _record(path: Path, gain: float = 1.0) -> Path:
+    with headmovies.Recorder(path, lambda: _weights(gain), schedule=[0, 1]) as rec:
+        rec.step(0, train_acc=0.5 * gain)
+        rec.step(1, train_acc=gain)
+    return path
+
+
+def test_figures_and_view_default_to_a_folder_per_run(tmp_path, capsys):
+    a, b = _record(tmp_path / "a.h5", 1.0), _record(tmp_path / "b.h5", 0.5)
+    for run in (a, b):
+        assert cli.main(["figures", str(run)]) == 0
+        assert cli.main(["view", str(run)]) == 0
+    for name, acc in (("a", 1.0), ("b", 0.5)):  # neither overwrote the other's
+        summary = json.loads((tmp_path / name / "figures" / "summary.json").read_text())
+        assert summary["run"] == str(tmp_path / f"{name}.h5") and summary["final_metrics"] == {"train_acc": acc}
+        assert (tmp_path / name / "viewer.html").stat().st_size > 1000
+    assert not (tmp_path / "figures").exists() and not (tmp_path / "viewer.html").exists()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{tmp_path / 'a' / 'figures'}: metrics.png") and out[1] == str(
+        tmp_path / "a" / "viewer.html"
+    )
+
+
+def test_figures_offers_no_plane_options_it_would_ignore(tmp_path, capsys):
+    """figures draws no planes: --panels and --basis are refused (argparse, exit 2), not ignored."""
+    run = _record(tmp_path / "a.h5")
+    for option in (["--panels", "qk:1,2"], ["--basis", "b.npz"]):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(["figures", str(run), "--out", str(tmp_path / "f"), *option])
+        assert stop.value.code == 2
+        assert f"unrecognized arguments: {' '.join(option)}" in capsys.readouterr().err
+    assert not (tmp_path / "f").exists()
+    assert cli.main(["figures", str(run), "--out", str(tmp_path / "f"), "--group-order", "5"]) == 0
+    assert json.loads((tmp_path / "f" / "summary.json").read_text())["group_order"] == 5
+
+
+def test_a_basis_that_is_not_an_npz_archive_is_one_line(tmp_path, capsys):
+    run = _record(tmp_path / "a.h5")
+    np.save(tmp_path / "b.npy", np.zeros((2, 5, 5)))  # one array, not an archive
+    (tmp_path / "b.txt").write_text("hello\n")
+    for name in ("b.npy", "b.txt"):
+        assert cli.main(["view", str(run), "--out", str(tmp_path / "v"), "--basis", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        fix = "write one with numpy.savez(PATH, qk=..., ov=...)"
+        assert err == f"error: the basis {tmp_path / name} is not an .npz archive: {fix}\n"
+    assert cli.main(["view", str(run), "--out", str(tmp_path / "v"), "--basis", str(tmp_path / "none.npz")]) == 2
+    assert "cannot read the basis" in capsys.readouterr().err and not (tmp_path / "v").exists()
+    np.savez(tmp_path / "good.npz", qk=np.eye(5)[None].repeat(2, 0))
+    assert cli.main(["view", str(run), "--out", str(tmp_path / "v"), "--basis", str(tmp_path / "good.npz")]) == 0
+
+
+def test_the_movie_counts_snapshots_and_names_its_planes_in_words(tmp_path, capsys):
+    with headmovies.Recorder(tmp_path / "one.h5", lambda: _weights(1.0), schedule=[0]) as rec:
+        rec.step(0)
+    assert cli.main(["movie", str(tmp_path / "one.h5"), "--out", str(tmp_path / "m"), "--formats", "mp4,html"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "1 snapshot, 2 heads, principal-axis planes\n"
+    assert out == f"{tmp_path / 'm'}: movie.mp4, movie.html (25 frames)\n"  # 1 + 2 s held at 12 fps
+    html = (tmp_path / "m" / "movie.html").read_text()
+    assert "Heads of one.h5 (2) in principal-axis planes, epochs 0 to 0</figcaption>" in html
+
+
+def test_orbit_commands_on_a_recorded_run_point_to_the_generic_ones(tmp_path, capsys):
+    run = _record(tmp_path / "a.h5")
+    hint = "; a recorded run's heads are drawn by `headmovies movie`, `figures` and `view` (docs/recording.md)\n"
+    for argv, need in (
+        (["orbits", "check", str(run)], "the orbit check needs"),
+        (["orbits", "movie", str(run), "--out", str(tmp_path / "m")], "irrep panels need"),
+    ):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {run} (recorded) has no group data (n, m): {need} ") and err.endswith(hint)
+        assert err.count("\n") == 1
+
+
+def test_the_metrics_figure_shows_a_single_value_and_says_when_a_side_is_empty():
+    from headmovies.render.generic.figures import metrics_figure
+
+    nan = np.nan
+    fig = metrics_figure({"epoch": np.array([0, 5]), "train_loss": np.array([nan, 0.5])}, "t")
+    left, right = fig.axes[:2]
+    (line,) = right.lines
+    assert line.get_marker() == "o" and list(line.get_xdata()) == [5] and list(line.get_ydata()) == [0.5]
+    assert [t.get_text() for t in left.texts] == ["no metric named *acc*"] and not right.texts
+    fig = metrics_figure({"epoch": np.array([0])}, "t")  # a run with no metrics
+    assert [t.get_text() for ax in fig.axes[:2] for t in ax.texts] == ["no metric named *acc*", "no other metric"]
+    fig = metrics_figure({"epoch": np.array([0, 5]), "acc": np.array([0.1, 0.9])}, "t")
+    assert fig.axes[0].lines[0].get_marker() in ("None", None, "")
+
+
+def test_help_names_frequencies_omega_as_the_docs_do(capsys):
+    """The census help names a head's frequency ω, as the panel help, docs and figures do."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["orbits", "census", "--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert "reads each live head's frequency ω at the screen epochs" in out
+    assert "orbits with size, ω, heads" in out and "every orbit by size and ω" in out
+    assert "frequency w " not in out and "size, w," not in out
