@@ -191,3 +191,29 @@ def test_huggingface_gpt2_conv1d_attention():
         np.testing.assert_array_equal(w["blocks.1.attn.W_O"][h], attn.c_proj.weight.detach().numpy()[4 * h : 4 * h + 4])
     np.testing.assert_array_equal(w["W_E"], model.transformer.wte.weight.detach().numpy())
     np.testing.assert_array_equal(w["W_U"], model.lm_head.weight.detach().numpy().T)
+
+
+def test_a_large_vocabulary_is_stored_cut_to_the_tokens_drawn(tmp_path):
+    """nanoGPT with a 5,000-token vocabulary: W_E keeps its first 1,024 rows and W_U its first
+    1,024 columns (Recorder's default `tokens`), equal to the model's; `tokens=` chooses another
+    cut, and the file is about that much smaller than with the whole matrices."""
+    import headmovies
+    from headmovies.runfile.reader import Run
+
+    torch.manual_seed(0)
+    model = NanoGPT(vocab=5000, n_embd=16)
+    sizes = {}
+    for tokens in (1024, 5000):
+        path = tmp_path / f"t{tokens}.h5"
+        with headmovies.record(path, model, schedule=[0], tokens=tokens) as rec:
+            rec.step(0)
+        with Run(path) as run:
+            w = run.weights(0)
+        assert w["W_E"].shape == (tokens, 16) and w["W_U"].shape == (16, tokens)
+        np.testing.assert_array_equal(w["W_E"], model.transformer.wte.weight.detach().numpy()[:tokens])
+        np.testing.assert_array_equal(w["W_U"], model.lm_head.weight.detach().numpy().T[:, :tokens])
+        sizes[tokens] = path.stat().st_size
+    # 2 x 16 x (5000 - 1024) float32 = 0.51 MB less
+    assert sizes[5000] - sizes[1024] == pytest.approx(2 * 16 * 3976 * 4, rel=0.1)
+    with pytest.raises(headmovies.errors.ConfigError, match="tokens must be a positive int"):
+        headmovies.Recorder(tmp_path / "x.h5", model, tokens=0)

@@ -38,6 +38,20 @@ from headmovies.train.new_run import _git_commit, _versions, check_out_path, mac
 from headmovies.train.recording import Recording
 
 EXPERIMENT = "recorded"  # the root attribute `experiment` of a recorded run
+TOKENS = 1024  # token values of W_E (rows) and W_U (columns) stored by default: renderers draw 128
+
+
+def keep_tokens(weights: dict[str, np.ndarray], tokens: int) -> dict[str, np.ndarray]:
+    """`weights` with W_E [d_vocab, d_model] cut to its first `tokens` rows and W_U
+    [d_model, d_vocab_out] to its first `tokens` columns (the token values and output classes
+    the circuits are drawn on); the rest unchanged. A 50,304-token vocabulary at d_model 256 is
+    52 MB a snapshot per matrix whole, 1 MB cut to 1,024 tokens."""
+    out = dict(weights)
+    if "W_E" in out:
+        out["W_E"] = out["W_E"][:tokens]
+    if "W_U" in out:
+        out["W_U"] = out["W_U"][:, :tokens]
+    return out
 
 
 def default_schedule(epoch: int) -> bool:
@@ -100,7 +114,9 @@ class Recorder:
     function epoch -> bool); `resume`: continue an existing file (True: from its checkpoint, or
     its last snapshot without one; an int: through that epoch), dropping the records after;
     `force`: replace an existing file; `optimizer`: also checkpointed, every
-    `checkpoint_seconds` and at `close`.
+    `checkpoint_seconds` and at `close`; `tokens`: how many token values of W_E (its first rows)
+    and output classes of W_U (its first columns) are stored (default 1,024; the renderers draw
+    the first 128), so that a large vocabulary does not fill the disk (`keep_tokens`).
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
     holds it (RunLockedError); resume of a missing file, another kind of run, another config or
@@ -121,8 +137,13 @@ class Recorder:
         force: bool = False,
         optimizer: torch.optim.Optimizer | None = None,
         checkpoint_seconds: float = 30.0,
+        tokens: int = TOKENS,
     ):
         self.path = Path(path)
+        given: Any = tokens  # checked at run time: a notebook may pass anything
+        if not isinstance(given, numbers.Integral) or isinstance(given, bool) or given < 1:
+            raise ConfigError(f"tokens must be a positive int (token values of W_E and W_U stored), got {given!r}")
+        self.tokens = int(given)
         self.model, self.optimizer = model, optimizer
         self.adapter: Adapter = find_adapter(model)
         if config is not None and not isinstance(config, dict):
@@ -191,7 +212,7 @@ class Recorder:
         epoch = _epoch(epoch)
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
-        weights = self.adapter.read()
+        weights = keep_tokens(self.adapter.read(), self.tokens)
         metrics, self._pending = self._pending, {}
         with deferred_signals() as signals:  # Ctrl-C never lands inside h5py
             if self._rec is None:
@@ -352,7 +373,7 @@ class Recorder:
     def _check_same_weights(self, stored: dict[str, tuple[int, ...]]) -> None:
         """ConfigError, before the file is touched, when the model's weights differ in name or
         shape from those `stored` in the file being resumed (another model)."""
-        now = {k: tuple(w.shape) for k, w in self.adapter.read().items()}
+        now = {k: tuple(w.shape) for k, w in keep_tokens(self.adapter.read(), self.tokens).items()}
         for name in sorted(set(now) | set(stored)):
             if now.get(name) != stored.get(name):
                 here = list(now[name]) if name in now else "missing"
