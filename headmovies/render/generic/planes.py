@@ -112,7 +112,15 @@ def _basis(run: Run, heads: Heads, basis: dict[str, np.ndarray]) -> Planes:
                 [np.einsum("hab,ab->h", circ[c], x) + 1j * np.einsum("hab,ab->h", circ[c], y) for c, x, y in planes]
             )
         )
-    return Planes("basis", titles, notes, ("basis matrix i", "basis matrix j"), run.epochs.copy(), np.stack(coords), [])
+    return Planes(
+        "basis",
+        titles,
+        notes,
+        ("the first matrix in the title", "the second matrix in the title"),
+        run.epochs.copy(),
+        np.stack(coords),
+        [],
+    )
 
 
 def _pca(run: Run, heads: Heads) -> Planes:
@@ -144,7 +152,13 @@ def _pca(run: Run, heads: Heads) -> Planes:
             planes += [proj[:, i] + 1j * proj[:, j] for i, j in _pairs(2 * PER_CIRCUIT)]
         coords.append(np.stack(planes))
     return Planes(
-        "pca", titles, notes, ("principal axis i", "principal axis j"), run.epochs.copy(), np.stack(coords), []
+        "pca",
+        titles,
+        notes,
+        ("the first axis in the title", "the second axis in the title"),
+        run.epochs.copy(),
+        np.stack(coords),
+        [],
     )
 
 
