@@ -55,7 +55,8 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
     path = Path(path)
     if not path.exists():
         raise RunFileError(
-            f"run file {path} {disk.missing(path)} (make one with `headmovies train EXP --out RUN`, `make movie`, or a Recorder in your own loop)"
+            f"run file {path} {disk.missing(path)} (make one with `headmovies train EXP --out RUN`, "
+            "`make movie`, or a Recorder in your own loop)"
         )
     if path.is_dir():
         raise RunFileError(f"{path} is a folder, not a run file")
