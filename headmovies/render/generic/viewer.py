@@ -23,6 +23,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
+from headmovies.errors import plural
 from headmovies.render.core.scatter_viewer import Dot, Plane, Series, at_snapshots, scatter_payload, write_page
 from headmovies.render.core.timeline import Event
 from headmovies.render.core.viewer_page.build import page
@@ -125,7 +126,8 @@ def viewer_payload(
             "final_epoch": final_epoch(run),
             "complete": bool(run.complete),
         },
-        lead=f"How the {H} attention heads of this model move as it trains, snapshot by snapshot ({T} snapshots).",
+        lead=f"How the {H} attention heads of this model move as it trains, snapshot by snapshot "
+        f"({plural(T, 'snapshot')}).",
         runline=header(run, heads, planes).replace("\n", " · "),
         epochs=epochs,
         captions=[caption(int(e)) for e in epochs],
@@ -140,6 +142,7 @@ def viewer_payload(
             "tokens": heads.tokens,
             "outputs": heads.outputs,
             "group_order": heads.group_order,
+            "layers": len(heads.n_heads),
         },
         arrays=arrays,
         trail_epochs=trail_epochs_of(epochs),

@@ -25,7 +25,8 @@
       });
       list.appendChild(li);
     });
-    const note = el("div", "Each dot is one attention head (with several layers, one shade per layer). Hover over a " +
+    const shades = meta.detail.layers > 1 ? " (one shade per layer)" : "";
+    const note = el("div", "Each dot is one attention head" + shades + ". Hover over a " +
       "dot, or click it or its name here, for that head's circuits as heatmaps.", "note");
     const box = el("div");
     box.append(list, note);
