@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -11,6 +12,14 @@ import pytest
 # measured with spinning threads). Subprocesses started by tests inherit these.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def sigint_as_at_a_terminal() -> None:
+    """`preexec_fn` for a child that a test stops with SIGINT (Ctrl-C): SIGINT back to its
+    default, so that Python turns it into KeyboardInterrupt. A test run started in the
+    background by a non-interactive shell (`make test &`) ignores SIGINT, children inherit
+    that, and Python leaves an ignored SIGINT ignored: the child would never stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True, scope="session")

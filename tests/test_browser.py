@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import sigint_as_at_a_terminal
 from matplotlib.image import imread
 
 from headmovies.render.core.circuits import centre_qk, qk_circuit
@@ -356,6 +357,7 @@ def test_live_view_follows_training_through_a_kill_and_resume(tmp_path, open_pag
         watcher = subprocess.Popen(
             [sys.executable, "-m", "headmovies", "orbits", "watch", str(run), "--port", "0", "--interval", "0.25"],
             env=env,
+            preexec_fn=sigint_as_at_a_terminal,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -388,7 +390,7 @@ def test_live_view_follows_training_through_a_kill_and_resume(tmp_path, open_pag
             assert page.evaluate("headmovies.epochs") == r.epochs.tolist() and r.complete
         assert errors == []
         watcher.send_signal(signal.SIGINT)  # Ctrl-C
-        out, _ = watcher.communicate(timeout=60)  # a loaded machine took over 10 s
+        out, _ = watcher.communicate(timeout=10)
         assert watcher.returncode == 0 and out.rstrip().endswith("stopped"), out
         assert "writer restarted (--resume)" in out and "Traceback" not in out
     finally:
