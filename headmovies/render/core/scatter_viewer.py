@@ -151,6 +151,27 @@ def scatter_payload(
     }
 
 
+@dataclass
+class ViewerResult:
+    """A written viewer: its path, size in bytes, seconds to build, and snapshots shown."""
+
+    path: Path
+    bytes: int
+    seconds: float
+    snapshots: int
+
+
+def run_facts(run, final_epoch: int) -> dict:
+    """The payload's run facts of a run file (`runfile.reader.Run`): file name, experiment,
+    the run's last epoch `final_epoch` (its timeline's end) and whether it is complete."""
+    return {
+        "file": run.path.name,
+        "experiment": run.experiment,
+        "final_epoch": int(final_epoch),
+        "complete": bool(run.complete),
+    }
+
+
 def write_page(payload: dict, package: str, out_dir: str | Path, name: str = "viewer") -> Path:
     """Write out_dir/name.html (whole or not at all): the page of `package` (a family's
     viewer_page) with the payload. ValueError if the payload is not JSON (NaN, infinity)."""

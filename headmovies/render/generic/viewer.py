@@ -24,7 +24,15 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
 from headmovies.errors import plural
-from headmovies.render.core.scatter_viewer import Dot, Plane, Series, at_snapshots, scatter_payload, write_page
+from headmovies.render.core.scatter_viewer import (
+    Dot,
+    Plane,
+    Series,
+    at_snapshots,
+    run_facts,
+    scatter_payload,
+    write_page,
+)
 from headmovies.render.core.timeline import Event
 from headmovies.render.core.viewer_page.build import page
 from headmovies.render.generic.analysis import first_epoch_at
@@ -120,12 +128,7 @@ def viewer_payload(
     x_label, y_label = planes.axis_labels
     return scatter_payload(
         family="generic",
-        run_facts={
-            "file": run.path.name,
-            "experiment": run.experiment,
-            "final_epoch": final_epoch(run),
-            "complete": bool(run.complete),
-        },
+        run_facts=run_facts(run, final_epoch(run)),
         lead=f"How the {H} attention heads of this model move as it trains, snapshot by snapshot "
         f"({plural(T, 'snapshot')}).",
         runline=header(run, heads, planes).replace("\n", " · "),

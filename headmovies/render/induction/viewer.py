@@ -20,14 +20,22 @@ accuracy, the largest induction attention of any head, and the movie's events
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from matplotlib.colors import to_hex
 
 from headmovies.errors import UserError
-from headmovies.render.core.scatter_viewer import Dot, Plane, Series, at_snapshots, scatter_payload, write_page
+from headmovies.render.core.scatter_viewer import (
+    Dot,
+    Plane,
+    Series,
+    ViewerResult,
+    at_snapshots,
+    run_facts,
+    scatter_payload,
+    write_page,
+)
 from headmovies.render.induction.analysis import over_training
 from headmovies.render.induction.movie import ACC_COLOUR, induction_timeline
 from headmovies.render.induction.numpy_model import check_run, offset_profile
@@ -37,14 +45,6 @@ PACKAGE = "headmovies.render.induction.viewer_page"
 N_SEQUENCES = 256  # fresh sequences per snapshot for the attention patterns (as the movie)
 TRAIL_SNAPSHOTS = 12  # trails span about this many snapshots
 INDUCTION_COLOUR = "C3"  # the timeline's curve of the largest induction attention
-
-
-@dataclass
-class ViewerResult:
-    path: Path
-    bytes: int
-    seconds: float
-    snapshots: int
 
 
 def head_scores(attention: np.ndarray, block_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -125,12 +125,7 @@ def viewer_payload(run: Run, n_sequences: int = N_SEQUENCES, progress: bool = Fa
     }
     return scatter_payload(
         family="induction",
-        run_facts={
-            "file": run.path.name,
-            "experiment": run.experiment,
-            "final_epoch": int(cfg.get("epochs", epochs[-1])),
-            "complete": bool(run.complete),
-        },
+        run_facts=run_facts(run, cfg.get("epochs", epochs[-1])),
         lead=(
             f"How the {nl * H} attention heads of a small transformer learn to continue a repeated block of "
             f"letters, snapshot by snapshot ({S} snapshots)."

@@ -24,14 +24,22 @@ and the movie's events (`movie.ov_coherent_timeline`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from matplotlib.colors import to_hex
 
 from headmovies.errors import UserError
-from headmovies.render.core.scatter_viewer import Dot, Plane, Series, at_snapshots, scatter_payload, write_page
+from headmovies.render.core.scatter_viewer import (
+    Dot,
+    Plane,
+    Series,
+    ViewerResult,
+    at_snapshots,
+    run_facts,
+    scatter_payload,
+    write_page,
+)
 from headmovies.render.ov_coherent import analysis as S
 from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords
 from headmovies.render.ov_coherent.movie import ACC_COLOUR, OPPOSITE_COLOUR, opposite_over_time, ov_coherent_timeline
@@ -42,14 +50,6 @@ PACKAGE = "headmovies.render.ov_coherent.viewer_page"
 MAX_PAIRS = 1  # head-pair planes shown (heads 1 and 2; a third head adds none, to fit the screen)
 MAX_HEADS = 2  # per-head planes shown
 TRAIL_SNAPSHOTS = 12  # trails span about this many snapshots
-
-
-@dataclass
-class ViewerResult:
-    path: Path
-    bytes: int
-    seconds: float
-    snapshots: int
 
 
 def own_class_logits(R: np.ndarray) -> np.ndarray:
@@ -152,12 +152,7 @@ def viewer_payload(run: Run) -> dict:
     }
     return scatter_payload(
         family="ov_coherent",
-        run_facts={
-            "file": run.path.name,
-            "experiment": run.experiment,
-            "final_epoch": int(cfg.get("epochs", epochs[-1])),
-            "complete": bool(run.complete),
-        },
+        run_facts=run_facts(run, cfg.get("epochs", epochs[-1])),
         lead=(
             (
                 f"How {H} attention heads learn to share one job: naming"
