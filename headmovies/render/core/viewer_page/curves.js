@@ -108,5 +108,5 @@
     return epochAxis(app).epoch((ev.clientX - rect.left) * app.tl.w / (rect.width || app.tl.w));
   }
 
-  Object.assign(exports, { createTimeline, sizeTimeline, niceStep, labelRows, drawTimeline, timelineNote, timelineEpoch });
+  Object.assign(exports, { createTimeline, sizeTimeline, epochAxis, niceStep, labelRows, drawTimeline, timelineNote, timelineEpoch });
 })((globalThis.viewerModules ??= {}).curves = {});

@@ -27,6 +27,20 @@
     return out;
   }
 
+  // Show snapshot t in the page's common parts: the view's t (and its epoch, unless keepEpoch:
+  // playback keeps its own between snapshots), the scrubber, the epoch line and the caption
+  function showSnapshot(snaps, view, t, keepEpoch) {
+    view.t = Math.max(0, Math.min(snaps.T - 1, t));
+    const epoch = snaps.epochs[view.t];
+    if (!keepEpoch) view.epoch = epoch;
+    $("scrubber").value = String(epoch);
+    const el = $("epoch");
+    el.textContent = `epoch ${fmtEpoch(epoch)}`;
+    el.dataset.epoch = String(epoch);
+    el.dataset.snapshot = String(view.t);
+    $("caption").textContent = `${snaps.captions[view.t]}   ·   snapshot ${view.t + 1} of ${snaps.T}`;
+  }
+
   function fillSpeeds(span) {
     const sel = $("speed");
     sel.replaceChildren(...speeds(span).map((v, i) => {
@@ -87,5 +101,5 @@
     return { play, setEpoch, listen };
   }
 
-  Object.assign(exports, { roundSpeed, speeds, createPlayer });
+  Object.assign(exports, { roundSpeed, speeds, showSnapshot, createPlayer });
 })((globalThis.viewerModules ??= {}).player = {});

@@ -4,7 +4,6 @@
 // {legendTitle, hint, legend(app) -> Node, detail(app, k) -> Node, styleOf?(app, t, k)}).
 "use strict";
 (function () {
-  const { fmtEpoch } = viewerModules.format;
   const { unpack } = viewerModules.decode;
   const { indexAtOrBefore, pointAt } = viewerModules.axes;
   const scatter = viewerModules.scatter;
@@ -64,15 +63,7 @@
 
   // Show snapshot t; keepEpoch: playback keeps its own epoch between snapshots
   function setSnapshot(t, keepEpoch) {
-    view.t = Math.max(0, Math.min(snaps.T - 1, t));
-    const epoch = snaps.epochs[view.t];
-    if (!keepEpoch) view.epoch = epoch;
-    $("scrubber").value = String(epoch);
-    const el = $("epoch");
-    el.textContent = `epoch ${fmtEpoch(epoch)}`;
-    el.dataset.epoch = String(epoch);
-    el.dataset.snapshot = String(view.t);
-    $("caption").textContent = `${snaps.captions[view.t]}   ·   snapshot ${view.t + 1} of ${snaps.T}`;
+    viewerModules.player.showSnapshot(snaps, view, t, keepEpoch);
     showDetail();
     drawAll();
   }

@@ -3,7 +3,7 @@
 // and connects the controls, panels, legend, timeline and live view (the other scripts).
 "use strict";
 (function () {
-  const { fmtEpoch, formatError } = viewerModules.format;
+  const { formatError } = viewerModules.format;
   const { mod, planeWords, centredAway } = viewerModules.planes;
   const { pointAt } = viewerModules.axes;
   const { Snapshots } = viewerModules.snapshots;
@@ -56,15 +56,7 @@
 
   // Show snapshot t; keepEpoch: playback keeps its own epoch between snapshots
   function setSnapshot(t, keepEpoch) {
-    view.t = Math.max(0, Math.min(snaps.T - 1, t));
-    const epoch = snaps.epochs[view.t];
-    if (!keepEpoch) view.epoch = epoch;
-    $("scrubber").value = String(epoch);
-    const el = $("epoch");
-    el.textContent = `epoch ${fmtEpoch(epoch)}`;
-    el.dataset.epoch = String(epoch);
-    el.dataset.snapshot = String(view.t);
-    $("caption").textContent = `${snaps.captions[view.t]}   ·   snapshot ${view.t + 1} of ${snaps.T}`;
+    viewerModules.player.showSnapshot(snaps, view, t, keepEpoch);
     app.updateLegend();
     app.showHead();
     updateGroups(app);

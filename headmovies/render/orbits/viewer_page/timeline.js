@@ -7,30 +7,11 @@
   const INK = { paper: "#fff", future: "#f3f3f3", axis: "#bbb", label: "#666", eqError: "#c9a0dc", heads: "#333",
                 event: "#888", cursor: "#d00" };
 
-  function createTimeline(canvas) { return { canvas, w: 0, h: 140, left: 44, right: 16 }; }
+  // The canvas, its sizing, the epoch axis, tick steps and clicks are the scatter viewers' (curves.js)
+  const curves = viewerModules.curves;
+  const { sizeTimeline, epochAxis, niceStep, timelineEpoch } = curves;
 
-  function sizeTimeline(tl, width) {
-    const dpr = window.devicePixelRatio || 1;
-    tl.w = width;
-    tl.canvas.style.width = width + "px"; tl.canvas.style.height = tl.h + "px";
-    tl.canvas.width = Math.round(width * dpr); tl.canvas.height = Math.round(tl.h * dpr);
-  }
-
-  // The epoch axis: {x(epoch) -> px, epoch(px), end}, from the first snapshot to the run's last
-  // epoch (or the last snapshot, if later)
-  function epochAxis(app) {
-    const tl = app.tl, snaps = app.snaps, first = snaps.epochs[0];
-    const end = Math.max(snaps.meta.final_epoch, snaps.epochs[snaps.T - 1] || 1);
-    const span = Math.max(1, end - first), width = tl.w - tl.left - tl.right;
-    return { end, x: (e) => tl.left + (e - first) / span * width, epoch: (x) => first + (x - tl.left) / width * span };
-  }
-
-  // A round tick step giving about 8 ticks over `span`: 1, 2, 2.5 or 5 times a power of 10
-  function niceStep(span) {
-    const raw = span / 8, p = Math.pow(10, Math.floor(Math.log10(raw)));
-    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= raw) return m * p;
-    return 10 * p;
-  }
+  function createTimeline(canvas) { return { ...curves.createTimeline(canvas), h: 140 }; }
 
   // Dashed marks: the run's events, each final orbit's verification among them (worded in
   // Python, render/orbits/events.py), as [epoch, label, colour]
@@ -115,12 +96,6 @@
     if (snaps.eqError.some((v) => v !== null)) parts.push("lilac: equivariance error (log scale)");
     parts.push("dashed: " + meta.events.map((e) => `epoch ${fmtEpoch(e.epoch)}: ${e.label}`).join("; "));
     return parts.join(" · ") + ". Click or drag to move.";
-  }
-
-  // The epoch under the mouse event's x
-  function timelineEpoch(app, ev) {
-    const rect = app.tl.canvas.getBoundingClientRect();
-    return epochAxis(app).epoch(ev.clientX - rect.left);
   }
 
   Object.assign(exports, { createTimeline, sizeTimeline, niceStep, holdEpochs, drawTimeline, timelineNote, timelineEpoch });
