@@ -209,15 +209,17 @@ def test_the_timeline_note_names_each_curve_in_its_colour(js):
         "curves": [
             {"label": "accuracy", "colour": "#1f77b4", "lo": 0, "hi": 1},
             {"label": "τ", "colour": "#d62728", "lo": -1, "hi": 1},
+            {"label": "train_loss", "colour": "#2ca02c", "lo": -2, "hi": 0.60206, "log": True},
         ],
         "events": [{"epoch": 1500, "label": "accuracy reaches 99% and stays there"}],
     }
     parts = js("M.curves.timelineNote(arg)", meta)
     assert "".join(p[0] for p in parts) == (
-        "accuracy (0 to 1.00), τ (-1.00 to 1.00) · dashed: accuracy reaches 99% and stays there (epoch 1,500). "
+        "accuracy (0 to 1.00), τ (-1.00 to 1.00), train_loss (log scale, 0.010 to 4.00) · "
+        "dashed: accuracy reaches 99% and stays there (epoch 1,500). "
         "Click or drag to move."
     )
-    assert [p[1] for p in parts if p[1]] == ["#1f77b4", "#d62728"]
+    assert [p[1] for p in parts if p[1]] == ["#1f77b4", "#d62728", "#2ca02c"]
 
 
 def test_playback_stops_at_the_last_snapshot_or_waits_there_for_a_live_run(browser):

@@ -91,8 +91,8 @@ def test_principal_axes_are_fitted_once_and_keep_a_planar_head_exact(tmp_path):
 
 def test_the_viewers_timeline_curves_and_marks_of_logged_metrics():
     """Accuracies 0 to 1 with a mark where one first reaches 90 %; a positive loss and a positive
-    metric spanning more than 100x as log10; another between its extremes; a metric logged at
-    no snapshot left out."""
+    metric spanning more than 100x on a log scale (values log10, `log` set); another between its
+    extremes; a metric logged at no snapshot left out."""
     from headmovies.render.generic.viewer import metric_curves
 
     nan = float("nan")
@@ -107,13 +107,14 @@ def test_the_viewers_timeline_curves_and_marks_of_logged_metrics():
     }
     series, events = metric_curves(epochs, metrics)
     got = {s.label: (s.lo, s.hi, list(s.values)) for s in series}
+    assert {s.label for s in series if s.log} == {"train_loss", "eq_error"}
     assert got["test_acc"] == (0.0, 1.0, [0.1, 0.8, 0.95, 1.0])
-    assert got["train_loss (log10)"] == (
+    assert got["train_loss"] == (
         pytest.approx(np.log10(0.5)),
         pytest.approx(np.log10(4)),
         pytest.approx(np.log10([4, 2, 1, 0.5])),
     )
-    assert got["eq_error (log10)"][:2] == (pytest.approx(-3), pytest.approx(0))
+    assert got["eq_error"][:2] == (pytest.approx(-3), pytest.approx(0))
     assert got["lr"] == (1.0, 3.0, [3.0, 2.0, 1.0, 1.0]) and "rare" not in str(got)
     assert [(e.epoch, e.label) for e in events] == [(20, "test_acc 90%")]
 
@@ -167,7 +168,7 @@ def test_a_recorded_transformer_lens_run_renders_end_to_end(tmp_path):
     arrays = unpack(data["arrays"])
     assert len(data["epochs"]) == 11 and arrays["coords"].shape == (11, 4, 4, 2)  # T x P x H x (x, y)
     assert arrays["qk"].shape == arrays["ov"].shape == (11, 4, p, p) and np.abs(arrays["ov"]).max() == 127
-    assert [c["label"] for c in data["meta"]["curves"]] == ["train_loss (log10)"]
+    assert [c["label"] for c in data["meta"]["curves"]] == ["train_loss"] and data["meta"]["curves"][0]["log"]
     done = _cli("movie", str(tmp_path / "missing.h5"), "--out", str(tmp_path / "x"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "does not exist" in done.stderr
 

@@ -69,13 +69,15 @@ class Dot:
 @dataclass(frozen=True)
 class Series:
     """A timeline curve, sampled at the snapshots (values [T], NaN where there is none), drawn
-    between lo and hi."""
+    between lo and hi. log: values, lo and hi are log10 of the metric (the page names the
+    range in the metric's own units, "log scale, 0.5 to 4")."""
 
     label: str
     colour: str
     values: np.ndarray
     lo: float = 0.0
     hi: float = 1.0
+    log: bool = False
 
 
 def colour_stops(name: str, stops: int = 11) -> list[list[int]]:
@@ -135,7 +137,9 @@ def scatter_payload(
         "runline": runline,
         "planes": [asdict(p) for p in planes],
         "dots": [asdict(d) for d in dots],
-        "curves": [{"label": s.label, "colour": to_hex(s.colour), "lo": s.lo, "hi": s.hi} for s in series],
+        "curves": [
+            {"label": s.label, "colour": to_hex(s.colour), "lo": s.lo, "hi": s.hi, "log": s.log} for s in series
+        ],
         "events": event_words(events),
         "trail_epochs": trail_epochs,
         "axes": {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR},

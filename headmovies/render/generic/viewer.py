@@ -6,7 +6,7 @@ Every head of every layer is a dot with its trail in the movie's planes (`planes
 planes, a user's basis or principal axes; axes symmetric about 0, eased as the movie's), in the
 movie's head colours, captioned with the run's metrics at each snapshot. The timeline draws the
 logged metrics (accuracies 0 to 1, positive losses and positive metrics spanning more than a
-factor 100 as log10, others between their extremes) and marks when an accuracy first reaches
+factor 100 on a log scale, others between their extremes) and marks when an accuracy first reaches
 90 %. A head's pane shows its centred QK [n, n] and OV [n_out, n] circuits as heatmaps at the
 stored snapshot at or before the current one: up to `MAP_SNAPSHOTS` spread over the run, each
 map int8 (scaled by its own largest |entry|, stored beside it as float32, the heatmap's scale).
@@ -75,8 +75,8 @@ def heatmap_arrays(run: Run, heads: Heads) -> tuple[list[int], dict[str, np.ndar
 
 def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[list[Series], list[Event]]:
     """The timeline's curves: up to `MAX_CURVES` logged metrics at the snapshots (accuracies
-    from 0 to 1; positive losses, and positive metrics spanning more than a factor `LOG_SPAN`, as
-    log10; each between its extremes; a metric never logged at a snapshot is left out); and an
+    from 0 to 1; positive losses, and positive metrics spanning more than a factor `LOG_SPAN`, on a
+    log scale (`Series.log`); each between its extremes; a metric never logged at a snapshot is left out); and an
     event where an accuracy first reaches 90 %."""
     palette = [to_hex(c) for c in colormaps["Dark2"].colors]  # type: ignore[attr-defined]
     series: list[Series] = []
@@ -87,7 +87,7 @@ def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[l
         if not seen.size or len(series) == MAX_CURVES:
             continue
         colour = palette[len(series) % len(palette)]
-        label = name
+        log = False
         if "acc" in name and seen.min() >= 0 and seen.max() <= 1:
             lo, hi = 0.0, 1.0
             reached = first_epoch_at(metrics, name, REACHED)
@@ -96,10 +96,10 @@ def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[l
                 events.append(Event(reached, f"{name} {REACHED:.0%}", colour=colour, phase=False, words=words))
         else:
             if seen.min() > 0 and ("loss" in name or seen.max() > LOG_SPAN * seen.min()):
-                values, seen, label = np.log10(values), np.log10(seen), f"{name} (log10)"
+                values, seen, log = np.log10(values), np.log10(seen), True
             lo, hi = float(seen.min()), float(seen.max())
             hi = hi if hi > lo else lo + 1.0
-        series.append(Series(label, colour, values, lo, hi))
+        series.append(Series(name, colour, values, lo, hi, log))
     return series, events
 
 

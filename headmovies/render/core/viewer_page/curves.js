@@ -97,7 +97,9 @@
   // The words under the timeline, as [text, colour | null] parts: each curve in its colour
   function timelineNote(meta) {
     const parts = [];
-    meta.curves.forEach((c, i) => parts.push([`${i ? ", " : ""}`, null], [`${c.label} (${fmtNum(c.lo)} to ${fmtNum(c.hi)})`, c.colour]));
+    // a log-scale curve's range in the metric's own units: lo and hi are its log10
+    const range = (c) => (c.log ? `log scale, ${fmtNum(10 ** c.lo)} to ${fmtNum(10 ** c.hi)}` : `${fmtNum(c.lo)} to ${fmtNum(c.hi)}`);
+    meta.curves.forEach((c, i) => parts.push([`${i ? ", " : ""}`, null], [`${c.label} (${range(c)})`, c.colour]));
     const marks = meta.events.map((e) => `${e.label} (epoch ${fmtEpoch(e.epoch)})`);
     parts.push([(marks.length ? (parts.length ? " · " : "") + "dashed: " + marks.join("; ") : "") + ". Click or drag to move.", null]);
     return parts;
