@@ -1,6 +1,6 @@
 """The orbit spectrum (`render.orbits.spectrum`) on layers with known answers: exact orbits give
-zeros, a deformed group gives hand-computed moments, amplitudes and stabiliser-odd fractions;
-marginal orbits and near misses of the check (within a tenth of the tolerance)."""
+zeros, a deformed group gives hand-computed moments, amplitudes, stabiliser-odd fractions and
+within-group match errors; marginal orbits and near misses of the check (within a tenth of the tolerance)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from headmovies.render.orbits.check import check_orbits, is_marginal, shift_ov, shift_qk
-from headmovies.render.orbits.spectrum import orbit_spectrum, stabiliser_odd
+from headmovies.render.orbits.spectrum import group_match, orbit_spectrum, stabiliser_odd
 
 N, MS = 24, 2
 THETA = 2 * np.pi * np.arange(N) / N
@@ -48,6 +48,8 @@ def test_an_exact_orbit_has_a_zero_spectrum_and_no_odd_part(omega, size):
     np.testing.assert_allclose(group.spectrum, 0, atol=1e-12)
     np.testing.assert_allclose(group.odd_qk, 0, atol=1e-12)
     np.testing.assert_allclose(group.odd_ov, 0, atol=1e-12)
+    assert group.match["match_qk"] < 1e-12 and group.match["match_ov"] < 1e-12
+    assert all(np.isnan(group.match[k]) for k in ("in_plane_qk", "in_plane_ov", "key_free_ov"))
     # the template's amplitude, plus a little noise; w = n/2 is a real plane: r = 1.5 |cos(phi)|
     np.testing.assert_allclose(group.r, 1.5 * (abs(np.cos(0.4)) if omega == 12 else 1), atol=0.05)
     report = check_orbits(M, R, N, MS)
@@ -183,6 +185,8 @@ def test_a_run_trained_with_a_score_scale_reports_the_amplitude_its_softmax_sees
                 collect(run, (), check=True).groups[-1],
                 sweep_summary(run)["spectrum"],
             )
+    # `orbits check` (run_report) gives each group its within-group match error; a movie's pass does not
+    assert all(g.match for g in out["plain"][0]) and not any(g.match for g in out["plain"][1])
     for a, b in zip(out["plain"][0], out["scaled"][0]):
         np.testing.assert_allclose(b.r, 2 * a.r, rtol=1e-12)
         np.testing.assert_array_equal(b.spectrum, a.spectrum)
@@ -190,3 +194,46 @@ def test_a_run_trained_with_a_score_scale_reports_the_amplitude_its_softmax_sees
         np.testing.assert_allclose(b.r, 2 * a.r, rtol=1e-12)
     for a, b in zip(out["plain"][2], out["scaled"][2]):
         assert b["r_max"] == pytest.approx(2 * a["r_max"], rel=1e-3)
+
+
+def noise_free_pair(r=0.8, amp=1.0):
+    """An exact pair at w = 12 (N = 2) of `cos_head` templates: head 1 is head 0 shifted by 1."""
+    M0, R0 = cos_head(12, r, 0.0, amp)
+    return np.stack([M0, shift_qk(M0, 1)]), np.stack([R0, shift_ov(R0, 1, MS)])
+
+
+def test_a_pair_scaled_in_its_plane_mismatches_there():
+    """Head 1's QK scaled in its (0, 12) plane from amplitude 0.8 to 0.8 + d: under an odd shift
+    head 0 lands on head 1 with error d / 0.8 (relative to head 0) and head 1 on head 0 with
+    d / (0.8 + d); even shifts fix each head. All of it lies in the group's plane; the OV
+    circuits match exactly."""
+    d = 0.1
+    M, R = noise_free_pair()
+    M[1] *= (0.8 + d) / 0.8
+    got = group_match(M - M.mean(-1, keepdims=True), R - R.mean(-2, keepdims=True), 12, MS)
+    assert got["match_qk"] == pytest.approx(d / 0.8, rel=1e-12) and got["match_ov"] < 1e-12
+    assert got["in_plane_qk"] == pytest.approx(1.0, abs=1e-12)
+    assert np.isnan(got["in_plane_ov"]) and np.isnan(got["key_free_ov"])
+
+
+def test_a_key_independent_ov_part_is_found_outside_the_plane():
+    """Head 1's OV gets beta_c = b cos(2 pi c / n) for every key (the part the bias gauge sets
+    aside). Under an odd shift head 1 lands on head 0 with error ||beta 1^T|| / ||R_1||; under
+    the even shift s = 6 it lands on itself, and the outputs' shift by 2 s = 12 flips beta: error
+    2 ||beta 1^T|| / ||R_1||, the largest: at w = n/2 the template is amp cos(psi) (-1)^(c-b), so
+    ||R_0|| = amp n cos(psi), ||beta 1^T|| = b n / sqrt 2, orthogonal to it, and the error is
+    sqrt 2 b / sqrt(amp^2 cos^2 psi + b^2 / 2). All of the mismatch is key-independent."""
+    b, amp = 0.1, 1.0
+    M, R = noise_free_pair(amp=amp)
+    R[1] += b * np.cos(THETA)[:, None]
+    (group,) = orbit_spectrum(M, R, N, MS)
+    got = group.match
+    want = np.sqrt(2) * b / np.hypot(amp * np.cos(0.3), b / np.sqrt(2))
+    assert got["match_ov"] == pytest.approx(want, rel=1e-12) and got["match_qk"] < 1e-12
+    assert got["key_free_ov"] == pytest.approx(1.0, abs=1e-12) and got["in_plane_ov"] == pytest.approx(0, abs=1e-12)
+    assert np.isnan(got["in_plane_qk"])
+    np.testing.assert_allclose(group.spectrum, 0, atol=1e-12)  # the spectrum cannot see it
+    text = group.text()
+    assert "within-group match error QK 0.0%, OV 14.8%" in text and "key-independent OV part: 100%" in text
+    d = json.loads(json.dumps(group.to_dict()))
+    assert d["match"]["match_ov"] == 0.1476 and d["match"]["in_plane_qk"] is None

@@ -127,7 +127,14 @@ def _merge(Mc: np.ndarray, live: np.ndarray, tol: float, floor: float) -> list[l
 
 
 def check_orbits(
-    M: np.ndarray, R: np.ndarray, n: int, m: int, tol: float = TOL, dead_tol: float = DEAD_TOL, gauge: str = "spec"
+    M: np.ndarray,
+    R: np.ndarray,
+    n: int,
+    m: int,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+    gauge: str = "spec",
+    group_match: bool = False,
 ) -> OrbitReport:
     """Orbit check of one snapshot (module docstring gives the definition).
 
@@ -136,8 +143,10 @@ def check_orbits(
     d_vocab_out); m: outputs shift by m*s when inputs shift by s. tol: relative Frobenius
     tolerance for a match (and for merging); dead_tol: OV norm, relative to the largest head's,
     below which a head is dead. gauge: "spec" (the default: centre QK rows and OV columns) or
-    "bias" (also remove each head's key-independent OV part; module docstring). Raises ValueError
-    on mismatched shapes or an unknown gauge.
+    "bias" (also remove each head's key-independent OV part; module docstring). group_match: also
+    give each frequency group its within-group match error (`spectrum.group_match`; about as
+    costly again as the check, so `orbits check` asks for it and a movie's pass does not).
+    Raises ValueError on mismatched shapes or an unknown gauge.
     """
     if gauge not in GAUGES:
         raise ValueError(f"gauge must be one of {GAUGES}, got {gauge!r}")
@@ -222,7 +231,7 @@ def check_orbits(
         gauge=gauge,
         bias_error=None if bias_error is None else float(bias_error),
         near_misses=near_misses,
-        groups=orbit_spectrum(M, R, n, m, np.isfinite(head_error)),
+        groups=orbit_spectrum(M, R, n, m, np.isfinite(head_error), match=group_match),
     )
 
 

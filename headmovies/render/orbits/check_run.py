@@ -81,7 +81,7 @@ def run_report(
     n, m = group_of(run)
     t = snapshot_index(run, epoch)
     M, R = snapshot_circuits(run, t)
-    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol, gauge=gauge)
+    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol, gauge=gauge, group_match=True)
     scale_amplitudes(report.groups, score_scale_of(run))
     report.epoch = int(run.epochs[t])
     return report
