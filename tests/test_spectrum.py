@@ -237,3 +237,49 @@ def test_a_key_independent_ov_part_is_found_outside_the_plane():
     assert "within-group match error QK 0.0%, OV 14.8%" in text and "key-independent OV part: 100%" in text
     d = json.loads(json.dumps(group.to_dict()))
     assert d["match"]["match_ov"] == 0.1476 and d["match"]["in_plane_qk"] is None
+
+
+def loop_match(Mc, Rc, omega, m):
+    """group_match by a plain loop over shifts and partners: each shifted head's best partner,
+    its errors by difference, and the mismatch's parts by projecting with fft2."""
+    G, n = Mc.shape[:2]
+    v = (1 - m) * omega % n
+    plane_qk, plane_ov, key_free = np.zeros((3, n, n), bool)
+    plane_qk[0, [omega, -omega % n]] = True
+    plane_ov[omega, v] = plane_ov[-omega % n, -v % n] = True
+    key_free[:, 0] = ~plane_ov[:, 0]
+    errors, power = [], np.zeros(5)  # ||D_QK||^2, ||D_OV||^2, in plane QK, OV, key-free OV
+    for s in range(n):
+        for g in range(G):
+            DM = [shift_qk(Mc[g], s) - Mc[h] for h in range(G)]
+            DR = [shift_ov(Rc[g], s, m) - Rc[h] for h in range(G)]
+            nM, nR = np.linalg.norm(Mc[g]), np.linalg.norm(Rc[g])
+            e = [(np.linalg.norm(DM[h]) / nM, np.linalg.norm(DR[h]) / nR) for h in range(G)]
+            h = min(range(G), key=lambda h: max(e[h]))
+            errors.append(e[h])
+            FM, FR = np.abs(np.fft.fft2(DM[h])) ** 2 / n**2, np.abs(np.fft.fft2(DR[h])) ** 2 / n**2
+            power += [FM.sum(), FR.sum(), FM[plane_qk].sum(), FR[plane_ov].sum(), FR[key_free].sum()]
+    (qk, ov), shares = np.max(errors, 0), power[2:] / power[[0, 1, 1]]
+    names = ("in_plane_qk", "in_plane_ov", "key_free_ov")
+    return {"match_qk": qk, "match_ov": ov, **dict(zip(names, shares))}
+
+
+@pytest.mark.parametrize("n, omega, eps", [(24, 8, 0.3), (24, 8, 1e-5), (9, 3, 1e-5), (9, 4, 0.3), (9, 3, 0.0)])
+def test_the_match_error_equals_a_plain_loop(n, omega, eps):
+    """Random groups (a near orbit of 3 heads plus noise eps, and a fourth random head at eps =
+    0.3): group_match equals the loop to 1e-10, also for errors near rounding. At eps = 0 on
+    n = 9 the QK circuits form an exact orbit but the OV ones do not (their key-independent part
+    turns with the outputs): match_qk is 0 to rounding, not the inner products' ~1e-8."""
+    rng = np.random.default_rng(n + omega)
+    a = 2 * np.pi * np.arange(n) / n
+    M0 = np.cos(omega * a)[None, :] + 0.3 * np.cos(a[:, None] + 2 * a[None, :])
+    R0 = np.cos(omega * (a[:, None] - a[None, :]) + 0.3) + 0.2 * np.cos(a)[:, None]
+    M = np.stack([shift_qk(M0, s) for s in range(3)] + ([rng.standard_normal((n, n))] if eps == 0.3 else []))
+    R = np.stack([shift_ov(R0, s, 2) for s in range(3)] + ([rng.standard_normal((n, n))] if eps == 0.3 else []))
+    M, R = M + eps * rng.standard_normal(M.shape), R + eps * rng.standard_normal(R.shape)
+    Mc, Rc = M - M.mean(-1, keepdims=True), R - R.mean(-2, keepdims=True)
+    got, want = group_match(Mc, Rc, omega, 2), loop_match(Mc, Rc, omega, 2)
+    if eps == 0:
+        assert got["match_qk"] < 1e-12 and np.isnan(got["in_plane_qk"])
+        del got["in_plane_qk"], want["in_plane_qk"]  # shares of a rounding-level mismatch
+    assert got == pytest.approx(want, rel=1e-10, abs=1e-12)

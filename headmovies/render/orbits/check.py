@@ -144,8 +144,8 @@ def check_orbits(
     tolerance for a match (and for merging); dead_tol: OV norm, relative to the largest head's,
     below which a head is dead. gauge: "spec" (the default: centre QK rows and OV columns) or
     "bias" (also remove each head's key-independent OV part; module docstring). group_match: also
-    give each frequency group its within-group match error (`spectrum.group_match`; about as
-    costly again as the check, so `orbits check` asks for it and a movie's pass does not).
+    give each frequency group its within-group match error (`spectrum.group_match`; a loop over
+    the shifts, costlier than the check, so `orbits check` asks for it and a movie's pass does not).
     Raises ValueError on mismatched shapes or an unknown gauge.
     """
     if gauge not in GAUGES:

@@ -161,15 +161,29 @@ def stabiliser_odd(X: np.ndarray, n: int, order: int, c: int) -> np.ndarray:
 MATCH_FLOOR = 1e-6  # a within-group match error below this is rounding: its shares are NaN
 
 
-def _shifted_products(F: np.ndarray, c: int, mask: np.ndarray) -> np.ndarray:
-    """[s, G, G]: <P T_cs X_g T_s^-1, P X_h> for every shift s, with F = fft2(X) [G, n, n] and P
-    the projection onto the frequency pairs in `mask` [n, n] (as `check.shifted_inner_products`,
-    which is this with every pair)."""
+def _shifted_products(F: np.ndarray, c: int) -> np.ndarray:
+    """[s, G, G]: <T_cs X_g T_s^-1, X_h> for every shift s, with F = fft2(X) [G, n, n] (as
+    `check.shifted_inner_products`)."""
     n = F.shape[-1]
     k = np.arange(n)
     l = (np.arange(n)[:, None] - c * k[None, :]) % n  # noqa: E741 - c k + l = j (mod n)
-    A = (F * mask)[:, k[None, :], l].transpose(1, 0, 2)  # [j, G, k]
+    A = F[:, k[None, :], l].transpose(1, 0, 2)  # [j, G, k]
     return np.fft.fft(A @ np.conj(A).transpose(0, 2, 1), axis=0).real / n**2
+
+
+def _mismatch(F: np.ndarray, c: int, best: np.ndarray, masks: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """By difference, for D = T_cs X_g T_s^-1 - X_best[s, g] (F = fft2(X) [G, n, n], best [s, G]):
+    ||D||^2 [s, G] and, per mask [n, n] of frequency pairs (k, l), the sum over s, g of ||P D||^2."""
+    n = F.shape[-1]
+    k = np.arange(n)
+    roots, j = np.exp(-2j * np.pi * k / n), (c * k[:, None] + k[None, :]) % n
+    power, parts = np.empty(best.shape), np.zeros(len(masks))
+    for s in range(n):  # a shift multiplies F[k, l] by exp(-2 pi i (c k + l) s / n)
+        E = F * roots[j * s % n] - F[best[s]]
+        D = (E.real**2 + E.imag**2) / n**2  # [G, k, l]: |fft2(D)|^2 / n^2
+        power[s] = D.sum((1, 2))
+        parts += [D[:, mask].sum() for mask in masks]
+    return power, parts
 
 
 def group_match(Mc: np.ndarray, Rc: np.ndarray, omega: int, m: int) -> dict[str, float]:
@@ -178,12 +192,12 @@ def group_match(Mc: np.ndarray, Rc: np.ndarray, omega: int, m: int) -> dict[str,
     Mc, Rc: the group's centred QK and OV circuits [G, n, n] (G >= 1); omega: its frequency; m:
     outputs shift by m s. Returns {match_qk, match_ov, in_plane_qk, in_plane_ov, key_free_ov}:
     errors relative to each head's own norm (0 for a zero circuit), shares of the mismatch power
-    (NaN when the error is below MATCH_FLOOR). Every shift at once from inner products (squared
-    distances ||a - b||^2 = |a|^2 + |b|^2 - 2 <a, b>, each part's from the Fourier coefficients
-    in it); errors below 1e-4, where that form loses digits, are redone by difference."""
-    G, n = Mc.shape[0], Mc.shape[-1]
+    (NaN when the error is below MATCH_FLOOR). Each head's partner under every shift from inner
+    products (squared distances ||a - b||^2 = |a|^2 + |b|^2 - 2 <a, b>, as the check matches);
+    the errors and their parts then by difference from the Fourier coefficients (the
+    inner-product form loses digits on small errors)."""
+    n = Mc.shape[-1]
     w, v = omega % n, (1 - m) * omega % n
-    every = np.ones((n, n), bool)
     plane_qk = np.zeros((n, n), bool)
     plane_qk[0, [w, -w % n]] = True
     plane_ov = np.zeros((n, n), bool)
@@ -191,43 +205,31 @@ def group_match(Mc: np.ndarray, Rc: np.ndarray, omega: int, m: int) -> dict[str,
     key_free = np.zeros((n, n), bool)
     key_free[:, 0] = True
     key_free &= ~plane_ov
+    FM, FR = np.fft.fft2(Mc), np.fft.fft2(Rc)
 
-    def mismatch_power(X: np.ndarray, c: int, mask: np.ndarray) -> np.ndarray:
-        """[s, g, h]: ||P (T_cs X_g T_s^-1 - X_h)||^2."""
-        F = np.fft.fft2(X)
-        own = (np.abs(F) ** 2 * mask).sum((1, 2)) / n**2  # [G]: ||P X_g||^2, the same shifted
-        return (own[None, :, None] + own[None, None, :] - 2 * _shifted_products(F, c, mask)).clip(0)
+    def relative_e2(F: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """[s, g, h]: ||T_cs X_g T_s^-1 - X_h||^2 / ||X_g||^2 (0 for a zero X_g); and ||X_g|| [G]."""
+        own = (np.abs(F) ** 2).sum((1, 2)) / n**2  # [G]: ||X_g||^2, the same shifted
+        d2 = own[None, :, None] + own[None, None, :] - 2 * _shifted_products(F, c)
+        return d2.clip(0) / np.where(own > 0, own, np.inf)[None, :, None], np.sqrt(own)
 
-    norm_qk = np.linalg.norm(Mc.reshape(G, -1), axis=1)
-    norm_ov = np.linalg.norm(Rc.reshape(G, -1), axis=1)
-    dM = np.where(norm_qk > 0, norm_qk, np.inf)[None, :, None]
-    dR = np.where(norm_ov > 0, norm_ov, np.inf)[None, :, None]
-    DM, DR = mismatch_power(Mc, 1, every), mismatch_power(Rc, m, every)
-    e2 = np.maximum(DM / dM**2, DR / dR**2)  # [s, g, h]
-    best = e2.argmin(-1)[..., None]  # [s, g]: each head's partner under s
+    (eM2, norm_qk), (eR2, norm_ov) = relative_e2(FM, 1), relative_e2(FR, m)
+    best = np.maximum(eM2, eR2).argmin(-1)  # [s, g]: each head's partner under s
+    DM, parts_qk = _mismatch(FM, 1, best, [plane_qk])
+    DR, parts_ov = _mismatch(FR, m, best, [plane_ov, key_free])
+    worst_qk = float((np.sqrt(DM) / np.where(norm_qk > 0, norm_qk, np.inf)).max())
+    worst_ov = float((np.sqrt(DR) / np.where(norm_ov > 0, norm_ov, np.inf)).max())
 
-    def at_best(X: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(X, best, -1)[..., 0]  # [s, g]
-
-    err_qk, err_ov = np.sqrt(at_best(DM)) / dM[..., 0], np.sqrt(at_best(DR)) / dR[..., 0]
-    for s, g in zip(*np.nonzero(np.maximum(err_qk, err_ov) < 1e-4)):
-        h = best[s, g, 0]
-        err_qk[s, g] = np.linalg.norm(np.roll(Mc[g], (s, s), axis=(0, 1)) - Mc[h]) / dM[0, g, 0]
-        err_ov[s, g] = np.linalg.norm(np.roll(Rc[g], (m * s, s), axis=(0, 1)) - Rc[h]) / dR[0, g, 0]
-    worst_qk, worst_ov = float(err_qk.max()), float(err_ov.max())
-
-    def share(X: np.ndarray, c: int, mask: np.ndarray, total: np.ndarray, worst: float) -> float:
+    def share(part: float, total: np.ndarray, worst: float) -> float:
         # where the mismatch is at rounding level its parts mean nothing
-        if worst <= MATCH_FLOOR:
-            return float("nan")
-        return float(at_best(mismatch_power(X, c, mask)).sum() / at_best(total).sum())
+        return float(part / total.sum()) if worst > MATCH_FLOOR else float("nan")
 
     return {
         "match_qk": worst_qk,
         "match_ov": worst_ov,
-        "in_plane_qk": share(Mc, 1, plane_qk, DM, worst_qk),
-        "in_plane_ov": share(Rc, m, plane_ov, DR, worst_ov),
-        "key_free_ov": share(Rc, m, key_free, DR, worst_ov),
+        "in_plane_qk": share(parts_qk[0], DM, worst_qk),
+        "in_plane_ov": share(parts_ov[0], DR, worst_ov),
+        "key_free_ov": share(parts_ov[1], DR, worst_ov),
     }
 
 
