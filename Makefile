@@ -16,7 +16,7 @@ RUN := data/orbits.h5
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen docs-picture docs-picture-induction docs-picture-ov-coherent grokking
+.PHONY: setup browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen census-score-scale docs-picture docs-picture-induction docs-picture-ov-coherent grokking
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -145,6 +145,18 @@ census: setup
 	done
 	dirs=; for d in $(CENSUS_DIRS) $(CENSUS)/screen-seed-objective; do [ ! -d $$d ] || dirs="$$dirs $$d"; done; \
 	$(HM) orbits census $$dirs --out docs/results/census --formats png
+
+# make census-score-scale - issue 32's lever for the 12-orbit on unchosen consecutive seeds:
+# LEVER_SEEDS (a range; default 0-99, the seeds the seed-objective census also ran) under source
+# 000's objective with sharper attention (score_scale=2, no weight decay on W_Q and W_K; about 8 min
+# a run on one idle core), then the census with it as the recipe "score-scale-2". Resumable; the
+# committed census rows keep the recipes run elsewhere (docs/results/orbits.md, "Levers").
+LEVER_SEEDS ?= 0-99
+LEVER := --set score_scale=2 --set qk_decay=false
+
+census-score-scale: setup
+	$(HM) sweep orbits --out $(CENSUS)/score-scale-2 --seeds $(LEVER_SEEDS) $(SEED_OBJECTIVE) $(LEVER) || [ $$? -eq 1 ]
+	$(HM) orbits census $(CENSUS)/score-scale-2 --out docs/results/census --formats png
 
 # make census-gallery - rebuild docs/results/census/ (census.md, the figure and gallery.html, a tile
 # per run) from the committed rows alone, no run file needed; `make census` writes the same.
