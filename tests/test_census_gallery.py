@@ -18,12 +18,14 @@ from headmovies.cli import main as cli_main
 from headmovies.render.core.circuits import circuits
 from headmovies.render.orbits.check import check_orbits
 from headmovies.render.orbits.gallery_page import build
+from headmovies.render.orbits.spectrum import orbit_spectrum
 from headmovies.render.orbits.summary import head_frequencies
 from headmovies.sweeps import census_rows
 from headmovies.sweeps.census_coordinates import final_planes, group_frequencies, head_orbits
-from headmovies.sweeps.census_gallery import colours, gallery_payload, write_gallery
+from headmovies.sweeps.census_gallery import colours, gallery_payload, gallery_run, write_gallery
 
 from equivariant import NAMES, equivariant_run, equivariant_weights
+from test_spectrum import MS, N, cos_head, orbit_layer
 
 FOLDER = Path(build.__file__).parent
 COMMITTED = Path(__file__).parents[1] / "docs" / "results" / "census" / "census.jsonl"
@@ -70,6 +72,33 @@ def test_an_orbit_of_k_heads_sits_on_a_regular_k_gon_in_its_planes():
             assert sorted(np.unique(np.round(phase) % order)) == list(range(order))
             assert plane["scale"] > 0
     json.dumps(got, allow_nan=False)  # JSON as it stands
+
+
+def test_each_drawn_group_carries_its_orbit_spectrum_in_brief():
+    """A deformed square at ω 6 (test_spectrum: every |μ̂_k|/Σ|ρ| = 1/3, N_ω = 4 so no k ≥ 4,
+    r = 1) beside an exact 12-orbit at ω 2 (spectrum 0 to rounding, r = 1.5 plus noise), in a row
+    as census_rows writes it (`groups`, `final_planes`): the gallery's brief, 3 significant digits,
+    in the planes' order (the larger group first); none for rows without `groups` or planes."""
+    heads = [cos_head(6, 1.0, k * np.pi / 2, a) for k, a in enumerate((1, 1, 1, 3))]
+    M2, R2 = orbit_layer(2, 12)
+    M = np.concatenate([np.stack([h[0] for h in heads]), M2])
+    R = np.concatenate([np.stack([h[1] for h in heads]), R2])
+    omega = [int(x) for x in head_frequencies(M)]
+    assert omega == [6] * 4 + [2] * 12
+    groups = [census_rows.group_row(g) for g in orbit_spectrum(M, R, N, MS)]
+    row = synthetic_rows(1)[0] | {"groups": groups, "final_planes": final_planes(M, R, omega, [], 900)}
+    brief = gallery_run(row)["spectrum"]
+    assert [(b["omega"], b["heads"]) for b in brief] == [(2, 12), (6, 4)]
+    assert brief[1] == {"omega": 6, "heads": 4, "low": 0.333, "high": None, "r_max": 1.0}
+    two = next(g for g in groups if g["omega"] == 2)
+    assert brief[0]["low"] == float(f"{max(two['spectrum'][:3]):.3g}") < 1e-12
+    assert brief[0]["high"] == float(f"{max(two['spectrum'][3:]):.3g}") < 1e-12
+    assert brief[0]["r_max"] == 1.5 and abs(two["r"][1] - 1.5) < 0.05
+    # a version-5 row (groups, no planes) and a version-4 one (neither) draw no plane and name no spectrum
+    v5 = {k: v for k, v in row.items() if k != "final_planes"} | {"version": 5}
+    v4 = {k: v for k, v in v5.items() if k != "groups"} | {"version": 4}
+    assert gallery_run(v5)["spectrum"] == [] and gallery_run(v4)["spectrum"] == []
+    assert [r["spectrum"] == [] for r in gallery_payload([row, v5, v4])["runs"]] == [False, True, True]
 
 
 # --- the page's build and size ------------------------------------------------------------------
@@ -222,7 +251,31 @@ def test_dots_take_the_movies_colours_and_orbits_draw_their_polygons(js):
         "title": "seed 7",
         "outcome": "4+3",
         "lines": ["4-orbit ω 6, 3-orbit ω 8", "held-out 91.2 % · 2 dead of 32"],
+        "spectrum": [],  # an older row: no line
     }
+
+
+def test_the_tile_names_each_drawn_group_s_spectrum(js):
+    run = {
+        "seed": 3,
+        "outcome": "12",
+        "orbits": [[12, 2]],
+        "heldout_acc": 1.0,
+        "n_dead": 0,
+        "heads": 16,
+        "stopped": False,
+        "epochs": 900,
+        "spectrum": [
+            {"omega": 2, "heads": 12, "low": 0.0153, "high": 0.81, "r_max": 3.02},
+            {"omega": 6, "heads": 4, "low": 0.333, "high": None, "r_max": 1.0},
+            {"omega": 5, "heads": 1, "low": 1.23e-4, "high": 1.15e-15, "r_max": 0.5},
+        ],
+    }
+    assert js("M.tiles.tileText(arg).spectrum", run) == [
+        "ω 2: k≤3 0.0153, k≥4 0.81, r≤3.02",
+        "ω 6: k≤3 0.333, k≥4 –, r≤1",  # N_ω = 4: no k ≥ 4
+        "ω 5: k≤3 1.23e-4, k≥4 1.15e-15, r≤0.5",  # below 0.001 in exponent form
+    ]
 
 
 # --- the page the census command writes, in Chromium --------------------------------------------
@@ -283,6 +336,9 @@ def test_the_census_writes_a_gallery_that_filters_and_links_to_viewers(tmp_path,
     page, problems = open_page(out / "gallery.html")
     assert page.locator(".tile").count() == 4 and page.locator(".tile svg").count() > 4
     assert page.locator("#count").inner_text() == "showing 4 of 4 runs"
+    # a spectrum line under each drawn plane (version-6 rows), the 12-orbit's first: exact, so ~0
+    assert page.locator(".tile .spectrum").count() == page.locator(".tile .plane").count() > 4
+    assert page.locator(".tile").first.locator(".spectrum").first.inner_text().startswith("ω ")
     hrefs = page.locator("a.tile").evaluate_all("(els) => els.map((e) => e.getAttribute('href'))")
     assert hrefs == [
         "viewers/exact/seed0.html",
@@ -320,6 +376,7 @@ def test_the_committed_rows_without_coordinates_show_as_text(tmp_path, open_page
     page, problems = open_page(tmp_path / "gallery.html")
     assert page.locator(".tile").count() == len(rows) > 800
     assert page.locator(".tile .none").count() == len(rows)  # version-4 rows: "no coordinates"
+    assert page.locator(".tile .spectrum").count() == 0  # nor a spectrum
     assert page.locator("a.tile").count() == 0  # no run file, no viewer
     with_orbits = sum(r["outcome"] != "none" for r in rows)
     page.click("#outcomes button[data-outcome=any]")

@@ -5,7 +5,9 @@ outcome in the page.
 Each tile draws the run's last snapshot from its row alone (`final_planes`,
 `census_coordinates`): every head's dot in the QK plane (0, ω), or the OV plane (ω, -ω), of
 the run's largest frequency groups, verified orbits in the movie's colours (`colours`, passed
-in the page's data). Rows of versions 4 and 5, made before rows carried coordinates, show their
+in the page's data), and under them, for each group drawn, its orbit spectrum in brief
+(`spectrum_brief`: docs/math.md, "Orbit spectrum"; the census table's max over k <= 3 and
+k >= 4 and largest r). Rows of versions 4 and 5, made before rows carried coordinates, show their
 outcome and orbits as text. A tile links to out/viewers/RECIPE/RUN.html when that viewer
 exists (`write_viewers`, `headmovies orbits census --viewers`, writes it for every run whose
 run file is present). The page (render/orbits/gallery_page) is built like the viewer's:
@@ -28,6 +30,7 @@ from headmovies.render.core.outputs import write_text
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, ORBIT_COLOURS, OTHER_COLOUR, orbit_colour
 from headmovies.render.orbits.gallery_page.build import page
 from headmovies.render.orbits.viewer import make_viewer
+from headmovies.sweeps.census_tables import low_high
 
 PAYLOAD_VERSION = 1
 VIEWERS = "viewers"  # out/viewers/RECIPE/RUN.html
@@ -41,7 +44,8 @@ def viewer_path(out: Path, recipe: str, run: str) -> Path:
 def gallery_run(row: dict, viewer: str | None = None) -> dict:
     """A census row as the page draws it: recipe, seed, run, outcome, stopped, epochs, heads (H),
     n_dead, heldout_acc, orbits [[size, ω]], planes (the row's `final_planes`, None for rows
-    without them) and viewer (a link relative to the gallery, or None)."""
+    without them), spectrum (`spectrum_brief`: one per drawn group, [] for rows before version 6)
+    and viewer (a link relative to the gallery, or None)."""
     final = row["omega"][str(row["epochs"])]
     return {
         "recipe": row["recipe"],
@@ -55,8 +59,35 @@ def gallery_run(row: dict, viewer: str | None = None) -> dict:
         "heldout_acc": row.get("heldout_acc"),
         "orbits": [[o["size"], o["omega"]] for o in row["orbits"]],
         "planes": row.get("final_planes"),
+        "spectrum": spectrum_brief(row),
         "viewer": viewer,
     }
+
+
+def sig3(x: float | None) -> float | None:
+    """x to 3 significant digits; None stays None."""
+    return None if x is None else float(f"{x:.3g}")
+
+
+def spectrum_brief(row: dict) -> list[dict]:
+    """The orbit spectrum (docs/math.md, "Orbit spectrum") of each frequency group a tile draws
+    (the row's `final_planes` groups, in their order), from the row's `groups`: [{'omega',
+    'heads' (live heads at ω), 'low' (max |mu_k| / sum |rho| over k <= 3), 'high' (over k >= 4,
+    None when N_ω <= 4), 'r_max' (the group's largest score amplitude r)}], 3 significant digits,
+    as census.md's "Orbit spectrum of the final frequency groups" (`census_tables.low_high`).
+    [] for rows without `groups` or `final_planes` (versions 4 and 5); a drawn group missing
+    from `groups` is left out."""
+    groups = {g["omega"]: g for g in row.get("groups") or []}
+    out = []
+    for plane in (row.get("final_planes") or {}).get("groups", []):
+        g = groups.get(plane["omega"])
+        if g is None:
+            continue
+        low, high = low_high(g["spectrum"])
+        out.append(
+            {"omega": g["omega"], "heads": g["n_heads"], "low": sig3(low), "high": sig3(high), "r_max": sig3(g["r"][1])}
+        )
+    return out
 
 
 def colours() -> dict:
@@ -85,6 +116,8 @@ def gallery_payload(rows: Sequence[dict], out: Path | None = None) -> dict:
         "Each tile is one run's last snapshot: every head's dot in the QK plane (0, ω), or the OV plane "
         "(ω, −ω), of its largest frequency groups (the orbits' first), scaled to the orbit there, else "
         "to the group's largest head (heads farther out sit on the edge); verified orbits in the movie's colours. "
+        "Under them, each drawn group's orbit spectrum in brief: the largest |μ̂_k|/Σ|ρ| over k ≤ 3 and over "
+        "k ≥ 4 (– where the orbit has no k ≥ 4) and the group's largest score amplitude r. "
         + (
             f"{len(runs) - drawn} older rows carry no coordinates and show their outcome as text. "
             if drawn < len(runs)

@@ -135,8 +135,10 @@ def near_miss_list(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def _low_high(spectrum: list) -> tuple[float | None, float | None]:
-    """(max |mu_k| / sum |rho| over k = 1..3, over k >= 4); None where there is no such k."""
+def low_high(spectrum: list) -> tuple[float | None, float | None]:
+    """(max |mu_k| / sum |rho| over k = 1..3, over k >= 4) of a row group's `spectrum`
+    (|mu_k| / sum |rho| for k = 1..N_w - 1); None where there is no such k. Also the gallery's
+    (`census_gallery.spectrum_brief`)."""
     s = [v for v in spectrum if v is not None]
     return (max(s[:3]) if s[:3] else None, max(s[3:]) if s[3:] else None)
 
@@ -164,10 +166,10 @@ def spectrum_table(rows: list[dict]) -> str:
                 if g["n_heads"] >= 2:
                     kinds.setdefault(g["omega"], []).append(g)
         for w, gs in sorted(kinds.items()):
-            low_high = [_low_high(g["spectrum"]) for g in gs]
+            lows_highs = [low_high(g["spectrum"]) for g in gs]
             out.append(
                 f"| {recipe} | {w} | {gs[0]['order']} | {len(gs)} | {_spread([g['n_heads'] for g in gs], '.0f')} "
-                f"| {_spread([lo for lo, _ in low_high], '.3f')} | {_spread([hi for _, hi in low_high], '.3f')} "
+                f"| {_spread([lo for lo, _ in lows_highs], '.3f')} | {_spread([hi for _, hi in lows_highs], '.3f')} "
                 f"| {_spread([g['r'][1] for g in gs], '.2f')} "
                 f"| {_spread([g['odd_qk'] for g in gs], '.3f')} | {_spread([g['odd_ov'] for g in gs], '.3f')} |"
             )

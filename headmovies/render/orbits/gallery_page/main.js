@@ -53,6 +53,8 @@
     else planes.append(el("div", { class: "none" }, run.planes ? "all heads dead" : "no coordinates (older row)"));
     box.append(head, planes);
     for (const line of t.lines) box.append(el("div", { class: "text" }, line));
+    t.spectrum.forEach((line, i) => box.append(el("div", { class: "spectrum", title: `ω ${run.spectrum[i].omega}, `
+      + `${run.spectrum[i].heads} live heads: largest |μ̂_k|/Σ|ρ| over k ≤ 3, over k ≥ 4; largest score amplitude r` }, line)));
     if (run.viewer) box.append(el("div", { class: "link" }, "viewer →"));
     box.dataset.recipe = run.recipe;
     box.dataset.outcome = run.outcome;
@@ -98,7 +100,8 @@
       const s = el("span");
       s.append(el("span", { class: "swatch", style: `background:${c}` + (edge ? `;box-shadow:0 0 0 1px ${edge} inset` : "") }), words);
       return s;
-    }), el("span", {}, "under each plane: its frequency ω (live heads at ω)"));
+    }), el("span", {}, "under each plane: its frequency ω (live heads at ω)"),
+    el("span", {}, "“ω 6: k≤3 a, k≥4 b, r≤c”: the ω 6 group's largest |μ̂_k|/Σ|ρ| over k ≤ 3 (a) and k ≥ 4 (b), its largest score amplitude r (c)"));
   }
 
   try {

@@ -42,14 +42,26 @@
 
   const pct = (x) => (x == null ? "–" : `${(100 * x).toFixed(1)} %`);
 
-  // The tile's text: {title, outcome, lines: [..]}.
+  // A number of the payload (3 significant digits already), or "–" for none; below 0.001 as
+  // 1.23e-4 (shorter than 0.000123).
+  const num = (x) => (x == null ? "–" : x !== 0 && Math.abs(x) < 1e-3 ? x.toExponential() : String(x));
+
+  // One drawn group's orbit spectrum in brief (census_gallery.spectrum_brief), short enough for
+  // one line of a tile (the plane above gives its live heads): "ω 6: k≤3 0.234, k≥4 –, r≤12.3",
+  // the largest |μ̂_k|/Σ|ρ| over k ≤ 3 and over k ≥ 4, and the group's largest score amplitude r.
+  function spectrumLine(s) {
+    return `ω ${s.omega}: k≤3 ${num(s.low)}, k≥4 ${num(s.high)}, r≤${num(s.r_max)}`;
+  }
+
+  // The tile's text: {title, outcome, lines: [..], spectrum: [a line per drawn group, none for
+  // rows before version 6]}.
   function tileText(run) {
     const orbits = run.orbits.map(([size, omega]) => `${size}-orbit ω ${omega}`).join(", ");
     const lines = [orbits || "no orbit of 2 or more heads"];
     lines.push(`held-out ${pct(run.heldout_acc)} · ${run.n_dead} dead of ${run.heads}`);
     if (run.stopped) lines.push(`screen: stopped at epoch ${run.epochs.toLocaleString("en-US")}`);
-    return { title: `seed ${run.seed}`, outcome: run.outcome, lines };
+    return { title: `seed ${run.seed}`, outcome: run.outcome, lines, spectrum: (run.spectrum ?? []).map(spectrumLine) };
   }
 
-  Object.assign(exports, { NO_ORBIT, DEAD, EDGE, dotStyle, planeDots, orbitPolygon, tileText });
+  Object.assign(exports, { NO_ORBIT, DEAD, EDGE, dotStyle, planeDots, orbitPolygon, spectrumLine, tileText });
 })((globalThis.galleryModules ??= {}).tiles = {});
