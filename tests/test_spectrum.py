@@ -49,7 +49,7 @@ def test_an_exact_orbit_has_a_zero_spectrum_and_no_odd_part(omega, size):
     np.testing.assert_allclose(group.odd_qk, 0, atol=1e-12)
     np.testing.assert_allclose(group.odd_ov, 0, atol=1e-12)
     assert group.match["match_qk"] < 1e-12 and group.match["match_ov"] < 1e-12
-    assert all(np.isnan(group.match[k]) for k in ("in_plane_qk", "in_plane_ov", "key_free_ov"))
+    assert all(np.isnan(group.match[k]) for k in ("in_plane_qk", "in_plane_ov", "key_independent_ov"))
     # the template's amplitude, plus a little noise; w = n/2 is a real plane: r = 1.5 |cos(phi)|
     np.testing.assert_allclose(group.r, 1.5 * (abs(np.cos(0.4)) if omega == 12 else 1), atol=0.05)
     report = check_orbits(M, R, N, MS)
@@ -213,7 +213,7 @@ def test_a_pair_scaled_in_its_plane_mismatches_there():
     got = group_match(M - M.mean(-1, keepdims=True), R - R.mean(-2, keepdims=True), 12, MS)
     assert got["match_qk"] == pytest.approx(d / 0.8, rel=1e-12) and got["match_ov"] < 1e-12
     assert got["in_plane_qk"] == pytest.approx(1.0, abs=1e-12)
-    assert np.isnan(got["in_plane_ov"]) and np.isnan(got["key_free_ov"])
+    assert np.isnan(got["in_plane_ov"]) and np.isnan(got["key_independent_ov"])
 
 
 def test_a_key_independent_ov_part_is_found_outside_the_plane():
@@ -230,13 +230,18 @@ def test_a_key_independent_ov_part_is_found_outside_the_plane():
     got = group.match
     want = np.sqrt(2) * b / np.hypot(amp * np.cos(0.3), b / np.sqrt(2))
     assert got["match_ov"] == pytest.approx(want, rel=1e-12) and got["match_qk"] < 1e-12
-    assert got["key_free_ov"] == pytest.approx(1.0, abs=1e-12) and got["in_plane_ov"] == pytest.approx(0, abs=1e-12)
+    assert got["key_independent_ov"] == pytest.approx(1.0, abs=1e-12) and got["in_plane_ov"] == pytest.approx(
+        0, abs=1e-12
+    )
     assert np.isnan(got["in_plane_qk"])
     np.testing.assert_allclose(group.spectrum, 0, atol=1e-12)  # the spectrum cannot see it
     text = group.text()
-    assert "within-group match error QK 0.0%, OV 14.8%" in text and "key-independent OV part: 100%" in text
+    assert text.endswith(
+        "within-group match error QK 0.0%, OV 14.8%; no QK mismatch; the OV mismatch lies 0% in its plane, "
+        "100% in the key-independent OV part, 0% elsewhere"
+    )
     d = json.loads(json.dumps(group.to_dict()))
-    assert d["match"]["match_ov"] == 0.1476 and d["match"]["in_plane_qk"] is None
+    assert d["within_group_match"]["match_ov"] == 0.1476 and d["within_group_match"]["in_plane_qk"] is None
 
 
 def loop_match(Mc, Rc, omega, m):
@@ -260,7 +265,7 @@ def loop_match(Mc, Rc, omega, m):
             FM, FR = np.abs(np.fft.fft2(DM[h])) ** 2 / n**2, np.abs(np.fft.fft2(DR[h])) ** 2 / n**2
             power += [FM.sum(), FR.sum(), FM[plane_qk].sum(), FR[plane_ov].sum(), FR[key_free].sum()]
     (qk, ov), shares = np.max(errors, 0), power[2:] / power[[0, 1, 1]]
-    names = ("in_plane_qk", "in_plane_ov", "key_free_ov")
+    names = ("in_plane_qk", "in_plane_ov", "key_independent_ov")
     return {"match_qk": qk, "match_ov": ov, **dict(zip(names, shares))}
 
 

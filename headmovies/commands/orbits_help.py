@@ -28,15 +28,17 @@ Heads with the same centred QK circuit are merged (their OV summed); heads with 
 are dead and set apart.
 An orbit whose worst error is within a tenth of --tol of it (1.8-2.2 % at 2 %) is marked
 marginal; sets that miss --tol by less than that are listed as near misses (not orbits).
-Also prints each frequency group's orbit spectrum: for the live heads whose dominant QK
-frequency is w (an orbit there has N = n/gcd(w, n) heads), |mu_k|/sum|rho_h| for k = 1..N-1
-with mu_k = sum_h |rho_h| e^(i k phi_h) (all 0 on an exact orbit), each head's QK score
-amplitude r, its stabiliser-odd fractions, and its within-group match error: the worst
-error with which a shift sends a head of the group onto one of the group, for QK and OV, and
-how much of that mismatch lies in the group's own planes (where the spectrum sees it) or in the
-key-independent OV part (docs/math.md, "Orbit spectrum"). The training
-levers that aim at these (score_scale, qk_decay, qk_init, frozen_embed, impose_orbit_at;
-`headmovies train orbits --set KEY=VALUE`) are in docs/experiments.md, "Levers".
+Also prints one line per frequency group: the live heads whose dominant QK frequency is w
+(an orbit there has N = n/gcd(w, n) heads). Each line gives the group's orbit spectrum
+|mu_k|/sum|rho_h| for k = 1..N-1, with mu_k = sum_h |rho_h| e^(i k phi_h) (all 0 on an exact
+orbit). It gives each head's QK score amplitude r and stabiliser-odd fractions. It gives the
+within-group match error: the worst error with which a shift sends a head of the group onto
+one of the group, for QK and OV. And it says where that mismatch lies: in the group's own
+planes (where the spectrum sees it), in the key-independent OV part (what --gauge bias sets
+aside) or elsewhere. Group lines are of the default gauge. Definitions and how to read them:
+docs/math.md, "Orbit spectrum". The training levers that aim at these (score_scale,
+qk_decay, qk_init, frozen_embed, impose_orbit_at; `headmovies train orbits --set KEY=VALUE`)
+are in docs/experiments.md, "Levers".
 Prints a short text, or JSON with --json. Definition: docs/math.md, "Orbit check"."""
 
 MOVIE = f"""\

@@ -42,7 +42,7 @@ exact orbit, within the check's tolerance on a verified one). Where the mismatch
 D = T X_h T^-1 - X_j lies, as shares of sum ||D||_F^2 over heads and shifts (from the Fourier
 coefficients of D at each frequency pair (u, v)): in_plane_qk, in_plane_ov in
 the group's own planes ((0, +-omega) for QK, +-(omega, (1 - m) omega) for OV: what the spectrum
-measures); key_free_ov in the key-independent OV part (v = 0: what the orbit check's bias gauge
+measures); key_independent_ov in the key-independent OV part (v = 0: what the orbit check's bias gauge
 sets aside); the rest lies in the heads' other components. A group whose mismatch lies in its
 planes is irregular in phase or weight (the spectrum shows it); one whose mismatch lies outside
 has the right phases but differs elsewhere.
@@ -79,7 +79,7 @@ class FrequencyGroup:
     r, phase, weight, odd_qk, odd_ov float [len(heads)]: score amplitude r_h (logits), phase
     phi_h (radians), OV weight |rho_h|, and the stabiliser-odd fractions of M_h and R_h.
     match: the within-group match error (module docstring) {match_qk, match_ov, in_plane_qk,
-    in_plane_ov, key_free_ov}, fractions (the shares NaN where nothing is mismatched).
+    in_plane_ov, key_independent_ov}, fractions (the shares NaN where nothing is mismatched).
     """
 
     omega: int
@@ -107,7 +107,7 @@ class FrequencyGroup:
             "r": nums(self.r),
             "odd_qk": nums(self.odd_qk),
             "odd_ov": nums(self.odd_ov),
-            "match": dict(zip(self.match, nums(list(self.match.values())))),
+            "within_group_match": dict(zip(self.match, nums(list(self.match.values())))),
         }
 
     def text(self) -> str:
@@ -123,18 +123,25 @@ class FrequencyGroup:
         )
 
     def match_text(self) -> str:
-        """'within-group match error QK 12.6%, OV 2.4% (in its planes: QK 7%, OV 0%; in the
-        key-independent OV part: 100%)'."""
+        """'within-group match error QK 17.5%, OV 2.4%; the QK mismatch lies 7% in the group's
+        planes, 93% elsewhere; the OV mismatch 0% in its plane, 100% in the key-independent OV
+        part, 0% elsewhere' ('no QK mismatch' where that error shows as 0.0 %)."""
         m = self.match
 
-        def share(key: str) -> str:  # "-" where the error it divides shows as 0.0 %
-            error = m["match_ov" if key.endswith("ov") else "match_qk"]
-            return f"{m[key]:.0%}" if np.isfinite(m[key]) and error >= 5e-4 else "-"
+        def parts(name: str, shares: list[tuple[str, float]]) -> str:
+            if not m[f"match_{name}"] >= 5e-4 or not all(np.isfinite(v) for _, v in shares):
+                return f"no {name.upper()} mismatch"
+            rest = max(0.0, 1 - sum(v for _, v in shares))
+            where = [f"{v:.0%} {place}" for place, v in shares] + [f"{rest:.0%} elsewhere"]
+            return f"the {name.upper()} mismatch lies " + ", ".join(where)
 
         return (
-            f"within-group match error QK {m['match_qk']:.1%}, OV {m['match_ov']:.1%} (of the mismatch, "
-            f"in its planes: QK {share('in_plane_qk')}, OV {share('in_plane_ov')}; in the key-independent OV "
-            f"part: {share('key_free_ov')})"
+            f"within-group match error QK {m['match_qk']:.1%}, OV {m['match_ov']:.1%}; "
+            + parts("qk", [("in the group's planes", m["in_plane_qk"])])
+            + "; "
+            + parts(
+                "ov", [("in its plane", m["in_plane_ov"]), ("in the key-independent OV part", m["key_independent_ov"])]
+            )
         )
 
 
@@ -190,7 +197,7 @@ def group_match(Mc: np.ndarray, Rc: np.ndarray, omega: int, m: int) -> dict[str,
     """The within-group match error of one frequency group (module docstring).
 
     Mc, Rc: the group's centred QK and OV circuits [G, n, n] (G >= 1); omega: its frequency; m:
-    outputs shift by m s. Returns {match_qk, match_ov, in_plane_qk, in_plane_ov, key_free_ov}:
+    outputs shift by m s. Returns {match_qk, match_ov, in_plane_qk, in_plane_ov, key_independent_ov}:
     errors relative to each head's own norm (0 for a zero circuit), shares of the mismatch power
     (NaN when the error is below MATCH_FLOOR). Each head's partner under every shift from inner
     products (squared distances ||a - b||^2 = |a|^2 + |b|^2 - 2 <a, b>, as the check matches);
@@ -229,7 +236,7 @@ def group_match(Mc: np.ndarray, Rc: np.ndarray, omega: int, m: int) -> dict[str,
         "match_ov": worst_ov,
         "in_plane_qk": share(parts_qk[0], DM, worst_qk),
         "in_plane_ov": share(parts_ov[0], DR, worst_ov),
-        "key_free_ov": share(parts_ov[1], DR, worst_ov),
+        "key_independent_ov": share(parts_ov[1], DR, worst_ov),
     }
 
 
