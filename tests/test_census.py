@@ -319,6 +319,16 @@ def test_a_bias_on_one_head_hides_an_orbit_from_the_default_gauge_only(tmp_path,
         assert all(o["worst"] > 0 for o in orbits)
 
 
+def test_wilson_interval_contains_the_share_exactly():
+    """At k = 0 the formula's low bound is 0 only to rounding (1.4e-17 at 0/22, which made the
+    census figure's whisker negative and the census fail); the interval holds k/total exactly."""
+    for total in range(1, 301):
+        for k in range(total + 1):
+            lo, hi = C.wilson_interval(k, total)
+            assert 0.0 <= lo <= k / total <= hi <= 1.0
+    assert C.wilson_interval(0, 22)[0] == 0.0 and C.wilson_interval(22, 22)[1] == 1.0
+
+
 def test_wilson_interval_known_values():
     """Closed forms: at k = 0 the upper end is z^2/(n + z^2); 4 of 66 seeds (the seed objective's
     orbit count at 66 seeds) gives 2.4-14.6 %, by hand from Wilson's formula."""

@@ -62,7 +62,9 @@ def wilson_interval(k: int, total: int, z: float = 1.96) -> tuple[float, float]:
     p, z2 = k / total, z * z
     centre = (p + z2 / (2 * total)) / (1 + z2 / total)
     half = z * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total)) / (1 + z2 / total)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # it contains k / total exactly: at k = 0 or total the bound is k / total itself, which the
+    # formula gives only to rounding (0/22 gave a low of 1.4e-17, above the share)
+    return min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half))
 
 
 def _rate(k: int, total: int) -> str:
