@@ -370,26 +370,34 @@ def test_the_census_writes_a_gallery_that_filters_and_links_to_viewers(tmp_path,
     assert page.url.endswith("/viewers/exact/seed0.html") and "seed0.h5" in page.locator("#runline").inner_text()
 
 
-def test_the_committed_rows_without_coordinates_show_as_text(tmp_path, open_page):
+def test_the_committed_rows_draw_what_they_carry(tmp_path, open_page):
+    """The committed census: rows of version 4 (no coordinates) show as text; the version-6 rows
+    of the score-scale-2 recipe draw their planes, each with its group's spectrum line."""
     assert cli_main(["orbits", "census", "--rows", str(COMMITTED), "--out", str(tmp_path), "--formats", "png"]) == 0
     rows = census_rows.read_census_rows(COMMITTED)
+    payload = gallery_payload(rows)
+    old = [run for run, row in zip(payload["runs"], rows) if not row.get("final_planes")]
+    drawn = sum(len(run["spectrum"]) for run in payload["runs"])
+    assert len(old) > 800 and all(run["planes"] is None and run["spectrum"] == [] for run in old)
+    assert drawn >= 22  # 22 score-scale-2 runs, each drawing at least one group
     page, problems = open_page(tmp_path / "gallery.html")
-    assert page.locator(".tile").count() == len(rows) > 800
-    assert page.locator(".tile .none").count() == len(rows)  # version-4 rows: "no coordinates"
-    assert page.locator(".tile .spectrum").count() == 0  # nor a spectrum
+    assert page.locator(".tile").count() == len(rows)
+    assert page.locator(".tile .none").count() == len(old)  # version-4 rows: "no coordinates"
+    assert page.locator(".tile .spectrum").count() == drawn
     assert page.locator("a.tile").count() == 0  # no run file, no viewer
     with_orbits = sum(r["outcome"] != "none" for r in rows)
     page.click("#outcomes button[data-outcome=any]")
     assert page.locator(".tile").count() == with_orbits
     assert problems == []
-    assert gallery_payload(rows)["runs"][0]["planes"] is None
 
 
 def test_rows_of_version_4_stand_beside_new_ones_and_gain_coordinates_from_their_run_files(tmp_path, capsys):
     a = _sweep(tmp_path / "exact", {0: (4,), 1: (3,)})
     out = tmp_path / "census"
     out.mkdir()
-    committed = json.loads(COMMITTED.read_text().splitlines()[0])  # version 4, seed-objective, no folder here
+    committed = next(
+        r for r in map(json.loads, COMMITTED.read_text().splitlines()) if r["version"] == 4
+    )  # version 4, seed-objective, no folder here
     (out / "census.jsonl").write_text(json.dumps(committed) + "\n")
     census = ["orbits", "census", str(a), "--out", str(out), "--no-progress", "--formats", "png"]
     assert cli_main(census) == 0
