@@ -43,13 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
+from headmovies.render.core import scatter_viewer as core_viewer
 from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.outputs import prepare_out_dir, write_text
 from headmovies.render.core.payload import pack, unpack
 from headmovies.render.core.projections import Panel, polygon_order
+from headmovies.render.core.scatter_viewer import colour_stops
 from headmovies.render.orbits.captions import metrics_caption
 from headmovies.render.orbits.check import DEAD_TOL, TOL
 from headmovies.render.orbits.check_run import group_of
@@ -359,16 +360,13 @@ def headline(info: RunInfo, n: int, n_heads: int, tol: float, panel_note: str) -
 def heatmap_stops(stops: int = 11) -> list[list[int]]:
     """[stops][3] RGB (0..255) of HEATMAP at equally spaced points from -1 to 1 (RdBu_r's 11
     ColorBrewer colours); the page interpolates linearly between them."""
-    rgb = colormaps[HEATMAP].resampled(stops)(np.arange(stops))[:, :3]
-    return np.round(rgb * 255).astype(int).tolist()
+    return colour_stops(HEATMAP, stops)
 
 
 @dataclass
-class ViewerResult:
-    path: Path
-    bytes: int
-    seconds: float
-    snapshots: int
+class ViewerResult(core_viewer.ViewerResult):
+    """The scatter viewers' ViewerResult, and the panels the orbit viewer drew."""
+
     panels: list[Panel]
 
 
