@@ -262,3 +262,23 @@ def test_curves_mark_the_penalty_and_phase_2_from_the_config(tmp_path):
     top = max(b.get_paths()[0].vertices[:, 1].max() for b in bands)
     assert top == 16  # 12 + 4 heads in orbits at the end, no dead head on top
     assert "dead heads apart" in ax.get_title()
+
+
+def test_the_still_shows_each_group_s_final_spectrum(tmp_path):
+    """The still (`panels_still`, panels.png) carries the movie's last panel lines: an exact
+    4-orbit at w = 6 and 3-orbit at w = 8 (tests/equivariant.py) at rounding level."""
+    from matplotlib.text import Text
+
+    from headmovies.render.core.projections import parse_panel
+    from headmovies.render.orbits.figures import panels_still
+    from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
+
+    path = equivariant_run(tmp_path / "still.h5", EPOCHS, orbit_sizes=(4, 3))
+    panels = [parse_panel(p) for p in ("qk:0,6", "ov:6,-6", "qk:0,8")]
+    with Run(path) as run:
+        facts = collect(run, panels)
+        fig = panels_still(RunInfo.of(run), facts.epochs, facts.coords, panels, final_snapshot(run).report, 24, 2)
+    texts = [t.get_text() for t in fig.findobj(Text)]
+    assert "frequency group ω = 6: 4 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 3)" in texts
+    assert "frequency group ω = 8: 3 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 2)" in texts
+    assert sum(t.startswith("frequency group") for t in texts) == 2  # the OV panel of w = 6 stays blank

@@ -167,3 +167,28 @@ def test_no_sliver_of_a_later_band_at_the_strip_s_right_edge(tmp_path):
     edge = img[rows, int(bb.x1) - 3 : int(bb.x1) + 4, :3].astype(int)
     assert (np.ptp(edge, axis=-1) < 12).all(), np.ptp(edge, axis=-1).max()  # greys only, no orbit colour
     mv.close()
+
+
+def test_each_group_s_qk_panel_shows_its_orbit_spectrum_frame_by_frame(tmp_path):
+    """Heads 0-3 end as an exact 4-orbit at w = 6 and heads 4-6 as an exact 3-orbit at w = 8
+    (tests/equivariant.py), from random weights: the spectrum in the QK panels (0, 6) and (0, 8)
+    starts far from 0 and ends at rounding level; the OV panels of the same groups stay blank."""
+    path = equivariant_run(tmp_path / "spectrum.h5", EPOCHS, orbit_sizes=(4, 3))
+    with Run(path) as run:
+        mv = OrbitMovie(run, panels=["qk:0,6", "qk:0,8", "ov:6,-6", "ov:8,-8"])
+    try:
+        states = list(mv.states())
+        mv.figure.render(states[-1])
+        shown = [t.get_text() for t in mv.figure.panel_texts]
+        assert shown == [
+            "frequency group ω = 6: 4 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 3)",
+            "frequency group ω = 8: 3 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 2)",
+            "",
+            "",
+        ]
+        first = states[0].panel_text
+        assert first is not None and first[2:] == ["", ""]
+        assert all("< 1e-6" not in line for line in first[:2])  # random weights: not an orbit yet
+        assert "at the last snapshot: frequency group ω = 6: 4 heads, |μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 3); " in mv.caption
+    finally:
+        mv.close()

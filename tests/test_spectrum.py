@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from headmovies.render.orbits.check import check_orbits, is_marginal, shift_ov, shift_qk
-from headmovies.render.orbits.spectrum import group_match, orbit_spectrum, stabiliser_odd
+from headmovies.render.orbits.spectrum import group_match, low_high, orbit_spectrum, panel_lines, stabiliser_odd
 
 N, MS = 24, 2
 THETA = 2 * np.pi * np.arange(N) / N
@@ -288,3 +288,44 @@ def test_the_match_error_equals_a_plain_loop(n, omega, eps):
         assert got["match_qk"] < 1e-12 and np.isnan(got["in_plane_qk"])
         del got["in_plane_qk"], want["in_plane_qk"]  # shares of a rounding-level mismatch
     assert got == pytest.approx(want, rel=1e-10, abs=1e-12)
+
+
+def test_low_high_splits_the_spectrum_at_k_3_and_skips_missing_values():
+    assert low_high([0.1, 0.3, 0.2, 0.05, 0.4]) == (0.3, 0.4)
+    assert low_high([0.2]) == (0.2, None)
+    assert low_high([None, float("nan"), 0.1, None]) == (0.1, None)
+    assert low_high([]) == (None, None)
+
+
+def hexagon_twice():
+    """Twelve heads at w = 2 (N = 12), two on each vertex of a regular hexagon (phases 60 j degrees,
+    equal OV weights): mu_k = 2 sum_j e^{i k pi j / 3} = 12 when 6 | k, else 0. So the spectrum is
+    0 for k <= 3 (what the loss sees) and 1 at k = 6: the note's near-flat family in one point."""
+    heads = [cos_head(2, 1.2, (j // 2) * np.pi / 3, 1.0) for j in range(12)]
+    return np.stack([h[0] for h in heads]), np.stack([h[1] for h in heads])
+
+
+def test_each_group_s_own_plane_carries_its_spectrum_in_the_panel_lines():
+    from headmovies.render.core.projections import parse_panel
+
+    M2, R2 = hexagon_twice()
+    square = [cos_head(6, 1.0, k * np.pi / 2, a) for k, a in enumerate((1, 1, 1, 3))]  # every |mu_k| 1/3
+    M = np.concatenate([M2, np.stack([h[0] for h in square])])
+    R = np.concatenate([R2, np.stack([h[1] for h in square])])
+    groups = orbit_spectrum(M, R, N, MS)
+    np.testing.assert_allclose(groups[0].spectrum, [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0], atol=1e-12)
+    panels = [parse_panel(p) for p in ("ov:2,-2", "qk:0,2", "qk:0,-6", "qk:0,5", "ov:-6,6", "qk:1,1", "ov:3,-2")]
+    assert panel_lines(groups, panels, N, MS) == [
+        "",  # the group at w = 2 is told once, in its QK panel
+        "frequency group ω = 2: 12 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 3), ≤ 1 (k ≥ 4)",
+        "frequency group ω = 6: 4 heads\n|μ̂_k|/Σ|ρ| ≤ 0.33 (k ≤ 3)",  # (0, -6) is the same plane
+        "no live head at ω = 5",
+        "",  # the OV plane -(6, -6) of the group already told
+        "",  # not a group's own plane (rotation frequency 2 but key frequency 1)
+        "",  # OV plane of rotation frequency 4, not a group's (4, -4)
+    ]
+    pair = [cos_head(12, 0.8, 0.0, 1.0), cos_head(12, 0.8, np.pi, 3.0)]  # |mu_1| = |1 - 3|, over 4
+    (g,) = orbit_spectrum(np.stack([h[0] for h in pair]), np.stack([h[1] for h in pair]), N, MS)
+    assert panel_lines([g], [parse_panel("ov:12,12")], N, MS) == [
+        "frequency group ω = 12: 2 heads\n|μ̂_k|/Σ|ρ| ≤ 0.5 (k ≤ 1)"  # w = n/2: (12, -12) is (12, 12)
+    ]

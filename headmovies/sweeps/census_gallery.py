@@ -29,8 +29,8 @@ from matplotlib.colors import to_hex
 from headmovies.render.core.outputs import write_text
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, ORBIT_COLOURS, OTHER_COLOUR, orbit_colour
 from headmovies.render.orbits.gallery_page.build import page
+from headmovies.render.orbits.spectrum import low_high
 from headmovies.render.orbits.viewer import make_viewer
-from headmovies.sweeps.census_tables import low_high
 
 PAYLOAD_VERSION = 1
 VIEWERS = "viewers"  # out/viewers/RECIPE/RUN.html
@@ -74,7 +74,7 @@ def spectrum_brief(row: dict) -> list[dict]:
     (the row's `final_planes` groups, in their order), from the row's `groups`: [{'omega',
     'heads' (live heads at ω), 'low' (max |mu_k| / sum |rho| over k <= 3), 'high' (over k >= 4,
     None when N_ω <= 4), 'r_max' (the group's largest score amplitude r)}], 3 significant digits,
-    as census.md's "Orbit spectrum of the final frequency groups" (`census_tables.low_high`).
+    as census.md's "Orbit spectrum of the final frequency groups" (`spectrum.low_high`).
     [] for rows without `groups` or `final_planes` (versions 4 and 5); a drawn group missing
     from `groups` is left out."""
     groups = {g["omega"]: g for g in row.get("groups") or []}

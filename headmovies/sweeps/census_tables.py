@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from headmovies.render.orbits.check_report import TOL, is_marginal
+from headmovies.render.orbits.spectrum import low_high
 
 if TYPE_CHECKING:
     from headmovies.sweeps.census_rows import Settings
@@ -135,14 +136,6 @@ def near_miss_list(rows: list[dict]) -> str:
         if misses:
             out.append(f"- {recipe}: " + "; ".join(misses))
     return "\n".join(out)
-
-
-def low_high(spectrum: list) -> tuple[float | None, float | None]:
-    """(max |mu_k| / sum |rho| over k = 1..3, over k >= 4) of a row group's `spectrum`
-    (|mu_k| / sum |rho| for k = 1..N_w - 1); None where there is no such k. Also the gallery's
-    (`census_gallery.spectrum_brief`)."""
-    s = [v for v in spectrum if v is not None]
-    return (max(s[:3]) if s[:3] else None, max(s[3:]) if s[3:] else None)
 
 
 def spectrum_table(rows: list[dict]) -> str:

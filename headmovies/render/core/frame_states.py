@@ -58,6 +58,8 @@ class FrameState:
     radius:    float [P], largest |coordinate| in view (points and trails), before easing
     caption:   text at the top right (e.g. accuracies)
     look:      how the heads are drawn (None: as in the previous frame)
+    panel_text: per panel, text at the bottom left of its axes (e.g. the orbit movie's
+               frequency-group spectrum, `render.orbits.spectrum.panel_lines`); None: none
     """
 
     epoch: int
@@ -68,6 +70,7 @@ class FrameState:
     radius: np.ndarray
     caption: str = ""
     look: Look | None = None
+    panel_text: list[str] | None = None
 
 
 def frame_states(

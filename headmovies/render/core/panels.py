@@ -116,6 +116,7 @@ class PanelFigure:
 
         anim: dict[str, Any] = dict(animated=blit)
         self.axes, self.scatters, self.trails, self.scales = [], [], [], []
+        self.panel_texts: list[Text] = []
         for i, title in enumerate(titles):
             x0, y0 = lay.panels[i]
             ax = self.fig.add_axes((x0 / width, y0 / height, panel_px / width, panel_px / height))
@@ -178,10 +179,25 @@ class PanelFigure:
                 zorder=4,
                 **anim,
             )
+            lines = ax.text(
+                0.015,
+                0.015,
+                "",
+                transform=ax.transAxes,
+                ha="left",
+                va="bottom",
+                fontsize=8 * fs,
+                color="#606060",
+                linespacing=1.3,
+                zorder=4,
+                bbox=dict(facecolor="white", alpha=0.7, edgecolor="none", pad=1.5 * fs),
+                **anim,
+            )
             self.axes.append(ax)
             self.trails.append(lc)
             self.scatters.append(sc)
             self.scales.append(tx)
+            self.panel_texts.append(lines)
         self.outline_groups = [(int(p), np.asarray(h, int)) for p, h, _ in outlines]
         self.outline_lines = []
         for p, _heads, colour in outlines:
@@ -293,6 +309,7 @@ class PanelFigure:
             tr = state.trail[:, p, order]  # [K, H]
             self.trails[p].set_trail(np.stack([tr.real, tr.imag], -1), seg_alpha)  # [K, H, 2]
             self.scales[p].set_text(f"axes span ±{lim:.3g}")
+            self.panel_texts[p].set_text(state.panel_text[p] if state.panel_text else "")
         for (p, heads), line in zip(self.outline_groups, self.outline_lines):
             if line.get_visible():
                 z = state.points[p, heads]
@@ -301,7 +318,15 @@ class PanelFigure:
                 line.set_data(z.real, z.imag)
         self.epoch_text.set_text(f"epoch {state.epoch:,}")
         self.caption_text.set_text(state.caption)
-        fast = [*self.trails, *self.outline_lines, *self.scatters, *self.scales, self.epoch_text, self.caption_text]
+        fast = [
+            *self.trails,
+            *self.outline_lines,
+            *self.scatters,
+            *self.scales,
+            *self.panel_texts,
+            self.epoch_text,
+            self.caption_text,
+        ]
         slow = [*self.legend_markers, *self.legend_texts]
         if self.strip is not None:
             self.strip.update(state.epoch)

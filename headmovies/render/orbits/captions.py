@@ -71,12 +71,20 @@ def _task_in_full(experiment: str, n: int) -> str:
 
 
 def figcaption(
-    info: RunInfo, n_heads: int, history: OrbitHistory | None, tracks: Sequence[Track], panels: Sequence[Panel], n: int
+    info: RunInfo,
+    n_heads: int,
+    history: OrbitHistory | None,
+    tracks: Sequence[Track],
+    panels: Sequence[Panel],
+    n: int,
+    spectrum: Sequence[str] = (),
 ) -> str:
     """The movie's text alternative (the snippet's <figcaption>): what trained, what the
     panels show, the held events in the words of the timeline (`events`: phase changes, and
     each orbit's verification from the orbit check of every snapshot, `history`; None: the
-    orbits are not told), and how training ended. Plain text, one paragraph."""
+    orbits are not told), the final orbit spectrum of the groups whose planes the panels show
+    (`spectrum`: the last frame's panel lines, `spectrum.panel_lines`; '' entries skipped), and
+    how training ended. Plain text, one paragraph."""
     cfg = info.config
     epochs = int(info.epochs[-1])
     penalty = " under an equivariance penalty" if float(cfg.get("eq_weight", 0) or 0) > 0 else ""
@@ -111,6 +119,14 @@ def figcaption(
             "Before its verification an orbit's heads are grey, like every other live head."
             if tracks
             else "No orbit is verified at the final snapshot."
+        )
+    said = [line.replace("\n", ", ") for line in spectrum if line]
+    if said:
+        parts.append(
+            "A panel showing a frequency group's own plane gives, bottom left, that group's orbit spectrum "
+            "|μ̂_k|/Σ|ρ| over its heads' QK phases and OV weights (0 for an exact orbit); at the last snapshot: "
+            + "; ".join(said)
+            + "."
         )
     met = info.metrics
     final = []

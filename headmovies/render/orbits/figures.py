@@ -47,6 +47,7 @@ from headmovies.render.orbits.head_styles import OrbitLooks
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
 from headmovies.render.orbits.history_figures import orbit_progress_figure, orbits_over_time, orbits_over_time_figure
 from headmovies.render.orbits.panel_choice import resolve_panels
+from headmovies.render.orbits.spectrum import panel_lines
 from headmovies.render.orbits.spectrum_figure import orbit_spectrum_figure
 from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
 from headmovies.runfile.reader import Run
@@ -100,6 +101,7 @@ def panels_still(
         legend_cols=1,
     )
     states[-1].look = looks.look(len(history) - 1)
+    states[-1].panel_text = panel_lines(report.groups, list(panels), n, m)
     figure.update(states[-1])
     return figure.fig
 

@@ -33,6 +33,7 @@ from headmovies.render.orbits.events import training_events
 from headmovies.render.orbits.head_styles import OrbitLooks, Track
 from headmovies.render.orbits.history import OrbitHistory
 from headmovies.render.orbits.panel_choice import check_panels, require_group, resolve_panels
+from headmovies.render.orbits.spectrum import panel_lines
 from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
 from headmovies.runfile.reader import Run
 
@@ -123,6 +124,8 @@ class OrbitMovie:
         facts = collect(run, self.panels, check=check, final=final, progress=bar if progress else None)
         assert facts.coords is not None  # resolve_panels gives one panel or more
         self.epochs, self.coords, self.history = facts.epochs, facts.coords, facts.history  # [T], [T, P, H]
+        # per snapshot, per panel: the spectrum of the frequency group whose plane it shows
+        self.panel_lines = [panel_lines(g, list(self.panels), n, m) for g in facts.groups] if facts.groups else None
         self.n_heads = H = self.coords.shape[-1]
         self.trail_epochs = trail_epochs
         self.looks: OrbitLooks | None = None
@@ -138,7 +141,8 @@ class OrbitMovie:
         tracks = self.looks.tracks if self.looks else []
         self.timeline = movie_timeline(info, self.history, tracks, H)
         self.extra = hold_frames(self.epochs, self.timeline.events, fps, event_hold_s)  # [T]
-        self.caption = figcaption(info, H, self.history, tracks, self.panels, n)
+        spectrum = self.panel_lines[-1] if self.panel_lines else ()
+        self.caption = figcaption(info, H, self.history, tracks, self.panels, n, spectrum)
         self.layout = layout
         self.panel_px = PANEL_PX[layout] if panel_px is None else panel_px
         self.with_timeline = timeline
@@ -194,6 +198,8 @@ class OrbitMovie:
         for t, state in enumerate(states):
             if self.looks is not None:
                 state.look = self.looks.look(t)
+            if self.panel_lines is not None:
+                state.panel_text = self.panel_lines[t]
             yield state
 
     def frames(self) -> Iterator[np.ndarray]:

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from headmovies.render.core.circuits import centre_ov, centre_qk
-from headmovies.render.core.projections import irrep_coordinate
+from headmovies.render.core.projections import Panel, irrep_coordinate
 
 
 def head_frequencies(M: np.ndarray) -> np.ndarray:
@@ -143,6 +143,59 @@ class FrequencyGroup:
                 "ov", [("in its plane", m["in_plane_ov"]), ("in the key-independent OV part", m["key_independent_ov"])]
             )
         )
+
+
+def low_high(spectrum) -> tuple[float | None, float | None]:
+    """(max |mu_k| / sum |rho| over k = 1..3, over k >= 4) of a group's spectrum (|mu_k| / sum
+    |rho| for k = 1..N_w - 1; None or NaN entries skipped); None where there is no such k. The
+    census tables, the gallery and the movie's panel lines report the spectrum this way."""
+    s = [float(v) for v in spectrum if v is not None and np.isfinite(v)]
+    return (max(s[:3]) if s[:3] else None, max(s[3:]) if s[3:] else None)
+
+
+def panel_lines(groups: list[FrequencyGroup], panels: list[Panel], n: int, m: int) -> list[str]:
+    """Per panel, the orbit spectrum of the frequency group whose own plane it shows (QK (0, +-w),
+    OV +-(w, (1 - m) w); the first such panel of each group, QK panels first), in two lines:
+    'frequency group w = 2: 12 heads\n|mu_k|/sum|rho| <= 0.025 (k <= 3), <= 0.41 (k >= 4)' (the
+    largest over k = 1..3 and over k >= 4, `low_high`; '< 1e-6' at rounding level); if no live
+    head is at w: 'no live head at w = 2'. '' for every other panel. `groups`: one snapshot's
+    (`orbit_spectrum`); panels: [P]; m: outputs shift by m s."""
+    by_omega = {g.omega: g for g in groups}
+
+    def omega_of(p: Panel) -> int | None:
+        for w in range(1, n // 2 + 1):
+            qk = {(0, w % n), (0, -w % n)}
+            ov = {(w % n, (1 - m) * w % n), (-w % n, -(1 - m) * w % n)}
+            if (p.u % n, p.v % n) in (qk if p.circuit == "qk" else ov):
+                return w
+        return None
+
+    out = [""] * len(panels)
+    seen: set[int] = set()
+    for i in sorted(range(len(panels)), key=lambda i: panels[i].circuit != "qk"):
+        w = omega_of(panels[i])
+        if w is None or w in seen:
+            continue
+        seen.add(w)
+        g = by_omega.get(w)
+        if g is None:
+            out[i] = f"no live head at ω = {w}"
+            continue
+        low, high = low_high(g.spectrum)
+        heads = f"{len(g.heads)} head{'s' * (len(g.heads) != 1)}"
+        if low is None:
+            out[i] = f"frequency group ω = {w}: {heads}\n|μ̂_k|/Σ|ρ| undefined (no OV weight)"
+            continue
+        spec = f"|μ̂_k|/Σ|ρ| {_bound(low)} (k ≤ {min(3, g.order - 1)})"
+        if high is not None:
+            spec += f", {_bound(high)} (k ≥ 4)"
+        out[i] = f"frequency group ω = {w}: {heads}\n{spec}"
+    return out
+
+
+def _bound(v: float) -> str:
+    """'≤ 0.025', or '< 1e-6' for a value at rounding level (an exact orbit)."""
+    return "< 1e-6" if v < 1e-6 else f"≤ {v:.2g}"
 
 
 def scale_amplitudes(groups: list[FrequencyGroup], score_scale: float) -> list[FrequencyGroup]:

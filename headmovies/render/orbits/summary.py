@@ -14,7 +14,7 @@ import numpy as np
 from headmovies.render.core.circuits import centre_qk
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import group_of, score_scale_of, snapshot_circuits
-from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies, scale_amplitudes
+from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies, low_high, scale_amplitudes
 
 
 def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
@@ -58,14 +58,8 @@ def spectrum_brief(g: FrequencyGroup) -> dict:
     def sig(x):
         return None if x is None or not np.isfinite(x) else float(f"{x:.4g}")
 
-    s = g.spectrum
-    return {
-        "omega": g.omega,
-        "heads": len(g.heads),
-        "low": sig(float(np.max(s[:3]))) if len(s) else None,
-        "high": sig(float(np.max(s[3:]))) if len(s) > 3 else None,
-        "r_max": sig(float(g.r.max())),
-    }
+    low, high = low_high(g.spectrum)
+    return {"omega": g.omega, "heads": len(g.heads), "low": sig(low), "high": sig(high), "r_max": sig(float(g.r.max()))}
 
 
 SWEEP_OUTCOME = "orbit structure: sizes of the verified orbits of 2 or more heads ('none': no such orbit)"
