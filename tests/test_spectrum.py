@@ -295,6 +295,9 @@ def test_low_high_splits_the_spectrum_at_k_3_and_skips_missing_values():
     assert low_high([0.2]) == (0.2, None)
     assert low_high([None, float("nan"), 0.1, None]) == (0.1, None)
     assert low_high([]) == (None, None)
+    # a missing entry keeps the others' k: 0.9 is k = 4's, not a low harmonic
+    assert low_high([None, 0.5, 0.1, 0.9]) == (0.5, 0.9)
+    assert low_high(np.array([np.nan, np.nan, np.nan, 0.2])) == (None, 0.2)
 
 
 def hexagon_twice():
@@ -328,4 +331,57 @@ def test_each_group_s_own_plane_carries_its_spectrum_in_the_panel_lines():
     (g,) = orbit_spectrum(np.stack([h[0] for h in pair]), np.stack([h[1] for h in pair]), N, MS)
     assert panel_lines([g], [parse_panel("ov:12,12")], N, MS) == [
         "frequency group ω = 12: 2 heads\n|μ̂_k|/Σ|ρ| ≤ 0.5 (k ≤ 1)"  # w = n/2: (12, -12) is (12, 12)
+    ]
+
+
+def plane_head(n, m, omega, phi, amp):
+    """M [n, n] = cos(2 pi omega b / n - phi) for every query a, and R [n, n] = amp cos(2 pi (u c
+    + v b) / n) in the group's own OV plane (u, v) = (omega, (1 - m) omega)."""
+    t = 2 * np.pi * np.arange(n) / n
+    u, v = omega, (1 - m) * omega
+    return np.tile(np.cos(omega * t - phi), (n, 1)), amp * np.cos(u * t[:, None] + v * t[None, :])
+
+
+@pytest.mark.parametrize(
+    "n, m, omega, phases, panels, want",
+    [
+        # m = 3, n = 10: the own OV plane of w = 2 is (2, -4); (2, -2) turns by 4, not a group's
+        (
+            10,
+            3,
+            2,
+            [0.0, np.pi],  # two opposite heads of equal weight: mu_1 = mu_3 = 0, |mu_2| = |mu_4| = 1
+            ["ov:2,-2", "ov:-2,4", "qk:0,3"],
+            ["", "frequency group ω = 2: 2 heads\n|μ̂_k|/Σ|ρ| ≤ 1 (k ≤ 3), ≤ 1 (k ≥ 4)", "no live head at ω = 3"],
+        ),
+        # m = 1, odd n = 9: the own OV plane of w = 3 is (3, 0); an exact triangle; no w = 9/2
+        (
+            9,
+            1,
+            3,
+            [0.0, 2 * np.pi / 3, 4 * np.pi / 3],
+            ["qk:0,4", "ov:6,0", "ov:3,-3"],
+            ["no live head at ω = 4", "frequency group ω = 3: 3 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 2)", ""],
+        ),
+    ],
+)
+def test_panel_lines_find_the_own_planes_for_any_m_and_n(n, m, omega, phases, panels, want):
+    from headmovies.render.core.projections import parse_panel
+
+    heads = [plane_head(n, m, omega, phi, 1.0) for phi in phases]
+    groups = orbit_spectrum(np.stack([h[0] for h in heads]), np.stack([h[1] for h in heads]), n, m, match=False)
+    assert [g.omega for g in groups] == [omega]
+    assert panel_lines(groups, [parse_panel(p, n) for p in panels], n, m) == want
+
+
+def test_a_group_without_weight_in_its_ov_plane_has_no_spectrum_to_tell():
+    """Heads with a zero OV circuit (live by default here): every |rho_h| is 0, the spectrum is
+    NaN, and the panel says so."""
+    from headmovies.render.core.projections import parse_panel
+
+    heads = [plane_head(10, 3, 2, phi, 0.0) for phi in (0.0, 1.0)]
+    (g,) = orbit_spectrum(np.stack([h[0] for h in heads]), np.stack([h[1] for h in heads]), 10, 3, match=False)
+    assert np.isnan(g.spectrum).all() and low_high(g.spectrum) == (None, None)
+    assert panel_lines([g], [parse_panel("qk:0,2")], 10, 3) == [
+        "frequency group ω = 2: 2 heads\n|μ̂_k|/Σ|ρ| undefined (no OV weight)"
     ]

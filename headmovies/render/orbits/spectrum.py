@@ -147,10 +147,16 @@ class FrequencyGroup:
 
 def low_high(spectrum) -> tuple[float | None, float | None]:
     """(max |mu_k| / sum |rho| over k = 1..3, over k >= 4) of a group's spectrum (|mu_k| / sum
-    |rho| for k = 1..N_w - 1; None or NaN entries skipped); None where there is no such k. The
-    census tables, the gallery and the movie's panel lines report the spectrum this way."""
-    s = [float(v) for v in spectrum if v is not None and np.isfinite(v)]
-    return (max(s[:3]) if s[:3] else None, max(s[3:]) if s[3:] else None)
+    |rho| for k = 1..N_w - 1; None or NaN entries skipped, after the split, so an entry keeps its
+    k); None where there is no such k. The census tables, the gallery and the movie's panel
+    lines report the spectrum this way."""
+
+    def top(part) -> float | None:
+        s = [float(v) for v in part if v is not None and np.isfinite(v)]
+        return max(s) if s else None
+
+    spectrum = list(spectrum)
+    return top(spectrum[:3]), top(spectrum[3:])
 
 
 def panel_lines(groups: list[FrequencyGroup], panels: list[Panel], n: int, m: int) -> list[str]:
