@@ -192,3 +192,41 @@ def test_each_group_s_qk_panel_shows_its_orbit_spectrum_frame_by_frame(tmp_path)
         assert "at the last snapshot: frequency group ω = 6: 4 heads, |μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 3); " in mv.caption
     finally:
         mv.close()
+
+
+def test_a_long_panel_line_is_lifted_clear_of_the_axes_span(run_path):
+    """The bottom-left lines stay at the bottom beside 'axes span ±…' while they fit, and rise
+    above it (never overlap it, never leave the panel) when their last line would reach it."""
+    from headmovies.render.core.panels import CORNER
+
+    long = "frequency group ω = 12: 32 heads\n|μ̂_k|/Σ|ρ| ≤ 0.00013 (k ≤ 3), ≤ 0.00013 (k ≥ 4)"
+    short = "frequency group ω = 6: 4 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 3)"
+    for layout, px, lifted in (("wide", 360, True), ("wide", 220, True), ("tall", 480, False)):
+        with Run(run_path) as run:
+            mv = OrbitMovie(run, panels=["qk:0,6", "ov:6,-6"], layout=layout, panel_px=px)
+        state = list(mv.states())[-1]
+        state.panel_text = [long, short]
+        mv.figure.render(state)
+        r = mv.figure.fig.canvas.get_renderer()
+        for p, was_lifted in ((0, lifted), (1, False)):
+            lines = mv.figure.panel_texts[p]
+            box, span = lines.get_bbox_patch().get_window_extent(r), mv.figure.scales[p].get_window_extent(r)
+            axes = mv.figure.axes[p].get_window_extent(r)
+            assert not box.overlaps(span), (layout, px, p)
+            assert axes.x0 < box.x0 and box.x1 < span.x1 and box.y1 < axes.y1, (layout, px, p)
+            assert (lines.get_position()[1] > CORNER) == was_lifted, (layout, px, p)
+        mv.close()
+
+
+def test_the_gif_width_counts_the_panel_lines_before_any_frame(run_path):
+    """Tall, no strip: the 8 pt axes span and panel lines are the frame's smallest text, empty
+    until a frame sets them; the GIF width keeps them 9.5 px high (8.5 pt axis labels would
+    give 858 px, and 8 pt text 8.9 px)."""
+    from headmovies.render.orbits.movie import GIF_TEXT_PX, legible_gif_width
+
+    with Run(run_path) as run:
+        mv = OrbitMovie(run, panels=["source"], layout="tall", timeline=False)
+    assert mv.figure.smallest_text_px() == pytest.approx(8 * 100 / 72)
+    want = legible_gif_width(mv.figure, 540)
+    mv.close()
+    assert want is not None and want * 8 * 100 / 72 / mv.figure.size[0] >= GIF_TEXT_PX

@@ -38,6 +38,7 @@ from headmovies.render.core.trails import TrailCollection
 if TYPE_CHECKING:
     from matplotlib.typing import ColorType
 
+CORNER = 0.015  # the bottom corners' texts (axes span, panel lines) this far in, in axes fractions
 MIN_PANEL_PX = 220  # text stops shrinking here (half size); smaller panels would not leave it room
 __all__ = ["MIN_PANEL_PX", "PanelFigure", "grid_shape"]
 
@@ -168,8 +169,8 @@ class PanelFigure:
                 **anim,
             )
             tx = ax.text(
-                0.985,
-                0.015,
+                1 - CORNER,
+                CORNER,
                 "",
                 transform=ax.transAxes,
                 ha="right",
@@ -180,8 +181,8 @@ class PanelFigure:
                 **anim,
             )
             lines = ax.text(
-                0.015,
-                0.015,
+                CORNER,
+                CORNER,
                 "",
                 transform=ax.transAxes,
                 ha="left",
@@ -310,6 +311,7 @@ class PanelFigure:
             self.trails[p].set_trail(np.stack([tr.real, tr.imag], -1), seg_alpha)  # [K, H, 2]
             self.scales[p].set_text(f"axes span ±{lim:.3g}")
             self.panel_texts[p].set_text(state.panel_text[p] if state.panel_text else "")
+            self._clear_of_scale(p)
         for (p, heads), line in zip(self.outline_groups, self.outline_lines):
             if line.get_visible():
                 z = state.points[p, heads]
@@ -380,16 +382,32 @@ class PanelFigure:
         buf = np.asarray(self.canvas.buffer_rgba())
         return buf.copy() if rgba else np.array(buf[..., :3])
 
+    def _clear_of_scale(self, p: int) -> None:
+        """Panel p's bottom-left lines at the bottom, or lifted by the axes span's height where
+        their last line would reach the axes span at the bottom right (a long line, e.g. a
+        spectrum at k <= 3 and k >= 4, next to a long span such as '±0.000912')."""
+        lines, scale = self.panel_texts[p], self.scales[p]
+        lines.set_y(CORNER)
+        if not lines.get_text():
+            return
+        r = self.canvas.get_renderer()
+        pad = 1.5 * self.fs * self.fig.dpi / 72  # the lines' box pad, in pixels
+        span = scale.get_window_extent(r)
+        if lines.get_window_extent(r).x1 + 2 * pad > span.x0:
+            lines.set_y(CORNER + (span.height + 2 * pad) / self.axes[p].bbox.height)
+
     def smallest_text_px(self) -> float:
         """The height in pixels (font size at this dpi) of the smallest text the frame shows:
-        tick labels, notes, the strip's labels (the figure is drawn once if it was not)."""
+        tick labels, notes, the strip's labels, each panel's axes span and bottom-left lines
+        (counted before any frame has set them; the figure is drawn once if it was not)."""
         if not self._drawn_once:
             self.canvas.draw()
             self._drawn_once = True
+        per_frame = {id(t) for t in [*self.legend_texts, self.caption_text, *self.scales, *self.panel_texts]}
         sizes = [
             float(t.get_fontsize())
             for t in self.fig.findobj(Text)
-            if t.get_visible() and (t.get_text() or t in self.legend_texts or t is self.caption_text)
+            if t.get_visible() and (t.get_text() or id(t) in per_frame)
         ]
         return float(min(sizes)) * self.fig.dpi / 72
 
