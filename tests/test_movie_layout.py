@@ -230,3 +230,26 @@ def test_the_gif_width_counts_the_panel_lines_before_any_frame(run_path):
     want = legible_gif_width(mv.figure, 540)
     mv.close()
     assert want is not None and want * 8 * 100 / 72 / mv.figure.size[0] >= GIF_TEXT_PX
+
+
+@pytest.mark.parametrize("blit", [True, False])
+def test_a_head_under_the_panel_lines_is_drawn_over_their_box(run_path, blit):
+    """A dot in the bottom-left corner keeps its colour: the lines' half-white box lies under
+    the dots (blitted frames and a full draw alike), not over them."""
+    with Run(run_path) as run:
+        mv = OrbitMovie(run, panels=["qk:0,6", "ov:6,-6"], blit=blit)
+    state = list(mv.states())[-1]
+    assert state.panel_text is not None and state.panel_text[0].startswith("frequency group ω = 6")
+    fig = mv.figure
+    fig.render(state)
+    r = fig.fig.canvas.get_renderer()
+    box = fig.panel_texts[0].get_window_extent(r)
+    head = int(fig.order[-1])  # drawn last: no other dot over it
+    at = fig.axes[0].transData.inverted().transform([(box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2])
+    state.points[0, head] = complex(*at)
+    img = fig.render(state)
+    x, y = fig.axes[0].transData.transform(at)
+    pixel = img[int(round(fig.size[1] - y)), int(round(x)), :3].astype(int)
+    want = (np.array(fig.scatters[0].get_facecolors()[-1][:3]) * 255).astype(int)
+    assert np.abs(pixel - want).max() < 25, (pixel, want)
+    mv.close()

@@ -190,7 +190,7 @@ class PanelFigure:
                 fontsize=8 * fs,
                 color="#606060",
                 linespacing=1.3,
-                zorder=4,
+                zorder=2.8,  # over trails and outlines, under the dots: its box never fades a head
                 bbox=dict(facecolor="white", alpha=0.7, edgecolor="none", pad=1.5 * fs),
                 **anim,
             )
@@ -323,9 +323,9 @@ class PanelFigure:
         fast = [
             *self.trails,
             *self.outline_lines,
+            *self.panel_texts,  # drawn in this order when blitting, as zorder orders a full draw
             *self.scatters,
             *self.scales,
-            *self.panel_texts,
             self.epoch_text,
             self.caption_text,
         ]
