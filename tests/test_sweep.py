@@ -477,6 +477,30 @@ def test_orbit_sweep_summary_of_a_known_layer(tmp_path):
         s = orbits_summary.sweep_summary(run)
     assert s["outcome"] == "12+4" and s["nontrivial"] == [12, 4] and s["epoch"] == 200
     assert s["n_dead"] == 0 and sum(s["groups"].values()) == 18 and all(isinstance(k, str) for k in s["groups"])
+    # the 12-orbit sits at w = 8 (order 3: four triangles), the 4-orbit at w = 12 (two pairs), both exact
+    assert orbits_summary.spectrum_detail(s) == "ω = 8, 12 heads: < 1e-6; ω = 12, 4 heads: < 1e-6"
+
+
+def test_the_orbit_sweep_table_gives_each_run_s_largest_frequency_groups():
+    brief = [
+        {"omega": 6, "heads": 4, "low": 0.00093, "high": None},
+        {"omega": 2, "heads": 12, "low": 0.018, "high": 0.74},
+        {"omega": 9, "heads": 12, "low": 0.012, "high": None},  # order 8 would have a high part: '-'
+        {"omega": 5, "heads": 3, "low": 0.5, "high": 0.25},
+    ]
+    detail = orbits_summary.spectrum_detail
+    assert (
+        detail({"spectrum": brief}) == "ω = 2, 12 heads: 0.018 / 0.74; ω = 9, 12 heads: 0.012; ω = 6, 4 heads: 0.00093"
+    )
+    assert detail({"spectrum": []}) == "no group of 2 or more heads" and detail({"outcome": "none"}) == ""
+    rows = [_row("a0", 0, {}, "none", 0.5), _row("a1", 1, {}, error="boom")]
+    rows[0]["summary"]["spectrum"] = brief[:1]
+    md = sweep_outcomes.summary_markdown(rows, "orbits", "orbit structure", {}, detail, orbits_summary.SWEEP_DETAIL)
+    assert "| run | seed | status | outcome | largest frequency groups | train_acc |" in md
+    assert "| a0 | 0 | done | none | ω = 6, 4 heads: 0.00093 | 50.0% |" in md
+    assert "| a1 | 1 | failed | failed |  | — | 4.0 | 2 | boom |" in md
+    assert "Largest frequency groups: the final snapshot's three largest" in md
+    assert "largest frequency groups" not in sweep_outcomes.summary_markdown(rows, "orbits", "orbit structure", {})
 
 
 # --- bad input -------------------------------------------------------------------------------------

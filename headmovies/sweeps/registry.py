@@ -1,7 +1,8 @@
 """Each experiment family's part in a sweep: how a finished run becomes a sweep row's summary,
 and what the outcome labels that the sweep's census counts mean (docs/sweeps.md).
 
-    family -> FamilySummary(sweep_summary, outcome_text), from render/<family>/summary.py
+    family -> FamilySummary(sweep_summary, outcome_text[, detail, detail_text]), from
+              render/<family>/summary.py
 
 A new family adds its line here (docs/extending.md); tests/test_layout.py checks that every
 family in `headmovies.tasks` has one.
@@ -22,11 +23,13 @@ from headmovies.runfile.reader import Run
 class FamilySummary(NamedTuple):
     sweep_summary: Callable[[Run], dict]  # an open run file -> JSON-ready dict with an "outcome" label
     outcome_text: str  # one sentence: what the outcome labels mean (SWEEP_OUTCOME)
+    detail: Callable[[dict], str] | None = None  # a row's summary -> a short text beside its outcome
+    detail_text: str = ""  # one sentence: what that text says (its column's heading, then its meaning)
 
 
 SUMMARIES: dict[str, FamilySummary] = {
     "induction": FamilySummary(induction.sweep_summary, induction.SWEEP_OUTCOME),
-    "orbits": FamilySummary(orbits.sweep_summary, orbits.SWEEP_OUTCOME),
+    "orbits": FamilySummary(orbits.sweep_summary, orbits.SWEEP_OUTCOME, orbits.spectrum_detail, orbits.SWEEP_DETAIL),
     "ov_coherent": FamilySummary(ov_coherent.sweep_summary, ov_coherent.SWEEP_OUTCOME),
 }
 

@@ -155,7 +155,14 @@ def _run(plan: Plan, backend: str, workers: int | None, batch: int | None, progr
         epochs.stop()
         bar.close()
         result.seconds = time.perf_counter() - t0
+        family = summary_of(experiment)
         result.outcome_files = sweep_outcomes.write_outcomes(
-            out, read_sweep_rows(out / ROWS_FILE), experiment, summary_of(experiment).outcome_text, plan.settings
+            out,
+            read_sweep_rows(out / ROWS_FILE),
+            experiment,
+            family.outcome_text,
+            plan.settings,
+            family.detail,
+            family.detail_text,
         )
     return result

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import textwrap
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -90,8 +91,17 @@ def _row(cells: list) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> str:
-    """The sweep's Markdown table (by config across seeds), then one line per run."""
+def summary_markdown(
+    rows: list[dict],
+    experiment: str,
+    outcome_text: str,
+    settings: dict,
+    detail: Callable[[dict], str] | None = None,
+    detail_text: str = "",
+) -> str:
+    """The sweep's Markdown table (by config across seeds), then one line per run; with
+    `detail` (a finished row's summary -> text, `registry.FamilySummary`), a column of it beside
+    each run's outcome, headed by `detail_text` up to its colon and explained under the table."""
     rows = latest(rows)
     done = [r for r in rows if r["status"] in FINISHED]
     stopped = sum(r["status"] == "stopped" for r in rows)
@@ -143,8 +153,13 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
         "",
         "## Runs",
         "",
-        _row(["run", "seed", "status", "outcome", *metrics, "seconds", "batch", "error"]),
-        "|" + "---|" * (7 + len(metrics)),
+    ]
+    extra = [detail_text.split(":", 1)[0]] if detail else []
+    if detail:
+        out += [f"{detail_text[:1].upper()}{detail_text[1:]}.", ""]
+    out += [
+        _row(["run", "seed", "status", "outcome", *extra, *metrics, "seconds", "batch", "error"]),
+        "|" + "---|" * (7 + len(extra) + len(metrics)),
     ]
     for r in sorted(rows, key=lambda r: (config_text(r), r["seed"])):
         cells = [_number(m, r["metrics"].get(m)) if r["metrics"] else "—" for m in metrics]
@@ -157,6 +172,7 @@ def summary_markdown(rows: list[dict], experiment: str, outcome_text: str, setti
                     str(r["seed"]),
                     r["status"],
                     outcome_of(r),
+                    *([detail(r["summary"]) if r["status"] in FINISHED else ""] if detail else []),
                     *cells,
                     seconds,
                     str(r.get("batch", 1)),
@@ -215,12 +231,21 @@ def outcome_figure(rows: list[dict], experiment: str, outcome_text: str):
     return fig
 
 
-def write_outcomes(out: str | Path, rows: list[dict], experiment: str, outcome_text: str, settings: dict) -> list[Path]:
-    """Write out/summary.md and out/census.{png,svg} (each atomically); returns their paths
-    ([] without rows)."""
+def write_outcomes(
+    out: str | Path,
+    rows: list[dict],
+    experiment: str,
+    outcome_text: str,
+    settings: dict,
+    detail: Callable[[dict], str] | None = None,
+    detail_text: str = "",
+) -> list[Path]:
+    """Write out/summary.md (`summary_markdown`) and out/census.{png,svg} (each atomically);
+    returns their paths ([] without rows)."""
     if not rows:
         return []
     out = Path(out)
-    paths = [write_text(out / "summary.md", summary_markdown(rows, experiment, outcome_text, settings))]
+    md = summary_markdown(rows, experiment, outcome_text, settings, detail, detail_text)
+    paths = [write_text(out / "summary.md", md)]
     paths += save_figure(outcome_figure(rows, experiment, outcome_text), out, "census", dpi=120)
     return paths

@@ -63,6 +63,33 @@ def spectrum_brief(g: FrequencyGroup) -> dict:
 
 
 SWEEP_OUTCOME = "orbit structure: sizes of the verified orbits of 2 or more heads ('none': no such orbit)"
+SWEEP_DETAIL = (
+    "largest frequency groups: the final snapshot's three largest frequency groups, each as 'ω = w, h heads: "
+    "a / b', a and b the largest orbit spectrum |μ̂_k|/Σ|ρ| over k ≤ 3 (what the equivariance loss sees) and "
+    'over k ≥ 4 (docs/math.md, "Orbit spectrum"; 0 on an exact orbit)'
+)
+
+
+def spectrum_detail(summary: dict) -> str:
+    """The three largest frequency groups of a sweep row's summary (`orbit_summary`'s 'spectrum',
+    groups of 2 or more heads; most heads first, then lower w) with their orbit spectrum in
+    brief: 'ω = 2, 12 heads: 0.018 / 0.74; ω = 6, 4 heads: 0.00093' (the k >= 4 part only for
+    groups of order N_w > 4; '< 1e-6' at rounding level, '-' for an undefined spectrum). 'no
+    group of 2 or more heads' when there is none; '' for a summary without 'spectrum' (rows
+    written before it)."""
+    if "spectrum" not in summary:
+        return ""
+    groups = sorted(summary["spectrum"], key=lambda g: (-g["heads"], g["omega"]))[:3]
+
+    def num(x) -> str:
+        return "-" if x is None else "< 1e-6" if x < 1e-6 else f"{x:.2g}"
+
+    parts = [
+        f"ω = {g['omega']}, {g['heads']} heads: {num(g['low'])}"
+        + (f" / {num(g['high'])}" if g["high"] is not None else "")
+        for g in groups
+    ]
+    return "; ".join(parts) or "no group of 2 or more heads"
 
 
 def outcome(summary: dict) -> str:
