@@ -32,13 +32,17 @@ def configs(sets: dict, n: int) -> list[OrbitConfig]:
     return [config.resolve(OrbitConfig, sets={**sets, "seed": str(s)}) for s in range(n)]
 
 
-def seconds_per_step(step, epoch: int, budget: float) -> float:
-    """Mean seconds of step(epoch) over as many calls as fit in `budget` seconds (at least 2)."""
+def seconds_per_step(step, epoch: int, budget: float, device: str = "cpu") -> float:
+    """Mean seconds of step(epoch) over as many calls as fit in `budget` seconds (at least 2).
+    On a GPU the queued work is waited for before the clock starts and before it stops."""
+    wait = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     step(epoch)  # warm up (allocator, first-call paths)
+    wait()
     calls, t0 = 0, time.perf_counter()
     while calls < 2 or time.perf_counter() - t0 < budget:
         step(epoch)
         calls += 1
+    wait()
     return (time.perf_counter() - t0) / calls
 
 
@@ -106,22 +110,28 @@ def main() -> None:
         f"threads={torch.get_num_threads()} device={args.device}"
     )
     batches = {b: OrbitBatch(configs(sets, b), args.device) for b in sizes}
-    single = OrbitTask(cfg) if args.device == "cpu" else None
+    single = OrbitTask(cfg)  # the reference: one run on one CPU core (`threads`), as a sweep worker trains it
     best: dict = {}
     for _ in range(args.rounds):
-        if single is not None:
-            best["single"] = min(best.get("single", float("inf")), seconds_per_step(single.step, epoch, args.seconds))
+        best["single"] = min(best.get("single", float("inf")), seconds_per_step(single.step, epoch, args.seconds))
         for b, batch in batches.items():
-            best[b] = min(best.get(b, float("inf")), seconds_per_step(batch.step, epoch, args.seconds))
+            best[b] = min(best.get(b, float("inf")), seconds_per_step(batch.step, epoch, args.seconds, args.device))
     base = best[sizes[0]] / sizes[0]
-    print(f"{'B':>8} {'ms/step':>10} {'model-epochs/s/core':>20} {f'vs B={sizes[0]}':>9}")
-    if single is not None:
-        print(
-            f"{'single':>8} {best['single'] * 1e3:10.1f} {1 / best['single'] / args.threads:20.1f} "
-            f"{base / best['single']:8.2f}x   (OrbitTask.step)"
-        )
+    gpu = args.device != "cpu"
+    per = "model-epochs/s" if gpu else "model-epochs/s/core"
+    print(f"{'B':>8} {'ms/step':>10} {per:>20} {f'vs B={sizes[0]}':>9} {'vs single':>10}")
+    print(
+        f"{'single':>8} {best['single'] * 1e3:10.1f} {1 / best['single'] / args.threads:20.1f} "
+        f"{base / best['single']:8.2f}x {1:9.2f}x   (OrbitTask.step on the CPU)"
+    )
     for b in sizes:
-        print(f"{b:>8} {best[b] * 1e3:10.1f} {b / best[b] / args.threads:20.1f} {base / (best[b] / b):8.2f}x")
+        rate = b / best[b] / (1 if gpu else args.threads)
+        print(f"{b:>8} {best[b] * 1e3:10.1f} {rate:20.1f} {base / (best[b] / b):8.2f}x {rate * best['single']:9.2f}x")
+    if gpu:
+        print(
+            f"(on {args.device}: rates of the whole device; 'vs single': "
+            f"the CPU cores at {args.threads} thread(s) it equals)"
+        )
     if args.profile:
         for b in (sizes[0], sizes[-1]):
             print(f"\nprofile at B = {b} (2 steps):\n{profile(batches[b], epoch)}")
