@@ -334,3 +334,32 @@ def test_an_imposed_orbit_run_says_so_in_header_caption_and_timeline(tmp_path):
     with Run(plain) as run:
         info = RunInfo.of(run)
     assert "imposed" not in header_text(info, 24, 2, 16, 250) + figcaption(info, 16, None, [], [], 24)
+
+
+def test_an_orbit_that_does_not_last_is_counted_in_the_strip(tmp_path):
+    """Heads 0-3 (a 4-orbit) and 4-6 (a 3-orbit) are exact from snapshot 3 (epoch 300); at the
+    last snapshot the 3-orbit's W_Q is pulled apart. So the 4-orbit is the only final orbit, and
+    heads 4-6 are in a verified orbit at epochs 300-500 only: the strip stacks 3 heads on the 4
+    there, in the colour that draws them, and the left axis makes room for all 7."""
+    from equivariant import NAMES, equivariant_weights, write_run
+
+    epochs = np.arange(0, 601, 100)
+    target = dict(zip(NAMES, equivariant_weights(24, 2, (4, 3), seed=3)))
+    rng = np.random.default_rng(4)
+    start = {k: v + 0.5 * rng.standard_normal(v.shape) * np.abs(v).mean() for k, v in target.items()}
+    start["W_E"], start["W_U"] = target["W_E"], target["W_U"]
+    snaps = [start] * 3 + [target] * 3 + [{**target, "W_Q": target["W_Q"].copy()}]
+    snaps[-1]["W_Q"][4:7] += rng.standard_normal(snaps[-1]["W_Q"][4:7].shape)
+    path = write_run(tmp_path / "transient.h5", epochs, snaps)
+    with Run(path) as run:
+        mv = OrbitMovie(run, panels=["source"], panel_px=240)
+    try:
+        assert [(t.size, t.heads, t.since) for t in mv.looks.tracks] == [(4, (0, 1, 2, 3), 300)]
+        curves = {c.label: c for c in mv.timeline.curves}
+        assert curves["4-orbit"].values.tolist() == [0, 0, 0, 4, 4, 4, 4]
+        late = curves["verified orbits that do not last"]
+        assert late.values.tolist() == [0, 0, 0, 3, 3, 3, 0] and late.stack and late.fill
+        assert late.colour == mv.looks.transient_colour
+        assert mv.timeline.left_lim == (0, 7)  # min(7 heads, 1.25 x 7), not 1.25 x 4 = 5 (the final orbit alone)
+    finally:
+        mv.close()

@@ -41,11 +41,20 @@ EQ_COLOUR = "#6a6a6a"
 GIF_TEXT_PX = 9.5  # the GIF is scaled down no further than this height of its smallest text
 
 
-def movie_timeline(info: RunInfo, history: OrbitHistory | None, tracks: Sequence[Track], n_heads: int) -> Timeline:
+def movie_timeline(
+    info: RunInfo,
+    history: OrbitHistory | None,
+    tracks: Sequence[Track],
+    n_heads: int,
+    transient: np.ndarray | None = None,
+    transient_colour: str = "",
+) -> Timeline:
     """The strip: the training events (`events.training_events`), the heads in each final orbit
-    while verified (stacked step areas, axes up to a quarter above the heads in final orbits;
-    only with the orbit check, `history`) and the equivariance error (log scale, its own axes
-    under the orbits' when both are drawn, `timeline.split_axes`) when logged."""
+    while verified (stacked step areas, axes up to a quarter above the most heads they stack
+    to; only with the orbit check, `history`), on top of them the heads in verified orbits that
+    do not last (`transient`, bool [T, H] as `OrbitLooks.transient`, in `transient_colour`; none
+    when it is None or all False), and the equivariance error (log scale, its own axes under the
+    orbits' when both are drawn, `timeline.split_axes`) when logged."""
     curves = (
         [
             Curve(
@@ -56,6 +65,20 @@ def movie_timeline(info: RunInfo, history: OrbitHistory | None, tracks: Sequence
         if history is not None
         else []
     )
+    others = np.zeros(len(info.epochs) if history is None else len(history), int)
+    if history is not None and transient is not None and transient.any():
+        others = transient.sum(1)
+        curves.append(
+            Curve(
+                history.epochs,
+                others,
+                "verified orbits that do not last",
+                transient_colour,
+                step=True,
+                fill=True,
+                stack=True,
+            )
+        )
     met = info.metrics
     if "eq_error_pooled" in met and len(met["eq_error_pooled"]):
         curves.append(
@@ -65,7 +88,8 @@ def movie_timeline(info: RunInfo, history: OrbitHistory | None, tracks: Sequence
     start, end = int(info.epochs[0]), int(info.epochs[-1])
     if history is None:
         return Timeline(start, end, events, curves, right_label="eq. error", right_log=True)
-    top = max([sum(len(tr.heads) for tr in tracks)] + [1])
+    stacked = sum((tr.verified * len(tr.heads) for tr in tracks), others)  # [T]
+    top = max(int(stacked.max(initial=0)), sum(len(tr.heads) for tr in tracks), 1)
     return Timeline(
         start,
         end,
@@ -139,7 +163,14 @@ class OrbitMovie:
                 else "one colour (the run lacks weights of the orbit check)"
             )
         tracks = self.looks.tracks if self.looks else []
-        self.timeline = movie_timeline(info, self.history, tracks, H)
+        self.timeline = movie_timeline(
+            info,
+            self.history,
+            tracks,
+            H,
+            self.looks.transient if self.looks else None,
+            self.looks.transient_colour if self.looks else "",
+        )
         self.extra = hold_frames(self.epochs, self.timeline.events, fps, event_hold_s)  # [T]
         spectrum = self.panel_lines[-1] if self.panel_lines else ()
         self.caption = figcaption(info, H, self.history, tracks, self.panels, n, spectrum)
