@@ -485,7 +485,7 @@ def test_the_orbit_sweep_table_gives_each_run_s_largest_frequency_groups():
     brief = [
         {"omega": 6, "heads": 4, "low": 0.00093, "high": None},
         {"omega": 2, "heads": 12, "low": 0.018, "high": 0.74},
-        {"omega": 9, "heads": 12, "low": 0.012, "high": None},  # order 8 would have a high part: '-'
+        {"omega": 9, "heads": 12, "low": 0.012, "high": None},  # no finite k >= 4 part: left out
         {"omega": 5, "heads": 3, "low": 0.5, "high": 0.25},
     ]
     detail = orbits_summary.spectrum_detail
@@ -499,8 +499,16 @@ def test_the_orbit_sweep_table_gives_each_run_s_largest_frequency_groups():
     assert "| run | seed | status | outcome | largest frequency groups | train_acc |" in md
     assert "| a0 | 0 | done | none | ω = 6, 4 heads: 0.00093 | 50.0% |" in md
     assert "| a1 | 1 | failed | failed |  | — | 4.0 | 2 | boom |" in md
-    assert "Largest frequency groups: the final snapshot's three largest" in md
+    assert "Largest frequency groups: the three largest frequency groups of 2 or more heads" in md
     assert "largest frequency groups" not in sweep_outcomes.summary_markdown(rows, "orbits", "orbit structure", {})
+    # a row stopped early (--stop-at) gives its groups; a row written before 'spectrum' an empty cell;
+    # a '|' in an error message is escaped, so the row keeps its 9 cells
+    rows += [_row("a2", 2, {}, "4", 0.25), _row("a3", 3, {}, "none", 0.75), _row("a4", 4, {}, error="bad a|b")]
+    rows[2]["status"], rows[2]["summary"]["spectrum"] = "stopped", brief[1:2]
+    md = sweep_outcomes.summary_markdown(rows, "orbits", "orbit structure", {}, detail, orbits_summary.SWEEP_DETAIL)
+    assert "| a2 | 2 | stopped | 4 | ω = 2, 12 heads: 0.018 / 0.74 | 25.0% |" in md
+    assert "| a3 | 3 | done | none |  | 75.0% |" in md
+    assert "| a4 | 4 | failed | failed |  | — | 4.0 | 2 | bad a\\|b |" in md
 
 
 # --- bad input -------------------------------------------------------------------------------------

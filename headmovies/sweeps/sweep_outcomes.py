@@ -87,8 +87,9 @@ def _spread(name: str, values: list[float]) -> str:
 
 
 def _row(cells: list) -> str:
-    """One Markdown table row."""
-    return "| " + " | ".join(str(c) for c in cells) + " |"
+    """One Markdown table row; a '|' in a cell (an error message, a grid value) is escaped so
+    that it does not split the cell."""
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
 def summary_markdown(

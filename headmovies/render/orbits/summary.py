@@ -64,17 +64,20 @@ def spectrum_brief(g: FrequencyGroup) -> dict:
 
 SWEEP_OUTCOME = "orbit structure: sizes of the verified orbits of 2 or more heads ('none': no such orbit)"
 SWEEP_DETAIL = (
-    "largest frequency groups: the final snapshot's three largest frequency groups, each as 'ω = w, h heads: "
-    "a / b', a and b the largest orbit spectrum |μ̂_k|/Σ|ρ| over k ≤ 3 (what the equivariance loss sees) and "
-    'over k ≥ 4 (docs/math.md, "Orbit spectrum"; 0 on an exact orbit)'
+    "largest frequency groups: the three largest frequency groups of 2 or more heads at the snapshot the "
+    "run is summarised at (its last; a stopped run's --stop-at epoch), each as 'ω = w, h heads: a / b', a "
+    "and b the largest orbit spectrum |μ̂_k|/Σ|ρ| over k ≤ 3 (what the equivariance loss sees) and over "
+    'k ≥ 4 (only for groups of order N_ω > 4), 0 on an exact orbit, shown as "< 1e-6" (docs/math.md, '
+    '"Orbit spectrum"); empty for a failed run and for rows recorded before the spectrum was'
 )
 
 
 def spectrum_detail(summary: dict) -> str:
     """The three largest frequency groups of a sweep row's summary (`orbit_summary`'s 'spectrum',
     groups of 2 or more heads; most heads first, then lower w) with their orbit spectrum in
-    brief: 'ω = 2, 12 heads: 0.018 / 0.74; ω = 6, 4 heads: 0.00093' (the k >= 4 part only for
-    groups of order N_w > 4; '< 1e-6' at rounding level, '-' for an undefined spectrum). 'no
+    brief: 'ω = 2, 12 heads: 0.018 / 0.74; ω = 6, 4 heads: 0.00093' (the k >= 4 part only where
+    the row has it: groups of order N_w > 4 with a finite one; '< 1e-6' at rounding level, '-'
+    for an undefined k <= 3 part, e.g. a group with no OV weight). 'no
     group of 2 or more heads' when there is none; '' for a summary without 'spectrum' (rows
     written before it)."""
     if "spectrum" not in summary:
