@@ -60,9 +60,11 @@ def profile(batch: OrbitBatch, epoch: int, rows: int = 12) -> str:
 def check(sets: dict, epochs: int, device: str) -> None:
     cfgs = configs({**sets, "epochs": str(epochs)}, 4)
     batch = OrbitBatch(cfgs, device)
+    wait = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     t0 = time.perf_counter()
     for epoch in range(1, epochs + 1):
         batch.step(epoch)
+    wait()  # the queued GPU work, before the clock stops
     t_batch = time.perf_counter() - t0
     worst, equal, t_single = 0.0, True, 0.0
     for i, cfg in enumerate(cfgs):
@@ -121,16 +123,17 @@ def main() -> None:
     per = "model-epochs/s" if gpu else "model-epochs/s/core"
     print(f"{'B':>8} {'ms/step':>10} {per:>20} {f'vs B={sizes[0]}':>9} {'vs single':>10}")
     print(
-        f"{'single':>8} {best['single'] * 1e3:10.1f} {1 / best['single'] / args.threads:20.1f} "
+        f"{'single':>8} {best['single'] * 1e3:10.1f} {1 / best['single'] / (1 if gpu else args.threads):20.1f} "
         f"{base / best['single']:8.2f}x {1:9.2f}x   (OrbitTask.step on the CPU)"
     )
     for b in sizes:
         rate = b / best[b] / (1 if gpu else args.threads)
-        print(f"{b:>8} {best[b] * 1e3:10.1f} {rate:20.1f} {base / (best[b] / b):8.2f}x {rate * best['single']:9.2f}x")
+        vs_single = b / best[b] * best["single"]  # model-epochs/s of the batch over the single run's
+        print(f"{b:>8} {best[b] * 1e3:10.1f} {rate:20.1f} {base / (best[b] / b):8.2f}x {vs_single:9.2f}x")
     if gpu:
         print(
-            f"(on {args.device}: rates of the whole device; 'vs single': "
-            f"the CPU cores at {args.threads} thread(s) it equals)"
+            f"(on {args.device}: rates of the whole device and of the whole single run; 'vs single': "
+            f"how many single runs at {args.threads} CPU thread(s) it equals)"
         )
     if args.profile:
         for b in (sizes[0], sizes[-1]):
