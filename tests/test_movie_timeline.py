@@ -363,3 +363,34 @@ def test_an_orbit_that_does_not_last_is_counted_in_the_strip(tmp_path):
         assert mv.timeline.left_lim == (0, 7)  # min(7 heads, 1.25 x 7), not 1.25 x 4 = 5 (the final orbit alone)
     finally:
         mv.close()
+
+
+def test_heads_of_a_final_orbit_in_another_orbit_earlier_are_coloured_as_the_strip_counts_them(tmp_path):
+    """Heads 0-3 and 4-6 are exact 4- and 3-orbits at epochs 300-400; from epoch 500 the same
+    seven heads form other orbits, 0-2 and 3-6, the final ones. At 300-400 every head belongs to
+    a final orbit not yet verified and to a verified orbit that does not last: the strip counts
+    all 7 there, and the panels draw them in that orbit's colour (they were grey, and the legend
+    said '0 heads in another verified orbit' and '7 other live heads (in no verified orbit)')."""
+    from equivariant import NAMES, equivariant_weights, write_run
+
+    epochs = np.arange(0, 601, 100)
+    first = dict(zip(NAMES, equivariant_weights(24, 2, (4, 3), seed=3)))
+    final = dict(zip(NAMES, equivariant_weights(24, 2, (3, 4), seed=3)))  # same W_E, W_U (same seed)
+    rng = np.random.default_rng(4)
+    start = {k: v + 0.5 * rng.standard_normal(v.shape) * np.abs(v).mean() for k, v in first.items()}
+    start["W_E"], start["W_U"] = first["W_E"], first["W_U"]
+    path = write_run(tmp_path / "overlap.h5", epochs, [start] * 3 + [first] * 2 + [final] * 2)
+    with Run(path) as run:
+        mv = OrbitMovie(run, panels=["source"], panel_px=240)
+    try:
+        looks = mv.looks
+        assert [(t.size, t.heads, t.since) for t in looks.tracks] == [(4, (3, 4, 5, 6), 500), (3, (0, 1, 2), 500)]
+        curves = {c.label: c.values.tolist() for c in mv.timeline.curves}
+        assert curves["4-orbit"] == [0, 0, 0, 0, 0, 4, 4] and curves["3-orbit"] == [0, 0, 0, 0, 0, 3, 3]
+        assert curves["verified orbits that do not last"] == [0, 0, 0, 7, 7, 0, 0]
+        assert [looks.state(t).tolist() for t in (2, 3, 5)] == [[2] * 7, [4] * 7, [3] * 7]
+        labels = [slot[0] for slot in looks.look(3).legend]
+        assert labels == ["", "", "7 heads in another verified orbit", "0 other live heads (in no verified orbit)"]
+        assert np.allclose(looks.look(3).face, to_rgba(looks.transient_colour))
+    finally:
+        mv.close()

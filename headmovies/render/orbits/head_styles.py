@@ -209,12 +209,13 @@ class OrbitLooks:
 
     def state(self, t: int) -> np.ndarray:
         """int [H] per head at snapshot t: 0 dead, 1 other live, 2 in a final orbit not verified
-        at t (drawn as 1), 3 verified (its final orbit), 4 in another verified orbit."""
+        at t (drawn as 1), 3 verified (its final orbit), 4 in another verified orbit (also a final
+        orbit's head while it is in another verified orbit, as the strip counts it)."""
         h = self.history
         s = np.ones(self.n_heads, int)
-        s[self.transient[t]] = 4
         for tr in self.tracks:
             s[list(tr.heads)] = 3 if tr.verified[t] else 2
+        s[self.transient[t]] = 4  # never a head of a final orbit verified at t (`transient`)
         s[h.dead[t]] = 0
         return s
 
