@@ -363,6 +363,17 @@ def test_an_orbit_that_does_not_last_is_counted_in_the_strip(tmp_path):
         assert mv.timeline.left_lim == (0, 7)  # min(7 heads, 1.25 x 7), not 1.25 x 4 = 5 (the final orbit alone)
     finally:
         mv.close()
+    # both orbits pulled apart at the end: no final orbit, the strip has the transient band alone,
+    # and the legend says 'a verified orbit' (no 'another': there is no final orbit to differ from)
+    snaps[-1]["W_Q"][:4] += rng.standard_normal(snaps[-1]["W_Q"][:4].shape)
+    with Run(write_run(tmp_path / "none_final.h5", epochs, snaps)) as run:
+        mv = OrbitMovie(run, panels=["source"], panel_px=240)
+    try:
+        assert mv.looks.tracks == [] and [c.label for c in mv.timeline.curves] == ["verified orbits that do not last"]
+        assert mv.timeline.curves[0].values.tolist() == [0, 0, 0, 7, 7, 7, 0] and mv.timeline.left_lim == (0, 7)
+        assert mv.looks.look(3).legend[0][0] == "7 heads in a verified orbit"
+    finally:
+        mv.close()
 
 
 def test_heads_of_a_final_orbit_in_another_orbit_earlier_are_coloured_as_the_strip_counts_them(tmp_path):

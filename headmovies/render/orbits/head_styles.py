@@ -255,7 +255,7 @@ class OrbitLooks:
             k = int((state == 4).sum())
             legend.append(
                 (
-                    f"{k} head{'s' if k != 1 else ''} in another verified orbit",
+                    f"{k} head{'s' if k != 1 else ''} in {'another' if self.tracks else 'a'} verified orbit",
                     to_rgba(self.transient_colour),
                     WHITE,
                     VERIFIED["size"],
