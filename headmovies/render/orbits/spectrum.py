@@ -200,9 +200,19 @@ def panel_lines(groups: list[FrequencyGroup], panels: list[Panel], n: int, m: in
     return out
 
 
+SPECTRUM_FLOOR = 1e-6  # a spectrum value below this is rounding (an exact orbit): shown as '< 1e-6'
+
+
+def spectrum_text(v: float) -> str:
+    """A spectrum value as the movie's panel lines and the sweep table show it: '0.025' (2
+    significant digits), or '< 1e-6' at rounding level (`SPECTRUM_FLOOR`)."""
+    return "< 1e-6" if v < SPECTRUM_FLOOR else f"{v:.2g}"
+
+
 def _bound(v: float) -> str:
-    """'≤ 0.025', or '< 1e-6' for a value at rounding level (an exact orbit)."""
-    return "< 1e-6" if v < 1e-6 else f"≤ {v:.2g}"
+    """'≤ 0.025', or '< 1e-6' at rounding level (`spectrum_text`)."""
+    text = spectrum_text(v)
+    return text if text.startswith("<") else f"≤ {text}"
 
 
 def scale_amplitudes(groups: list[FrequencyGroup], score_scale: float) -> list[FrequencyGroup]:

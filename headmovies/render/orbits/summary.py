@@ -14,7 +14,13 @@ import numpy as np
 from headmovies.render.core.circuits import centre_qk
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import group_of, score_scale_of, snapshot_circuits
-from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies, low_high, scale_amplitudes
+from headmovies.render.orbits.spectrum import (
+    FrequencyGroup,
+    head_frequencies,
+    low_high,
+    scale_amplitudes,
+    spectrum_text,
+)
 
 
 def frequency_groups(M: np.ndarray, report: OrbitReport) -> dict[int, int]:
@@ -85,7 +91,7 @@ def spectrum_detail(summary: dict) -> str:
     groups = sorted(summary["spectrum"], key=lambda g: (-g["heads"], g["omega"]))[:3]
 
     def num(x) -> str:
-        return "-" if x is None else "< 1e-6" if x < 1e-6 else f"{x:.2g}"
+        return "-" if x is None else spectrum_text(x)
 
     parts = [
         f"ω = {g['omega']}, {g['heads']} heads: {num(g['low'])}"
