@@ -123,7 +123,8 @@ def figcaption(
     said = [line.replace("\n", ", ") for line in spectrum if line]
     if said:
         parts.append(
-            "A panel showing a frequency group's own plane gives, bottom left, that group's orbit spectrum "
+            "One panel per frequency group whose own plane is shown (its QK panel, if there is one) gives, "
+            "bottom left, the group's orbit spectrum "
             "|μ̂_k|/Σ|ρ| over its heads' QK phases and OV weights (0 for an exact orbit); at the last snapshot: "
             + "; ".join(said)
             + "."
