@@ -106,7 +106,41 @@ def test_lever_keys_are_stored_only_when_set():
     assert back.levers() == [] and OrbitConfig(score_scale=2.0).levers() == ["score_scale=2.0"]
 
 
-def test_batched_training_leaves_lever_runs_alone_and_refuses_them():
-    assert batch_key(cfg_of(score_scale=2)) is None and batch_key(cfg_of()) is not None
+def test_batched_training_leaves_frozen_embed_and_imposed_runs_alone_and_refuses_them():
+    assert batch_key(cfg_of(frozen_embed=True, d_model=10)) is None
+    assert batch_key(cfg_of(impose_orbit_at=3)) is None and batch_key(cfg_of()) is not None
+    # score_scale and qk_init may differ per instance; qk_decay is the optimizer's, shared
+    assert batch_key(cfg_of(score_scale=2, qk_init=3)) == batch_key(cfg_of())
+    assert batch_key(cfg_of(qk_decay="false")) != batch_key(cfg_of())
     with pytest.raises(ValueError, match="batched training does not implement frozen_embed=True"):
-        OrbitBatch([cfg_of(), cfg_of(frozen_embed=True, seed=1)])
+        OrbitBatch([cfg_of(d_model=10), cfg_of(frozen_embed=True, d_model=10, seed=1)])
+
+
+@pytest.mark.parametrize("qk_decay", ["true", "false"])
+def test_batched_lever_runs_equal_their_single_runs_bit_for_bit(qk_decay):
+    """score_scale, qk_init (per instance) and qk_decay (shared) in a batch: each instance's
+    weights, AdamW state (its no-decay group too) and metrics equal its single run's."""
+    kw = dict(epochs=12, weight_decay=1.0, qk_decay=qk_decay, eq_seq_lens="3", eq_seq_batch=4)
+    cfgs = [cfg_of(seed=0, score_scale=2, **kw), cfg_of(seed=1, score_scale=0.5, qk_init=3, **kw), cfg_of(seed=2, **kw)]
+    singles = []
+    for cfg in cfgs:
+        torch.manual_seed(cfg.seed)
+        task = OrbitTask(cfg)
+        for epoch in range(1, cfg.epochs + 1):
+            task.step(epoch)
+        singles.append(task)
+    batch = OrbitBatch(cfgs)
+    for epoch in range(1, cfgs[0].epochs + 1):
+        batch.step(epoch)
+    for i, single in enumerate(singles):
+        view = batch.sync(i)
+        for name, w in single.model.state_dict().items():
+            assert torch.equal(w, view.model.state_dict()[name]), (i, name)
+        assert str(single.optimizer.state_dict()) == str(view.optimizer.state_dict())
+        assert single.evaluate() == view.evaluate()
+    # the levers act: without weight decay on W_Q, W_K the QK weights differ from a decayed run's
+    flipped = {**kw, "qk_decay": "true" if qk_decay == "false" else "false"}
+    other = OrbitBatch([cfg_of(seed=0, score_scale=2, **flipped)])
+    for epoch in range(1, cfgs[0].epochs + 1):
+        other.step(epoch)
+    assert not torch.equal(other.sync(0).model.W_Q, batch.sync(0).model.W_Q)

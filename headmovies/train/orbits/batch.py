@@ -22,7 +22,9 @@ What instances of one batch must share (`batch_key`): the shapes, the optimizer 
 AdamW learning rate and weight decay per step), the sequence term's lengths and batch, and the
 snapshot schedule. Everything else may differ per instance: seed, init_scale, split, train_frac,
 the loss weights and their ramps (eq_*, ov_bias_weight, refine_eq_weight, ...), refine_prune.
-The levers of issue #32 (`OrbitConfig.levers`) are not implemented here: a run with one trains
+Of the levers of issue #32 (`OrbitConfig.levers`), score_scale (per instance, in its circuits),
+qk_init (its initial weights) and qk_decay (shared: W_Q and W_K in an AdamW group without weight
+decay, as `task.param_groups`) train batched; a run with frozen_embed or impose_orbit_at set trains
 alone (`batch_key` None) and a batch refuses it (ValueError).
 """
 
@@ -47,7 +49,8 @@ SHARED_KEYS = (
     "epochs",
     "lr",
     "lr_schedule",
-    "weight_decay",  # the optimizer's
+    "weight_decay",
+    "qk_decay",  # the optimizer's
     "refine_start",
     "refine_lr",
     "refine_weight_decay",  # schedule
@@ -70,11 +73,19 @@ BATCH_ELEMENTS = 2**18
 MAX_BATCH = 32
 
 
+# Levers of issue #32 (`OrbitConfig.levers`) that the batch does not implement: runs with one train alone.
+UNBATCHED_LEVERS = ("frozen_embed", "impose_orbit_at")
+
+
+def unbatched_levers(cfg: OrbitConfig) -> list[str]:
+    """'key=value' of each lever of `cfg` that the batch does not implement (UNBATCHED_LEVERS)."""
+    return [lever for lever in cfg.levers() if lever.split("=")[0] in UNBATCHED_LEVERS]
+
+
 def batch_key(cfg: OrbitConfig) -> tuple | None:
-    """Runs with equal keys can share a batch; None: this run trains alone. A run with a lever
-    of issue #32 set (`OrbitConfig.levers`: score_scale, qk_decay, qk_init, frozen_embed,
-    impose_orbit_at) trains alone: the batch implements none of them."""
-    if cfg.levers():
+    """Runs with equal keys can share a batch; None: this run trains alone (frozen_embed or
+    impose_orbit_at set: the batch implements neither)."""
+    if unbatched_levers(cfg):
         return None
     return tuple(getattr(cfg, k) for k in SHARED_KEYS)
 
@@ -98,7 +109,7 @@ class OrbitBatch:
     tensors live ("cpu" or e.g. "cuda"); views stay on the CPU."""
 
     def __init__(self, cfgs: list[OrbitConfig], device: str | torch.device = "cpu"):
-        levers = sorted({lever for c in cfgs for lever in c.levers()})
+        levers = sorted({lever for c in cfgs for lever in unbatched_levers(c)})
         if levers:
             raise ValueError(
                 f"batched training does not implement {', '.join(levers)}: such runs train alone "
@@ -118,7 +129,14 @@ class OrbitBatch:
             torch.nn.Parameter(torch.stack([getattr(v.model, k).detach() for v in views]).to(dev)) for k in PARAMS
         ]
         self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U = self.params
-        self.optimizer = torch.optim.AdamW(self.params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        groups: list = self.params
+        if not self.cfg.qk_decay:  # as task.param_groups: W_Q and W_K in a group without weight decay
+            qk = [self.W_Q, self.W_K]
+            groups = [
+                {"params": [P for P in self.params if all(P is not q for q in qk)]},
+                {"params": qk, "weight_decay": 0.0, "no_decay": True},
+            ]
+        self.optimizer = torch.optim.AdamW(groups, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self._leaves: list[list[torch.Tensor]] | None = None
         v0 = views[0]
         self.gather = v0.gather.to(dev)  # depends on n only
@@ -151,7 +169,9 @@ class OrbitBatch:
         Each instance's circuits come from the single run's own operations, stacked: on a CPU a
         batch of small matrix products (below ~400 multiply-adds per product) takes another
         kernel than one product and rounds differently. They cost little beside the n^3 grid."""
-        Ms, OVs = zip(*(qk_ov(w[0], w[1], w[2], w[3], w[4], w[5]) for w in self._weights()))
+        Ms, OVs = zip(
+            *(qk_ov(w[0], w[1], w[2], w[3], w[4], w[5], v.cfg.score_scale) for w, v in zip(self._weights(), self.views))
+        )
         return torch.stack(Ms), torch.stack(OVs).transpose(2, 3)
 
     def grid_logits(self) -> torch.Tensor:
@@ -179,8 +199,8 @@ class OrbitBatch:
         if cfg.refines() and epoch - 1 == cfg.refine_start:
             self.optimizer.state.clear()
             self._prune()
-        for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = lr, weight_decay
+        for group in self.optimizer.param_groups:  # as OrbitTask.set_hyperparameters
+            group["lr"], group["weight_decay"] = lr, 0.0 if group.get("no_decay") else weight_decay
         self._leaves = [[P[i].detach().requires_grad_() for P in self.params] for i in range(len(self))]
         lam_t = torch.tensor(lam, device=self.device)
         ce, eq = self._losses(self.grid_logits(), with_eq=max(lam) > 0)
@@ -232,12 +252,13 @@ class OrbitBatch:
         for name, P in zip(PARAMS, self.params):
             getattr(view.model, name).copy_(P[i])
         if optimizer:
-            group = self.optimizer.param_groups[0]
-            for g in view.optimizer.param_groups:
-                g["lr"], g["weight_decay"] = group["lr"], group["weight_decay"]
+            group = self.optimizer.param_groups[0]  # never the no_decay group
+            view.set_hyperparameters(group["lr"], group["weight_decay"])
             view.optimizer.state.clear()
-            for p, P in zip(view.model.parameters(), self.params):
-                state = self.optimizer.state.get(P)
+            stacked = {id(p): P for p, P in zip(view.model.parameters(), self.params)}
+            # in the order of the view's groups, as its own steps would have filled the state
+            for p in (p for g in view.optimizer.param_groups for p in g["params"]):
+                state = self.optimizer.state.get(stacked[id(p)])
                 if state:
                     view.optimizer.state[p] = {
                         k: (v.clone() if k == "step" else v[i].cpu().clone()) for k, v in state.items()
