@@ -198,9 +198,16 @@ def test_plan_and_jobs(tmp_path):
     assert [len(j.runs) for j in P.make_jobs(plan, workers=8, batch=1)] == [1] * 6
     big = P.make_plan("orbits", tmp_path / "sw", [0, 1], [], {})  # the default model: one run per job
     assert [j.batched for j in P.make_jobs(big, workers=1)] == [False, False]
-    # a lever of issue #32 (not implemented by batched training): every run alone, even with --batch
-    lever = P.make_plan("orbits", tmp_path / "sw", [0, 1, 2], [], {"p": "5", "n_heads": "3", "qk_decay": "false"})
+    # a lever of issue #32 that batched training does not implement: every run alone, even with --batch
+    lever = P.make_plan(
+        "orbits", tmp_path / "sw", [0, 1, 2], [], {"p": "5", "n_heads": "3", "frozen_embed": "true", "d_model": "10"}
+    )
     assert [(len(j.runs), j.batched) for j in P.make_jobs(lever, workers=1, batch=3)] == [(1, False)] * 3
+    # one it does (score_scale, qk_decay): batched
+    lever = P.make_plan(
+        "orbits", tmp_path / "sw", [0, 1, 2], [], {"p": "5", "n_heads": "3", "qk_decay": "false", "score_scale": "2"}
+    )
+    assert [(len(j.runs), j.batched) for j in P.make_jobs(lever, workers=1, batch=3)] == [(3, True)]
 
 
 # --- the sweep -------------------------------------------------------------------------------------
