@@ -37,7 +37,7 @@ from headmovies.train.orbits.attention import GridAttention
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.losses import grid_losses, ov_bias_penalty, seq_eq_loss
 from headmovies.train.orbits.model import qk_ov
-from headmovies.train.orbits.task import OrbitTask
+from headmovies.train.orbits.task import OrbitTask, decay_groups, set_hyperparameters
 
 # Config keys every instance of a batch shares; the rest may differ per instance.
 SHARED_KEYS = (
@@ -129,13 +129,7 @@ class OrbitBatch:
             torch.nn.Parameter(torch.stack([getattr(v.model, k).detach() for v in views]).to(dev)) for k in PARAMS
         ]
         self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U = self.params
-        groups: list = self.params
-        if not self.cfg.qk_decay:  # as task.param_groups: W_Q and W_K in a group without weight decay
-            qk = [self.W_Q, self.W_K]
-            groups = [
-                {"params": [P for P in self.params if all(P is not q for q in qk)]},
-                {"params": qk, "weight_decay": 0.0, "no_decay": True},
-            ]
+        groups = decay_groups(self.params, [self.W_Q, self.W_K], self.cfg.qk_decay)  # as the single run's
         self.optimizer = torch.optim.AdamW(groups, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self._leaves: list[list[torch.Tensor]] | None = None
         v0 = views[0]
@@ -199,8 +193,7 @@ class OrbitBatch:
         if cfg.refines() and epoch - 1 == cfg.refine_start:
             self.optimizer.state.clear()
             self._prune()
-        for group in self.optimizer.param_groups:  # as OrbitTask.set_hyperparameters
-            group["lr"], group["weight_decay"] = lr, 0.0 if group.get("no_decay") else weight_decay
+        set_hyperparameters(self.optimizer, lr, weight_decay)
         self._leaves = [[P[i].detach().requires_grad_() for P in self.params] for i in range(len(self))]
         lam_t = torch.tensor(lam, device=self.device)
         ce, eq = self._losses(self.grid_logits(), with_eq=max(lam) > 0)

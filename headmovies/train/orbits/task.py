@@ -62,18 +62,28 @@ class _Precomputed(torch.autograd.Function):
         return dM, dR, None
 
 
-def param_groups(model: AttentionLayer, qk_decay: bool = True) -> list:
-    """The optimizer's parameters: the trainable ones in the model's order (frozen W_E, W_U of
-    frozen_embed left out), as one group; with qk_decay false W_Q and W_K in a second group
-    marked no_decay (weight decay 0 at every step, `OrbitTask.step`)."""
-    params = [p for p in model.parameters() if p.requires_grad]
+def decay_groups(params: list, qk: list, qk_decay: bool = True) -> list:
+    """AdamW parameter groups: `params` as one group; with qk_decay false the tensors of `qk`
+    (W_Q and W_K) in a second group marked no_decay (weight decay 0 at every step,
+    `set_hyperparameters`). A single run's and a batch's (`batch.OrbitBatch`) optimizer."""
     if qk_decay:
         return params
-    qk = [model.W_Q, model.W_K]
     return [
         {"params": [p for p in params if all(p is not q for q in qk)]},
         {"params": qk, "weight_decay": 0.0, "no_decay": True},
     ]
+
+
+def set_hyperparameters(optimizer: torch.optim.Optimizer, lr: float, weight_decay: float) -> None:
+    """Set every group's lr and weight decay (0 in a no_decay group, `decay_groups`)."""
+    for group in optimizer.param_groups:
+        group["lr"], group["weight_decay"] = lr, 0.0 if group.get("no_decay") else weight_decay
+
+
+def param_groups(model: AttentionLayer, qk_decay: bool = True) -> list:
+    """The optimizer's parameters: the trainable ones in the model's order (frozen W_E, W_U of
+    frozen_embed left out), W_Q and W_K in a no_decay group of their own with qk_decay false."""
+    return decay_groups([p for p in model.parameters() if p.requires_grad], [model.W_Q, model.W_K], qk_decay)
 
 
 class OrbitTask(Task[OrbitConfig]):
@@ -232,8 +242,7 @@ class OrbitTask(Task[OrbitConfig]):
 
     def set_hyperparameters(self, lr: float, weight_decay: float) -> None:
         """Set every optimizer group's lr and weight decay (0 in the no_decay group of qk_decay=false)."""
-        for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = lr, 0.0 if group.get("no_decay") else weight_decay
+        set_hyperparameters(self.optimizer, lr, weight_decay)
 
     def _grid_term_grads(self, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradients of ce + lam * eq w.r.t. the circuits (M, R): `step`'s grid term, run alone."""
