@@ -322,7 +322,7 @@ def test_each_group_s_own_plane_carries_its_spectrum_in_the_panel_lines():
         "",  # the group at w = 2 is told once, in its QK panel
         "frequency group ω = 2: 12 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 3), ≤ 1 (k ≥ 4)",
         "frequency group ω = 6: 4 heads\n|μ̂_k|/Σ|ρ| ≤ 0.33 (k ≤ 3)",  # (0, -6) is the same plane
-        "frequency group ω = 5: no live head",
+        "frequency group ω = 5: empty\n(ω = 5 is no live head's dominant frequency)",
         "",  # the OV plane -(6, -6) of the group already told
         "",  # not a group's own plane (rotation frequency 2 but key frequency 1)
         "",  # OV plane of rotation frequency 4, not a group's (4, -4)
@@ -355,7 +355,7 @@ def plane_head(n, m, omega, phi, amp):
             [
                 "",
                 "frequency group ω = 2: 2 heads\n|μ̂_k|/Σ|ρ| ≤ 1 (k ≤ 3), ≤ 1 (k ≥ 4)",
-                "frequency group ω = 3: no live head",
+                "frequency group ω = 3: empty\n(ω = 3 is no live head's dominant frequency)",
             ],
         ),
         # m = 1, odd n = 9: the own OV plane of w = 3 is (3, 0); an exact triangle; no w = 9/2
@@ -365,7 +365,11 @@ def plane_head(n, m, omega, phi, amp):
             3,
             [0.0, 2 * np.pi / 3, 4 * np.pi / 3],
             ["qk:0,4", "ov:6,0", "ov:3,-3"],
-            ["frequency group ω = 4: no live head", "frequency group ω = 3: 3 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 2)", ""],
+            [
+                "frequency group ω = 4: empty\n(ω = 4 is no live head's dominant frequency)",
+                "frequency group ω = 3: 3 heads\n|μ̂_k|/Σ|ρ| < 1e-6 (k ≤ 2)",
+                "",
+            ],
         ),
     ],
 )

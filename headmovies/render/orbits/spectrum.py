@@ -164,9 +164,9 @@ def panel_lines(groups: list[FrequencyGroup], panels: list[Panel], n: int, m: in
     OV +-(w, (1 - m) w); the first such panel of each group, QK panels first), in two lines:
     'frequency group w = 2: 12 heads\n|mu_k|/sum|rho| <= 0.025 (k <= 3), <= 0.41 (k >= 4)' (the
     largest over k = 1..3 and over k >= 4, `low_high`; '< 1e-6' at rounding level); if no live
-    head is at w: 'frequency group w = 2: no live head' (the panel may still show live heads of
-    other frequencies). '' for every other panel. `groups`: one snapshot's
-    (`orbit_spectrum`); panels: [P]; m: outputs shift by m s."""
+    head is at w: 'frequency group w = 2: empty\n(w = 2 is no live head's dominant frequency)' (the
+    panel may still show live heads of other frequencies, even a verified orbit). '' for every
+    other panel. `groups`: one snapshot's (`orbit_spectrum`); panels: [P]; m: outputs shift by m s."""
     by_omega = {g.omega: g for g in groups}
 
     def omega_of(p: Panel) -> int | None:
@@ -186,7 +186,7 @@ def panel_lines(groups: list[FrequencyGroup], panels: list[Panel], n: int, m: in
         seen.add(w)
         g = by_omega.get(w)
         if g is None:
-            out[i] = f"frequency group ω = {w}: no live head"
+            out[i] = f"frequency group ω = {w}: empty\n(ω = {w} is no live head's dominant frequency)"
             continue
         low, high = low_high(g.spectrum)
         heads = f"{len(g.heads)} head{'s' * (len(g.heads) != 1)}"
