@@ -118,3 +118,32 @@ def test_help_names_frequencies_omega_as_the_docs_do(capsys):
     assert "reads each live head's frequency ω at the screen epochs" in out
     assert "orbits with size, ω, heads" in out and "every orbit by size and ω" in out
     assert "frequency w " not in out and "size, w," not in out
+
+
+def test_figures_of_a_damaged_run_leave_the_output_folder_as_it_was(tmp_path, capsys):
+    """A run whose middle snapshot was damaged (NaN written into W_V after training) fails only
+    when the OV-frequency history reads it; by then metrics and heads_final were drawn, but
+    nothing is written before everything is read: the folder keeps the good run's figures."""
+    import h5py
+
+    good, bad = tmp_path / "good.h5", tmp_path / "bad.h5"
+    for path in (good, bad):
+        with headmovies.Recorder(path, lambda: _weights(1.0), schedule=[0, 1, 2]) as rec:
+            for epoch in range(3):
+                rec.step(epoch, train_acc=0.25 * (epoch + 1))
+    with h5py.File(bad, "r+") as f:
+        f["snapshots/blocks.0.attn.W_V"][1] = np.nan
+    out = tmp_path / "f"
+    assert cli.main(["figures", str(good), "--out", str(out), "--group-order", "5"]) == 0
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.iterdir()}
+    assert sorted(before) == sorted(
+        f"{stem}.{ext}" for stem in ("metrics", "heads_final", "ov_frequencies") for ext in ("png", "svg")
+    ) + ["summary.json"]
+    capsys.readouterr()
+    assert cli.main(["figures", str(bad), "--out", str(out), "--group-order", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # a warning (no W_U) may come first
+    assert err[-1].startswith(f"error: {bad}: the snapshot at epoch 1 holds non-finite weights")
+    assert [line for line in err if line.startswith("error")] == err[-1:] and "Traceback" not in "".join(err)
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.iterdir()} == before
+    assert cli.main(["figures", str(bad), "--out", str(tmp_path / "new"), "--group-order", "5"]) == 2
+    assert not any((tmp_path / "new").glob("*"))

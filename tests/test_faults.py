@@ -798,6 +798,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
 
     (tmp / "latin1.toml").write_bytes('lr = "caf\xe9"\n'.encode("latin-1"))
     (tmp / "folder.h5").mkdir()
+    (tmp / "ckdir.h5.ckpt").mkdir()
     (tmp / "trunc.h5").write_bytes((runs / "orbits.h5").read_bytes())
     (tmp / "trunc.h5.ckpt").write_bytes(checkpoint_path(runs / "orbits.h5").read_bytes()[:1000])
     (tmp / "exists.h5").write_bytes(b"")
@@ -844,6 +845,10 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
             "checkpoint " + str(tmp / "trunc.h5.ckpt") + " is damaged or truncated (PyTorch cannot load it: ",
         ),
         "--out a folder": (train_argv(tmp / "folder.h5", 20, "--force"), "is a folder; --out names the run file"),
+        "checkpoint path a folder": (
+            train_argv(tmp / "ckdir.h5", 20),
+            f"{tmp / 'ckdir.h5.ckpt'} is a folder where {tmp / 'ckdir.h5'}'s checkpoint goes; move it",
+        ),
         "formats": (movie + ["--formats", "mp4,avi"], "unknown format avi"),
         "induction fps 0": (
             ["induction", "report", ind, "--out", str(tmp / "out"), "--fps", "0", "--no-progress"],
@@ -917,6 +922,14 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "recover missing": (["recover", str(tmp / "nope.h5")], "does not exist"),
         "recover onto a run": (["recover", orbit, "--out", str(runs / "ind.h5")], "exists; pass --force to replace it"),
         "recover into a folder": (["recover", orbit, "--out", str(tmp / "folder.h5")], "is a folder"),
+        "recover onto its checkpoint": (
+            ["recover", orbit, "--out", orbit + ".ckpt", "--force"],
+            f"--out {orbit}.ckpt is {orbit}'s checkpoint file; name the copy e.g. orbits.clean.h5",
+        ),
+        "recover onto its lock": (
+            ["recover", orbit, "--out", orbit + ".lock", "--force"],
+            f"--out {orbit}.lock is {orbit}'s lock file",
+        ),
         "recover into /proc": (
             ["recover", orbit, "--out", "/proc/x.h5"],
             "cannot write to output folder /proc: it is read-only, not yours or not on a disk",
@@ -1010,6 +1023,9 @@ CASES = [
     "recover missing",
     "recover onto a run",
     "recover into a folder",
+    "recover onto its checkpoint",
+    "recover onto its lock",
+    "checkpoint path a folder",
     "recover into /proc",
     "train under a file",
     "train into a missing folder",

@@ -354,8 +354,9 @@ def test_bench_load_and_prune_errors_are_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_search_table_and_numbers_errors_are_one_line(tmp_path):
-    """--table of a missing file, a folder, a non-JSON file and a census file, --every 0 and bad
-    --seeds: one line on stderr each, non-zero exit, no traceback; a real log's final rows print."""
+    """--table of a missing file, a folder, a non-JSON file and a census file, --every 0, bad
+    --seeds (empty, reversed, not numbers) and an unknown --set key: one line on stderr each,
+    exit 2, no traceback, and no run trained (no log written); a real log's final rows print."""
     import subprocess
 
     (tmp_path / "text.txt").write_text("not json\n")
@@ -370,14 +371,23 @@ def test_search_table_and_numbers_errors_are_one_line(tmp_path):
         (["--table", str(tmp_path / "text.txt")], "is not a search log"),
         (["--table", str(tmp_path / "other.jsonl")], "is not a search log"),
         (["--every", "0"], "--every must be >= 1, got 0"),
+        (["--epochs", "-5"], "--epochs must be >= 1, got -5"),
+        *(
+            (
+                ["--seeds", seeds, "--epochs", "2", "--every", "2", "--log", str(tmp_path / "l.jsonl")],
+                f"--seeds takes non-negative integers and ranges, e.g. 0-199 or 0,3,5; got {seeds!r}",
+            )
+            for seeds in ("a-b", "", "5-3")
+        ),
         (
-            ["--seeds", "a-b", "--epochs", "2", "--every", "2", "--log", str(tmp_path / "l.jsonl")],
-            "--seeds must be '0,3,5' or a range '0-9', got 'a-b'",
+            ["--seeds", "1", "--set", "foo=1", "--epochs", "2", "--every", "2", "--log", str(tmp_path / "l.jsonl")],
+            "unknown config key 'foo'",
         ),
     ):
         done = run(*args)
-        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
-        assert says in done.stderr.splitlines()[-1], done.stderr  # argparse's own errors add the usage
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+        assert not (tmp_path / "l.jsonl").exists()
     log = tmp_path / "log.jsonl"
     done = run(
         "--set",

@@ -50,6 +50,12 @@ def run(args: argparse.Namespace) -> int:
                 example = out / f"{src.stem}.clean{src.suffix}"
             raise UserError(f"--out {out} is a folder; name the copy, e.g. {example}")
         disk.check_folder(out.parent, may_create=False)
+        for suffix, what in ((".ckpt", "checkpoint"), (".lock", "lock")):
+            owner = out.with_name(out.name.removesuffix(suffix))
+            if out.name.endswith(suffix) and owner.exists():  # --force may not replace these
+                raise UserError(
+                    f"--out {out} is {owner}'s {what} file; name the copy e.g. {src.stem}.clean{src.suffix}"
+                )
         if out.exists() and not args.force:
             raise UserError(f"{out} exists; pass --force to replace it")
         live = holder(src)

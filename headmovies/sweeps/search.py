@@ -150,8 +150,15 @@ def _groups_text(o: dict) -> str:
     return " ".join(f"{w}:{n}" for w, n in o.get("groups", {}).items())
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, exit 2, as the `headmovies` commands print them."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="python -m headmovies.sweeps.search",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -170,7 +177,7 @@ def main() -> int:
         metavar="KEY=V1,V2",
         help="run every value of this config key (repeatable: the product of the grids)",
     )
-    ap.add_argument("--seeds", help="seeds: '0,3,5' or a range '0-9' (default: the experiment's, 24)")
+    ap.add_argument("--seeds", help="seeds: '0,3,5', a range '0-9', or both '0-3,10' (default: the experiment's, 24)")
     ap.add_argument("--epochs", type=int, default=4000, help="epochs per run (default 4000)")
     ap.add_argument("--every", type=int, default=1000, help="evaluate every this many epochs (default 1000)")
     ap.add_argument("--tol", type=float, default=0.02, help="orbit tolerance (seed: 0.02)")
@@ -205,24 +212,31 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from headmovies.train.config import parse_sets
+    from headmovies.sweeps.plan import parse_seeds
+    from headmovies.train.config import parse_sets, resolve
     from headmovies.train.orbits.config import OrbitConfig
 
     fixed = parse_sets(args.set)
     grids = [(k, v.split(",")) for k, v in parse_sets(args.grid).items()]
+    seeds = [str(s) for s in parse_seeds(args.seeds)] if args.seeds is not None else [str(OrbitConfig.seed)]
+    combos = [
+        {**fixed, **{k: v for (k, _), v in zip(grids, combo)}, "seed": seed}
+        for combo in itertools.product(*(vals for _, vals in grids))
+        for seed in seeds
+    ]
+    for overrides in combos:  # every setting checked before the first run trains
+        resolve(OrbitConfig, None, {**overrides, "epochs": str(args.epochs)})
     finals = []
     Path(args.log).parent.mkdir(parents=True, exist_ok=True)
-    for combo in itertools.product(*(vals for _, vals in grids)):
-        for seed in parse_seeds(args.seeds) if args.seeds else [str(OrbitConfig.seed)]:
-            overrides = {**fixed, **{k: v for (k, _), v in zip(grids, combo)}, "seed": seed}
-            name = "_".join(f"{k}{v}" for k, v in overrides.items())
-            save = f"{args.save}/{name}.pt" if args.save else None
-            rows = run_one(overrides, args.epochs, args.every, args.tol, args.quiet, save, args.load, args.prune)
-            rows[-1]["final"] = True
-            with open(args.log, "a") as fh:
-                for r in rows:
-                    fh.write(json.dumps(r) + "\n")
-            finals.append(rows[-1])
+    for overrides in combos:
+        name = "_".join(f"{k}{v}" for k, v in overrides.items())
+        save = f"{args.save}/{name}.pt" if args.save else None
+        rows = run_one(overrides, args.epochs, args.every, args.tol, args.quiet, save, args.load, args.prune)
+        rows[-1]["final"] = True
+        with open(args.log, "a") as fh:
+            for r in rows:
+                fh.write(json.dumps(r) + "\n")
+        finals.append(rows[-1])
     print_table(finals)
     return 0
 
@@ -243,18 +257,6 @@ def read_log(path: str) -> list[dict]:
     return [r for r in rows if r.get("final")]
 
 
-def parse_seeds(text: str) -> list[str]:
-    from headmovies.errors import ConfigError
-
-    try:
-        if "-" in text:
-            lo, hi = text.split("-")
-            return [str(s) for s in range(int(lo), int(hi) + 1)]
-        return [str(int(s)) for s in text.split(",")]
-    except ValueError:
-        raise ConfigError(f"--seeds must be '0,3,5' or a range '0-9', got {text!r}") from None
-
-
 def print_table(rows: list[dict]) -> None:
     print(
         "\n| setting | seed | epochs | train acc | held-out acc | eq error pooled | worst input "
@@ -273,9 +275,10 @@ def print_table(rows: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    from headmovies.errors import ConfigError
+    from headmovies.errors import UserError
 
     try:
         sys.exit(main())
-    except ConfigError as exc:
-        sys.exit(f"error: {exc}")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -122,9 +122,12 @@ def check_out_path(out: Path) -> None:
     """UserError unless `out` can be a run file: its folder exists and is writable, and neither
     it nor its checkpoint path is a folder."""
     disk.check_folder(out.parent, may_create=False)
-    for path in (out, checkpoint_path(out)):
-        if path.is_dir():
-            raise UserError(f"{path} is a folder; --out names the run file, e.g. {path / 'run.h5'}")
+    if out.is_dir():
+        raise UserError(f"{out} is a folder; --out names the run file, e.g. {out / 'run.h5'}")
+    if checkpoint_path(out).is_dir():
+        raise UserError(
+            f"{checkpoint_path(out)} is a folder where {out}'s checkpoint goes; move it, or choose another --out"
+        )
 
 
 def exists_message(out: Path, experiment: str) -> str:

@@ -82,19 +82,23 @@ def frequency_figure(epochs: np.ndarray, shares: np.ndarray, keys: list[int], ti
 
 def render_figures(run_path: str | Path, out_dir: str | Path, group_order: int | None = None) -> list[Path]:
     """Write the figures (PNG and SVG) and summary.json of `run_path` into `out_dir`; returns the
-    paths. RunFileError for a run without attention weights."""
-    out = prepare_out_dir(out_dir)
-    paths: list[Path] = []
+    paths. Everything is read and drawn before the first file is written, so a run that fails to
+    read (RunFileError, e.g. a run without attention weights or a damaged snapshot) leaves
+    `out_dir` as it was."""
     with Run(run_path) as run:
         heads = find_heads(run, group_order)
         name = run.path.name
-        paths += save_figure(metrics_figure(run.metrics(), f"{name}: metrics"), out, "metrics")
+        figures = {"metrics": metrics_figure(run.metrics(), f"{name}: metrics")}
         last = run.weights(-1, heads.names())
-        paths += save_figure(heatmaps_figure(heads, last, int(run.epochs[-1]), name), out, "heads_final")
+        figures["heads_final"] = heatmaps_figure(heads, last, int(run.epochs[-1]), name)
         info = summary(run, heads)
         if heads.group_order:
             epochs, shares = ov_frequency_history(run, heads)
-            fig = frequency_figure(epochs, shares, info["key_frequencies"], f"{name}: OV power by input frequency")
-            paths += save_figure(fig, out, "ov_frequencies")
+            title = f"{name}: OV power by input frequency"
+            figures["ov_frequencies"] = frequency_figure(epochs, shares, info["key_frequencies"], title)
+    out = prepare_out_dir(out_dir)
+    paths: list[Path] = []
+    for stem, fig in figures.items():
+        paths += save_figure(fig, out, stem)
     paths.append(write_text(out / "summary.json", json.dumps(info, indent=1) + "\n"))
     return paths
