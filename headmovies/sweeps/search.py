@@ -151,7 +151,8 @@ def _groups_text(o: dict) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line, exit 2, as the `headmovies` commands print them."""
+    """Usage errors as one line, exit 2, as the `headmovies` commands print them (`cli.Parser`,
+    which this script below the command layer does not import)."""
 
     def error(self, message: str):
         self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")

@@ -124,10 +124,9 @@ def check_out_path(out: Path) -> None:
     disk.check_folder(out.parent, may_create=False)
     if out.is_dir():
         raise UserError(f"{out} is a folder; --out names the run file, e.g. {out / 'run.h5'}")
-    if checkpoint_path(out).is_dir():
-        raise UserError(
-            f"{checkpoint_path(out)} is a folder where {out}'s checkpoint goes; move it, or choose another --out"
-        )
+    ckpt = checkpoint_path(out)
+    if ckpt.is_dir():
+        raise UserError(f"{ckpt} is a folder where {out}'s checkpoint goes; move it, or choose another --out")
 
 
 def exists_message(out: Path, experiment: str) -> str:
