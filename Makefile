@@ -44,11 +44,13 @@ browser:
 	fi
 
 # ruff (lint and format, pyproject.toml [tool.ruff]) on the package, tests and bench; mypy on the
-# package ([tool.mypy]); any finding fails. `.pre-commit-config.yaml` runs the same.
+# package ([tool.mypy]); the import contract ([tool.importlinter]: layers import downward only);
+# any finding fails. `.pre-commit-config.yaml` runs the same.
 define lint-steps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 endef
 
 lint: setup

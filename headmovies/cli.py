@@ -24,30 +24,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from headmovies import __version__, disk
 from headmovies.commands import figures, induction, movie, orbits, ov_coherent, recover, sweep, train, view
 from headmovies.errors import UserError, forget_warnings
+from headmovies.parser import Parser
 
 # The commands, in the order `headmovies --help` lists them: shared ones (those that render any
 # run: movie, figures, view), then one per experiment family (a new family adds its module here).
 COMMANDS = (recover, sweep, train, movie, figures, view, induction, orbits, ov_coherent)
-
-
-class Parser(argparse.ArgumentParser):
-    """Usage errors as one line too (`error: headmovies orbits movie: argument --fps: ...`), exit 2;
-    subcommand parsers inherit this class."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.register("type", Path, _path)  # every `type=Path` argument of every command
-        self.set_defaults(_prog=self.prog)  # the deepest command given, for unrecognized arguments
-
-    def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
-
-
-def _path(text: str) -> Path:
-    """A path argument; an empty one is refused (Path('') would silently mean the current folder)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path; give a file or folder name")
-    return Path(text)
 
 
 def build_parser() -> argparse.ArgumentParser:

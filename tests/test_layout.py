@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import os
 import pkgutil
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -332,3 +334,93 @@ def test_the_length_scan_catches_a_planted_file(tmp_path):
         (tmp_path / name).write_text("x\n" * 11)
     (tmp_path / "fits.py").write_text("x\n" * 10)
     assert long_files(tmp_path, limit=10) == {"long.py": 11, "page.html": 11, "render/x/long.js": 11, "style.css": 11}
+
+
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """import-linter with the project's contract (pyproject.toml) on the package copied under `root`."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_import_contract_catches_a_planted_upward_import(tmp_path):
+    """The contract (pyproject.toml [tool.importlinter], run by `make lint`) holds on a copy of the
+    package; an import back up inside a function (rendering -> training), one across rendering
+    families and one of h5py outside runfile/ each break it, by name (the first also brings torch
+    into rendering)."""
+    shutil.copytree(PACKAGE, tmp_path / "headmovies", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PACKAGE.parent / "pyproject.toml", tmp_path)
+    done = _lint_imports(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 kept, 0 broken" in done.stdout
+    planted = {
+        "render/core/trails.py": "def f():\n    import headmovies.train.loop\n",
+        "render/generic/planes.py": "import headmovies.render.orbits.check\n",
+        "disk.py": "import h5py\n",
+    }
+    for rel, text in planted.items():
+        with open(tmp_path / "headmovies" / rel, "a", encoding="utf-8") as f:
+            f.write(text)
+    done = _lint_imports(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 kept, 4 broken" in done.stdout  # the layers, the render families, torch (through train), h5py
+    assert "headmovies.render is not allowed to import headmovies.train" in done.stdout
+    assert "headmovies.render.core.trails -> headmovies.train.loop" in done.stdout
+    assert "headmovies.render.generic.planes -> headmovies.render.orbits.check" in done.stdout
+    assert "headmovies.disk -> h5py" in done.stdout
+
+
+def private_imports(root: Path) -> list[str]:
+    """'path:line: module.name' for each import of a private name (one leading underscore) from
+    another module in the package folder `root`: `from m import _x` or `import m._x`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=rel)):
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if any(part.startswith("_") and not part.startswith("__") for part in name.split(".")):
+                    found.append(f"{rel}:{node.lineno}: {name}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name with a leading underscore is its module's own: no package module imports one (a
+    name another module needs is public in its home module). The scan catches planted ones."""
+    assert private_imports(PACKAGE) == []
+    assert len(list(PACKAGE.rglob("*.py"))) > 60  # the scan saw the whole package
+
+
+def test_the_private_import_scan_catches_a_planted_module(tmp_path):
+    """Both spellings of a private import are named by line; public names and dunders are not."""
+    (tmp_path / "a.py").write_text(
+        "from headmovies.x import _y, z\nimport headmovies._m\nfrom headmovies import __version__\nimport os.path\n",
+        encoding="utf-8",
+    )
+    assert private_imports(tmp_path) == ["a.py:1: headmovies.x._y", "a.py:2: headmovies._m"]
+
+
+@pytest.mark.slow
+def test_commands_load_no_matplotlib_or_h5py_for_help():
+    """`headmovies --help` and `headmovies train --help` in a fresh interpreter: every command's
+    parser is built, and neither matplotlib nor h5py is loaded (commands import what they run
+    when they run it)."""
+    for argv in (["--help"], ["train", "--help"]):
+        code = (
+            "import sys\nfrom headmovies.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "print('LOADED', sorted(m for m in ('matplotlib', 'h5py') if m in sys.modules))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "usage: headmovies" in done.stdout, argv
+        assert done.stdout.splitlines()[-1] == "LOADED []", argv

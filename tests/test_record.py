@@ -87,6 +87,18 @@ def _datasets(path: Path) -> tuple[np.ndarray, dict, dict]:
         return run.epochs.copy(), weights, run.metrics()
 
 
+def test_the_default_schedule_is_the_training_configs():
+    """`default_schedule` writes the epochs a training run of TrainConfig's schedule writes (every
+    25 through 4000, then every 100), without an end."""
+    from headmovies.record import default_schedule
+    from headmovies.train.config import TrainConfig
+    from headmovies.train.schedule import config_schedule
+
+    recorded = [e for e in range(6001) if default_schedule(e)]
+    assert recorded == config_schedule(TrainConfig(epochs=6000)).tolist()
+    assert recorded[159:163] == [3975, 4000, 4100, 4200] and len(recorded) == 161 + 20
+
+
 def test_a_tiny_loop_records_weights_metrics_and_config(tmp_path):
     """Weights at a snapshot are the model's own then; metrics logged between snapshots are
     stored with the next one (NaN where none); a metric first seen later is added with NaN."""

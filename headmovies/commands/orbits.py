@@ -13,15 +13,13 @@ from headmovies import disk
 from headmovies.commands.orbits_help import CENSUS, CHECK, FIGURES, MOVIE, PANELS_HELP, VIEW, WATCH
 from headmovies.errors import UserError, plural
 from headmovies.render.core.encode import Quality
-from headmovies.render.core.frame_layout import LAYOUTS, PANEL_PX
+from headmovies.render.core.frame_layout import LAYOUTS, MIN_PANEL_PX, PANEL_PX
 from headmovies.render.core.frame_states import TRAIL_EPOCHS
 from headmovies.render.core.movie_options import add_movie_arguments, movie_arguments
 from headmovies.render.core.outputs import FIGURE_FORMATS
-from headmovies.render.core.panels import MIN_PANEL_PX
 from headmovies.render.core.projections import parse_panel
 from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 from headmovies.render.orbits.check import DEAD_TOL, GAUGES, TOL
-from headmovies.render.orbits.panel_choice import OLD_PANEL_KEYWORDS, PANEL_KEYWORDS
 
 NAME = "orbits"
 HELP = "orbit experiment (source 000): orbit check, movie and figures of a run file"
@@ -355,6 +353,8 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def _check_panel_words(panels) -> None:
+    from headmovies.render.orbits.panel_choice import OLD_PANEL_KEYWORDS, PANEL_KEYWORDS  # h5py: on use
+
     if panels and not {w.lower() for w in panels} & {*PANEL_KEYWORDS, *OLD_PANEL_KEYWORDS}:
         [parse_panel(p) for p in panels]  # a bad plane fails before the run is opened
 

@@ -34,7 +34,8 @@ from headmovies.interrupts import deferred_signals
 from headmovies.record.adapters import Adapter, find_adapter
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from headmovies.runfile.lock import RunLock
-from headmovies.train.new_run import _git_commit, _versions, check_out_path, machine
+from headmovies.train.config import TrainConfig
+from headmovies.train.new_run import check_out_path, git_commit, machine, versions
 from headmovies.train.recording import Recording
 
 EXPERIMENT = "recorded"  # the root attribute `experiment` of a recorded run
@@ -55,8 +56,11 @@ def keep_tokens(weights: dict[str, np.ndarray], tokens: int) -> dict[str, np.nda
 
 
 def default_schedule(epoch: int) -> bool:
-    """Source 000's schedule without an end: every 25 epochs through 4000, then every 100."""
-    return epoch % 25 == 0 if epoch <= 4000 else epoch % 100 == 0
+    """The training configs' default snapshot schedule (`TrainConfig`'s early_every, switch_epoch
+    and late_every; source 000's) without an end: every 25 epochs through 4000, then every 100."""
+    if epoch <= TrainConfig.switch_epoch:
+        return epoch % TrainConfig.early_every == 0
+    return (epoch - TrainConfig.switch_epoch) % TrainConfig.late_every == 0
 
 
 def _schedule(schedule: Iterable[int] | Callable[[int], bool] | None) -> Callable[[int], bool]:
@@ -286,8 +290,8 @@ class Recorder:
             "config": self._json,
             "seed": int(self.config.get("seed", 0)) if str(self.config.get("seed", 0)).lstrip("-").isdigit() else 0,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "versions": json.dumps(_versions(), sort_keys=True),
-            "git_commit": _git_commit(),
+            "versions": json.dumps(versions(), sort_keys=True),
+            "git_commit": git_commit(),
             "machine": json.dumps(machine(), sort_keys=True),
             "adapter": self.adapter.description,
             "layers": json.dumps(self.adapter.layers),

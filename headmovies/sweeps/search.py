@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from headmovies.parser import Parser
+
 
 def orbit_summary(task, m: int, tol: float) -> dict:
     """`render.orbits.summary.orbit_summary` of the task's current heads, for a table row."""
@@ -150,16 +152,8 @@ def _groups_text(o: dict) -> str:
     return " ".join(f"{w}:{n}" for w, n in o.get("groups", {}).items())
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line, exit 2, as the `headmovies` commands print them (`cli.Parser`,
-    which this script below the command layer does not import)."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
-
-
 def main() -> int:
-    ap = _Parser(
+    ap = Parser(
         prog="python -m headmovies.sweeps.search",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

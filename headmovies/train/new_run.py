@@ -24,7 +24,8 @@ from headmovies.train.schedule import config_schedule
 from headmovies.train.task import Task
 
 
-def _versions() -> dict:
+def versions() -> dict:
+    """The versions of headmovies, Python, torch and the run file's libraries, by name."""
     import headmovies
 
     return {
@@ -35,7 +36,8 @@ def _versions() -> dict:
     }
 
 
-def _git_commit() -> str:
+def git_commit() -> str:
+    """The package's git commit (`git rev-parse HEAD`), or "" outside a repository or without git."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
@@ -77,8 +79,8 @@ def run_attrs(experiment: str, cfg: TrainConfig, task: Task) -> dict:
         "config": json.dumps(stored_config(cfg), sort_keys=True),
         "seed": cfg.seed,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "versions": json.dumps(_versions(), sort_keys=True),
-        "git_commit": _git_commit(),
+        "versions": json.dumps(versions(), sort_keys=True),
+        "git_commit": git_commit(),
         "machine": json.dumps(machine(), sort_keys=True),
         **task.attrs(),
     }

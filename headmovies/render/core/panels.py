@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
-from headmovies.render.core.frame_layout import frame_layout, grid_shape
+from headmovies.render.core.frame_layout import MIN_PANEL_PX, frame_layout, grid_shape
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, FrameState, Look
 from headmovies.render.core.timeline import Epochs, Timeline, strip_px
 from headmovies.render.core.timeline_strip import TimelineStrip
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from matplotlib.typing import ColorType
 
 CORNER = 0.015  # the bottom corners' texts (axes span, panel lines) this far in, in axes fractions
-MIN_PANEL_PX = 220  # text stops shrinking here (half size); smaller panels would not leave it room
 __all__ = ["MIN_PANEL_PX", "PanelFigure", "grid_shape"]
 
 

@@ -27,7 +27,7 @@ def _copy_by_head(result: dict) -> dict[str, dict]:
     return {r["circuit"]: r for r in result["copying"]}
 
 
-def _heatmap_grid(
+def heatmap_grid(
     att: np.ndarray, titles: list[list[str]], suptitle: str, width: float = 10.0, dpi: int = 100, below_px: int = 0
 ):
     """Figure of n_layers x H attention heatmaps [n_layers, H, T, T] with one colour bar, and
@@ -91,7 +91,7 @@ def attention_figure(result: dict, key: str = "model"):
     att = result["_attention"][key]
     nl, H = att.shape[:2]
     what = "per head" if key == "model" else "with K-composition removed (L1 keys without L0 outputs)"
-    fig, _, _ = _heatmap_grid(
+    fig, _, _ = heatmap_grid(
         att,
         head_titles(result, nl, H),
         f"{result['experiment']} seed {result['seed']}, epoch {result['epoch']:,}: mean attention {what}",

@@ -24,7 +24,7 @@ from headmovies.render.core.timeline import (
     schedule_events,
 )
 from headmovies.render.core.timeline_strip import TimelineStrip
-from headmovies.render.induction.figures import _heatmap_grid
+from headmovies.render.induction.figures import heatmap_grid
 
 ACCURACY_MARKS = (0.5, 0.9)  # timeline events: held-out accuracy reaches these and stays
 ACC_COLOUR = "C0"
@@ -100,7 +100,7 @@ def attention_frames(
     col = {n: i for i, n in enumerate(names)}
     acc = dict(zip(metrics["epoch"].tolist(), metrics["heldout_acc"].tolist()))
     titles = [[f"L{li}H{h}" for h in range(H)] for li in range(nl)]
-    fig, images, suptitle = _heatmap_grid(att[0], titles, "", width, dpi, below_px=STRIP_PX if timeline else 0)
+    fig, images, suptitle = heatmap_grid(att[0], titles, "", width, dpi, below_px=STRIP_PX if timeline else 0)
     axes = [im.axes for im in images]
     strip = None
     if timeline is not None:
