@@ -8,6 +8,7 @@ Data flows one way, and the package is laid out in that order:
     runfile/      the run file's format at both ends: schema, writer, reader, lock, the
                   checkpoint file; the one contract between both sides    (numpy + h5py)
     disk.py       free disk space, checked before writing (both sides; standard library)
+    errors.py, interrupts.py, parser.py   one-line user errors, Ctrl-C, the command-line parser
     render/core/  reader -> circuits -> irrep projections -> trailing-dot panels -> encoder
     render/<experiment>/  analysis, figures, movie and report of one experiment
     record/       Recorder: a user's own training loop records its model (torch; uses train/)
@@ -18,19 +19,33 @@ Data flows one way, and the package is laid out in that order:
 results; docs/extending.md says what a new experiment adds.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 __version__ = "0.2.0"
 
-# The public API, loaded on first use so that `import headmovies` (the CLI) loads no torch:
-# headmovies.Recorder, headmovies.record (headmovies/record/), headmovies.show (render/generic/).
-# `headmovies.record` is the package, callable: `headmovies.record(path, model)` is a Recorder.
-_LAZY = {"Recorder": "headmovies.record", "show": "headmovies.render.generic.notebook"}
+# The public API: `headmovies.Recorder(path, model, ...)` records a model (headmovies/record/),
+# `headmovies.show(run)` shows a run in Jupyter (render/generic/notebook.py). Both load on first
+# use, so that `import headmovies` (the CLI) loads no torch; type checkers and IDEs see them here.
+if TYPE_CHECKING:
+    from headmovies.record.recorder import Recorder
+    from headmovies.render.generic.notebook import show
+
+__all__ = ["Recorder", "__version__", "show"]
+_LAZY = {"Recorder": "headmovies.record.recorder", "show": "headmovies.render.generic.notebook"}
 
 
 def __getattr__(name: str):
-    import importlib
-
-    if name == "record":
-        return importlib.import_module("headmovies.record")
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # found directly from now on
+        return value
     raise AttributeError(f"module 'headmovies' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names with the lazy public ones (`dir(headmovies)` lists `Recorder`)."""
+    return sorted({*globals(), *__all__})

@@ -32,7 +32,7 @@ class DiskFullError(UserError):
 
 
 class ModelError(UserError):
-    """A model given to the recording API (`headmovies.record`) has no attention layer the
+    """A model given to the recording API (`headmovies.Recorder`) has no attention layer the
     adapters recognise, or a weights function returned weights of the wrong names or shapes."""
 
 

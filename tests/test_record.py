@@ -108,7 +108,7 @@ def test_a_tiny_loop_records_weights_metrics_and_config(tmp_path):
     model = ns["Model"]()
     path = tmp_path / "run.h5"
     seen = {}
-    with headmovies.record(path, model, config={"lr": 0.1}, group_order=7, schedule=[0, 3, 6]) as rec:
+    with headmovies.Recorder(path, model, config={"lr": 0.1}, group_order=7, schedule=[0, 3, 6]) as rec:
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         for epoch in range(7):
             if epoch:

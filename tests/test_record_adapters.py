@@ -205,7 +205,7 @@ def test_a_large_vocabulary_is_stored_cut_to_the_tokens_drawn(tmp_path):
     sizes = {}
     for tokens in (1024, 5000):
         path = tmp_path / f"t{tokens}.h5"
-        with headmovies.record(path, model, schedule=[0], tokens=tokens) as rec:
+        with headmovies.Recorder(path, model, schedule=[0], tokens=tokens) as rec:
             rec.step(0)
         with Run(path) as run:
             w = run.weights(0)

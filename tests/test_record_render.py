@@ -143,7 +143,7 @@ def test_a_recorded_transformer_lens_run_renders_end_to_end(tmp_path):
     y = (x[:, 0] + x[:, 1]) % p
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     run = tmp_path / "tl.h5"
-    with headmovies.record(run, model, config={"p": p}, group_order=p, schedule=range(0, 41, 4)) as rec:
+    with headmovies.Recorder(run, model, config={"p": p}, group_order=p, schedule=range(0, 41, 4)) as rec:
         for epoch in range(41):
             if epoch:
                 loss = torch.nn.functional.cross_entropy(model(x)[:, -1], y)

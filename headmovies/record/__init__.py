@@ -1,27 +1,15 @@
 """Record any model: a user's own PyTorch training loop streams its heads into a run file that
-every `headmovies` renderer reads (docs/recording.md).
+every `headmovies` renderer reads (docs/recording.md). The constructor is one:
+`headmovies.Recorder(path, model, ...)` (also `headmovies.record.Recorder`).
 
-    recorder.py   `Recorder` (and `record`): open, `step` each epoch, `close`
+    recorder.py   `Recorder`: open, `step` each epoch, `close`
     adapters.py   every attention layer's per-head weights of a TransformerLens, nanoGPT,
                   torch.nn.MultiheadAttention or GPT-2 model, or of a weights function
 
 Built on `headmovies.train.recording.Recording`, which the built-in trainers use too.
 """
 
-import sys
-import types
-
 from headmovies.record.adapters import Adapter, find_adapter
-from headmovies.record.recorder import Recorder, default_schedule, record
+from headmovies.record.recorder import Recorder, default_schedule
 
-__all__ = ["Adapter", "Recorder", "default_schedule", "find_adapter", "record"]
-
-
-class _CallablePackage(types.ModuleType):
-    """This package, callable: `headmovies.record(path, model, ...)` is `Recorder(path, model, ...)`."""
-
-    def __call__(self, path, model, **kwargs) -> Recorder:
-        return Recorder(path, model, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallablePackage
+__all__ = ["Adapter", "Recorder", "default_schedule", "find_adapter"]

@@ -400,8 +400,3 @@ class Recorder:
                 fix=f"resume=EPOCH continues from a snapshot without it ({len(epochs)} in the file)",
             ) from None
         return int(state["epoch"])
-
-
-def record(path: str | os.PathLike, model: Any, **kwargs: Any) -> Recorder:
-    """`Recorder(path, model, **kwargs)`: e.g. `with headmovies.record("run.h5", model) as rec:`."""
-    return Recorder(path, model, **kwargs)
