@@ -8,7 +8,8 @@ Data flows one way, and the package is laid out in that order:
     runfile/      the run file's format at both ends: schema, writer, reader, lock, the
                   checkpoint file; the one contract between both sides    (numpy + h5py)
     disk.py       free disk space, checked before writing (both sides; standard library)
-    errors.py, interrupts.py, parser.py   one-line user errors, Ctrl-C, the command-line parser
+    errors.py, interrupts.py, parser.py, version.py   one-line user errors, Ctrl-C, the
+                  command-line parser, the version (leaves: the standard library only)
     render/core/  reader -> circuits -> irrep projections -> trailing-dot panels -> encoder
     render/<experiment>/  analysis, figures, movie and report of one experiment
     record/       Recorder: a user's own training loop records its model (torch; uses train/)
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.2.0"
+from headmovies.version import __version__
 
 # The public API: `headmovies.Recorder(path, model, ...)` records a model (headmovies/record/),
 # `headmovies.show(run)` shows a run in Jupyter (render/generic/notebook.py). Both load on first

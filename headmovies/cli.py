@@ -21,10 +21,11 @@ from pathlib import Path
 # models ~30x (measured); sleeping threads cost little. Set before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from headmovies import __version__, disk
+from headmovies import disk
 from headmovies.commands import figures, induction, movie, orbits, ov_coherent, recover, sweep, train, view
 from headmovies.errors import UserError, forget_warnings
 from headmovies.parser import Parser
+from headmovies.version import __version__
 
 # The commands, in the order `headmovies --help` lists them: shared ones (those that render any
 # run: movie, figures, view), then one per experiment family (a new family adds its module here).

@@ -271,7 +271,7 @@ def test_cli_lists_every_command():
     done = subprocess.run([sys.executable, "-m", "headmovies", "--version"], capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (0, f"headmovies {headmovies.__version__}\n")
     pyproject = (Path(headmovies.__file__).parents[1] / "pyproject.toml").read_text()
-    assert 'version = {attr = "headmovies.__version__"}' in pyproject  # one version, not two
+    assert 'version = {attr = "headmovies.version.__version__"}' in pyproject  # one version, not two
 
 
 def _parsers(parser: argparse.ArgumentParser, name: str = "headmovies"):

@@ -22,14 +22,13 @@ from headmovies.train.config import TrainConfig, stored_config
 from headmovies.train.recording import Recording
 from headmovies.train.schedule import config_schedule
 from headmovies.train.task import Task
+from headmovies.version import __version__
 
 
 def versions() -> dict:
     """The versions of headmovies, Python, torch and the run file's libraries, by name."""
-    import headmovies
-
     return {
-        "headmovies": headmovies.__version__,
+        "headmovies": __version__,
         "python": platform.python_version(),
         "torch": torch.__version__,
         **runfile.library_versions(),
