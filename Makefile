@@ -108,7 +108,7 @@ figures: train-orbits
 # make census - the orbit census (docs/results/orbits.md, "Census"): the orbit experiment on the
 # seeds CENSUS_SEEDS (a range FIRST-LAST), CENSUS_CHUNK seeds at a time, under four recipes at the
 # full default schedule: source 000's own objective (no pruning, no OV-bias penalty; about 8 min a
-# run on one idle core), then row Q's recipe with both additions, with pruning only and with
+# run on one idle core), then the recipe with both additions (pruning and the OV-bias penalty), with pruning only and with
 # the OV-bias penalty only (today's default), each forked from the seed-objective run at the start of its second
 # phase (docs/sweeps.md, "Forks": the same runs, about 60 % of the time each). The chunks let the
 # forks of a chunk start once its sources are done; each sweep runs up to CENSUS_CHUNK processes,
@@ -148,7 +148,7 @@ census: setup
 	dirs=; for d in $(CENSUS_DIRS) $(CENSUS)/screen-seed-objective; do [ ! -d $$d ] || dirs="$$dirs $$d"; done; \
 	$(HM) orbits census $$dirs --out docs/results/census --formats png
 
-# make census-score-scale - issue 32's lever for the 12-orbit on unchosen consecutive seeds:
+# make census-score-scale - the sharper-attention lever for the 12-orbit on unchosen consecutive seeds:
 # LEVER_SEEDS (a range; default 0-99, the seeds the seed-objective census also ran) under source
 # 000's objective with sharper attention (score_scale=2, no weight decay on W_Q and W_K; about 8 min
 # a run on one idle core), then the census with it as the recipe "score-scale-2". Resumable; the

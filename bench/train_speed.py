@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
 from headmovies.runfile.writer import RunWriter
 from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets
@@ -53,7 +53,7 @@ class ReferenceTrainer:
     def step(self) -> None:
         p = self.cfg.p
         logits = self.model(self.x_train)  # (B, 3, p)
-        ce = F.cross_entropy(logits.reshape(-1, p), self.y_train.reshape(-1))
+        ce = functional.cross_entropy(logits.reshape(-1, p), self.y_train.reshape(-1))
         idx = torch.randint(0, p**3, (self.eq_batch,), generator=self.g)
         s = torch.randint(1, p, (self.eq_batch, 1), generator=self.g)
         x = self.x_all[idx]

@@ -13,8 +13,7 @@ import pytest
 
 from headmovies.cli import main as cli_main
 from headmovies.errors import UserError
-from headmovies.sweeps import census_rows
-from headmovies.sweeps import census_tables as C
+from headmovies.sweeps import census_rows, census_tables
 
 from equivariant import equivariant_run
 
@@ -64,11 +63,11 @@ def _sweep(folder: Path, runs: dict[int, dict], settings: dict | None = None) ->
 
 
 def test_orbit_order_and_fitting_groups():
-    assert [C.orbit_order(w, 24) for w in (1, 2, 3, 4, 6, 8, 10, 12)] == [24, 12, 8, 6, 4, 3, 12, 2]
+    assert [census_tables.orbit_order(w, 24) for w in (1, 2, 3, 4, 6, 8, 10, 12)] == [24, 12, 8, 6, 4, 3, 12, 2]
     groups = {2: 12, 3: 5, 6: 8, 12: 3, 8: 2}
-    assert C.fitting(groups, 24, "fits") == {2, 6}  # 12 = 1 x 12, 8 = 2 x 4
-    assert C.fitting(groups, 24, "room") == {2, 6, 12}  # 3 heads have room for a pair
-    assert C.groups_of([0, 2, 2, 6, 0, 2]) == {2: 3, 6: 1}  # 0: dead heads are not counted
+    assert census_tables.fitting(groups, 24, "fits") == {2, 6}  # 12 = 1 x 12, 8 = 2 x 4
+    assert census_tables.fitting(groups, 24, "room") == {2, 6, 12}  # 3 heads have room for a pair
+    assert census_tables.groups_of([0, 2, 2, 6, 0, 2]) == {2: 3, 6: 1}  # 0: dead heads are not counted
 
 
 def _row(seed, early, final, orbits, epochs=1000, n=24):
@@ -116,12 +115,12 @@ def test_tables_of_old_and_new_rows_show_spectrum_marginal_and_near_misses():
         "train_acc": 1.0,
     }
     old = {**_row(1, [6] * 4, [6] * 4, [{"size": 4, "omega": 6, "worst": 0.001, "locked_in": 800}]), "train_acc": 1.0}
-    structure = C.structure_table([new, old])
+    structure = census_tables.structure_table([new, old])
     assert (
         "| r | 4 | 6 | 2 | 0, 1 | 1.00 [0.10, 1.90] % | 1 (0) | 850 [800, 900] | 100.0 [100.0, 100.0] % |" in structure
     )
-    assert C.near_miss_list([new, old]) == "- r: seed 0: 2 at ω 12, 2.001 %"
-    spectrum = C.spectrum_table([new, old])
+    assert census_tables.near_miss_list([new, old]) == "- r: seed 0: 2 at ω 12, 2.001 %"
+    spectrum = census_tables.spectrum_table([new, old])
     assert (
         "| r | 2 | 12 | 1 | 12 [12, 12] | 0.025 [0.025, 0.025] | 0.410 [0.410, 0.410] | 1.60 [1.60, 1.60] " in spectrum
     )
@@ -138,15 +137,15 @@ def test_screen_counts_kept_frequencies_recall_and_precision():
         _row(1, [6, 6, 6, 6, 5], [6, 6, 6, 3, 5], []),
         _row(2, [12, 12, 12, 1], [12, 12, 1, 1], [{"size": 2, "omega": 12}]),
     ]
-    s = C.screen_stats(rows, 500, "fits")
+    s = census_tables.screen_stats(rows, 500, "fits")
     # live at both: 4 + 5 + 4 = 13 heads; unchanged: 4 + 4 + 3
     assert s["omega_kept"] == pytest.approx(11 / 13)
     assert (s["orbits"], s["recall"]) == (2, 0.5)  # the square fitted, the pair did not
     assert (s["groups_flagged"], s["precision"]) == (2, 0.5)  # seeds 0 and 1 flag w = 6; only seed 0 formed it
     assert (s["seeds_flagged"], s["seeds_with_orbit"], s["seeds_both"]) == (2, 2, 1)
-    room = C.screen_stats(rows, 500, "room")
+    room = census_tables.screen_stats(rows, 500, "room")
     assert room["recall"] == 1.0 and room["groups_flagged"] == 3 and room["precision"] == pytest.approx(2 / 3)
-    assert C.screen_stats(rows, 750)["runs"] == 0  # no snapshot there: not counted
+    assert census_tables.screen_stats(rows, 750)["runs"] == 0  # no snapshot there: not counted
 
 
 @pytest.mark.slow
@@ -324,19 +323,19 @@ def test_wilson_interval_contains_the_share_exactly():
     census figure's whisker negative and the census fail); the interval holds k/total exactly."""
     for total in range(1, 301):
         for k in range(total + 1):
-            lo, hi = C.wilson_interval(k, total)
+            lo, hi = census_tables.wilson_interval(k, total)
             assert 0.0 <= lo <= k / total <= hi <= 1.0
-    assert C.wilson_interval(0, 22)[0] == 0.0 and C.wilson_interval(22, 22)[1] == 1.0
+    assert census_tables.wilson_interval(0, 22)[0] == 0.0 and census_tables.wilson_interval(22, 22)[1] == 1.0
 
 
 def test_wilson_interval_known_values():
     """Closed forms: at k = 0 the upper end is z^2/(n + z^2); 4 of 66 seeds (the seed objective's
     orbit count at 66 seeds) gives 2.4-14.6 %, by hand from Wilson's formula."""
-    lo, hi = C.wilson_interval(0, 8)
+    lo, hi = census_tables.wilson_interval(0, 8)
     assert lo == 0 and hi == pytest.approx(1.96**2 / (8 + 1.96**2))
-    lo, hi = C.wilson_interval(4, 66)
+    lo, hi = census_tables.wilson_interval(4, 66)
     assert (lo, hi) == (pytest.approx(0.02382, abs=5e-5), pytest.approx(0.14572, abs=5e-5))
-    assert C.wilson_interval(8, 8) == (pytest.approx(1 - 1.96**2 / (8 + 1.96**2)), 1.0)
+    assert census_tables.wilson_interval(8, 8) == (pytest.approx(1 - 1.96**2 / (8 + 1.96**2)), 1.0)
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from headmovies.render.induction.analysis import over_training
 from headmovies.render.induction.circuit_scores import copying_table
 from headmovies.render.induction.viewer import head_scores
 from headmovies.render.induction.viewer import make_viewer as induction_viewer
-from headmovies.render.ov_coherent import analysis as S
+from headmovies.render.ov_coherent import analysis
 from headmovies.render.ov_coherent.figures import plane_coords
 from headmovies.render.ov_coherent.viewer import make_viewer as ov_viewer
 from headmovies.runfile.reader import Run
@@ -84,15 +84,15 @@ def test_ov_coherent_viewer_shows_the_analysis_of_the_last_snapshot(ov, open_pag
     page, errors, requests = open_page(result.path.as_uri())
     check_opens_offline_and_fits(page, errors, requests, panels=3)
     with Run(run_path) as run:
-        qk = S.readoff_qk(run.weights(-1))  # (2 heads, 12)
+        qk = analysis.readoff_qk(run.weights(-1))  # (2 heads, 12)
         final_epoch = int(run.epochs[-1])
     xy = plane_coords(qk)
     assert to_last(page) == final_epoch == 30
     for h in (0, 1):
         row = page.locator(f"#legend tr[data-head='{h + 1}']")
-        assert row.locator(".ordering").inner_text() == S.format_ordering(qk[h])
+        assert row.locator(".ordering").inner_text() == analysis.format_ordering(qk[h])
         assert row.locator(".qk").all_inner_texts() == [f"{xy[h, t]:+.2f}" for t in (1, 2, 3, 4)]
-    opposite = S.are_opposite(S.preference_ordering(qk[0]), S.preference_ordering(qk[1]))
+    opposite = analysis.are_opposite(analysis.preference_ordering(qk[0]), analysis.preference_ordering(qk[1]))
     assert ("do not prefer" not in page.inner_text("#legend")) == opposite
     dots = page.evaluate("window.headmovies.dots(0)")  # the shared plane: head 1 across, head 2 up
     assert [d["x"] for d in dots] == pytest.approx(xy[0].tolist(), abs=1e-5)

@@ -803,7 +803,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
     (tmp / "trunc.h5.ckpt").write_bytes(checkpoint_path(runs / "orbits.h5").read_bytes()[:1000])
     (tmp / "exists.h5").write_bytes(b"")
     return {
-        # part 4 of issue 12, item by item
+        # the movie's options, item by item
         "fps nan": (movie + ["--fps", "nan"], "--fps must be a number in (0, 120], got nan"),
         "fps inf": (movie + ["--fps", "inf"], "--fps must be a number in (0, 120], got inf"),
         "fps 0": (movie + ["--fps", "0"], "--fps must be a number in (0, 120], got 0.0"),

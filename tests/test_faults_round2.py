@@ -1,4 +1,4 @@
-"""Faults, round two (issue 35; docs/run-file.md, "Faults"), each injected for real: a disk that
+"""Faults met by a new user (docs/run-file.md, "Faults"), each injected for real: a disk that
 stays full (strace fault injection and a preloaded shim), non-finite weights inside a run,
 damaged bytes caught by the per-chunk checksums, a run file held open by another HDF5 process,
 a SIGKILLed sweep, an unreachable Ray address, a GIF too fast for browsers; and the nits.
@@ -71,7 +71,7 @@ def _check_stays_full(proc: subprocess.CompletedProcess, out: Path, ref) -> None
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed (apt-get install strace)")
 @pytest.mark.parametrize("after", [120, 300])
 def test_a_disk_that_stays_full_under_strace_is_one_line_not_a_segfault(after, tmp_path, ref, capsys):
-    """The case of issue 35: every pwrite64 after the N-th fails with ENOSPC (strace's fault
+    """Every pwrite64 after the N-th fails with ENOSPC (strace's fault
     injection); the writer closed the failed file a second time and HDF5 segfaulted."""
     out = tmp_path / "run.h5"
     inject = ["strace", "-f", "-o", os.devnull, "-e", "trace=pwrite64"]

@@ -13,7 +13,7 @@ import pytest
 from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import ConfigError, UserError
-from headmovies.sweeps import sweep as S
+from headmovies.sweeps.sweep import sweep
 from headmovies.sweeps.sweep_rows import ROWS_FILE, read_sweep_rows
 from headmovies.train import config, loop
 from headmovies.train.fork import ForkTooEarly
@@ -162,11 +162,11 @@ def test_a_sweep_forks_where_it_can(tmp_path):
     """Sources for seeds 0 and 1 (seed 1 only through epoch 80): seed 0 forks, seeds 1 and 2
     train from scratch; all three equal a sweep trained from scratch."""
     common = dict(PHASES.items())
-    S.sweep("orbits", tmp_path / "src", seeds=[0], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False)
-    S.sweep(
+    sweep("orbits", tmp_path / "src", seeds=[0], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False)
+    sweep(
         "orbits", tmp_path / "src", seeds=[1], sets={**common, **SEED_OBJECTIVE}, workers=1, progress=False, stop_at=80
     )
-    res = S.sweep(
+    res = sweep(
         "orbits",
         tmp_path / "fork",
         seeds=[0, 1, 2],
@@ -184,12 +184,12 @@ def test_a_sweep_forks_where_it_can(tmp_path):
     }
     md = (tmp_path / "fork" / "summary.md").read_text()
     assert md.count("(forked at epoch 120)") == 1 and "cover only the epochs after its fork" in md
-    S.sweep("orbits", tmp_path / "scratch", seeds=[0, 1, 2], sets={**common, **ADDITIONS}, workers=1, progress=False)
+    sweep("orbits", tmp_path / "scratch", seeds=[0, 1, 2], sets={**common, **ADDITIONS}, workers=1, progress=False)
     for seed in (0, 1, 2):
         assert_same_run_files(tmp_path / "fork" / f"seed{seed}.h5", tmp_path / "scratch" / f"seed{seed}.h5")
     # a source whose first phase differs is refused up front
     with pytest.raises(ConfigError, match="differs in what acts before epoch 120"):
-        S.sweep(
+        sweep(
             "orbits",
             tmp_path / "other",
             seeds=[0],
@@ -200,7 +200,7 @@ def test_a_sweep_forks_where_it_can(tmp_path):
         )
     assert not (tmp_path / "other").exists()
     with pytest.raises(UserError, match="is not a folder"):
-        S.sweep(
+        sweep(
             "orbits",
             tmp_path / "other",
             seeds=[0],
@@ -216,10 +216,10 @@ def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, caps
     """A grid over refine_prune names its runs seed0-refine_prune0.99 etc.; they fork from the
     source sweep's seed0 (same seed, first phase alike). A forked run cut short and resumed keeps
     `forked_from` in its row."""
-    S.sweep("orbits", tmp_path / "src", seeds=[0], sets={**PHASES, **SEED_OBJECTIVE}, workers=1, progress=False)
+    sweep("orbits", tmp_path / "src", seeds=[0], sets={**PHASES, **SEED_OBJECTIVE}, workers=1, progress=False)
     sets = {**PHASES, "refine_ov_bias_weight": "0"}
     grid = [("refine_prune", ["0.25", "0.99"])]
-    res = S.sweep(
+    res = sweep(
         "orbits",
         tmp_path / "prune",
         seeds=[0],
@@ -231,7 +231,7 @@ def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, caps
         stop_at=160,
     )
     assert (res.done, res.forked) == (2, 2)
-    res = S.sweep(
+    res = sweep(
         "orbits",
         tmp_path / "prune",
         seeds=[0],
@@ -246,18 +246,18 @@ def test_a_sweep_over_second_phase_keys_forks_from_the_seeds_runs(tmp_path, caps
         ("seed0-refine_prune0.25", "resume", "../src/seed0.h5@120"),
         ("seed0-refine_prune0.99", "resume", "../src/seed0.h5@120"),
     ]
-    S.sweep("orbits", tmp_path / "scratch", seeds=[0], grid=grid, sets=sets, workers=1, progress=False)
+    sweep("orbits", tmp_path / "scratch", seeds=[0], grid=grid, sets=sets, workers=1, progress=False)
     for name in ("seed0-refine_prune0.25", "seed0-refine_prune0.99"):
         assert_same_run_files(tmp_path / "prune" / f"{name}.h5", tmp_path / "scratch" / f"{name}.h5")
     # no source at all: a warning, and the runs train from scratch
     capsys.readouterr()
-    res = S.sweep(
+    res = sweep(
         "orbits", tmp_path / "lone", seeds=[5], sets=sets, workers=1, progress=False, fork_from=tmp_path / "src"
     )
     assert (res.done, res.forked) == (1, 0)
     assert "warning: no new run can fork" in capsys.readouterr().err
     with pytest.raises(UserError, match="--stop-at 80 is not after the fork at epoch 120"):
-        S.sweep(
+        sweep(
             "orbits",
             tmp_path / "early",
             seeds=[0],
@@ -274,9 +274,9 @@ def test_a_ray_sweep_forks_from_a_relative_source_folder(tmp_path, monkeypatch):
     """Ray workers need not share the driver's working directory: the plan carries the source as
     an absolute path. The fork equals the local one bit for bit."""
     monkeypatch.chdir(tmp_path)
-    S.sweep("orbits", "src", seeds=[0], sets={**PHASES, **SEED_OBJECTIVE}, workers=1, progress=False)
-    S.sweep("orbits", "local", seeds=[0], sets={**PHASES, **ADDITIONS}, workers=1, progress=False, fork_from="src")
-    res = S.sweep(
+    sweep("orbits", "src", seeds=[0], sets={**PHASES, **SEED_OBJECTIVE}, workers=1, progress=False)
+    sweep("orbits", "local", seeds=[0], sets={**PHASES, **ADDITIONS}, workers=1, progress=False, fork_from="src")
+    res = sweep(
         "orbits",
         "ray",
         seeds=[0],

@@ -1,4 +1,4 @@
-"""The levers of issue #32 as orbit config keys (score_scale, qk_decay, qk_init, frozen_embed),
+"""The levers (docs/experiments.md, "Levers") as orbit config keys (score_scale, qk_decay, qk_init, frozen_embed),
 each on a case with a known answer; their storage (only when set) and batched training's refusal."""
 
 from __future__ import annotations

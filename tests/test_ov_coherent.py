@@ -12,11 +12,11 @@ import torch
 
 from headmovies.cli import main as pipeline_main
 from headmovies.cli import main as render_main
-from headmovies.render.ov_coherent import analysis as S
+from headmovies.render.ov_coherent import analysis
 from headmovies.runfile.reader import Run
-from headmovies.tasks import ov_coherent as T
+from headmovies.tasks import ov_coherent as ov_task
 from headmovies.train import config as pconfig
-from headmovies.train import ov_coherent as P
+from headmovies.train import ov_coherent as ov_train
 from headmovies.train.loop import train
 from headmovies.train.orbits.config import OrbitConfig
 
@@ -24,40 +24,40 @@ from headmovies.train.orbits.config import OrbitConfig
 
 
 def test_generator_sequences_follow_the_task():
-    tokens, labels = P.sample_batch(4000, 10, torch.Generator().manual_seed(0))
+    tokens, labels = ov_train.sample_batch(4000, 10, torch.Generator().manual_seed(0))
     t = tokens.numpy()
     assert t.shape == (4000, 10)
-    assert (t[:, -1] == T.READOFF).all() and (t[:, :-1] != T.READOFF).all()
+    assert (t[:, -1] == ov_task.READOFF).all() and (t[:, :-1] != ov_task.READOFF).all()
     is_signal = (t >= 1) & (t <= 4)
     assert (is_signal.sum(1) == 2).all()  # exactly two signal tokens
     rest = t[:, :-1][~is_signal[:, :-1]]
     assert ((rest >= 5) & (rest <= 11)).all() and len(np.unique(rest)) == 7  # noise 5-11 elsewhere
     pairs = np.sort(t[is_signal].reshape(-1, 2), axis=1)
-    expected = [T.CLASSES.index((a, b)) for a, b in pairs]
+    expected = [ov_task.CLASSES.index((a, b)) for a, b in pairs]
     assert (labels.numpy() == expected).all()
 
 
 def test_label_is_symmetric_and_every_class_reachable():
-    table = T.class_table()
-    sig = list(T.SIGNAL)
+    table = ov_task.class_table()
+    sig = list(ov_task.SIGNAL)
     assert (table[sig][:, sig] == table[sig][:, sig].T).all()
     assert sorted(np.unique(table[sig][:, sig]).tolist()) == list(range(10))
-    _, labels = P.sample_batch(2000, 10, torch.Generator().manual_seed(1))
+    _, labels = ov_train.sample_batch(2000, 10, torch.Generator().manual_seed(1))
     assert set(labels.tolist()) == set(range(10))
 
 
 def test_class_frequencies_equal_pairs_half_as_frequent():
     n = 160_000
-    _, labels = P.sample_batch(n, 10, torch.Generator().manual_seed(2))
+    _, labels = ov_train.sample_batch(n, 10, torch.Generator().manual_seed(2))
     counts = Counter(labels.tolist())
-    for c, (a, b) in enumerate(T.CLASSES):
+    for c, (a, b) in enumerate(ov_task.CLASSES):
         expected = n * (1 if a == b else 2) / 16
         sd = np.sqrt(expected * (1 - expected / n))
         assert abs(counts[c] - expected) < 5 * sd, (c, counts[c], expected)
 
 
 def test_signal_positions_cover_every_slot():
-    tokens, _ = P.sample_batch(5000, 6, torch.Generator().manual_seed(3))
+    tokens, _ = ov_train.sample_batch(5000, 6, torch.Generator().manual_seed(3))
     t = tokens.numpy()
     hits = ((t >= 1) & (t <= 4)).sum(0)
     assert hits[-1] == 0 and (np.abs(hits[:-1] - 2 * 5000 / 5) < 200).all()  # uniform over 5 slots
@@ -67,28 +67,28 @@ def test_signal_positions_cover_every_slot():
 
 
 def test_exact_cases_probabilities_and_training_evaluates_on_them():
-    cases = T.task_cases(6)
+    cases = ov_task.task_cases(6)
     counts, labels, probs = cases.counts, cases.labels, cases.probs
-    assert cases.exact and len(cases) == T.n_exact_cases(6) == 10 * 84
+    assert cases.exact and len(cases) == ov_task.n_exact_cases(6) == 10 * 84
     np.testing.assert_allclose(probs.sum(), 1.0, rtol=1e-12)
-    task = P.OVCoherentTask(pconfig.resolve(P.OVCoherentConfig, sets={"seq_len": "6"}))
+    task = ov_train.OVCoherentTask(pconfig.resolve(ov_train.OVCoherentConfig, sets={"seq_len": "6"}))
     np.testing.assert_array_equal(task.eval_counts.numpy(), counts)
     np.testing.assert_array_equal(task.eval_labels.numpy(), labels)
     mass = np.bincount(labels, probs, 10)
-    np.testing.assert_allclose(mass, [(1 if a == b else 2) / 16 for a, b in T.CLASSES], rtol=1e-12)
+    np.testing.assert_allclose(mass, [(1 if a == b else 2) / 16 for a, b in ov_task.CLASSES], rtol=1e-12)
     assert (counts.sum(1) == 6).all() and (counts[:, 0] == 1).all()
 
 
 def test_numpy_analysis_reproduces_the_torch_model():
     torch.manual_seed(0)
-    model = P.ReadoffAttention(n_heads=3, d_head=2)
-    tokens, _ = P.sample_batch(64, 10, torch.Generator().manual_seed(4))
+    model = ov_train.ReadoffAttention(n_heads=3, d_head=2)
+    tokens, _ = ov_train.sample_batch(64, 10, torch.Generator().manual_seed(4))
     with torch.no_grad():
         want = model(tokens).numpy()
         counts = torch.nn.functional.one_hot(tokens, 12).sum(1)
         np.testing.assert_allclose(model.forward_counts(counts.float()).numpy(), want, atol=1e-5)
     weights = {k: v.numpy() for k, v in model.state_dict().items()}
-    got = S.logits(weights, counts.numpy())
+    got = analysis.logits(weights, counts.numpy())
     np.testing.assert_allclose(got, want, atol=1e-4)
 
 
@@ -108,13 +108,13 @@ def hand_built() -> dict[str, np.ndarray]:
     W_O = np.zeros((H, 1, d))
     W_U = np.zeros((d, 10))
     W_Q[:, 0, 0] = 1.0
-    for t in T.SIGNAL:
+    for t in ov_task.SIGNAL:
         W_K[0, t, 0] = GAP * (5 - t)
         W_K[1, t, 0] = GAP * t
         W_V[0, t, 0] = t
         W_V[1, t, 0] = t + 10
     W_O[0, 0, 1] = W_O[1, 0, 2] = 1.0  # z_1 -> residual dim 1, z_2 -> dim 2
-    for c, (a, b) in enumerate(T.CLASSES):
+    for c, (a, b) in enumerate(ov_task.CLASSES):
         p = np.array([a, b + 10.0])
         W_U[1:3, c] = 2 * p
         W_U[0, c] = -p @ p  # bias through the read-off's own residual e_0
@@ -122,7 +122,7 @@ def hand_built() -> dict[str, np.ndarray]:
 
 
 def test_hand_built_solution_is_perfect_with_opposite_orderings():
-    result = S.analyse(hand_built(), T.task_cases(10))
+    result = analysis.analyse(hand_built(), ov_task.task_cases(10))
     assert result["acc"] == pytest.approx(1.0, abs=1e-12)
     assert result["class_acc"] == pytest.approx([1.0] * 10, abs=1e-12)
     assert result["heads"][0]["ordering"] == [1, 2, 3, 4]
@@ -139,8 +139,8 @@ def test_hand_built_solution_is_perfect_with_opposite_orderings():
 
 
 def test_hand_built_solution_scores_100_percent_in_the_torch_task():
-    cfg = pconfig.resolve(P.OVCoherentConfig, sets={"seq_len": "8"})
-    task = P.OVCoherentTask(cfg)
+    cfg = pconfig.resolve(ov_train.OVCoherentConfig, sets={"seq_len": "8"})
+    task = ov_train.OVCoherentTask(cfg)
     task.model.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in hand_built().items()})
     metrics = task.evaluate()
     assert metrics["acc"] == pytest.approx(1.0, abs=1e-9)
@@ -148,11 +148,11 @@ def test_hand_built_solution_scores_100_percent_in_the_torch_task():
 
 
 def test_ablating_a_head_changes_predictions_as_the_analysis_says():
-    w, cases = hand_built(), T.task_cases(10)
-    result = S.analyse(w, cases)
+    w, cases = hand_built(), ov_task.task_cases(10)
+    result = analysis.analyse(w, cases)
     h1, h2 = result["heads"]
     # head 1 (reads min) off: z = (0, max+10), nearest p_c is (1, max+10): right iff min = 1
-    with_one = [1.0 if a == 1 else 0.0 for a, _ in T.CLASSES]
+    with_one = [1.0 if a == 1 else 0.0 for a, _ in ov_task.CLASSES]
     assert h1["ablated_class_acc"] == pytest.approx(with_one, abs=1e-9)
     assert h1["ablated_acc"] == pytest.approx(7 / 16, abs=1e-9)
     # head 2 (reads max) off: z = (min, 0): every case is read as {1,1}
@@ -160,23 +160,23 @@ def test_ablating_a_head_changes_predictions_as_the_analysis_says():
     assert h2["ablated_acc"] == pytest.approx(1 / 16, abs=1e-9)
     # and the ablated model does what hard attention + the OV tables predict, case by case
     for h in (0, 1):
-        model = S.logits(w, cases.counts, ablate=(h,)).argmax(-1)
-        explained = S.hard_attention_predictions(w, cases, ablate=(h,))
+        model = analysis.logits(w, cases.counts, ablate=(h,)).argmax(-1)
+        explained = analysis.hard_attention_predictions(w, cases, ablate=(h,))
         np.testing.assert_array_equal(model, explained)
 
 
 def test_opposite_needs_exact_reversal_and_noise_is_placed():
-    assert S.are_opposite((1, 2, 3, 4), (4, 3, 2, 1))
-    assert not S.are_opposite((1, 2, 3, 4), (4, 3, 1, 2))
+    assert analysis.are_opposite((1, 2, 3, 4), (4, 3, 2, 1))
+    assert not analysis.are_opposite((1, 2, 3, 4), (4, 3, 1, 2))
     row = np.zeros(12)
     row[[1, 2, 3, 4]] = [3.0, -1.0, 2.0, 1.0]  # noise at 0 sits between 4 and 2
-    assert S.preference_ordering(row) == (1, 3, 4, 2)
-    assert S.format_ordering(row) == "1 > 3 > 4 > noise > 2"
+    assert analysis.preference_ordering(row) == (1, 3, 4, 2)
+    assert analysis.format_ordering(row) == "1 > 3 > 4 > noise > 2"
     other = np.zeros(12)
     other[[1, 2, 3, 4]] = [0.0, 1.0, 2.0, 3.0]  # 4 > 3 > 2 > 1
     # pairs (1,2) (1,3) (1,4) discordant; (2,3) (2,4) concordant; (3,4) discordant -> (2 - 4) / 6
-    assert S.kendall_tau(row, other) == pytest.approx(-2 / 6)
-    assert S.kendall_tau(row, row) == 1.0
+    assert analysis.kendall_tau(row, other) == pytest.approx(-2 / 6)
+    assert analysis.kendall_tau(row, row) == 1.0
 
 
 # ------------------------------------------------------------------ training, resume, command
@@ -185,7 +185,7 @@ TINY = {"seq_len": "6", "batch": "16", "early_every": "5", "switch_epoch": "20",
 
 
 def _cfg(**extra):
-    return pconfig.resolve(P.OVCoherentConfig, sets={**TINY, **{k: str(v) for k, v in extra.items()}})
+    return pconfig.resolve(ov_train.OVCoherentConfig, sets={**TINY, **{k: str(v) for k, v in extra.items()}})
 
 
 def test_run_file_holds_named_weights_and_resume_is_bit_exact(tmp_path):
@@ -199,14 +199,14 @@ def test_run_file_holds_named_weights_and_resume_is_bit_exact(tmp_path):
         wa, wb = a.weights(-1), b.weights(-1)
         assert wa["W_Q"].shape == (2, 12, 1) and wa["W_O"].shape == (2, 1, 12) and wa["W_U"].shape == (12, 10)
         np.testing.assert_array_equal(wa["W_E"], np.eye(12, dtype=np.float32))
-        for name in T.WEIGHT_NAMES:
+        for name in ov_task.WEIGHT_NAMES:
             np.testing.assert_array_equal(wa[name], wb[name])
         ma, mb = a.metrics(), b.metrics()
         assert set(ma) >= {"epoch", "loss", "acc", "worst_class_acc"}
         np.testing.assert_array_equal(ma["acc"], mb["acc"])
         # the metric is the exact accuracy of the stored weights
-        cases = T.task_cases(6)
-        exact, _ = S.accuracy(S.logits(wa, cases.counts).argmax(-1), cases)
+        cases = ov_task.task_cases(6)
+        exact, _ = analysis.accuracy(analysis.logits(wa, cases.counts).argmax(-1), cases)
         assert ma["acc"][-1] == pytest.approx(exact, abs=1e-5)
 
 

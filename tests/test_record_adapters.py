@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.nn import functional as F
+from torch.nn import functional
 
 from headmovies.errors import ModelError
 from headmovies.record import find_adapter
@@ -48,7 +48,7 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 

@@ -16,11 +16,11 @@ N, MS = 24, 2
 THETA = 2 * np.pi * np.arange(N) / N
 
 
-def cos_head(omega, r, phi, amp, psi=0.3, odd=0.0):
-    """M [n, n] = r cos(theta_w b - phi) (+ odd cos(theta_1 b)) for every query a, and
-    R [n, n] = amp cos(theta_w (c - b) - psi): a head at frequency w with score amplitude r,
+def cos_head(omega, score_amp, phi, amp, psi=0.3, odd=0.0):
+    """M [n, n] = score_amp cos(theta_w b - phi) (+ odd cos(theta_1 b)) for every query a, and
+    R [n, n] = amp cos(theta_w (c - b) - psi): a head at frequency w with score amplitude A,
     phase phi and OV plane (w, -w) amplitude |X^(w,-w)| = amp n / 2."""
-    M = np.tile(r * np.cos(omega * THETA - phi) + odd * np.cos(THETA), (N, 1))
+    M = np.tile(score_amp * np.cos(omega * THETA - phi) + odd * np.cos(THETA), (N, 1))
     R = amp * np.cos(omega * (THETA[:, None] - THETA[None, :]) - psi)
     return M, R
 
@@ -51,7 +51,7 @@ def test_an_exact_orbit_has_a_zero_spectrum_and_no_odd_part(omega, size):
     assert group.match["match_qk"] < 1e-12 and group.match["match_ov"] < 1e-12
     assert all(np.isnan(group.match[k]) for k in ("in_plane_qk", "in_plane_ov", "key_independent_ov"))
     # the template's amplitude, plus a little noise; w = n/2 is a real plane: r = 1.5 |cos(phi)|
-    np.testing.assert_allclose(group.r, 1.5 * (abs(np.cos(0.4)) if omega == 12 else 1), atol=0.05)
+    np.testing.assert_allclose(group.amplitude, 1.5 * (abs(np.cos(0.4)) if omega == 12 else 1), atol=0.05)
     report = check_orbits(M, R, N, MS)
     assert [o.size for o in report.orbits] == [size]
     assert report.groups[0].heads == group.heads
@@ -69,7 +69,7 @@ def test_a_deformed_square_has_the_hand_computed_spectrum():
     (group,) = orbit_spectrum(M, R, N, MS)
     assert (group.omega, group.order, group.heads) == (6, 4, [0, 1, 2, 3])
     np.testing.assert_allclose(group.spectrum, [1 / 3, 1 / 3, 1 / 3], atol=1e-12)
-    np.testing.assert_allclose(group.r, 1.0, atol=1e-12)
+    np.testing.assert_allclose(group.amplitude, 1.0, atol=1e-12)
     np.testing.assert_allclose(np.exp(1j * group.phase), np.exp(1j * np.arange(4) * np.pi / 2), atol=1e-12)
     np.testing.assert_allclose(group.weight / group.weight[0], [1, 1, 1, 3], atol=1e-12)
     np.testing.assert_allclose(group.odd_qk, [0.6, 0, 0, 0], atol=1e-12)
@@ -85,7 +85,7 @@ def test_a_phase_off_by_half_a_step_gives_its_moments():
     heads = [cos_head(12, 0.8, p, 1.0) for p in (0.0, np.pi + delta)]
     (group,) = orbit_spectrum(np.stack([h[0] for h in heads]), np.stack([h[1] for h in heads]), N, MS)
     # w = n/2 is a real plane: cos(pi b - phi) = (-1)^b cos(phi), so r = |z| / n = 0.8 |cos(phi)|
-    np.testing.assert_allclose(group.r, [0.8, 0.8 * abs(np.cos(np.pi + delta))], atol=1e-12)
+    np.testing.assert_allclose(group.amplitude, [0.8, 0.8 * abs(np.cos(np.pi + delta))], atol=1e-12)
     assert group.order == 2 and group.spectrum.shape == (1,)
     assert 0 < group.spectrum[0] < 1
 
@@ -188,17 +188,17 @@ def test_a_run_trained_with_a_score_scale_reports_the_amplitude_its_softmax_sees
     # `orbits check` (run_report) gives each group its within-group match error; a movie's pass does not
     assert all(g.match for g in out["plain"][0]) and not any(g.match for g in out["plain"][1])
     for a, b in zip(out["plain"][0], out["scaled"][0]):
-        np.testing.assert_allclose(b.r, 2 * a.r, rtol=1e-12)
+        np.testing.assert_allclose(b.amplitude, 2 * a.amplitude, rtol=1e-12)
         np.testing.assert_array_equal(b.spectrum, a.spectrum)
     for a, b in zip(out["plain"][1], out["scaled"][1]):
-        np.testing.assert_allclose(b.r, 2 * a.r, rtol=1e-12)
+        np.testing.assert_allclose(b.amplitude, 2 * a.amplitude, rtol=1e-12)
     for a, b in zip(out["plain"][2], out["scaled"][2]):
         assert b["r_max"] == pytest.approx(2 * a["r_max"], rel=1e-3)
 
 
-def noise_free_pair(r=0.8, amp=1.0):
+def noise_free_pair(score_amp=0.8, amp=1.0):
     """An exact pair at w = 12 (N = 2) of `cos_head` templates: head 1 is head 0 shifted by 1."""
-    M0, R0 = cos_head(12, r, 0.0, amp)
+    M0, R0 = cos_head(12, score_amp, 0.0, amp)
     return np.stack([M0, shift_qk(M0, 1)]), np.stack([R0, shift_ov(R0, 1, MS)])
 
 
@@ -303,7 +303,7 @@ def test_low_high_splits_the_spectrum_at_k_3_and_skips_missing_values():
 def hexagon_twice():
     """Twelve heads at w = 2 (N = 12), two on each vertex of a regular hexagon (phases 60 j degrees,
     equal OV weights): mu_k = 2 sum_j e^{i k pi j / 3} = 12 when 6 | k, else 0. So the spectrum is
-    0 for k <= 3 (what the loss sees) and 1 at k = 6: the note's near-flat family in one point."""
+    0 for k <= 3 (what the loss sees) and 1 at k = 6: a near-flat family in one point."""
     heads = [cos_head(2, 1.2, (j // 2) * np.pi / 3, 1.0) for j in range(12)]
     return np.stack([h[0] for h in heads]), np.stack([h[1] for h in heads])
 

@@ -26,10 +26,10 @@ from headmovies.render.orbits import summary as orbits_summary
 from headmovies.render.orbits.check_run import run_report
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.reader import Run
-from headmovies.sweeps import plan as P
-from headmovies.sweeps import sweep as S
+from headmovies.sweeps import plan as sweep_plan
 from headmovies.sweeps import sweep_outcomes
 from headmovies.sweeps.folder import SETTINGS_FILE
+from headmovies.sweeps.sweep import sweep
 from headmovies.sweeps.sweep_rows import ROWS_FILE, latest, read_sweep_rows
 from headmovies.train import config, loop
 from headmovies.train.batch_loop import train_batch
@@ -170,44 +170,44 @@ def test_a_diverging_instance_stops_alone(tmp_path):
 
 
 def test_seeds_grid_and_run_names():
-    assert P.parse_seeds("0-3,10") == [0, 1, 2, 3, 10]
-    assert P.parse_seeds("5") == [5] and P.parse_seeds("3,1,3") == [1, 3]
-    assert P.parse_grid(["eq_weight=1,10", "eq_seq_lens=3;2,4"]) == [
+    assert sweep_plan.parse_seeds("0-3,10") == [0, 1, 2, 3, 10]
+    assert sweep_plan.parse_seeds("5") == [5] and sweep_plan.parse_seeds("3,1,3") == [1, 3]
+    assert sweep_plan.parse_grid(["eq_weight=1,10", "eq_seq_lens=3;2,4"]) == [
         ("eq_weight", ["1", "10"]),
         ("eq_seq_lens", ["3", "2,4"]),
     ]
-    assert P.run_name(3, {"eq_weight": 10.0}) == "seed3-eq_weight10"
+    assert sweep_plan.run_name(3, {"eq_weight": 10.0}) == "seed3-eq_weight10"
     assert (
-        P.run_name(0, {"lr": 0.0003, "split": "orbit", "residual": True, "eq_seq_lens": "2,4"})
+        sweep_plan.run_name(0, {"lr": 0.0003, "split": "orbit", "residual": True, "eq_seq_lens": "2,4"})
         == "seed0-lr0.0003-splitorbit-residualtrue-eq_seq_lens2_4"
     )
-    assert P.run_name(1, {}) == "seed1"
+    assert sweep_plan.run_name(1, {}) == "seed1"
 
 
 def test_plan_and_jobs(tmp_path):
-    plan = P.make_plan(
+    plan = sweep_plan.make_plan(
         "orbits", tmp_path / "sw", [0, 1, 2], [("eq_weight", ["1", "10"])], {"p": "5", "n_heads": "3", "d_model": "8"}
     )
     assert [r.name for r in plan.runs] == [f"seed{s}-eq_weight{w}" for w in (1, 10) for s in (0, 1, 2)]
     assert {r.action for r in plan.runs} == {"new"} and plan.settings == {"p": 5, "n_heads": 3, "d_model": 8}
     assert plan.runs[4].cfg.eq_weight == 10.0 and plan.runs[4].cfg.seed == 1
     assert not (tmp_path / "sw").exists()  # planning creates nothing
-    jobs = P.make_jobs(plan, workers=2)  # 6 batchable runs over 2 workers: 2 x 3
+    jobs = sweep_plan.make_jobs(plan, workers=2)  # 6 batchable runs over 2 workers: 2 x 3
     assert [len(j.runs) for j in jobs] == [3, 3] and all(j.batched for j in jobs)
-    assert [len(j.runs) for j in P.make_jobs(plan, workers=2, batch=2)] == [2, 2, 2]
-    assert [len(j.runs) for j in P.make_jobs(plan, workers=8, batch=1)] == [1] * 6
-    big = P.make_plan("orbits", tmp_path / "sw", [0, 1], [], {})  # the default model: one run per job
-    assert [j.batched for j in P.make_jobs(big, workers=1)] == [False, False]
-    # a lever of issue #32 that batched training does not implement: every run alone, even with --batch
-    lever = P.make_plan(
+    assert [len(j.runs) for j in sweep_plan.make_jobs(plan, workers=2, batch=2)] == [2, 2, 2]
+    assert [len(j.runs) for j in sweep_plan.make_jobs(plan, workers=8, batch=1)] == [1] * 6
+    big = sweep_plan.make_plan("orbits", tmp_path / "sw", [0, 1], [], {})  # the default model: one run per job
+    assert [j.batched for j in sweep_plan.make_jobs(big, workers=1)] == [False, False]
+    # a lever that batched training does not implement: every run alone, even with --batch
+    lever = sweep_plan.make_plan(
         "orbits", tmp_path / "sw", [0, 1, 2], [], {"p": "5", "n_heads": "3", "frozen_embed": "true", "d_model": "10"}
     )
-    assert [(len(j.runs), j.batched) for j in P.make_jobs(lever, workers=1, batch=3)] == [(1, False)] * 3
+    assert [(len(j.runs), j.batched) for j in sweep_plan.make_jobs(lever, workers=1, batch=3)] == [(1, False)] * 3
     # one it does (score_scale, qk_decay): batched
-    lever = P.make_plan(
+    lever = sweep_plan.make_plan(
         "orbits", tmp_path / "sw", [0, 1, 2], [], {"p": "5", "n_heads": "3", "qk_decay": "false", "score_scale": "2"}
     )
-    assert [(len(j.runs), j.batched) for j in P.make_jobs(lever, workers=1, batch=3)] == [(3, True)]
+    assert [(len(j.runs), j.batched) for j in sweep_plan.make_jobs(lever, workers=1, batch=3)] == [(3, True)]
 
 
 # --- the sweep -------------------------------------------------------------------------------------
@@ -217,7 +217,7 @@ def test_plan_and_jobs(tmp_path):
 def local_sweep(tmp_path_factory):
     """2 seeds x eq_weight 1, 10 on 2 local worker processes (batches of 2)."""
     out = tmp_path_factory.mktemp("sweep") / "local"
-    res = S.sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=2, progress=False)
+    res = sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=2, progress=False)
     return out, res
 
 
@@ -253,7 +253,7 @@ def test_local_sweep_rows_files_and_report(local_sweep):
 @pytest.mark.slow
 def test_rerun_skips_complete_runs_and_a_bigger_grid_adds_only_new_runs(local_sweep, tmp_path):
     out, _ = local_sweep
-    again = S.sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=2, progress=False)
+    again = sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=2, progress=False)
     assert (again.done, again.failed, again.skipped) == (0, 0, 4)
     assert len(read_sweep_rows(out / ROWS_FILE)) == 4
     # A complete run without a row (killed between training and recording) is recorded, not retrained.
@@ -262,10 +262,10 @@ def test_rerun_skips_complete_runs_and_a_bigger_grid_adds_only_new_runs(local_sw
     for name in ("seed0-eq_weight1.h5", SETTINGS_FILE):
         (copy / name).write_bytes((out / name).read_bytes())
     mtime = (copy / "seed0-eq_weight1.h5").stat().st_mtime_ns
-    plan = P.make_plan("orbits", copy, [0], [("eq_weight", ["1"])], SWEEP_SETS)
+    plan = sweep_plan.make_plan("orbits", copy, [0], [("eq_weight", ["1"])], SWEEP_SETS)
     assert [r.action for r in plan.runs] == ["record"]
     # A bigger grid: the 2 new runs only, one of them diverging (recorded, the sweep goes on).
-    grown = S.sweep(
+    grown = sweep(
         "orbits", out, seeds=[0], grid=[("eq_weight", ["1", "10", "1e308"])], sets=SWEEP_SETS, workers=1, progress=False
     )
     assert (grown.done, grown.failed, grown.skipped) == (0, 1, 2)
@@ -273,7 +273,7 @@ def test_rerun_skips_complete_runs_and_a_bigger_grid_adds_only_new_runs(local_sw
     assert len(rows) == 5 and rows[-1]["run"] == "seed0-eq_weight1e+308"
     assert rows[-1]["status"] == "failed" and rows[-1]["error"].startswith("training diverged by epoch 30 (")
     assert "\n" not in rows[-1]["error"] and rows[-1]["metrics"] is None
-    S.sweep("orbits", copy, seeds=[0], grid=[("eq_weight", ["1"])], sets=SWEEP_SETS, workers=1, progress=False)
+    sweep("orbits", copy, seeds=[0], grid=[("eq_weight", ["1"])], sets=SWEEP_SETS, workers=1, progress=False)
     assert (copy / "seed0-eq_weight1.h5").stat().st_mtime_ns == mtime
     assert [r["action"] for r in read_sweep_rows(copy / ROWS_FILE)] == ["record"]
     assert "| eq_weight=1e+308 | 0 | 0 | 1 | — |" in (out / "summary.md").read_text()
@@ -316,9 +316,9 @@ def test_a_killed_run_is_resumed_and_ends_equal_to_an_uninterrupted_one(tmp_path
     _wait_for_snapshots(run, 3, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    plan = P.make_plan("orbits", out, [1], [("eq_weight", ["10"])], sets)
+    plan = sweep_plan.make_plan("orbits", out, [1], [("eq_weight", ["10"])], sets)
     assert plan.runs[0].action == "resume"
-    res = S.sweep("orbits", out, seeds=[1], grid=[("eq_weight", ["10"])], sets=sets, workers=1, progress=False)
+    res = sweep("orbits", out, seeds=[1], grid=[("eq_weight", ["10"])], sets=sets, workers=1, progress=False)
     assert res.done == 1 and read_sweep_rows(out / ROWS_FILE)[0]["action"] == "resume"
     loop.train("orbits", plan.runs[0].cfg, tmp_path / "whole.h5", progress=False)
     assert_same_run_files(run, tmp_path / "whole.h5")
@@ -363,7 +363,7 @@ def test_ctrl_c_stops_a_batched_sweep_between_epochs_and_the_rerun_resumes(tmp_p
             assert proc.wait(timeout=20) == 130, proc.stderr.read()
         finally:
             proc.kill()
-    plan = P.make_plan("orbits", out, [0, 1], [], sets)
+    plan = sweep_plan.make_plan("orbits", out, [0, 1], [], sets)
     assert [r.action for r in plan.runs] == ["resume", "resume"]
     for seed in (0, 1):
         with runfile.open_for_reading(out / f"seed{seed}.h5") as f:
@@ -426,9 +426,7 @@ def test_ray_sweep_equals_the_local_one(local_sweep, tmp_path):
     import ray
 
     out = tmp_path / "ray"
-    res = S.sweep(
-        "orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, backend="ray", workers=2, progress=False
-    )
+    res = sweep("orbits", out, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, backend="ray", workers=2, progress=False)
     assert (res.done, res.failed) == (4, 0) and not ray.is_initialized()
     local = rows_by_run(local_sweep[0])
     assert rows_by_run(out) == {k: v for k, v in local.items() if k in rows_by_run(out)} and len(local) >= 4
@@ -609,14 +607,14 @@ def test_settings_that_name_an_old_default_continue_the_sweep(local_sweep, tmp_p
     old = {k: v for k, v in json.loads((out / SETTINGS_FILE).read_text())["settings"].items() if k != "eq_ramp"}
     (copy / SETTINGS_FILE).write_text(json.dumps({"experiment": "orbits", "settings": old}))
     sets = {k: v for k, v in SWEEP_SETS.items() if k != "eq_ramp"}
-    again = S.sweep("orbits", copy, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=1, progress=False)
+    again = sweep("orbits", copy, seeds=[0, 1], grid=SWEEP_GRID, sets=SWEEP_SETS, workers=1, progress=False)
     assert (again.done, again.failed, again.skipped) == (0, 0, 4)
     assert json.loads((copy / SETTINGS_FILE).read_text())["settings"]["eq_ramp"] == 50
     with pytest.raises(UserError, match=r"seed0-eq_weight1.h5 was trained with eq_ramp=50 \(this sweep: 60\)"):
-        P.make_plan("orbits", copy, [0], SWEEP_GRID, {**SWEEP_SETS, "eq_ramp": "60"})
+        sweep_plan.make_plan("orbits", copy, [0], SWEEP_GRID, {**SWEEP_SETS, "eq_ramp": "60"})
     # a grid over the fixed key does not make the old runs (eq_ramp 50) runs of this sweep
     with pytest.raises(UserError, match=r"other fixed settings \(eq_ramp=50 there, \(unset\) here\)"):
-        P.make_plan("orbits", copy, [0], SWEEP_GRID + [("eq_ramp", ["60"])], sets)
+        sweep_plan.make_plan("orbits", copy, [0], SWEEP_GRID + [("eq_ramp", ["60"])], sets)
 
 
 @pytest.mark.parametrize(
@@ -636,7 +634,7 @@ def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, 
     from headmovies.render.ov_coherent import summary as ovc_summary
     from headmovies.tasks.ov_coherent import WEIGHT_NAMES, task_cases
 
-    res = S.sweep(experiment, tmp_path / "sw", seeds=[0], sets=sets, workers=1, progress=False)
+    res = sweep(experiment, tmp_path / "sw", seeds=[0], sets=sets, workers=1, progress=False)
     assert (res.done, res.failed) == (1, 0)
     for row in read_sweep_rows(tmp_path / "sw" / ROWS_FILE):
         with Run(tmp_path / "sw" / row["file"]) as run:
@@ -680,7 +678,7 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     full, _ = local_sweep
     out = tmp_path / "screen"
     sets = {**SWEEP_SETS, "eq_weight": "10"}
-    res = S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
+    res = sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
     assert (res.done, res.failed) == (2, 0)
     rows = read_sweep_rows(out / ROWS_FILE)
     assert [(r["run"], r["status"], r["summary"]["epoch"], r["batch"]) for r in rows] == [
@@ -690,11 +688,11 @@ def test_a_screen_stopped_early_continues_bit_for_bit(local_sweep, tmp_path, cap
     with Run(out / "seed0.h5") as run:
         assert not run.complete and int(run.epochs[-1]) == 120
     assert "2 runs: 0 done, 2 stopped early" in (out / "summary.md").read_text()
-    again = S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
+    again = sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=120)
     assert (again.done, again.skipped) == (0, 2)
     # an earlier --stop-at than the runs' is refused up front, nothing recorded
     with pytest.raises(UserError, match=r"seed0\.h5 was stopped at epoch 120, past --stop-at 80: rerun with"):
-        S.sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=80)
+        sweep("orbits", out, seeds=[0, 1], sets=sets, workers=1, progress=False, stop_at=80)
     assert len(read_sweep_rows(out / ROWS_FILE)) == 2
     # a rows line cut short by a kill: the next row still gets a line of its own
     with open(out / ROWS_FILE, "a") as fh:
@@ -752,7 +750,7 @@ def test_progress_counts_epochs_from_the_run_files_before_a_run_ends(tmp_path):
     from headmovies.runfile.writer import RunWriter
     from headmovies.sweeps.progress import EpochProgress
 
-    plan = P.make_plan("orbits", tmp_path / "sw", seeds=[0, 1], grid=[], sets={**TINY, "epochs": "200"})
+    plan = sweep_plan.make_plan("orbits", tmp_path / "sw", seeds=[0, 1], grid=[], sets={**TINY, "epochs": "200"})
     assert [r.action for r in plan.todo] == ["new", "new"]
     progress = EpochProgress(plan.todo)
     assert progress.total == 400 and progress.done == 0
@@ -784,7 +782,7 @@ def test_sweep_bar_moves_with_epochs_while_its_run_trains(tmp_path, capsys, monk
 
     monkeypatch.setattr(sweep_progress, "POLL_S", 0.2)  # read the run file often: this run takes a few seconds
     sets = {**TINY, "epochs": "1200", "eq_start": "20", "eq_ramp": "50"}
-    res = S.sweep("orbits", tmp_path / "sw", seeds=[0], grid=[], sets=sets, workers=1, progress=True)
+    res = sweep("orbits", tmp_path / "sw", seeds=[0], grid=[], sets=sets, workers=1, progress=True)
     assert res.done == 1
     err = capsys.readouterr().err
     # an update while the run was training (before its row): some epochs counted, none finished

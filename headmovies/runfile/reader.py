@@ -186,7 +186,7 @@ class Run:
         """What made this run, from its root attributes: {"created": ISO 8601 UTC or None,
         "git_commit": str ("" when unknown) or None, "versions": {library: version} or None,
         "machine": {"cpu", "cores", "system"} or None}. None: the file does not record it
-        (`machine` is written since issue 33; older files lack it)."""
+        (older files, written before `machine` existed, lack it)."""
 
         def parsed(name: str):
             try:

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch.nn import functional
 
 from headmovies.errors import ConfigError
 from headmovies.tasks.induction import DEFAULT_POSITIONS, POSITIONS, repeat_blocks, sinusoidal_table
@@ -241,7 +241,7 @@ class InductionTask(Task[InductionConfig]):
     def step(self, epoch: int) -> None:
         tokens = repeated_blocks(self.cfg.batch_size, self.cfg, self.generator)  # (B, T)
         logits = self.model(tokens)
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, self.cfg.n_vocab), tokens[:, 1:].reshape(-1))
+        loss = functional.cross_entropy(logits[:, :-1].reshape(-1, self.cfg.n_vocab), tokens[:, 1:].reshape(-1))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -252,8 +252,8 @@ class InductionTask(Task[InductionConfig]):
         cfg, tokens = self.cfg, self.eval_tokens
         logits = self.model(tokens)
         L = cfg.block_len
-        pred_loss = F.cross_entropy(logits[:, L - 1 : -1].reshape(-1, cfg.n_vocab), tokens[:, L:].reshape(-1))
-        all_loss = F.cross_entropy(logits[:, :-1].reshape(-1, cfg.n_vocab), tokens[:, 1:].reshape(-1))
+        pred_loss = functional.cross_entropy(logits[:, L - 1 : -1].reshape(-1, cfg.n_vocab), tokens[:, L:].reshape(-1))
+        all_loss = functional.cross_entropy(logits[:, :-1].reshape(-1, cfg.n_vocab), tokens[:, 1:].reshape(-1))
         return {
             "train_loss": getattr(self, "_train_loss", float(all_loss)),
             "heldout_loss_all": float(all_loss),

@@ -26,8 +26,8 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torch.nn import functional
 
 from headmovies.errors import ConfigError
 from headmovies.tasks.ov_coherent import D_VOCAB, N_CLASSES, NOISE, READOFF, SIGNAL, class_table, task_cases
@@ -141,7 +141,7 @@ class OVCoherentTask(Task[OVCoherentConfig]):
 
     def step(self, epoch: int) -> None:
         tokens, labels = sample_batch(self.cfg.batch, self.cfg.seq_len, self.generator)
-        loss = F.cross_entropy(self.model(tokens), labels)
+        loss = functional.cross_entropy(self.model(tokens), labels)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -149,7 +149,7 @@ class OVCoherentTask(Task[OVCoherentConfig]):
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         logits = self.model.forward_counts(self.eval_counts)
-        nll = F.cross_entropy(logits, self.eval_labels, reduction="none").double()
+        nll = functional.cross_entropy(logits, self.eval_labels, reduction="none").double()
         correct = (logits.argmax(-1) == self.eval_labels).double()
         p = self.eval_probs
         per_class = torch.zeros(N_CLASSES, dtype=torch.float64).index_add_(

@@ -229,15 +229,15 @@ def completions(paths: list[Path], prompt: str) -> list[str]:
 
 
 def _figures(r: dict, history: dict, metrics: dict, folder: Path) -> None:
-    from headmovies.render.induction import figures as F
+    from headmovies.render.induction import figures
 
-    save_figure(F.attention_figure(r), folder, "attention", dpi=110)
-    save_figure(F.copying_figure(r), folder, "copying", dpi=110)
-    save_figure(F.block_length_figure(r), folder, "block_length", dpi=110)
-    save_figure(F.training_figure(r, history, metrics), folder, "training", dpi=110)
+    save_figure(figures.attention_figure(r), folder, "attention", dpi=110)
+    save_figure(figures.copying_figure(r), folder, "copying", dpi=110)
+    save_figure(figures.block_length_figure(r), folder, "block_length", dpi=110)
+    save_figure(figures.training_figure(r, history, metrics), folder, "training", dpi=110)
     if "composition" in r:
-        save_figure(F.composition_figure(r), folder, "composition", dpi=110)
-        save_figure(F.attention_figure(r, "no_k_composition"), folder, "attention_no_k_composition", dpi=110)
+        save_figure(figures.composition_figure(r), folder, "composition", dpi=110)
+        save_figure(figures.attention_figure(r, "no_k_composition"), folder, "attention_no_k_composition", dpi=110)
 
 
 def write_report(

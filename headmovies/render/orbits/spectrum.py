@@ -1,5 +1,5 @@
 """The orbit spectrum of each frequency group: how far a group of heads at one frequency is from
-an orbit, harmonic by harmonic (issue #32; docs/math.md, "Orbit spectrum").
+an orbit, harmonic by harmonic (docs/math.md, "Orbit spectrum"; docs/glossary.md).
 
 Frequency groups. Each live head h has a frequency omega_h in 1..n/2: the key frequency holding
 most of its centred QK power in the planes (0, omega) (`head_frequencies`). The heads sharing
@@ -12,27 +12,27 @@ them: M over keys, R over output classes; X^(u, v) the irrep coordinate of
 `render.core.projections.irrep_coordinate`):
 
     QK coordinate  z_h = X^(0, omega)(M_h),  phase phi_h = arg z_h,
-    score amplitude r_h = 2 |z_h| / n (|z_h| / n at omega = n / 2, a real plane): the
-        query-averaged scores' (0, omega) part is r_h cos(2 pi omega b / n - phi_h) over keys b
-        (logits), so r is the amplitude the attention kernel e^{r cos} expands in modified
-        Bessel functions I_k(r) (the note's r = 2 |z| / n),
+    score amplitude A_h = 2 |z_h| / n (|z_h| / n at omega = n / 2, a real plane): the
+        query-averaged scores' (0, omega) part is A_h cos(2 pi omega b / n - phi_h) over keys b
+        (logits), so A is the amplitude the attention kernel e^{A cos} expands in modified
+        Bessel functions I_k(A) (A, not r: r is a plane's rotation frequency, docs/math.md),
     OV weight     |rho_h| = |X^(omega, (1 - m) omega)(R_h)|: the OV plane that a shift turns by
         the same angle as (0, omega) (rotation frequency m u + v = omega); for source 000's
-        m = 2 it is the (omega, -omega) plane of the analysis note.
+        m = 2 it is the (omega, -omega) plane.
 
 Group spectrum, k = 1 .. N - 1 (the OV-weighted phase moments):
 
     mu_k = sum_h |rho_h| e^{i k phi_h},   spectrum_k = |mu_k| / sum_h |rho_h|   (in [0, 1]).
 
 An exact orbit (or several at omega) has equal weights on N evenly spaced phases, so every
-spectrum_k is 0 (to rounding). The equivariance loss sees mode k through about I_k(r) / I_0(r),
+spectrum_k is 0 (to rounding). The equivariance loss sees mode k through about I_k(A) / I_0(A),
 so a group whose low modes vanish but high ones do not is "equivariant to the order the data
-sees", not an orbit (analysis note, section 2.2).
+sees", not an orbit (docs/math.md, "Orbit spectrum").
 
 Stabiliser-odd fraction of a head: the part of its circuit that the group's stabiliser should
 fix but does not, ||X - P X||_F / ||X||_F with P X the mean of X over the stabiliser's shifts
 (T_s M T_s^-1 for QK, T_ms R T_s^-1 for OV): 0 for a member of an exact orbit of size N; for a
-stabiliser of two shifts it is ||X - T X|| / (2 ||X||) as in the note. 0 when N = n.
+stabiliser of two shifts it is ||X - T X|| / (2 ||X||). 0 when N = n.
 
 Within-group match error: what the orbit check would find inside the group alone. For every
 head h of the group and every shift s, the head j of the group that T_s M_h T_s^-1 and
@@ -76,7 +76,7 @@ class FrequencyGroup:
 
     omega: the frequency; order: N = n / gcd(omega, n); heads: head indices, ascending.
     spectrum float [N - 1]: |mu_k| / sum |rho_h| for k = 1..N-1 (NaN if every |rho_h| is 0).
-    r, phase, weight, odd_qk, odd_ov float [len(heads)]: score amplitude r_h (logits), phase
+    amplitude, phase, weight, odd_qk, odd_ov float [len(heads)]: score amplitude A_h (logits), phase
     phi_h (radians), OV weight |rho_h|, and the stabiliser-odd fractions of M_h and R_h.
     match: the within-group match error (module docstring) {match_qk, match_ov, in_plane_qk,
     in_plane_ov, key_independent_ov}, fractions (the shares NaN where nothing is mismatched).
@@ -86,7 +86,7 @@ class FrequencyGroup:
     order: int
     heads: list[int]
     spectrum: np.ndarray
-    r: np.ndarray
+    amplitude: np.ndarray
     phase: np.ndarray
     weight: np.ndarray
     odd_qk: np.ndarray
@@ -94,7 +94,8 @@ class FrequencyGroup:
     match: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        """JSON-ready: numbers to 4 significant digits (NaN as null)."""
+        """JSON-ready: numbers to 4 significant digits (NaN as null); the score amplitudes under
+        the key "r", the name census rows store them by."""
 
         def nums(x):
             return [None if not np.isfinite(v) else float(f"{v:.4g}") for v in np.asarray(x, float)]
@@ -104,7 +105,7 @@ class FrequencyGroup:
             "order": self.order,
             "heads": self.heads,
             "spectrum": nums(self.spectrum),
-            "r": nums(self.r),
+            "r": nums(self.amplitude),
             "odd_qk": nums(self.odd_qk),
             "odd_ov": nums(self.odd_ov),
             "within_group_match": dict(zip(self.match, nums(list(self.match.values())))),
@@ -112,12 +113,13 @@ class FrequencyGroup:
 
     def text(self) -> str:
         """One line in words, e.g. 'frequency group w = 6: 4 heads [..], spectrum |mu_k|/sum|rho|
-        k = 1..3: 0 0 0; score amplitude r 1.2-1.4; stabiliser-odd QK <= 0.1%, OV <= 0.0%'."""
+        k = 1..3: 0 0 0; score amplitude A 1.2-1.4; stabiliser-odd QK <= 0.1%, OV <= 0.0%'."""
         spec = " ".join(f"{v:.3f}" if np.isfinite(v) else "-" for v in self.spectrum)
         return (
             f"frequency group w = {self.omega} (orbit size {self.order}): {len(self.heads)} "
             f"head{'s' if len(self.heads) != 1 else ''} {self.heads}; spectrum |mu_k|/sum|rho| "
-            f"k = 1..{self.order - 1}: {spec}; score amplitude r {self.r.min():.2f}-{self.r.max():.2f}; "
+            f"k = 1..{self.order - 1}: {spec}; "
+            f"score amplitude A {self.amplitude.min():.2f}-{self.amplitude.max():.2f}; "
             f"stabiliser-odd QK <= {self.odd_qk.max():.1%}, OV <= {self.odd_ov.max():.1%}"
             + (f"; {self.match_text()}" if self.match else "")
         )
@@ -216,12 +218,12 @@ def _bound(v: float) -> str:
 
 
 def scale_amplitudes(groups: list[FrequencyGroup], score_scale: float) -> list[FrequencyGroup]:
-    """The groups with r multiplied by `score_scale` (in place; returned): a run trained with the
+    """The groups with A multiplied by `score_scale` (in place; returned): a run trained with the
     config key score_scale attends with score_scale times the scores its weights give, and
-    r is the amplitude its softmax sees. Circuits from the weights alone leave it out."""
+    A is the amplitude its softmax sees. Circuits from the weights alone leave it out."""
     if score_scale != 1.0:
         for g in groups:
-            g.r = g.r * score_scale
+            g.amplitude = g.amplitude * score_scale
     return groups
 
 

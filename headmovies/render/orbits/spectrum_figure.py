@@ -5,7 +5,7 @@ One panel per frequency omega of the final snapshot's groups of two or more head
 MAX_PANELS, largest groups first): |mu_k| / sum |rho_h| for k = 1 .. min(N_omega - 1, MAX_K)
 over epochs, log scale, with the group's heads at each snapshot (its members may change as
 heads move between frequencies); a verified orbit at omega has every curve at 0 (drawn at the
-floor). Source: issue #32; docs/math.md, "Orbit spectrum".
+floor). Source: docs/math.md, "Orbit spectrum".
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ def orbit_spectrum_figure(epochs: np.ndarray, groups: Sequence[Sequence[Frequenc
         ax.grid(alpha=0.3, lw=0.5)
         ax.set_xlabel("epoch")
         ax.set_ylabel("|μ̂_k| / Σ|ρ_h|")
-        r = f"; score amplitude r {g.r.min():.2f}–{g.r.max():.2f}" if len(g.r) else ""
+        amplitudes = f"; score amplitude A {g.amplitude.min():.2f}–{g.amplitude.max():.2f}" if len(g.amplitude) else ""
         ax.set_title(
             f"ω = {g.omega} (orbit size {g.order}): {len(g.heads)} heads at the end\n"
-            f"{count.min()}–{count.max()} heads over time{r}",
+            f"{count.min()}–{count.max()} heads over time{amplitudes}",
             fontsize=8,
         )
         ax.legend(fontsize=7, frameon=False, loc="lower left", ncol=2)

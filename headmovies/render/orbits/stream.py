@@ -115,6 +115,7 @@ class Snapshot:
 def snapshot_facts(
     run: Run,
     panels: Sequence[Panel] = (),
+    *,
     check: bool = False,
     factors: bool = False,
     tol: float = TOL,
@@ -147,25 +148,39 @@ def snapshot_facts(
                 cached.index,
                 cached.epoch,
                 cached.weights,
-                circ,
-                report,
-                panels,
-                kinds,
-                group,
-                factors,
-                tol,
-                dead_tol,
-                score_scale,
+                circ=circ,
+                report=report,
+                panels=panels,
+                kinds=kinds,
+                group=group,
+                factors=factors,
+                tol=tol,
+                dead_tol=dead_tol,
+                score_scale=score_scale,
             )
         else:
             _, (epoch, w) = next(weights)
-            yield _facts(int(t), epoch, w, {}, None, panels, kinds, group, factors, tol, dead_tol, score_scale)
+            yield _facts(
+                int(t),
+                epoch,
+                w,
+                circ={},
+                report=None,
+                panels=panels,
+                kinds=kinds,
+                group=group,
+                factors=factors,
+                tol=tol,
+                dead_tol=dead_tol,
+                score_scale=score_scale,
+            )
 
 
 def _facts(
     t: int,
     epoch: int,
     w: dict,
+    *,
     circ: dict,
     report: OrbitReport | None,
     panels: Sequence[Panel],
@@ -213,6 +228,7 @@ class Collected:
 def collect(
     run: Run,
     panels: Sequence[Panel] = (),
+    *,
     check: bool = False,
     factors: bool = False,
     tol: float = TOL,
@@ -223,7 +239,9 @@ def collect(
 ) -> Collected:
     """`snapshot_facts` gathered into arrays. `progress`, if given, wraps the snapshot
     iterator (e.g. tqdm)."""
-    facts: Iterable[Snapshot] = snapshot_facts(run, panels, check, factors, tol, dead_tol, indices, final)
+    facts: Iterable[Snapshot] = snapshot_facts(
+        run, panels, check=check, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final
+    )
     if progress is not None:
         facts = progress(facts)
     epochs: list[int] = []

@@ -59,13 +59,19 @@ def orbit_summary(
 def spectrum_brief(g: FrequencyGroup) -> dict:
     """A frequency group's orbit spectrum in a few numbers (`spectrum.orbit_spectrum`): omega,
     head count, the largest |mu_k| / sum |rho| over k <= 3 ("low", what the loss sees) and over
-    k >= 4 ("high"; None when N_w <= 4), and the largest score amplitude r; 4 significant digits."""
+    k >= 4 ("high"; None when N_w <= 4), and the largest score amplitude A (key "r_max"); 4 significant digits."""
 
     def sig(x):
         return None if x is None or not np.isfinite(x) else float(f"{x:.4g}")
 
     low, high = low_high(g.spectrum)
-    return {"omega": g.omega, "heads": len(g.heads), "low": sig(low), "high": sig(high), "r_max": sig(float(g.r.max()))}
+    return {
+        "omega": g.omega,
+        "heads": len(g.heads),
+        "low": sig(low),
+        "high": sig(high),
+        "r_max": sig(float(g.amplitude.max())),
+    }
 
 
 SWEEP_OUTCOME = "orbit structure: sizes of the verified orbits of 2 or more heads ('none': no such orbit)"

@@ -15,17 +15,17 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from headmovies.render.ov_coherent import analysis as S
-from headmovies.tasks import ov_coherent as T
+from headmovies.render.ov_coherent import analysis
+from headmovies.tasks import ov_coherent as ov_task
 
 TOKEN_COLOURS = {1: "tab:blue", 2: "tab:orange", 3: "tab:green", 4: "tab:red"}
-CLASS_CMAP = ListedColormap(plt.get_cmap("tab10")(np.arange(T.N_CLASSES)))  # its first N_CLASSES colours
+CLASS_CMAP = ListedColormap(plt.get_cmap("tab10")(np.arange(ov_task.N_CLASSES)))  # its first N_CLASSES colours
 
 
 def plane_coords(qk: np.ndarray) -> np.ndarray:
     """Read-off QK rows [..., n_heads, 12] -> scores minus each head's mean noise score
     [..., n_heads, 12] (softmax ignores a constant per row; noise sits near the origin)."""
-    return qk - qk[..., list(T.NOISE)].mean(-1, keepdims=True)
+    return qk - qk[..., list(ov_task.NOISE)].mean(-1, keepdims=True)
 
 
 # ---------------------------------------------------------------- per-run analysis sheet
@@ -34,11 +34,11 @@ def plane_coords(qk: np.ndarray) -> np.ndarray:
 def _qk_bars(ax, result: dict) -> None:
     H = result["n_heads"]
     width = 0.8 / H
-    x = np.arange(T.D_VOCAB)
+    x = np.arange(ov_task.D_VOCAB)
     for h, head in enumerate(result["heads"]):
         qk = np.array(head["qk_readoff"])
-        qk = qk - qk[list(T.NOISE)].mean()
-        colours = ["black"] + [TOKEN_COLOURS[t] for t in T.SIGNAL] + ["0.6"] * len(T.NOISE)
+        qk = qk - qk[list(ov_task.NOISE)].mean()
+        colours = ["black"] + [TOKEN_COLOURS[t] for t in ov_task.SIGNAL] + ["0.6"] * len(ov_task.NOISE)
         ax.bar(
             x + (h - (H - 1) / 2) * width,
             qk,
@@ -49,7 +49,7 @@ def _qk_bars(ax, result: dict) -> None:
             label=f"head {h + 1}: {head['ordering_text']}",
         )
     ax.axhline(0, color="0.3", lw=0.6)
-    ax.set_xticks(x, ["R"] + [str(t) for t in T.SIGNAL] + [str(t) for t in T.NOISE])
+    ax.set_xticks(x, ["R"] + [str(t) for t in ov_task.SIGNAL] + [str(t) for t in ov_task.NOISE])
     ax.set_xlabel("key token (R = read-off, 1-4 signal, 5-11 noise)")
     ax.set_ylabel("QK score minus mean noise")
     ax.set_title("read-off QK row per head" + (" (plain: head 1, hatched: others)" if H > 1 else ""), fontsize=9)
@@ -62,7 +62,7 @@ def _class_acc(ax, result: dict) -> None:
         (f"head {h['head']} ablated", h["ablated_class_acc"]) for h in result["heads"]
     ]
     width = 0.8 / len(series)
-    x = np.arange(T.N_CLASSES)
+    x = np.arange(ov_task.N_CLASSES)
     for i, (label, acc) in enumerate(series):
         ax.bar(
             x + (i - (len(series) - 1) / 2) * width,
@@ -71,7 +71,7 @@ def _class_acc(ax, result: dict) -> None:
             label=label,
             color=["black", "tab:purple", "tab:cyan", "tab:olive", "tab:brown"][i % 5],
         )
-    ax.set_xticks(x, T.CLASS_NAMES, rotation=60, fontsize=7)
+    ax.set_xticks(x, ov_task.CLASS_NAMES, rotation=60, fontsize=7)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("accuracy (exact)" if result["exact"] else "accuracy (sampled)")
     abl = ", ".join(f"h{h['head']} off {h['ablated_acc']:.1%}" for h in result["heads"])
@@ -82,14 +82,21 @@ def _class_acc(ax, result: dict) -> None:
 def _contribution_plane(ax, result: dict) -> None:
     cc = np.array(result["class_contributions"])
     if cc.shape[1] < 2:
-        ax.bar(np.arange(T.N_CLASSES), cc[:, 0], color=CLASS_CMAP.colors)
-        ax.set_xticks(np.arange(T.N_CLASSES), T.CLASS_NAMES, rotation=60, fontsize=7)
+        ax.bar(np.arange(ov_task.N_CLASSES), cc[:, 0], color=CLASS_CMAP.colors)
+        ax.set_xticks(np.arange(ov_task.N_CLASSES), ov_task.CLASS_NAMES, rotation=60, fontsize=7)
         ax.set_title("head 1's contribution to the correct logit", fontsize=9)
         return
     ax.scatter(
-        cc[:, 0], cc[:, 1], c=np.arange(T.N_CLASSES), cmap=CLASS_CMAP, vmin=-0.5, vmax=T.N_CLASSES - 0.5, s=40, zorder=3
+        cc[:, 0],
+        cc[:, 1],
+        c=np.arange(ov_task.N_CLASSES),
+        cmap=CLASS_CMAP,
+        vmin=-0.5,
+        vmax=ov_task.N_CLASSES - 0.5,
+        s=40,
+        zorder=3,
     )
-    for c, name in enumerate(T.CLASS_NAMES):
+    for c, name in enumerate(ov_task.CLASS_NAMES):
         ax.annotate(name, cc[c, :2], xytext=(3, 3), textcoords="offset points", fontsize=7)
     ax.axhline(0, color="0.5", lw=0.6)
     ax.axvline(0, color="0.5", lw=0.6)
@@ -119,8 +126,8 @@ def _attention_heatmaps(fig, spec, result: dict) -> None:
                     fontsize=8,
                     color="white" if att[h, a, b] < 0.6 else "black",
                 )
-        ax.set_xticks(range(4), T.SIGNAL)
-        ax.set_yticks(range(4), T.SIGNAL)
+        ax.set_xticks(range(4), ov_task.SIGNAL)
+        ax.set_yticks(range(4), ov_task.SIGNAL)
         ax.set_xlabel("other token b of the pair", fontsize=8)
         ax.set_ylabel("attention on token a", fontsize=8)
         ax.set_title(f"head {h + 1}: attention on a | pair {{a,b}}", fontsize=8)
@@ -137,18 +144,18 @@ def _ov_heatmaps(fig, spec, result: dict) -> None:
         ax = fig.add_subplot(sub[0, h])
         axes.append(ax)
         im = ax.imshow(ov[h], cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
-        ax.set_xticks(range(4), T.SIGNAL)
-        ax.set_yticks(range(T.N_CLASSES), T.CLASS_NAMES if h == 0 else [], fontsize=7)
+        ax.set_xticks(range(4), ov_task.SIGNAL)
+        ax.set_yticks(range(ov_task.N_CLASSES), ov_task.CLASS_NAMES if h == 0 else [], fontsize=7)
         ax.set_xlabel("attended signal token", fontsize=8)
         ax.set_title(f"head {h + 1} OV: class logits (centred)", fontsize=8)
     fig.colorbar(im, ax=axes, shrink=0.8)
 
 
-def _decision_plane(ax, weights: dict, cases: T.Cases) -> None:
+def _decision_plane(ax, weights: dict, cases: ov_task.Cases) -> None:
     """For 2 heads of d_head 1: every case's (z_1, z_2) on the argmax regions of the readout."""
-    z = S.head_outputs(weights, cases.counts)[..., 0]  # (N, 2)
-    U = S.readout_directions(weights)[:, 0, :]  # (2, C)
-    bias = S.direct_logits(weights)
+    z = analysis.head_outputs(weights, cases.counts)[..., 0]  # (N, 2)
+    U = analysis.readout_directions(weights)[:, 0, :]  # (2, C)
+    bias = analysis.direct_logits(weights)
     lo, hi = z.min(0), z.max(0)
     pad = 0.15 * (hi - lo) + 1e-6
     gx = np.linspace(lo[0] - pad[0], hi[0] + pad[0], 300)
@@ -161,7 +168,7 @@ def _decision_plane(ax, weights: dict, cases: T.Cases) -> None:
         extent=(gx[0], gx[-1], gy[0], gy[-1]),
         cmap=CLASS_CMAP,
         vmin=-0.5,
-        vmax=T.N_CLASSES - 0.5,
+        vmax=ov_task.N_CLASSES - 0.5,
         alpha=0.35,
         aspect="auto",
         interpolation="nearest",
@@ -173,11 +180,11 @@ def _decision_plane(ax, weights: dict, cases: T.Cases) -> None:
         c=cases.labels[order],
         cmap=CLASS_CMAP,
         vmin=-0.5,
-        vmax=T.N_CLASSES - 0.5,
+        vmax=ov_task.N_CLASSES - 0.5,
         s=4,
         edgecolors="none",
     )
-    for c, name in enumerate(T.CLASS_NAMES):
+    for c, name in enumerate(ov_task.CLASS_NAMES):
         sel = cases.labels == c
         ax.annotate(
             name, np.average(z[sel], axis=0, weights=cases.probs[sel]), fontsize=7, ha="center", fontweight="bold"
@@ -187,7 +194,7 @@ def _decision_plane(ax, weights: dict, cases: T.Cases) -> None:
     ax.set_title("head outputs of every case on the readout's class regions", fontsize=9)
 
 
-def analysis_figure(result: dict, weights: dict, cases: T.Cases, title: str) -> Figure:
+def analysis_figure(result: dict, weights: dict, cases: ov_task.Cases, title: str) -> Figure:
     """One sheet for one run's final snapshot: QK rows, per-class accuracy (full and ablated),
     class contributions plane, attention by pair, OV tables, and (2 heads of d_head 1) the
     decision plane. `result` is `analysis.analyse(weights, cases)`."""
@@ -264,12 +271,12 @@ def orderings_figure(items: list[tuple[str, np.ndarray, bool | None]]) -> Figure
         xy = plane_coords(qk)[:2].T  # (12, 2)
         lim = 1.15 * np.abs(xy).max()
         _plane_axes(ax, lim)
-        ax.scatter(xy[list(T.NOISE), 0], xy[list(T.NOISE), 1], s=10, c="0.6")
-        ax.scatter(*xy[T.READOFF], s=30, facecolors="none", edgecolors="black")
-        for t in T.SIGNAL:
+        ax.scatter(xy[list(ov_task.NOISE), 0], xy[list(ov_task.NOISE), 1], s=10, c="0.6")
+        ax.scatter(*xy[ov_task.READOFF], s=30, facecolors="none", edgecolors="black")
+        for t in ov_task.SIGNAL:
             ax.scatter(*xy[t], s=50, c=TOKEN_COLOURS[t], zorder=3)
             ax.annotate(str(t), xy[t], xytext=(4, 4), textcoords="offset points", fontsize=8)
-        orders = " | ".join(S.format_ordering(q).replace(" > noise", "").replace(" ", "") for q in qk[:2])
+        orders = " | ".join(analysis.format_ordering(q).replace(" > noise", "").replace(" ", "") for q in qk[:2])
         tag = "opposite" if opposite else "not opposite"
         ax.set_title(f"{label}\n{orders} ({tag})", fontsize=8)
         ax.set_xlabel("head 1 QK − noise", fontsize=8)

@@ -13,9 +13,9 @@ import numpy as np
 
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.timeline import EVENT_HOLD_S
-from headmovies.render.ov_coherent import analysis as S
+from headmovies.render.ov_coherent import analysis
 from headmovies.runfile.reader import Run
-from headmovies.tasks import ov_coherent as T
+from headmovies.tasks import ov_coherent as ov_task
 
 
 def summary_table(rows: list[dict]) -> str:
@@ -77,7 +77,7 @@ def write_report(
     is written. Returns the rows (one dict per run)."""
     from tqdm import tqdm
 
-    from headmovies.render.ov_coherent import figures as F
+    from headmovies.render.ov_coherent import figures
     from headmovies.render.ov_coherent.movie import make_movie
 
     runs = []
@@ -85,16 +85,16 @@ def write_report(
         for path in paths:
             r = Run(path)
             runs.append(r)
-            S.require_run(r)
+            analysis.require_run(r)
         prepare_out_dir(out)
         rows, curves, planes = [], [], []
         names = unique_names(paths)
-        cases_by_len: dict[int, T.Cases] = {}
+        cases_by_len: dict[int, ov_task.Cases] = {}
         for r, name in tqdm(list(zip(runs, names)), desc="analyse", unit="run", disable=len(runs) < 2 or not progress):
             L = int(r.config.get("seq_len", 10))
-            cases = cases_by_len.setdefault(L, T.task_cases(L))
-            w = r.weights(-1, T.WEIGHT_NAMES)
-            result = S.analyse(w, cases)
+            cases = cases_by_len.setdefault(L, ov_task.task_cases(L))
+            w = r.weights(-1, ov_task.WEIGHT_NAMES)
+            result = analysis.analyse(w, cases)
             row = {
                 "name": name,
                 "path": str(r.path),
@@ -108,7 +108,7 @@ def write_report(
             run_dir = prepare_out_dir(out / name)
             write_text(run_dir / "analysis.json", json.dumps(row, indent=1) + "\n")
             save_figure(
-                F.analysis_figure(
+                figures.analysis_figure(
                     result,
                     w,
                     cases,
@@ -121,10 +121,10 @@ def write_report(
             )
             curves.append((name, r.metrics()))
             if result["n_heads"] >= 2:
-                planes.append((name, S.readoff_qk(w), result["opposite"]))
-        save_figure(F.training_figure(curves), out, "training", ("png",), dpi=110)
+                planes.append((name, analysis.readoff_qk(w), result["opposite"]))
+        save_figure(figures.training_figure(curves), out, "training", ("png",), dpi=110)
         if planes:
-            save_figure(F.orderings_figure(planes), out, "orderings", ("png",), dpi=110)
+            save_figure(figures.orderings_figure(planes), out, "orderings", ("png",), dpi=110)
         write_text(out / "summary.json", json.dumps(rows, indent=1) + "\n")
         write_text(out / "summary.md", summary_table(rows))
         if movie != "none":
@@ -166,9 +166,9 @@ def sweep_summary(run: Run) -> dict:
     """A sweep row's summary of an ov-coherent run (`analysis.analyse` of its final snapshot,
     exact over the task distribution): accuracy, worst class, each head's ordering and accuracy
     with it ablated, opposite orderings, Kendall τ, hard-attention agreement, and "outcome"."""
-    S.require_run(run)
-    cases = T.task_cases(int(run.config.get("seq_len", 10)))
-    r = S.analyse(run.weights(-1, T.WEIGHT_NAMES), cases)
+    analysis.require_run(run)
+    cases = ov_task.task_cases(int(run.config.get("seq_len", 10)))
+    r = analysis.analyse(run.weights(-1, ov_task.WEIGHT_NAMES), cases)
     return {
         "epoch": int(run.epochs[-1]),
         "outcome": outcome(r),

@@ -22,7 +22,7 @@ What instances of one batch must share (`batch_key`): the shapes, the optimizer 
 AdamW learning rate and weight decay per step), the sequence term's lengths and batch, and the
 snapshot schedule. Everything else may differ per instance: seed, init_scale, split, train_frac,
 the loss weights and their ramps (eq_*, ov_bias_weight, refine_eq_weight, ...), refine_prune.
-Of the levers of issue #32 (`OrbitConfig.levers`), score_scale (per instance, in its circuits),
+Of the levers (`OrbitConfig.levers`; docs/experiments.md, "Levers"), score_scale (per instance, in its circuits),
 qk_init (its initial weights) and qk_decay (shared: W_Q and W_K in an AdamW group without weight
 decay, as `task.param_groups`) train batched; a run with frozen_embed or impose_orbit_at set trains
 alone (`batch_key` None) and a batch refuses it (ValueError).
@@ -73,7 +73,7 @@ BATCH_ELEMENTS = 2**18
 MAX_BATCH = 32
 
 
-# Levers of issue #32 (`OrbitConfig.levers`) that the batch does not implement: runs with one train alone.
+# Levers (`OrbitConfig.levers`) that the batch does not implement: runs with one train alone.
 UNBATCHED_LEVERS = ("frozen_embed", "impose_orbit_at")
 
 

@@ -44,7 +44,7 @@ class OrbitConfig(TrainConfig):
     # fraction of the largest head's (0: keep all; 0.25 in the census's
     # with-additions recipe)
     refine_ov_bias_weight: float = 0.01  # mu of ov_bias_penalty in this phase
-    # Levers of issue #32 within source 000's objective (docs/experiments.md, "Levers"); stored
+    # Levers within source 000's objective (docs/experiments.md, "Levers"); stored
     # in the run file only when set (OMIT_AT_DEFAULT), so the default run's file is unchanged:
     score_scale: float = 1.0  # multiplies every attention score (QK table) of the layer
     qk_decay: bool = True  # false: W_Q and W_K get no weight decay (the others keep theirs)

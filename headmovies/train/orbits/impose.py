@@ -1,4 +1,4 @@
-"""An imposed-orbit experiment (issue #32, part 3; config key impose_orbit_at): at one epoch,
+"""An imposed-orbit experiment (docs/experiments.md, "Levers"; config key impose_orbit_at): at one epoch,
 each frequency group whose size fits is projected onto its nearest exact orbit, and training
 goes on from there. It answers "what does the source's 12-gon look like, and how long does
 training keep it"; an orbit made so is imposed, not emergent, and the run file (attribute

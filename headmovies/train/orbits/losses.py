@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 
 from headmovies.tasks.orbits import M_SHIFT
 
@@ -112,7 +112,7 @@ def seq_eq_loss(
     score = M.reshape(M.shape[0], n * n).index_select(1, cell).view(-1, n * B, L, L)  # (H, pB, L, L)
     e = (score - score.amax(-1, keepdim=True).detach()).exp()  # softmax (faster
     att = e / e.sum(-1, keepdim=True)  # than .softmax for small L)
-    onehot = F.one_hot(t, n).to(att.dtype)  # (pB, L, n)
+    onehot = functional.one_hot(t, n).to(att.dtype)  # (pB, L, n)
     on_token = torch.einsum("hnij,njb->nihb", att, onehot)  # attention per key token
     logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])  # sum over heads, tokens
     logits = logits.view(n * B, L, -1)  # (pB, L, n)
@@ -135,7 +135,7 @@ def seq_eq_loss_indexed(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> to
     score = M[:, t[:, :, None], t[:, None, :]]
     e = (score - score.amax(-1, keepdim=True).detach()).exp()
     att = e / e.sum(-1, keepdim=True)
-    on_token = torch.einsum("hnij,njb->nihb", att, F.one_hot(t, n).to(att.dtype))
+    on_token = torch.einsum("hnij,njb->nihb", att, functional.one_hot(t, n).to(att.dtype))
     logits = (on_token.reshape(n * B * L, -1) @ R.mT.reshape(-1, n)).view(n * B, L, -1)
     logp = logits.log_softmax(-1).view(n, B, L, n)
     k = (torch.arange(n)[None, :] + M_SHIFT * torch.arange(n)[:, None]) % n

@@ -46,7 +46,7 @@ class AttentionLayer(nn.Module):
     """W_E [n, d_model] -> heads (W_Q, W_K, W_V [H, d_model, d_head], W_O [H, d_head, d_model])
     -> W_U [d_model, n]. Row-vector convention (x @ W), TransformerLens names.
 
-    Levers (issue #32; defaults leave the layer as it was): score_scale multiplies every attention
+    Levers (docs/experiments.md, "Levers"; defaults leave the layer as it was): score_scale multiplies every attention
     score; qk_init multiplies the initial W_Q, W_K; frozen_embed makes W_E one-hot tokens in
     coordinates 0..n-1 (times sqrt(d_model), today's row norm) and W_U one-hot classes read from
     coordinates n..2n-1 (column norm 1, as today's), neither trainable: a shift of tokens and
