@@ -28,7 +28,7 @@ from equivariant import NAMES, equivariant_run, equivariant_weights
 from test_spectrum import MS, N, cos_head, orbit_layer
 
 FOLDER = Path(build.__file__).parent
-COMMITTED = Path(__file__).parents[1] / "docs" / "results" / "census" / "census.jsonl"
+COMMITTED = FOLDER.parents[3] / "docs" / "results" / "census" / "census.jsonl"
 
 
 # --- the rows' coordinates ----------------------------------------------------------------------

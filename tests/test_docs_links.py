@@ -10,7 +10,9 @@ import os
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import headmovies
+
+ROOT = Path(headmovies.__file__).resolve().parents[1]  # the repository
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]+)\)|<img [^>]*src=\"([^\"]+)\"")
 CODE_PATH = re.compile(r"`((?:headmovies|docs|tests|bench)/[^`\s]*)`")

@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import headmovies
 from headmovies.cli import main as render_main
 from headmovies.errors import UserError
 from headmovies.render.core.encode import encode, find_ffmpeg
 
 from equivariant import equivariant_run, equivariant_weights, write_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(headmovies.__file__).resolve().parents[1]  # the repository
 
 
 def probe(path: Path) -> tuple[str, int]:

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from faults import injects
 
+import headmovies
 from headmovies import disk, runfile
 from headmovies.cli import main
 from headmovies.errors import DiskFullError, RunFileError
@@ -35,7 +36,7 @@ from headmovies.runfile.writer import RunWriter
 
 from equivariant import equivariant_run, write_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(headmovies.__file__).resolve().parents[1]  # the repository
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 TINY = {
     "p": 5,

@@ -14,6 +14,7 @@ import time
 import warnings
 from pathlib import Path
 
+import faults
 import h5py
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ from headmovies.runfile.reader import Run
 
 from equivariant import write_run
 
-SHIM = Path(__file__).with_name("enospc_shim.c")
+SHIM = Path(faults.__file__).with_name("enospc_shim.c")  # beside the helpers, in tests/
 EPOCHS = 400  # TINY's schedule: snapshots at 0, 10, 20, 30, then every 20 epochs: 22 snapshots
 
 

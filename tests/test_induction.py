@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+import headmovies
 from headmovies.cli import main as pipeline_main
 from headmovies.cli import main as render_main
 from headmovies.render.induction import analysis as ind
@@ -33,7 +34,7 @@ from headmovies.train.induction import (
 )
 from headmovies.train.loop import train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(headmovies.__file__).resolve().parents[1]  # the repository
 TINY = {"epochs": "40", "early_every": "10", "batch_size": "32", "eval_size": "64"}
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+import headmovies
 from headmovies import runfile
 from headmovies.cli import main as pipeline_main
 from headmovies.errors import RunFileError
@@ -30,7 +31,7 @@ from headmovies.train.orbits.model import AttentionLayer
 from headmovies.train.orbits.task import OrbitTask
 from headmovies.train.schedule import snapshot_epochs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(headmovies.__file__).resolve().parents[1]  # the repository
 TINY = [
     "p=5",
     "n_heads=3",

@@ -23,7 +23,7 @@ from headmovies.errors import ConfigError, RunFileError, RunLockedError, UserErr
 from headmovies.runfile.reader import Run
 
 torch.set_num_threads(1)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(headmovies.__file__).resolve().parents[1]  # the repository
 
 # A tiny model and loop, run in a subprocess (SIGKILL) and in-process; deterministic on one thread.
 LOOP = textwrap.dedent(

@@ -20,7 +20,7 @@ from headmovies.render.generic.heads import find_heads
 from headmovies.render.generic.planes import planes_of, top_irrep_planes
 from headmovies.runfile.reader import Run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(headmovies.__file__).resolve().parents[1]  # the repository
 
 
 def fourier_weights(p: int, k: int, d: int = 8) -> dict:

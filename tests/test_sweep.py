@@ -19,6 +19,7 @@ import pytest
 import torch
 from conftest import sigint_as_at_a_terminal
 
+import headmovies
 from headmovies import runfile
 from headmovies.cli import main as cli_main
 from headmovies.errors import RunFileError, UserError
@@ -39,7 +40,7 @@ from headmovies.train.orbits.task import OrbitTask
 
 from equivariant import equivariant_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(headmovies.__file__).resolve().parents[1]  # the repository
 TINY = {
     "p": "5",
     "n_heads": "3",

@@ -10,7 +10,7 @@
                    reading it back (the bytes are the trainer's; standard library only)
 
 Needs numpy and h5py only, never torch; no module outside this package imports h5py or
-indexes the file's groups (tests/test_layout.py). docs/run-file.md describes the format.
+indexes the file's groups (tests/unit/test_layout.py). docs/run-file.md describes the format.
 """
 
 from headmovies.runfile.schema import (

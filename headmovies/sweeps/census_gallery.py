@@ -15,7 +15,7 @@ markup, stylesheet and scripts inlined with the payload, nothing fetched.
 
 Payload: {'version', 'about', 'recipes': [names], 'colours': {'orbits': [hex], 'other',
 'dead', 'dead_edge'}, 'runs': [`gallery_run`]}. Size: about 2.6 kB a run with coordinates
-(32 heads, 3 groups, both circuits), under 5 MB for 200 runs (tests/test_census_gallery.py).
+(32 heads, 3 groups, both circuits), under 5 MB for 200 runs (tests/integration/test_census_gallery.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ and what the outcome labels that the sweep's census counts mean (docs/sweeps.md)
     family -> FamilySummary(sweep_summary, outcome_text[, detail, detail_text]), from
               render/<family>/summary.py
 
-A new family adds its line here (docs/extending.md); tests/test_layout.py checks that every
+A new family adds its line here (docs/extending.md); tests/unit/test_layout.py checks that every
 family in `headmovies.tasks` has one.
 """
 

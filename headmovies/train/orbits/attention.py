@@ -20,7 +20,7 @@ class GridAttention(torch.autograd.Function):
     class, key token) -> G [..., n, n, n, n_out]; `...` is empty for a single run and the
     instance axis [B] for a batch of runs. Every dimension is counted from the end, so each
     instance of a batch gets the single run's values and gradients bit for bit
-    (tests/test_sweep.py).
+    (tests/integration/test_sweep.py).
 
     Same values as the plain autograd version (tested with gradcheck) with about half the
     elementwise passes: the backward is written out by hand and uses the (b, c) symmetry

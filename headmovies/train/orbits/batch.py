@@ -11,7 +11,7 @@ parameters (elementwise: B independent optimizers). The per-instance losses are 
 instance's gradient is its own. The small parts (each instance's circuits, OV-bias penalty and
 sequence term) run the single run's own operations per instance, and each instance's weights
 are leaves of their own during a step: then every instance equals its single run bit for bit
-(tests/test_sweep.py, `bench/batch_speed.py --check`; the price on tiny models:
+(tests/integration/test_sweep.py, `bench/batch_speed.py --check`; the price on tiny models:
 docs/benchmarks.md).
 
 Evaluation, snapshots, pruning and checkpoints copy an instance's slice into its view and run the

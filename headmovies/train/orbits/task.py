@@ -219,7 +219,7 @@ class OrbitTask(Task[OrbitConfig]):
         if overlapped:
             # the grid term in a second thread while this one does the sequence terms: its
             # gradients w.r.t. (M, R) enter the graph where the grid term's would, so autograd
-            # adds the same terms in the same order (the same bits; tests/test_pipeline.py)
+            # adds the same terms in the same order (the same bits; tests/integration/test_pipeline.py)
             grid = _grid_pool().submit(self._grid_term_grads, lam)
             loss = _Precomputed.apply(*self.model.circuits(), grid)
             self.overlapped_steps += 1
