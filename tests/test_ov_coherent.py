@@ -13,6 +13,7 @@ import torch
 from headmovies.cli import main as pipeline_main
 from headmovies.cli import main as render_main
 from headmovies.render.ov_coherent import analysis
+from headmovies.render.ov_coherent.results import Analysis, HeadResult
 from headmovies.runfile.reader import Run
 from headmovies.tasks import ov_coherent as ov_task
 from headmovies.train import config as pconfig
@@ -123,14 +124,14 @@ def hand_built() -> dict[str, np.ndarray]:
 
 def test_hand_built_solution_is_perfect_with_opposite_orderings():
     result = analysis.analyse(hand_built(), ov_task.task_cases(10))
-    assert result["acc"] == pytest.approx(1.0, abs=1e-12)
-    assert result["class_acc"] == pytest.approx([1.0] * 10, abs=1e-12)
-    assert result["heads"][0]["ordering"] == [1, 2, 3, 4]
-    assert result["heads"][1]["ordering"] == [4, 3, 2, 1]
-    assert result["heads"][0]["ordering_text"] == "1 > 2 > 3 > 4 > noise"
-    assert result["opposite"] is True and result["kendall_tau"] == -1.0
-    assert result["hard_attention_agreement"] == pytest.approx(1.0)
-    att = np.array(result["attention_by_pair"])
+    assert result.acc == pytest.approx(1.0, abs=1e-12)
+    assert result.class_acc == pytest.approx([1.0] * 10, abs=1e-12)
+    assert result.heads[0].ordering == [1, 2, 3, 4]
+    assert result.heads[1].ordering == [4, 3, 2, 1]
+    assert result.heads[0].ordering_text == "1 > 2 > 3 > 4 > noise"
+    assert result.opposite is True and result.kendall_tau == -1.0
+    assert result.hard_attention_agreement == pytest.approx(1.0)
+    att = np.array(result.attention_by_pair)
     # head 1 puts all its attention on the smaller token of a mixed pair, head 2 on the larger
     for a in range(1, 5):
         for b in range(a + 1, 5):
@@ -150,14 +151,14 @@ def test_hand_built_solution_scores_100_percent_in_the_torch_task():
 def test_ablating_a_head_changes_predictions_as_the_analysis_says():
     w, cases = hand_built(), ov_task.task_cases(10)
     result = analysis.analyse(w, cases)
-    h1, h2 = result["heads"]
+    h1, h2 = result.heads
     # head 1 (reads min) off: z = (0, max+10), nearest p_c is (1, max+10): right iff min = 1
     with_one = [1.0 if a == 1 else 0.0 for a, _ in ov_task.CLASSES]
-    assert h1["ablated_class_acc"] == pytest.approx(with_one, abs=1e-9)
-    assert h1["ablated_acc"] == pytest.approx(7 / 16, abs=1e-9)
+    assert h1.ablated_class_acc == pytest.approx(with_one, abs=1e-9)
+    assert h1.ablated_acc == pytest.approx(7 / 16, abs=1e-9)
     # head 2 (reads max) off: z = (min, 0): every case is read as {1,1}
-    assert h2["ablated_class_acc"] == pytest.approx([1.0] + [0.0] * 9, abs=1e-9)
-    assert h2["ablated_acc"] == pytest.approx(1 / 16, abs=1e-9)
+    assert h2.ablated_class_acc == pytest.approx([1.0] + [0.0] * 9, abs=1e-9)
+    assert h2.ablated_acc == pytest.approx(1 / 16, abs=1e-9)
     # and the ablated model does what hard attention + the OV tables predict, case by case
     for h in (0, 1):
         model = analysis.logits(w, cases.counts, ablate=(h,)).argmax(-1)
@@ -329,3 +330,21 @@ def test_qk_plane_movie_has_timeline_and_caption(tmp_path):
     assert probe(out / "tiny" / "qk_plane.mp4")[1] == snapshots  # --event-hold 0: one frame per snapshot
     html = (out / "tiny" / "qk_plane.html").read_text()
     assert "<figcaption" in html and "trained 10 epochs to name the unordered pair of signal tokens" in html
+
+
+def test_the_analysis_is_typed_and_its_json_keeps_the_stored_keys():
+    """`analyse` returns a `results.Analysis`; its JSON form (analysis.json, summary.json) has the
+    keys the report has always written, in their order, each head's too."""
+    result = analysis.analyse(hand_built(), ov_task.task_cases(10))
+    assert isinstance(result, Analysis) and isinstance(result.heads[0], HeadResult)
+    d = result.to_dict()
+    assert list(d) == [
+        "acc", "class_acc", "worst_class_acc", "exact", "n_heads", "d_head", "heads", "opposite", "kendall_tau",
+        "attention_by_pair", "class_contributions", "hard_attention_agreement", "hard_attention_acc",
+    ]  # fmt: skip
+    assert list(d["heads"][1]) == [
+        "head", "qk_readoff", "qk_signal_minus_noise", "ordering", "ordering_text", "ablated_acc",
+        "ablated_class_acc", "ov_signal",
+    ]  # fmt: skip
+    assert d["heads"][1]["ordering"] == [4, 3, 2, 1] and d["opposite"] is True
+    assert json.loads(json.dumps(d)) == d

@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import headmovies
 
 PACKAGE = Path(headmovies.__file__).parent
@@ -23,6 +25,7 @@ def test_all_and_dir_list_the_lazy_public_names():
     assert names == sorted(names)
 
 
+@pytest.mark.slow
 def test_the_public_names_load_on_first_use_only():
     """In a fresh interpreter `import headmovies` and `dir(headmovies)` load no torch and no
     matplotlib; `headmovies.Recorder` then is the recorder's class (torch loaded now), the same

@@ -641,7 +641,7 @@ def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, 
         with Run(tmp_path / "sw" / row["file"]) as run:
             if experiment == "ov-coherent":
                 full = ovc.analyse(run.weights(-1, WEIGHT_NAMES), task_cases(6))
-                assert row["summary"]["acc"] == full["acc"] and row["summary"]["opposite"] == full["opposite"]
+                assert row["summary"]["acc"] == full.acc and row["summary"]["opposite"] == full.opposite
                 assert row["summary"]["outcome"] == ovc_summary.outcome(full)
             else:
                 full = ind.analyse(run)
@@ -656,16 +656,20 @@ def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, 
 
 def test_induction_and_ov_coherent_outcomes():
     from headmovies.render.induction.summary import outcome as ind_outcome
+    from headmovies.render.ov_coherent.results import Analysis
     from headmovies.render.ov_coherent.summary import outcome as ovc_outcome
+
+    def ov_result(acc, opposite, kendall_tau):
+        return Analysis(acc, [], acc, True, 2, 1, [], opposite, kendall_tau, [], [], 1.0, 1.0)
 
     assert ind_outcome(1.0, {"4": 0.95, "5": 0.97, "6": 1.0, "7": 0.93, "8": 0.9}, 6) == "induction"
     assert ind_outcome(1.0, {"4": 0.09, "5": 0.1, "6": 1.0, "7": 0.09, "8": 0.1}, 6) == "trained length only"
     assert ind_outcome(0.2, {"4": 0.2, "5": 0.2, "6": 0.2, "7": 0.2, "8": 0.2}, 6) == "not learned"
-    assert ovc_outcome({"acc": 1.0, "opposite": True, "kendall_tau": -1.0}) == "opposite"
-    assert ovc_outcome({"acc": 1.0, "opposite": False, "kendall_tau": -0.4}) == "opposed (τ < 0)"
-    assert ovc_outcome({"acc": 1.0, "opposite": False, "kendall_tau": 0.0}) == "not opposed"
-    assert ovc_outcome({"acc": 1.0, "opposite": None, "kendall_tau": None}) == "solved"
-    assert ovc_outcome({"acc": 0.875, "opposite": True, "kendall_tau": -1.0}) == "not solved"
+    assert ovc_outcome(ov_result(1.0, True, -1.0)) == "opposite"
+    assert ovc_outcome(ov_result(1.0, False, -0.4)) == "opposed (τ < 0)"
+    assert ovc_outcome(ov_result(1.0, False, 0.0)) == "not opposed"
+    assert ovc_outcome(ov_result(1.0, None, None)) == "solved"
+    assert ovc_outcome(ov_result(0.875, True, -1.0)) == "not solved"
 
 
 # --- an early screen: --stop-at, then continue the chosen runs ------------------------------------------

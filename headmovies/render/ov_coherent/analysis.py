@@ -26,6 +26,7 @@ import numpy as np
 
 from headmovies.errors import UserError
 from headmovies.render.core.circuits import ov_circuit, qk_circuit
+from headmovies.render.ov_coherent.results import Analysis, HeadResult
 from headmovies.tasks.ov_coherent import (
     CLASSES,
     D_VOCAB,
@@ -195,8 +196,8 @@ def hard_attention_predictions(
     return out.argmax(-1)
 
 
-def analyse(weights: dict[str, np.ndarray], cases: Cases) -> dict:
-    """Everything the report and the figures show for one snapshot, JSON-ready:
+def analyse(weights: dict[str, np.ndarray], cases: Cases) -> Analysis:
+    """Everything the report and the figures show for one snapshot (`results.Analysis`):
     accuracy (overall, per class), per head the read-off QK row, ordering (tuple and words) and
     accuracy with that head ablated, whether the first two heads' orderings are opposite, the
     attention by pair, OV tables on the signal tokens, class contributions, and the agreement of
@@ -211,34 +212,34 @@ def analyse(weights: dict[str, np.ndarray], cases: Cases) -> dict:
     for h in range(H):
         abl_acc, abl_class = accuracy(logits(weights, cases.counts, ablate=(h,)).argmax(-1), cases)
         heads.append(
-            {
-                "head": h + 1,
-                "qk_readoff": qk[h].tolist(),
-                "qk_signal_minus_noise": (qk[h, list(SIGNAL)] - qk[h, list(NOISE)].mean()).tolist(),
-                "ordering": list(preference_ordering(qk[h])),
-                "ordering_text": format_ordering(qk[h]),
-                "ablated_acc": abl_acc,
-                "ablated_class_acc": abl_class.tolist(),
-                "ov_signal": R[h][:, list(SIGNAL)].tolist(),  # [10 classes][4 signal tokens]
-            }
+            HeadResult(
+                head=h + 1,
+                qk_readoff=qk[h].tolist(),
+                qk_signal_minus_noise=(qk[h, list(SIGNAL)] - qk[h, list(NOISE)].mean()).tolist(),
+                ordering=list(preference_ordering(qk[h])),
+                ordering_text=format_ordering(qk[h]),
+                ablated_acc=abl_acc,
+                ablated_class_acc=abl_class.tolist(),
+                ov_signal=R[h][:, list(SIGNAL)].tolist(),
+            )
         )
     hard = hard_attention_predictions(weights, cases)
     agree = float(((hard == pred) * cases.probs).sum() / cases.probs.sum())
-    return {
-        "acc": acc,
-        "class_acc": per_class.tolist(),
-        "worst_class_acc": float(per_class.min()),
-        "exact": bool(cases.exact),
-        "n_heads": H,
-        "d_head": int(weights["W_Q"].shape[-1]),
-        "heads": heads,
-        "opposite": are_opposite(heads[0]["ordering"], heads[1]["ordering"]) if H >= 2 else None,
-        "kendall_tau": kendall_tau(qk[0], qk[1]) if H >= 2 else None,
-        "attention_by_pair": attention_by_pair(weights, cases).tolist(),
-        "class_contributions": class_contributions(weights, cases).tolist(),
-        "hard_attention_agreement": agree,
-        "hard_attention_acc": accuracy(hard, cases)[0],
-    }
+    return Analysis(
+        acc=acc,
+        class_acc=per_class.tolist(),
+        worst_class_acc=float(per_class.min()),
+        exact=bool(cases.exact),
+        n_heads=H,
+        d_head=int(weights["W_Q"].shape[-1]),
+        heads=heads,
+        opposite=are_opposite(tuple(heads[0].ordering), tuple(heads[1].ordering)) if H >= 2 else None,
+        kendall_tau=kendall_tau(qk[0], qk[1]) if H >= 2 else None,
+        attention_by_pair=attention_by_pair(weights, cases).tolist(),
+        class_contributions=class_contributions(weights, cases).tolist(),
+        hard_attention_agreement=agree,
+        hard_attention_acc=accuracy(hard, cases)[0],
+    )
 
 
 def qk_trajectory(run, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:

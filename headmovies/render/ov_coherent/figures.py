@@ -16,6 +16,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from headmovies.render.ov_coherent import analysis
+from headmovies.render.ov_coherent.results import Analysis
 from headmovies.tasks import ov_coherent as ov_task
 
 TOKEN_COLOURS = {1: "tab:blue", 2: "tab:orange", 3: "tab:green", 4: "tab:red"}
@@ -31,12 +32,12 @@ def plane_coords(qk: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- per-run analysis sheet
 
 
-def _qk_bars(ax, result: dict) -> None:
-    H = result["n_heads"]
+def _qk_bars(ax, result: Analysis) -> None:
+    H = result.n_heads
     width = 0.8 / H
     x = np.arange(ov_task.D_VOCAB)
-    for h, head in enumerate(result["heads"]):
-        qk = np.array(head["qk_readoff"])
+    for h, head in enumerate(result.heads):
+        qk = np.array(head.qk_readoff)
         qk = qk - qk[list(ov_task.NOISE)].mean()
         colours = ["black"] + [TOKEN_COLOURS[t] for t in ov_task.SIGNAL] + ["0.6"] * len(ov_task.NOISE)
         ax.bar(
@@ -46,7 +47,7 @@ def _qk_bars(ax, result: dict) -> None:
             color=colours,
             edgecolor="white",
             hatch=None if h == 0 else "//",
-            label=f"head {h + 1}: {head['ordering_text']}",
+            label=f"head {h + 1}: {head.ordering_text}",
         )
     ax.axhline(0, color="0.3", lw=0.6)
     ax.set_xticks(x, ["R"] + [str(t) for t in ov_task.SIGNAL] + [str(t) for t in ov_task.NOISE])
@@ -56,10 +57,10 @@ def _qk_bars(ax, result: dict) -> None:
     ax.legend(fontsize=7, loc="best")
 
 
-def _class_acc(ax, result: dict) -> None:
-    H = result["n_heads"]
-    series = [("full model", result["class_acc"])] + [
-        (f"head {h['head']} ablated", h["ablated_class_acc"]) for h in result["heads"]
+def _class_acc(ax, result: Analysis) -> None:
+    H = result.n_heads
+    series = [("full model", result.class_acc)] + [
+        (f"head {h.head} ablated", h.ablated_class_acc) for h in result.heads
     ]
     width = 0.8 / len(series)
     x = np.arange(ov_task.N_CLASSES)
@@ -73,14 +74,14 @@ def _class_acc(ax, result: dict) -> None:
         )
     ax.set_xticks(x, ov_task.CLASS_NAMES, rotation=60, fontsize=7)
     ax.set_ylim(0, 1.05)
-    ax.set_ylabel("accuracy (exact)" if result["exact"] else "accuracy (sampled)")
-    abl = ", ".join(f"h{h['head']} off {h['ablated_acc']:.1%}" for h in result["heads"])
-    ax.set_title(f"per-class accuracy: {result['acc']:.2%} overall; {abl}", fontsize=9)
+    ax.set_ylabel("accuracy (exact)" if result.exact else "accuracy (sampled)")
+    abl = ", ".join(f"h{h.head} off {h.ablated_acc:.1%}" for h in result.heads)
+    ax.set_title(f"per-class accuracy: {result.acc:.2%} overall; {abl}", fontsize=9)
     ax.legend(fontsize=7, ncol=1 + H // 2, loc="lower right")
 
 
-def _contribution_plane(ax, result: dict) -> None:
-    cc = np.array(result["class_contributions"])
+def _contribution_plane(ax, result: Analysis) -> None:
+    cc = np.array(result.class_contributions)
     if cc.shape[1] < 2:
         ax.bar(np.arange(ov_task.N_CLASSES), cc[:, 0], color=CLASS_CMAP.colors)
         ax.set_xticks(np.arange(ov_task.N_CLASSES), ov_task.CLASS_NAMES, rotation=60, fontsize=7)
@@ -107,8 +108,8 @@ def _contribution_plane(ax, result: dict) -> None:
     )
 
 
-def _attention_heatmaps(fig, spec, result: dict) -> None:
-    att = np.array(result["attention_by_pair"])  # (H, 4, 4)
+def _attention_heatmaps(fig, spec, result: Analysis) -> None:
+    att = np.array(result.attention_by_pair)  # (H, 4, 4)
     sub = spec.subgridspec(1, att.shape[0])
     axes = []
     for h in range(att.shape[0]):
@@ -134,10 +135,10 @@ def _attention_heatmaps(fig, spec, result: dict) -> None:
     fig.colorbar(im, ax=axes, shrink=0.8)
 
 
-def _ov_heatmaps(fig, spec, result: dict) -> None:
-    H = result["n_heads"]
+def _ov_heatmaps(fig, spec, result: Analysis) -> None:
+    H = result.n_heads
     sub = spec.subgridspec(1, H)
-    ov = np.array([h["ov_signal"] for h in result["heads"]])  # (H, 10, 4)
+    ov = np.array([h.ov_signal for h in result.heads])  # (H, 10, 4)
     lim = np.abs(ov).max() or 1.0
     axes = []
     for h in range(H):
@@ -194,7 +195,7 @@ def _decision_plane(ax, weights: dict, cases: ov_task.Cases) -> None:
     ax.set_title("head outputs of every case on the readout's class regions", fontsize=9)
 
 
-def analysis_figure(result: dict, weights: dict, cases: ov_task.Cases, title: str) -> Figure:
+def analysis_figure(result: Analysis, weights: dict, cases: ov_task.Cases, title: str) -> Figure:
     """One sheet for one run's final snapshot: QK rows, per-class accuracy (full and ablated),
     class contributions plane, attention by pair, OV tables, and (2 heads of d_head 1) the
     decision plane. `result` is `analysis.analyse(weights, cases)`."""
@@ -206,7 +207,7 @@ def analysis_figure(result: dict, weights: dict, cases: ov_task.Cases, title: st
     _attention_heatmaps(fig, grid[1, 0], result)
     _ov_heatmaps(fig, grid[1, 1], result)
     ax = fig.add_subplot(grid[1, 2])
-    if result["n_heads"] == 2 and result["d_head"] == 1:
+    if result.n_heads == 2 and result.d_head == 1:
         _decision_plane(ax, weights, cases)
     else:
         ax.axis("off")
@@ -214,15 +215,15 @@ def analysis_figure(result: dict, weights: dict, cases: ov_task.Cases, title: st
             0.5,
             0.5,
             f"decision plane drawn only for 2 heads of d_head 1\n"
-            f"(this run: {result['n_heads']} head(s) of d_head {result['d_head']})",
+            f"(this run: {result.n_heads} head(s) of d_head {result.d_head})",
             ha="center",
             va="center",
             fontsize=9,
         )
-    opp = {True: "opposite orderings", False: "orderings not opposite", None: "one head"}[result["opposite"]]
+    opp = {True: "opposite orderings", False: "orderings not opposite", None: "one head"}[result.opposite]
     fig.suptitle(
-        f"{title}: accuracy {result['acc']:.2%}, {opp}, hard-attention explanation agrees on "
-        f"{result['hard_attention_agreement']:.1%}",
+        f"{title}: accuracy {result.acc:.2%}, {opp}, hard-attention explanation agrees on "
+        f"{result.hard_attention_agreement:.1%}",
         fontsize=11,
     )
     return fig

@@ -14,6 +14,7 @@ import numpy as np
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.ov_coherent import analysis
+from headmovies.render.ov_coherent.results import Analysis
 from headmovies.runfile.reader import Run
 from headmovies.tasks import ov_coherent as ov_task
 
@@ -102,7 +103,7 @@ def write_report(
                 "seq_len": L,
                 "epoch": int(r.epochs[-1]),
                 "complete": r.complete,
-                **result,
+                **result.to_dict(),
             }
             rows.append(row)
             run_dir = prepare_out_dir(out / name)
@@ -112,7 +113,7 @@ def write_report(
                     result,
                     w,
                     cases,
-                    f"{name} ({result['n_heads']} × d_head {result['d_head']}, seed {r.seed}, epoch {row['epoch']:,})",
+                    f"{name} ({result.n_heads} × d_head {result.d_head}, seed {r.seed}, epoch {row['epoch']:,})",
                 ),
                 run_dir,
                 "analysis",
@@ -120,8 +121,8 @@ def write_report(
                 dpi=110,
             )
             curves.append((name, r.metrics()))
-            if result["n_heads"] >= 2:
-                planes.append((name, analysis.readoff_qk(w), result["opposite"]))
+            if result.n_heads >= 2:
+                planes.append((name, analysis.readoff_qk(w), result.opposite))
         save_figure(figures.training_figure(curves), out, "training", ("png",), dpi=110)
         if planes:
             save_figure(figures.orderings_figure(planes), out, "orderings", ("png",), dpi=110)
@@ -151,15 +152,15 @@ SWEEP_OUTCOME = (
 )
 
 
-def outcome(result: dict) -> str:
+def outcome(result: Analysis) -> str:
     """The SWEEP_OUTCOME label of an `analysis.analyse` result."""
-    if result["acc"] < 1 - 1e-12:
+    if result.acc < 1 - 1e-12:
         return "not solved"
-    if result["opposite"] is None:
+    if result.opposite is None:
         return "solved"
-    if result["opposite"]:
+    if result.opposite:
         return "opposite"
-    return "opposed (τ < 0)" if result["kendall_tau"] < 0 else "not opposed"
+    return "opposed (τ < 0)" if result.kendall_tau is not None and result.kendall_tau < 0 else "not opposed"
 
 
 def sweep_summary(run: Run) -> dict:
@@ -172,11 +173,11 @@ def sweep_summary(run: Run) -> dict:
     return {
         "epoch": int(run.epochs[-1]),
         "outcome": outcome(r),
-        "acc": r["acc"],
-        "worst_class_acc": r["worst_class_acc"],
-        "orderings": [h["ordering_text"] for h in r["heads"]],
-        "ablated_acc": [h["ablated_acc"] for h in r["heads"]],
-        "opposite": r["opposite"],
-        "kendall_tau": r["kendall_tau"],
-        "hard_attention_agreement": r["hard_attention_agreement"],
+        "acc": r.acc,
+        "worst_class_acc": r.worst_class_acc,
+        "orderings": [h.ordering_text for h in r.heads],
+        "ablated_acc": [h.ablated_acc for h in r.heads],
+        "opposite": r.opposite,
+        "kendall_tau": r.kendall_tau,
+        "hard_attention_agreement": r.hard_attention_agreement,
     }
