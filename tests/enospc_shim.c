@@ -1,4 +1,4 @@
-/* A full disk on demand, for tests/test_faults_round2.py: preloaded (LD_PRELOAD), it lets the
+/* A full disk on demand, for the fault tests (tests/integration/test_faults_files_and_workers.py): preloaded (LD_PRELOAD), it lets the
  * first $ENOSPC_SHIM_AFTER writes to regular files through and fails every later one with
  * ENOSPC, as a disk that fills and stays full. Writes to pipes and terminals (stderr) pass, so
  * the error line still reaches the test. Built by the test with `gcc -shared -fPIC ... -ldl`. */
