@@ -1,7 +1,8 @@
 # make movie  - train the orbit experiment (source 000) if needed and render its movie
-# make test   - lint (ruff check, ruff format --check, mypy), then run every test
-# make test-fast - the tests not marked slow, browser or ray (under a minute; no lint)
-# Both bootstrap .venv on first use. torch defaults to the CPU build; override with TORCH=torch.
+# make test   - lint (ruff check, ruff format --check, mypy, lint-imports), then run every test
+# make test-fast - the unit tests (tests/unit) not marked slow; no lint (docs/benchmarks.md)
+# Both bootstrap .venv on first use (test-fast without Ray, Playwright and TransformerLens, which
+# make test adds). torch defaults to the CPU build; override with TORCH=torch.
 # make test also needs Chromium for the browser tests (installed with apt-get when missing and root).
 PYTHON ?= python3
 CHROMIUM ?= /usr/bin/chromium
@@ -16,8 +17,10 @@ RUN := data/orbits.h5
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen census-score-scale docs-picture docs-picture-induction docs-picture-ov-coherent grokking
+.PHONY: setup setup-all browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen census-score-scale docs-picture docs-picture-induction docs-picture-ov-coherent grokking
 
+# .ready: the package with the test extra (the unit tests, lint); .ready-all: the test-all extra
+# too (Ray, Playwright, TransformerLens: the integration and browser tests, make grokking)
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
@@ -25,9 +28,15 @@ $(VENV)/.ready: pyproject.toml
 	$(VENV)/bin/pip install -q -e ".[test]"
 	touch $@
 
+$(VENV)/.ready-all: $(VENV)/.ready
+	$(VENV)/bin/pip install -q -e ".[test-all]"
+	touch $@
+
 setup: $(VENV)/.ready
 
-# The browser tests (tests/test_browser.py) drive the system Chromium through Playwright, which
+setup-all: $(VENV)/.ready-all
+
+# The browser tests (tests/browser/) drive the system Chromium through Playwright, which
 # cannot download its own browsers here.
 browser:
 	@if [ ! -x "$(CHROMIUM)" ]; then \
@@ -56,14 +65,14 @@ endef
 lint: setup
 	$(lint-steps)
 
-test: setup browser
+test: setup-all browser
 	$(lint-steps)
 	HEADMOVIES_CHROMIUM=$(CHROMIUM) $(PY) -m pytest
 
-# the quick loop while editing: no lint, no Chromium, no Ray, nothing marked slow (pyproject.toml
-# [tool.pytest.ini_options] markers)
+# the quick loop while editing: the unit tests (tests/unit: no Chromium, Ray or TransformerLens)
+# without those marked slow, no lint (pyproject.toml [tool.pytest.ini_options] markers)
 test-fast: setup
-	$(PY) -m pytest -m "not slow and not browser and not ray"
+	$(PY) -m pytest tests/unit -m "not slow"
 
 train-orbits: setup
 	$(HM) train orbits --out $(RUN) --reuse --threads $(THREADS)
@@ -226,7 +235,7 @@ induction-seeds: setup
 # TransformerLens model learning addition mod 53, recorded by examples/grokking.py (3 lines of
 # headmovies.Recorder), then its movie and figures rendered as any run's (headmovies movie, figures)
 GROKKING_RUN := data/grokking.h5
-grokking: setup
+grokking: setup-all
 	$(PY) examples/grokking.py --out $(GROKKING_RUN) --threads $(THREADS)
 	$(HM) movie $(GROKKING_RUN) --out outputs/grokking
 	$(HM) figures $(GROKKING_RUN) --out outputs/grokking/figures

@@ -1,10 +1,20 @@
-"""Shared test setup. Helpers live beside the tests and are imported one way, by module name
-(`from equivariant import equivariant_run`): pytest puts this folder on sys.path."""
+"""Shared test setup. The tests sit in three folders, and each test is marked by its folder
+(`pytest -m unit`, `-m "not integration"`, ...):
+
+    unit/          in one process, no Chromium, Ray or TransformerLens: `make test-fast`
+    integration/   train, encode, run the CLI in fresh processes, or use Ray or TransformerLens
+    browser/       drive Chromium through Playwright
+
+`slow` (seconds each) and `ray` stay marked test by test; a test anywhere that uses Chromium
+(the `browser` fixture, directly or through another) is marked `browser` too. Helpers live here
+in tests/ and are imported one way, by module name (`from equivariant import equivariant_run`):
+pyproject.toml's `pythonpath` puts this folder, and each test folder, on sys.path."""
 
 from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -84,9 +94,17 @@ def open_page(browser):
         ctx.close()
 
 
+FOLDERS = ("unit", "integration", "browser")  # test folder -> the marker of its tests
+
+
 def pytest_collection_modifyitems(items):
-    """Every test that uses Chromium (the `browser` fixture, directly or through another fixture)
-    is marked `browser`, so `make test-fast` can leave it out."""
+    """Each test gets its folder's marker; a test that uses Chromium is marked `browser`. A unit
+    test that needs Chromium or Ray is a usage error: `make test-fast` installs neither."""
     for item in items:
+        folder = Path(str(item.path)).parent.name
+        if folder in FOLDERS:
+            item.add_marker(folder)
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+        if folder == "unit" and {"browser", "ray"} & {m.name for m in item.iter_markers()}:
+            raise pytest.UsageError(f"{item.nodeid} needs Chromium or Ray: it belongs in tests/integration or browser")
