@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from headmovies import runfile
-from headmovies.errors import ConfigError, RunFileError, UserError, warn
+from headmovies.errors import ConfigError, ModelError, RunFileError, UserError, warn
 from headmovies.interrupts import deferred_signals
 from headmovies.record.adapters import Adapter, find_adapter
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
@@ -86,7 +86,27 @@ def _number(name: str, value: Any) -> float:
         value = value.item()
     if not isinstance(value, numbers.Real):
         raise UserError(f"metric {name!r} must be a number, got {type(value).__name__} {_shown(value)}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float64 (10**400); inf itself is a float, checked as a loss
+        raise UserError(f"metric {name!r} is {_shown(value)}, beyond the range of a float64 (about 1.8e308)") from None
+
+
+# What HDF5 cannot hold as a metric's dataset name: '/' nests groups, '.' is the group itself,
+# and /metrics/epoch holds the records' epochs.
+def _metric_name(name: str) -> str:
+    """`name` if it can be a metric's name in the run file; UserError (one line) otherwise."""
+    if name == runfile.EPOCH:
+        raise UserError("a metric may not be named 'epoch': the run file keeps the snapshots' epochs under that name")
+    if not name or name in (".", "..") or "/" in name or "\0" in name or name != name.strip():
+        raise UserError(
+            f"metric name {name!r} cannot name a dataset in the run file (no '/', NUL, surrounding spaces, "
+            "'.' or '..', and not empty); use e.g. train_loss or heldout_acc"
+        )
+    return name
+
+
+EPOCH_MAX = 2**63 - 1  # /snapshots/epoch is int64
 
 
 def _epoch(epoch: Any) -> int:
@@ -99,6 +119,8 @@ def _epoch(epoch: Any) -> int:
         whole = False
     if not whole:
         raise UserError(f"epoch must be a whole number (a step count), got {type(epoch).__name__} {_shown(epoch)}")
+    if not 0 <= value <= EPOCH_MAX:
+        raise UserError(f"epoch must be in 0..2**63-1 (a step count, stored as int64), got {_shown(value)}")
     return value
 
 
@@ -120,9 +142,15 @@ class Recorder:
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
     holds it (RunLockedError); resume of a missing file, another kind of run, another config or
-    another model (ConfigError); a model without recognisable attention (ModelError); a metric
-    that is not one number, or a non-finite one with "loss" in its name (training diverged); a
-    full disk (DiskFullError).
+    another model (ConfigError); `group_order` larger than the token values or output classes
+    stored (ConfigError); a model without recognisable attention, or one whose weights change
+    shape or whose attention module is replaced after the first snapshot (ModelError, at the
+    next snapshot: the file keeps its snapshots, not marked complete, and resumes); a metric
+    that is not one number or is beyond float64, a metric name the file cannot hold (`/`,
+    `epoch`, ...), an epoch outside 0..2**63-1, or a non-finite metric with "loss" in its name,
+    at the first snapshot too (training diverged); calls after `close` or after one of these
+    errors; a run file or checkpoint path that is a named pipe or device; a full disk
+    (DiskFullError).
     """
 
     def __init__(
@@ -166,6 +194,9 @@ class Recorder:
             self._json = json.dumps(self.config, sort_keys=True, default=str)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"config must be a dict of JSON-able values: {exc}") from None
+        self._shapes: dict[str, tuple[int, ...]] | None = None  # the file's weights: the model may not change
+        if self.group_order is not None:
+            self._check_group_order(keep_tokens(self.adapter.read(), self.tokens))
         check_out_path(self.path)
         self._lock = RunLock(self.path, hint="wait for it to finish, or close its Recorder").acquire()
         try:
@@ -179,7 +210,7 @@ class Recorder:
 
     # -- the loop's calls ---------------------------------------------------------------
 
-    def step(self, epoch: int, **metrics: float) -> bool:
+    def step(self, epoch: int, /, **metrics: float) -> bool:
         """After the optimizer step of `epoch`: write a snapshot of the model's heads and the
         metrics (these and any `log`ged since) when `epoch` is on the schedule; returns True if
         it wrote one. Epochs already in the file (at or before `self.epoch`) are not written
@@ -203,19 +234,34 @@ class Recorder:
 
     def log(self, **metrics: float) -> None:
         """Metrics of any step, stored with the next snapshot (the latest value of each; NaN at
-        snapshots where a metric was not logged since the one before)."""
-        self._pending.update({k: _number(k, v) for k, v in metrics.items()})
+        snapshots where a metric was not logged since the one before). UserError after `close`,
+        for a value that is not one float64 number, or a name the file cannot hold."""
+        self._require_open()
+        self._pending.update({_metric_name(k): _number(k, v) for k, v in metrics.items()})
 
     def write(self, epoch: int) -> None:
-        """Write a snapshot at `epoch` now, on the schedule or not (epochs must increase)."""
+        """Write a snapshot at `epoch` now, on the schedule or not (epochs must increase).
+        ModelError when the model changed since the first snapshot (`_check_same_model`); the
+        Recorder then stops (later calls are UserError) and `close` leaves the run incomplete."""
         self._require_open()
         epoch = _epoch(epoch)
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
-        weights = keep_tokens(self.adapter.read(), self.tokens)
+        if self._failed:
+            raise UserError(
+                f"this Recorder of {self.path} stopped after an error; the file keeps its snapshots: fix the "
+                "cause, then continue with a new Recorder(..., resume=True)"
+            )
+        try:
+            weights = keep_tokens(self.adapter.read(), self.tokens)
+            self._check_same_model(weights, epoch)
+        except UserError:  # the model changed under the Recorder: the file stays resumable
+            self._failed = True
+            raise
         metrics, self._pending = self._pending, {}
         with deferred_signals() as signals:  # Ctrl-C never lands inside h5py
             if self._rec is None:
+                self._failed = True  # until the first snapshot is written (a full disk, a non-finite loss)
                 self._rec = Recording.create(
                     self.path,
                     self._attrs(),
@@ -228,9 +274,11 @@ class Recorder:
                     checkpoint_seconds=self.checkpoint_seconds,
                     hint="free space, then continue with Recorder(..., resume=True)",
                 )
+                self._failed = False
                 if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
                     checkpoint_path(self.path).unlink(missing_ok=True)
                 self._warn_embeddings(weights)
+                self._shapes = {k: tuple(w.shape) for k, w in weights.items()}
             else:
                 try:
                     self._rec.write(epoch, weights, metrics)
@@ -345,6 +393,7 @@ class Recorder:
         if not len(epochs):
             raise RunFileError(f"cannot resume: {self.path} holds no snapshot", fix="start over with force=True")
         self._check_same_weights(shapes)
+        self._shapes = shapes
         keep = int(epochs[-1]) if resume is True else int(resume)
         ckpt = checkpoint_path(self.path)
         if resume is True and self.optimizer is not None and ckpt.exists():
@@ -369,6 +418,39 @@ class Recorder:
             hint="free space, then continue with Recorder(..., resume=True)",
         )
         self.epoch = keep_through
+
+    def _check_group_order(self, weights: dict[str, np.ndarray]) -> None:
+        """ConfigError when `group_order` exceeds the token values or output classes stored (W_E's
+        rows, W_U's columns, after `tokens`; without them d_model): renderers draw Z_p on them."""
+        p = self.group_order
+        d_model = next(w.shape[1] for k, w in weights.items() if k.endswith("W_Q"))
+        sizes = {
+            "token values (W_E's rows)": weights["W_E"].shape[0] if "W_E" in weights else d_model,
+            "output classes (W_U's columns)": weights["W_U"].shape[1] if "W_U" in weights else d_model,
+        }
+        for what, size in sizes.items():
+            if p is not None and p > size:
+                cut = f", the first tokens={self.tokens} of them stored" if size == self.tokens else ""
+                raise ConfigError(
+                    f"group_order={p} is more than the model's {size} {what}{cut}: the group's elements are the "
+                    "tokens 0..p-1; give the p of Z_p that the tokens carry"
+                )
+
+    def _check_same_model(self, weights: dict[str, np.ndarray], epoch: int) -> None:
+        """ModelError when the model's weights differ in name or shape from those in the file, or
+        an attention module was replaced since the Recorder found it (`adapter.read` checks that)."""
+        if self._shapes is None:
+            return
+        now = {k: tuple(w.shape) for k, w in weights.items()}
+        for name in sorted(set(now) | set(self._shapes)):
+            if now.get(name) != self._shapes.get(name):
+                here = list(now[name]) if name in now else "missing"
+                there = list(self._shapes[name]) if name in self._shapes else "missing"
+                raise ModelError(
+                    f"the model changed under the Recorder of {self.path}: at epoch {epoch} its {name} is {here}, "
+                    f"in the file {there}; the file keeps its snapshots through epoch {self.epoch} (not marked "
+                    "complete): record the changed model into a new file, or restore it and resume=True"
+                )
 
     def _check_same_weights(self, stored: dict[str, tuple[int, ...]]) -> None:
         """ConfigError, before the file is touched, when the model's weights differ in name or
