@@ -2,6 +2,8 @@
 every `headmovies` renderer reads (docs/recording.md).
 
     recorder.py   `Recorder` (and `record`): open, `step` each epoch, `close`
+    inputs.py     what it is given, checked: metric values and names, epochs, the group order,
+                  and the model staying the one the file holds
     adapters.py   every attention layer's per-head weights of a TransformerLens, nanoGPT,
                   torch.nn.MultiheadAttention or GPT-2 model, or of a weights function
 

@@ -29,9 +29,10 @@ import numpy as np
 import torch
 
 from headmovies import runfile
-from headmovies.errors import ConfigError, ModelError, RunFileError, UserError, warn
+from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.interrupts import deferred_signals
 from headmovies.record.adapters import Adapter, find_adapter
+from headmovies.record.inputs import as_epoch, check_group_order, check_same_model, metric_name, metric_value
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from headmovies.runfile.lock import RunLock
 from headmovies.train.new_run import _git_commit, _versions, check_out_path, machine
@@ -69,59 +70,6 @@ def _schedule(schedule: Iterable[int] | Callable[[int], bool] | None) -> Callabl
     except (TypeError, ValueError):
         raise UserError("schedule must be None, a list of epochs or a function epoch -> bool") from None
     return epochs.__contains__
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _number(name: str, value: Any) -> float:
-    """A metric's value as a float: a Python or numpy number, or a one-element tensor or array.
-    UserError (one line) for anything else, such as a vector, a string or None."""
-    if isinstance(value, (torch.Tensor, np.ndarray)):
-        if value.size != 1 if isinstance(value, np.ndarray) else value.numel() != 1:
-            shape = list(value.shape)
-            raise UserError(f"metric {name!r} is a tensor of shape {shape}: give one number (e.g. loss.item())")
-        value = value.item()
-    if not isinstance(value, numbers.Real):
-        raise UserError(f"metric {name!r} must be a number, got {type(value).__name__} {_shown(value)}")
-    try:
-        return float(value)
-    except OverflowError:  # an int beyond float64 (10**400); inf itself is a float, checked as a loss
-        raise UserError(f"metric {name!r} is {_shown(value)}, beyond the range of a float64 (about 1.8e308)") from None
-
-
-# What HDF5 cannot hold as a metric's dataset name: '/' nests groups, '.' is the group itself,
-# and /metrics/epoch holds the records' epochs.
-def _metric_name(name: str) -> str:
-    """`name` if it can be a metric's name in the run file; UserError (one line) otherwise."""
-    if name == runfile.EPOCH:
-        raise UserError("a metric may not be named 'epoch': the run file keeps the snapshots' epochs under that name")
-    if not name or name in (".", "..") or "/" in name or "\0" in name or name != name.strip():
-        raise UserError(
-            f"metric name {name!r} cannot name a dataset in the run file (no '/', NUL, surrounding spaces, "
-            "'.' or '..', and not empty); use e.g. train_loss or heldout_acc"
-        )
-    return name
-
-
-EPOCH_MAX = 2**63 - 1  # /snapshots/epoch is int64
-
-
-def _epoch(epoch: Any) -> int:
-    """An epoch as an int (any whole number: an int, a numpy integer, a one-element tensor);
-    UserError (one line) for anything else, such as 2.5 or a string."""
-    try:
-        value = int(epoch)
-        whole = bool(value == epoch)
-    except (TypeError, ValueError, RuntimeError):
-        whole = False
-    if not whole:
-        raise UserError(f"epoch must be a whole number (a step count), got {type(epoch).__name__} {_shown(epoch)}")
-    if not 0 <= value <= EPOCH_MAX:
-        raise UserError(f"epoch must be in 0..2**63-1 (a step count, stored as int64), got {_shown(value)}")
-    return value
 
 
 class Recorder:
@@ -195,8 +143,8 @@ class Recorder:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"config must be a dict of JSON-able values: {exc}") from None
         self._shapes: dict[str, tuple[int, ...]] | None = None  # the file's weights: the model may not change
-        if self.group_order is not None:
-            self._check_group_order(keep_tokens(self.adapter.read(), self.tokens))
+        if self.group_order is not None and isinstance(model, torch.nn.Module):  # a function: at the first write
+            check_group_order(self.group_order, keep_tokens(self.adapter.read(), self.tokens), self.tokens)
         check_out_path(self.path)
         self._lock = RunLock(self.path, hint="wait for it to finish, or close its Recorder").acquire()
         try:
@@ -219,7 +167,7 @@ class Recorder:
         file keeps the snapshots so far)."""
         self._require_open()
         self.log(**metrics)
-        epoch = _epoch(epoch)
+        epoch = as_epoch(epoch)
         if epoch < self._last_step and not self._warned_back:
             self._warned_back = True
             warn(
@@ -237,14 +185,14 @@ class Recorder:
         snapshots where a metric was not logged since the one before). UserError after `close`,
         for a value that is not one float64 number, or a name the file cannot hold."""
         self._require_open()
-        self._pending.update({_metric_name(k): _number(k, v) for k, v in metrics.items()})
+        self._pending.update({metric_name(k): metric_value(k, v) for k, v in metrics.items()})
 
     def write(self, epoch: int) -> None:
         """Write a snapshot at `epoch` now, on the schedule or not (epochs must increase).
-        ModelError when the model changed since the first snapshot (`_check_same_model`); the
+        ModelError when the model changed since the first snapshot (`inputs.check_same_model`); the
         Recorder then stops (later calls are UserError) and `close` leaves the run incomplete."""
         self._require_open()
-        epoch = _epoch(epoch)
+        epoch = as_epoch(epoch)
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
         if self._failed:
@@ -254,7 +202,9 @@ class Recorder:
             )
         try:
             weights = keep_tokens(self.adapter.read(), self.tokens)
-            self._check_same_model(weights, epoch)
+            if self._rec is None and self.group_order is not None:
+                check_group_order(self.group_order, weights, self.tokens)
+            check_same_model(self.path, self._shapes, weights, epoch, self.epoch)
         except UserError:  # the model changed under the Recorder: the file stays resumable
             self._failed = True
             raise
@@ -418,39 +368,6 @@ class Recorder:
             hint="free space, then continue with Recorder(..., resume=True)",
         )
         self.epoch = keep_through
-
-    def _check_group_order(self, weights: dict[str, np.ndarray]) -> None:
-        """ConfigError when `group_order` exceeds the token values or output classes stored (W_E's
-        rows, W_U's columns, after `tokens`; without them d_model): renderers draw Z_p on them."""
-        p = self.group_order
-        d_model = next(w.shape[1] for k, w in weights.items() if k.endswith("W_Q"))
-        sizes = {
-            "token values (W_E's rows)": weights["W_E"].shape[0] if "W_E" in weights else d_model,
-            "output classes (W_U's columns)": weights["W_U"].shape[1] if "W_U" in weights else d_model,
-        }
-        for what, size in sizes.items():
-            if p is not None and p > size:
-                cut = f", the first tokens={self.tokens} of them stored" if size == self.tokens else ""
-                raise ConfigError(
-                    f"group_order={p} is more than the model's {size} {what}{cut}: the group's elements are the "
-                    "tokens 0..p-1; give the p of Z_p that the tokens carry"
-                )
-
-    def _check_same_model(self, weights: dict[str, np.ndarray], epoch: int) -> None:
-        """ModelError when the model's weights differ in name or shape from those in the file, or
-        an attention module was replaced since the Recorder found it (`adapter.read` checks that)."""
-        if self._shapes is None:
-            return
-        now = {k: tuple(w.shape) for k, w in weights.items()}
-        for name in sorted(set(now) | set(self._shapes)):
-            if now.get(name) != self._shapes.get(name):
-                here = list(now[name]) if name in now else "missing"
-                there = list(self._shapes[name]) if name in self._shapes else "missing"
-                raise ModelError(
-                    f"the model changed under the Recorder of {self.path}: at epoch {epoch} its {name} is {here}, "
-                    f"in the file {there}; the file keeps its snapshots through epoch {self.epoch} (not marked "
-                    "complete): record the changed model into a new file, or restore it and resume=True"
-                )
 
     def _check_same_weights(self, stored: dict[str, tuple[int, ...]]) -> None:
         """ConfigError, before the file is touched, when the model's weights differ in name or
