@@ -84,9 +84,35 @@ def open_page(browser):
         ctx.close()
 
 
+LAST = "test_no_fault_counts_as_covered_when_every_test_of_it_was_skipped"  # tests/test_fault_table.py
+
+
 def pytest_collection_modifyitems(items):
     """Every test that uses Chromium (the `browser` fixture, directly or through another fixture)
-    is marked `browser`, so `make test-fast` can leave it out."""
+    is marked `browser`, so `make test-fast` can leave it out. The fault table's check of skipped
+    fault tests runs last: it reads their outcomes."""
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+    last = [item for item in items if item.name == LAST]
+    items[:] = [item for item in items if item.name != LAST] + last
+
+
+# {fault key: {test id: (outcome, skip reason)}} of the tests marked `@injects(key)` run so far
+_FAULT_OUTCOMES: dict[str, dict[str, tuple[str, str]]] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    keys = getattr(getattr(item, "function", None), "faults", ())
+    if keys and (report.when == "call" or (report.when == "setup" and not report.passed)):
+        reason = str(report.longrepr[2]) if report.skipped and isinstance(report.longrepr, tuple) else ""
+        for key in keys:
+            _FAULT_OUTCOMES.setdefault(key, {})[item.nodeid] = (report.outcome, reason)
+
+
+@pytest.fixture
+def fault_outcomes() -> dict[str, dict[str, tuple[str, str]]]:
+    """{fault key: {test id: (outcome, skip reason)}} of the fault tests run so far this session."""
+    return _FAULT_OUTCOMES

@@ -1,5 +1,7 @@
 """The fault table in docs/run-file.md is generated from tests/faults.py and the `@injects`
-marks of the fault tests, so the promise and the tests cannot drift apart.
+marks of the fault tests, so the promise and the tests cannot drift apart; and a fault whose
+every test was skipped in a session (a tool missing) fails that session, though the table counts
+its tests.
 
     python tests/test_fault_table.py --write     # regenerate the table in the docs
 """
@@ -9,6 +11,8 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+
+import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -52,6 +56,19 @@ def test_every_fault_record_is_injected_by_a_test_and_every_mark_has_a_record():
 
 def test_the_documented_fault_table_is_the_generated_one():
     assert documented() == table(counts()), "run `python tests/test_fault_table.py --write`"
+
+
+def test_no_fault_counts_as_covered_when_every_test_of_it_was_skipped(fault_outcomes):
+    """Runs last (tests/conftest.py): a fault whose every test that ran in this session skipped
+    (strace or gcc missing, say) is not covered, though the table counts its tests."""
+    if not fault_outcomes:
+        pytest.skip("no fault test ran in this session")
+    skipped = {
+        key: sorted({reason.removeprefix("Skipped: ") for _, reason in runs.values()})
+        for key, runs in fault_outcomes.items()
+        if all(outcome == "skipped" for outcome, _ in runs.values())
+    }
+    assert skipped == {}, f"faults whose every test was skipped (install what they need: `make test` does): {skipped}"
 
 
 if __name__ == "__main__":
