@@ -196,9 +196,11 @@ class Recorder:
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
         if self._failed:
+            kept = self.path.exists()
             raise UserError(
-                f"this Recorder of {self.path} stopped after an error; the file keeps its snapshots: fix the "
-                "cause, then continue with a new Recorder(..., resume=True)"
+                f"this Recorder of {self.path} stopped after an error "
+                f"({'the file keeps its snapshots' if kept else 'nothing was written'}): fix the cause, then go on "
+                f"with a new Recorder{'(..., resume=True)' if kept else ''}"
             )
         try:
             weights = keep_tokens(self.adapter.read(), self.tokens)
