@@ -166,7 +166,7 @@ FAULTS: dict[str, Fault] = {
         "nothing created",
     ),
     "fifo": Fault(
-        "a named pipe (FIFO) as the run file, `--out`, a checkpoint path or `--config`",
+        "a named pipe (FIFO) as the run file, `--out`, a checkpoint path, `--config` or `--basis`",
         "a real `mkfifo`, given to `orbits check`, `movie`, `recover`, `train` and a Recorder, each in a fresh process",
         "one line, exit 2, before anything opens it (was a hang)",
         "nothing created; the pipe as it was",

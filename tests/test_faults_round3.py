@@ -317,6 +317,10 @@ def test_a_named_pipe_as_run_file_out_or_config_is_one_line_before_it_is_opened(
         "recover --out": (["recover", str(run), "--out", str(fifo)], f"--out {fifo} is a named pipe (FIFO)"),
         "train --out": (["train", "orbits", "--out", str(fifo), *sets], f"--out {fifo} is a named pipe (FIFO)"),
         "train --force": (["train", "orbits", "--out", str(fifo), "--force", *sets], f"--out {fifo} is a named pipe"),
+        "--basis": (
+            ["movie", str(run), "--out", str(tmp_path / "b"), "--basis", str(fifo)],
+            f"the basis {fifo} is a named pipe (FIFO)",
+        ),
         "--config": (
             ["train", "orbits", "--out", str(tmp_path / "new.h5"), "--config", str(fifo)],
             f"config file {fifo} is a named pipe (FIFO)",
@@ -330,6 +334,7 @@ def test_a_named_pipe_as_run_file_out_or_config_is_one_line_before_it_is_opened(
         assert proc.returncode == 2, (name, proc.stderr[-500:])
         one_line_error(proc.stderr, needle, "not a regular file")
     assert fifo.exists() and not (tmp_path / "new.h5").exists() and not list(tmp_path.glob("*.partial"))
+    assert not (tmp_path / "m").exists() and not (tmp_path / "b").exists()
     ckpt = tmp_path / "other.h5.ckpt"
     os.mkfifo(ckpt)
     with pytest.raises(UserError, match="is a named pipe"):
