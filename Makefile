@@ -3,7 +3,8 @@
 # make test-fast - the unit tests (tests/unit) not marked slow; no lint (docs/benchmarks.md)
 # Both bootstrap .venv on first use (test-fast without Ray, Playwright and TransformerLens, which
 # make test adds). torch defaults to the CPU build; override with TORCH=torch.
-# make test also needs Chromium for the browser tests (installed with apt-get when missing and root).
+# make test also needs Chromium for the browser tests, and strace and gcc for the fault tests (each
+# installed with apt-get when missing and root).
 PYTHON ?= python3
 CHROMIUM ?= /usr/bin/chromium
 TORCH ?= torch==2.13.0
@@ -17,7 +18,7 @@ RUN := data/orbits.h5
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup setup-all browser lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen census-score-scale docs-picture docs-picture-induction docs-picture-ov-coherent grokking
+.PHONY: setup setup-all browser fault-tools lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen census-score-scale docs-picture docs-picture-induction docs-picture-ov-coherent grokking
 
 # .ready: the package with the test extra (the unit tests, lint); .ready-all: the test-all extra
 # too (Ray, Playwright, TransformerLens: the integration and browser tests, make grokking)
@@ -52,6 +53,23 @@ browser:
 		fi; \
 	fi
 
+# The fault tests of a disk that stays full (tests/integration/test_faults_files_and_workers.py) inject ENOSPC with strace
+# and with a preloaded shim built by gcc; a fault whose every test skipped fails the fault-table
+# test, so `make test` installs both when they are missing, as it installs Chromium.
+fault-tools:
+	@missing=""; command -v strace >/dev/null || missing="strace"; command -v gcc >/dev/null || missing="$$missing gcc"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing$$missing with apt-get (for the fault tests)"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y -q -o DPkg::Lock::Timeout=300 $$missing >/dev/null 2>&1 || \
+				{ apt-get update -q >/dev/null && apt-get install -y -q -o DPkg::Lock::Timeout=300 $$missing >/dev/null; } || exit 1; \
+		else \
+			echo "error: the fault tests need$$missing: install it (Debian: sudo apt-get install$$missing)" >&2; \
+			exit 1; \
+		fi; \
+	fi
+
 # ruff (lint and format, pyproject.toml [tool.ruff]) on the package, tests and bench; mypy on the
 # package ([tool.mypy]); the import contract ([tool.importlinter]: layers import downward only);
 # any finding fails. `.pre-commit-config.yaml` runs the same.
@@ -65,7 +83,7 @@ endef
 lint: setup
 	$(lint-steps)
 
-test: setup-all browser
+test: setup-all browser fault-tools
 	$(lint-steps)
 	HEADMOVIES_CHROMIUM=$(CHROMIUM) $(PY) -m pytest
 

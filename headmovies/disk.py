@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from headmovies.errors import DiskFullError, UserError
@@ -49,6 +50,34 @@ def check_folder(folder: str | os.PathLike, may_create: bool = True) -> None:
             if base == folder
             else f"cannot create output folder {folder}: {base} is not a writable folder on a disk"
         )
+
+
+def _kind(mode: int) -> str | None:
+    """What a file of `mode` (st_mode) is when it is neither a regular file nor a folder."""
+    kinds = (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    for test, name in kinds:
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "not a regular file"
+
+
+def check_file_kind(path: str | os.PathLike, role: str) -> None:
+    """UserError (one line) when `path` exists and is a named pipe (FIFO), a socket or a device:
+    opening one would block forever or read a stream, not a file. `role` names it in the line
+    ('run file', '--out'). A missing path, a regular file or a folder (its callers have their own
+    line for one) passes; symlinks are followed. Checked before anything opens `path`."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing, a broken symlink or a loop: the opener's own line says which
+    kind = _kind(mode)
+    if kind is not None:
+        raise UserError(f"{role} {path} is {kind}, not a regular file; give the path of a file")
 
 
 def missing(path: str | os.PathLike) -> str:

@@ -94,12 +94,14 @@ def open_page(browser):
         ctx.close()
 
 
+LAST = "test_no_fault_counts_as_covered_when_every_test_of_it_was_skipped"  # tests/unit/test_fault_table.py
 FOLDERS = ("unit", "integration", "browser")  # test folder -> the marker of its tests
 
 
 def pytest_collection_modifyitems(items):
     """Each test gets its folder's marker; a test that uses Chromium is marked `browser`. A unit
-    test that needs Chromium or Ray is a usage error: `make test-fast` installs neither."""
+    test that needs Chromium or Ray is a usage error: `make test-fast` installs neither. The
+    fault table's check of skipped fault tests runs last: it reads their outcomes."""
     for item in items:
         folder = Path(str(item.path)).parent.name
         if folder in FOLDERS:
@@ -108,3 +110,25 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
         if folder == "unit" and {"browser", "ray"} & {m.name for m in item.iter_markers()}:
             raise pytest.UsageError(f"{item.nodeid} needs Chromium or Ray: it belongs in tests/integration or browser")
+    last = [item for item in items if item.name == LAST]
+    items[:] = [item for item in items if item.name != LAST] + last
+
+
+# {fault key: {test id: (outcome, skip reason)}} of the tests marked `@injects(key)` run so far
+_FAULT_OUTCOMES: dict[str, dict[str, tuple[str, str]]] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    keys = getattr(getattr(item, "function", None), "faults", ())
+    if keys and (report.when == "call" or (report.when == "setup" and not report.passed)):
+        reason = str(report.longrepr[2]) if report.skipped and isinstance(report.longrepr, tuple) else ""
+        for key in keys:
+            _FAULT_OUTCOMES.setdefault(key, {})[item.nodeid] = (report.outcome, reason)
+
+
+@pytest.fixture
+def fault_outcomes() -> dict[str, dict[str, tuple[str, str]]]:
+    """{fault key: {test id: (outcome, skip reason)}} of the fault tests run so far this session."""
+    return _FAULT_OUTCOMES

@@ -129,6 +129,74 @@ FAULTS: dict[str, Fault] = {
         "one line (GIF delays are in 1/100 s; at most 50 fps), exit 2",
         "nothing created",
     ),
+    "damaged-epochs": Fault(
+        "damaged bytes in `/snapshots/epoch` (the index every reader reads first)",
+        "random bytes written over the data of a chunk of `/snapshots/epoch` (1,024 epochs each) of a real run, "
+        "and of a 1,100-snapshot run file written by `RunWriter`",
+        "one line naming `/snapshots/epoch`, the snapshots and the checksum, exit 2, from every reader, "
+        "`recover`, `--resume` and `Recorder(resume=True)`",
+        "the file as it is; `recover --out` keeps every snapshot whose epoch can still be read, or says none can",
+    ),
+    "unsafe-metric-names": Fault(
+        "a metric name HDF5 cannot hold (`a/b`, `epoch`, empty, `.`)",
+        "`log`/`step` of each name on a real Recorder; a real file holding a nested `/metrics/loss/heldout`",
+        "one line (`UserError`), nothing written; a file that has one reads, named by its path (`loss/heldout`)",
+        "the Recorder goes on; the file's metrics, in copies and resumed runs too",
+    ),
+    "out-of-range": Fault(
+        "values out of range: a metric of `10**400`, an epoch of `10**30`, `2**63` or `-1`",
+        "each given to a real Recorder",
+        "one line (`UserError`)",
+        "the file's snapshots; the Recorder goes on",
+    ),
+    "model-changes": Fault(
+        "a model that changes under the Recorder",
+        "a real TransformerLens model whose W_E is replaced by a larger one, or whose attention module is replaced",
+        "`ModelError` at the next snapshot, naming the weight or module",
+        "every snapshot before, not marked complete; `resume=True` with the model recorded continues",
+    ),
+    "nonfinite-first-loss": Fault(
+        "a non-finite loss at the first snapshot",
+        "NaN or inf given as `train_loss` to a real Recorder's first `step`",
+        "one line (training diverged, `UserError`)",
+        "the first snapshot, not marked complete; resumable",
+    ),
+    "closed-recorder": Fault(
+        "`log()` after `close()`",
+        "a real Recorder, closed",
+        "one line (`UserError`), as `step()` after close",
+        "the file as closed",
+    ),
+    "group-too-large": Fault(
+        "`group_order` larger than the vocabulary",
+        "a real TransformerLens model of 7 tokens with `group_order=11`",
+        "`ConfigError` at construction (was refused only at render time)",
+        "nothing created",
+    ),
+    "fifo": Fault(
+        "a named pipe (FIFO) as the run file, `--out`, a checkpoint path, `--config` or `--basis`",
+        "a real `mkfifo`, given to `orbits check`, `movie`, `recover`, `train` and a Recorder, each in a fresh process",
+        "one line, exit 2, before anything opens it (was a hang)",
+        "nothing created; the pipe as it was",
+    ),
+    "toml-config": Fault(
+        "a TOML config with a 5,000-digit integer, or with a UTF-8 byte-order mark",
+        "real files given to `train --config`",
+        "one line, exit 2, for the integer; the byte-order mark is accepted",
+        "nothing created for the integer",
+    ),
+    "foreign-host": Fault(
+        "a request to `orbits watch` for another Host (DNS rebinding)",
+        "real HTTP requests to the real server with `Host: evil.example:PORT` and others",
+        "403; only `127.0.0.1:PORT`, `localhost:PORT` and `[::1]:PORT` are answered",
+        "nothing served to the foreign page",
+    ),
+    "killed-non-swmr": Fault(
+        "a run file left open for write by a killed HDF5 writer that did not use SWMR",
+        "`kill -9` of a process holding `h5py.File(RUN, 'a')`, with file locking on",
+        "one line saying what was found (the flag set, no process holding the lock), exit 2; `h5clear -s` named",
+        "the file, untouched; readable as it is",
+    ),
     "bad-input": Fault(
         "bad input (options, configs, files)",
         "each case of the fault tests' table of bad inputs, in a fresh process too",

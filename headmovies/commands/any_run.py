@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from headmovies import disk
 from headmovies.errors import UserError
 
 PLANES = """\
@@ -38,6 +39,7 @@ def plane_options(args: argparse.Namespace) -> dict:
 
         import numpy as np
 
+        disk.check_file_kind(args.basis, "the basis")  # a named pipe would block np.load forever
         if args.basis.is_file() and not zipfile.is_zipfile(args.basis):  # .npy, text, HDF5: np.load's own
             raise UserError(  # message would be about pickles or a traceback
                 f"the basis {args.basis} is not an .npz archive: write one with numpy.savez(PATH, qk=..., ov=...)"

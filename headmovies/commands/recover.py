@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from headmovies import disk
-from headmovies.errors import UserError, plural
+from headmovies.errors import RunFileError, UserError, plural
 
 NAME = "recover"
 HELP = "write a clean, closed copy of a killed or live run file (for h5ls, h5dump, a plain h5py.File)"
@@ -18,7 +18,9 @@ snapshot, metric and the split into a closed file that any HDF5 tool opens.
 
 Without --out, RUN itself is replaced (atomically) by its clean copy; its checkpoint still
 resumes it. With --out, RUN is left as it is, and may even be a live run (the copy then holds
-the snapshots flushed so far). docs/run-file.md, "Faults"."""
+the snapshots flushed so far). Damaged bytes in the snapshots' epochs (a failed checksum of
+/snapshots/epoch): the copy, which then needs --out, keeps every snapshot whose epoch can still
+be read. docs/run-file.md, "Faults"."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,12 +32,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from headmovies import runfile
     from headmovies.runfile.lock import RunLock, holder
+    from headmovies.runfile.schema import epochs_damaged, readable_epochs
     from headmovies.runfile.writer import clean_copy
 
     src, out = args.run, args.out
     with runfile.open_for_reading(src) as f:  # one line if missing or not a run file
         complete, experiment = runfile.is_complete(f), str(f.attrs["experiment"])
-    if out is None or out.resolve() == src.resolve():
+        count = runfile.snapshot_count(f)
+        readable, _, lost = readable_epochs(f, count)  # damaged bytes in /snapshots/epoch
+    in_place = out is None or out.resolve() == src.resolve()
+    if lost and (in_place or not len(readable)):  # in place would drop snapshots: only into a copy
+        raise RunFileError(epochs_damaged(src, lost, count, len(readable)))
+    if in_place:
         if runfile.is_closed_cleanly(src):
             print(f"{src} is already closed cleanly: any HDF5 tool opens it")
             return 0
@@ -50,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
                 example = out / f"{src.stem}.clean{src.suffix}"
             raise UserError(f"--out {out} is a folder; name the copy, e.g. {example}")
         disk.check_folder(out.parent, may_create=False)
+        disk.check_file_kind(out, "--out")
         for suffix, what in ((".ckpt", "checkpoint"), (".lock", "lock")):
             owner = out.with_name(out.name.removesuffix(suffix))
             if out.name.endswith(suffix) and owner.exists():  # --force may not replace these
@@ -59,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         if out.exists() and not args.force:
             raise UserError(f"{out} exists; pass --force to replace it")
         live = holder(src)
-        count = clean_copy(src, out)
+        count = clean_copy(src, out, skip_damaged_epochs=True)
         where = str(out) + (f" (of a live run: {live} is still writing {src})" if live else "")
         then = f"training continues from {src} and its checkpoint, not from the copy"
     print(

@@ -3,6 +3,8 @@ every `headmovies` renderer reads (docs/recording.md). The constructor is one:
 `headmovies.Recorder(path, model, ...)` (also `headmovies.record.Recorder`).
 
     recorder.py   `Recorder`: open, `step` each epoch, `close`
+    inputs.py     what it is given, checked: metric values and names, epochs, the group order,
+                  and the model staying the one the file holds
     adapters.py   every attention layer's per-head weights of a TransformerLens, nanoGPT,
                   torch.nn.MultiheadAttention or GPT-2 model, or of a weights function
 

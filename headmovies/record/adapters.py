@@ -116,7 +116,8 @@ def _kind(module: nn.Module) -> tuple[str, Callable[[Any], dict[str, torch.Tenso
 
 class Adapter:
     """Reads one model's head weights. `read()`: the weights now, by run-file name (float32
-    copies); `description`: what was found (e.g. "TransformerLens attention: 2 layers x 4
+    copies; ModelError when an attention module found at the start was replaced since, or the
+    weights no longer fit together); `description`: what was found (e.g. "TransformerLens attention: 2 layers x 4
     heads"); `layers`: each layer's module name."""
 
     def __init__(self, read: Callable[[], Weights], description: str, layers: list[str]):
@@ -239,6 +240,17 @@ def find_adapter(model: Any) -> Adapter:
     @torch.no_grad()
     def read() -> Weights:
         out: Weights = {}
+        for name, module, _, _ in found:  # a layer replaced since: its old module trains no more
+            try:
+                now = model.get_submodule(name) if name else model
+            except AttributeError:
+                now = None
+            if now is not module:
+                raise ModelError(
+                    f"{type(model).__name__}.{name} was replaced by another module ({type(now).__name__}) since the "
+                    "Recorder found it: the recording would go on reading the detached one; record the changed "
+                    "model into a new file, or put the original module back and resume=True"
+                )
         for i, (_, module, _, reader) in enumerate(found):
             for k, w in reader(module).items():
                 out[f"blocks.{i}.attn.{k}"] = _np(w)

@@ -32,6 +32,7 @@ from headmovies import runfile
 from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.interrupts import deferred_signals
 from headmovies.record.adapters import Adapter, find_adapter
+from headmovies.record.inputs import as_epoch, check_group_order, check_same_model, metric_name, metric_value
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from headmovies.runfile.lock import RunLock
 from headmovies.train.config import TrainConfig
@@ -75,37 +76,6 @@ def _schedule(schedule: Iterable[int] | Callable[[int], bool] | None) -> Callabl
     return epochs.__contains__
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _number(name: str, value: Any) -> float:
-    """A metric's value as a float: a Python or numpy number, or a one-element tensor or array.
-    UserError (one line) for anything else, such as a vector, a string or None."""
-    if isinstance(value, (torch.Tensor, np.ndarray)):
-        if value.size != 1 if isinstance(value, np.ndarray) else value.numel() != 1:
-            shape = list(value.shape)
-            raise UserError(f"metric {name!r} is a tensor of shape {shape}: give one number (e.g. loss.item())")
-        value = value.item()
-    if not isinstance(value, numbers.Real):
-        raise UserError(f"metric {name!r} must be a number, got {type(value).__name__} {_shown(value)}")
-    return float(value)
-
-
-def _epoch(epoch: Any) -> int:
-    """An epoch as an int (any whole number: an int, a numpy integer, a one-element tensor);
-    UserError (one line) for anything else, such as 2.5 or a string."""
-    try:
-        value = int(epoch)
-        whole = bool(value == epoch)
-    except (TypeError, ValueError, RuntimeError):
-        whole = False
-    if not whole:
-        raise UserError(f"epoch must be a whole number (a step count), got {type(epoch).__name__} {_shown(epoch)}")
-    return value
-
-
 class Recorder:
     """Records `model`'s head weights (`adapters.find_adapter`: a TransformerLens
     HookedTransformer, torch.nn.MultiheadAttention, nanoGPT or GPT-2 attention, or a weights
@@ -124,9 +94,15 @@ class Recorder:
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
     holds it (RunLockedError); resume of a missing file, another kind of run, another config or
-    another model (ConfigError); a model without recognisable attention (ModelError); a metric
-    that is not one number, or a non-finite one with "loss" in its name (training diverged); a
-    full disk (DiskFullError).
+    another model (ConfigError); `group_order` larger than the token values or output classes
+    stored (ConfigError); a model without recognisable attention, or one whose weights change
+    shape or whose attention module is replaced after the first snapshot (ModelError, at the
+    next snapshot: the file keeps its snapshots, not marked complete, and resumes); a metric
+    that is not one number or is beyond float64, a metric name the file cannot hold (`/`,
+    `epoch`, ...), an epoch outside 0..2**63-1, or a non-finite metric with "loss" in its name,
+    at the first snapshot too (training diverged); calls after `close` or after one of these
+    errors; a run file or checkpoint path that is a named pipe or device; a full disk
+    (DiskFullError).
     """
 
     def __init__(
@@ -170,6 +146,9 @@ class Recorder:
             self._json = json.dumps(self.config, sort_keys=True, default=str)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"config must be a dict of JSON-able values: {exc}") from None
+        self._shapes: dict[str, tuple[int, ...]] | None = None  # the file's weights: the model may not change
+        if self.group_order is not None and isinstance(model, torch.nn.Module):  # a function: at the first write
+            check_group_order(self.group_order, keep_tokens(self.adapter.read(), self.tokens), self.tokens)
         check_out_path(self.path)
         self._lock = RunLock(self.path, hint="wait for it to finish, or close its Recorder").acquire()
         try:
@@ -183,7 +162,7 @@ class Recorder:
 
     # -- the loop's calls ---------------------------------------------------------------
 
-    def step(self, epoch: int, **metrics: float) -> bool:
+    def step(self, epoch: int, /, **metrics: float) -> bool:
         """After the optimizer step of `epoch`: write a snapshot of the model's heads and the
         metrics (these and any `log`ged since) when `epoch` is on the schedule; returns True if
         it wrote one. Epochs already in the file (at or before `self.epoch`) are not written
@@ -192,7 +171,7 @@ class Recorder:
         file keeps the snapshots so far)."""
         self._require_open()
         self.log(**metrics)
-        epoch = _epoch(epoch)
+        epoch = as_epoch(epoch)
         if epoch < self._last_step and not self._warned_back:
             self._warned_back = True
             warn(
@@ -207,19 +186,38 @@ class Recorder:
 
     def log(self, **metrics: float) -> None:
         """Metrics of any step, stored with the next snapshot (the latest value of each; NaN at
-        snapshots where a metric was not logged since the one before)."""
-        self._pending.update({k: _number(k, v) for k, v in metrics.items()})
+        snapshots where a metric was not logged since the one before). UserError after `close`,
+        for a value that is not one float64 number, or a name the file cannot hold."""
+        self._require_open()
+        self._pending.update({metric_name(k): metric_value(k, v) for k, v in metrics.items()})
 
     def write(self, epoch: int) -> None:
-        """Write a snapshot at `epoch` now, on the schedule or not (epochs must increase)."""
+        """Write a snapshot at `epoch` now, on the schedule or not (epochs must increase).
+        ModelError when the model changed since the first snapshot (`inputs.check_same_model`); the
+        Recorder then stops (later calls are UserError) and `close` leaves the run incomplete."""
         self._require_open()
-        epoch = _epoch(epoch)
+        epoch = as_epoch(epoch)
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
-        weights = keep_tokens(self.adapter.read(), self.tokens)
+        if self._failed:
+            kept = self.path.exists()
+            raise UserError(
+                f"this Recorder of {self.path} stopped after an error "
+                f"({'the file keeps its snapshots' if kept else 'nothing was written'}): fix the cause, then go on "
+                f"with a new Recorder{'(..., resume=True)' if kept else ''}"
+            )
+        try:
+            weights = keep_tokens(self.adapter.read(), self.tokens)
+            if self._rec is None and self.group_order is not None:
+                check_group_order(self.group_order, weights, self.tokens)
+            check_same_model(self.path, self._shapes, weights, epoch, self.epoch)
+        except UserError:  # the model changed under the Recorder: the file stays resumable
+            self._failed = True
+            raise
         metrics, self._pending = self._pending, {}
         with deferred_signals() as signals:  # Ctrl-C never lands inside h5py
             if self._rec is None:
+                self._failed = True  # until the first snapshot is written (a full disk, a non-finite loss)
                 self._rec = Recording.create(
                     self.path,
                     self._attrs(),
@@ -232,9 +230,11 @@ class Recorder:
                     checkpoint_seconds=self.checkpoint_seconds,
                     hint="free space, then continue with Recorder(..., resume=True)",
                 )
+                self._failed = False
                 if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
                     checkpoint_path(self.path).unlink(missing_ok=True)
                 self._warn_embeddings(weights)
+                self._shapes = {k: tuple(w.shape) for k, w in weights.items()}
             else:
                 try:
                     self._rec.write(epoch, weights, metrics)
@@ -349,6 +349,7 @@ class Recorder:
         if not len(epochs):
             raise RunFileError(f"cannot resume: {self.path} holds no snapshot", fix="start over with force=True")
         self._check_same_weights(shapes)
+        self._shapes = shapes
         keep = int(epochs[-1]) if resume is True else int(resume)
         ckpt = checkpoint_path(self.path)
         if resume is True and self.optimizer is not None and ckpt.exists():

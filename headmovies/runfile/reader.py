@@ -49,10 +49,10 @@ class Run:
         Trailing snapshots with non-finite weights (a diverged run) are left out, with one
         warning line; RunFileError if no snapshot is left."""
         count = schema.snapshot_count(self.f, refresh=True)
-        ep = self.f[SNAPSHOTS][EPOCH]
         if count == 0:
             raise RunFileError(f"{self.path} holds no snapshot yet")
-        finite = self._finite_count(count)
+        ep = schema.snapshot_epochs(self.f, count)  # RunFileError naming a damaged chunk of them
+        finite = self._finite_count(count, ep)
         if finite == 0:
             raise RunFileError(
                 f"{self.path}: every snapshot holds non-finite weights (NaN or inf: training "
@@ -72,7 +72,7 @@ class Run:
                 f"{finite} snapshot{'s' if finite > 1 else ''} through epoch {self.epochs[-1]}"
             )
 
-    def _finite_count(self, count: int) -> int:
+    def _finite_count(self, count: int, epochs: np.ndarray) -> int:
         """Snapshots before the first of the trailing run of non-finite ones (only the end is
         read: a diverged run stays non-finite, and the trainer stops at its first such snapshot)."""
         t = count
@@ -82,7 +82,7 @@ class Run:
                 try:
                     rows.append(self.f[SNAPSHOTS][n][t - 1])
                 except Exception as exc:
-                    epoch = int(self.f[SNAPSHOTS][EPOCH][t - 1])
+                    epoch = int(epochs[t - 1])
                     raise RunFileError(schema.read_error(self.path, f"{SNAPSHOTS}/{n}", epoch, exc)) from None
             if all(np.isfinite(r).all() for r in rows):
                 break
@@ -168,11 +168,12 @@ class Run:
         if METRICS not in self.f:
             return {}
         g = self.f[METRICS]
-        for ds in g.values():
+        found = {EPOCH: g[EPOCH], **schema.metric_datasets(self.f)}  # nested names too ('a/b')
+        for ds in found.values():
             ds.refresh()
         k = g[EPOCH].shape[0]
         out = {}
-        for name, ds in g.items():
+        for name, ds in found.items():
             try:
                 out[schema.RENAMED_METRICS.get(name, name)] = ds[:k]
             except Exception as exc:

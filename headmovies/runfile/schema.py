@@ -60,6 +60,7 @@ def open_for_reading(path: str | os.PathLike) -> h5py.File:
         )
     if path.is_dir():
         raise RunFileError(f"{path} is a folder, not a run file")
+    disk.check_file_kind(path, "run file")  # a FIFO would block the open forever
     try:
         # A plain open first: it rejects a truncated or corrupt file at once, whereas an SWMR
         # reader retries damaged metadata for minutes. Live and killed runs are "already open
@@ -102,15 +103,28 @@ def _open_error(path: Path, exc: OSError) -> RunFileError:
             f"run file {path} is open for writing in another process (HDF5 file lock); wait for it or stop it"
         )
     if "not already open for SWMR writing" in text:
+        clear = f"if no process has it open, `h5clear -s {path}` clears the flag"
+        if file_locking_off():  # HDF5 took no lock, so a live writer cannot be told from a dead one
+            return RunFileError(
+                f"run file {path} is open for writing in another process, not in SWMR mode (HDF5's 'open for "
+                "write' flag is set, and file locking is off here, HDF5_USE_FILE_LOCKING=FALSE, so whether that "
+                "process still runs cannot be told), or was left so by one that was killed; wait for it or stop "
+                f"it; {clear}"
+            )
         return RunFileError(
-            f"run file {path} is open for writing in another process, not in SWMR mode (HDF5's "
-            "'open for write' flag; file locking is off), or was left so by one that was killed; wait for "
-            f"it or stop it; if no process has it open, `h5clear -s {path}` clears the flag"
+            f"run file {path} was left open for writing by an HDF5 writer not in SWMR mode that ended without "
+            "closing it (HDF5's 'open for write' flag is set, and no process holds the file's lock: it was "
+            f"killed, or it runs with file locking off); {clear}"
         )
     return RunFileError(
         f"{path} is not a readable HDF5 run file (truncated or corrupt?): {text.splitlines()[0] if text else exc}",
         fix=_RETRAIN,
     )
+
+
+def file_locking_off() -> bool:
+    """True when HDF5 takes no file locks in this process (HDF5_USE_FILE_LOCKING=FALSE or 0)."""
+    return os.environ.get("HDF5_USE_FILE_LOCKING", "").strip().upper() in ("FALSE", "0")
 
 
 def is_checksum_error(exc: BaseException) -> bool:
@@ -157,6 +171,22 @@ def weight_shapes(f: h5py.File) -> dict[str, tuple[int, ...]]:
     return {k: tuple(int(d) for d in f[SNAPSHOTS][k].shape[1:]) for k in weight_names(f)}
 
 
+def metric_datasets(f: h5py.File) -> dict[str, h5py.Dataset]:
+    """{name: dataset} of every metric under /metrics (its /metrics/epoch left out), in the file's
+    order. A name with '/' (written by older Recorders, which did not refuse one) is a dataset in
+    nested groups, found and named by its path, e.g. 'loss/train'."""
+    out: dict[str, h5py.Dataset] = {}
+    if METRICS not in f:
+        return out
+
+    def visit(name: str, obj) -> None:
+        if isinstance(obj, h5py.Dataset) and name != EPOCH:
+            out[name] = obj
+
+    f[METRICS].visititems(visit)
+    return out
+
+
 def snapshot_count(f: h5py.File, refresh: bool = False) -> int:
     """The number of complete snapshots: the rule every reader and copier of a run file follows.
 
@@ -179,10 +209,58 @@ def snapshot_count(f: h5py.File, refresh: bool = False) -> int:
     return count
 
 
-def snapshot_epochs(f: h5py.File) -> np.ndarray:
-    """The epochs of the complete snapshots (`snapshot_count`), int64 [T], ascending."""
-    count = snapshot_count(f)
-    return f[SNAPSHOTS][EPOCH][:count]
+def snapshot_epochs(f: h5py.File, count: int | None = None) -> np.ndarray:
+    """The epochs of the complete snapshots (`snapshot_count`, or the first `count`), int64 [T],
+    ascending. RunFileError when /snapshots/epoch cannot be read: damaged bytes name the dataset,
+    the snapshots whose epochs fail the checksum, and whether `recover` can keep the others."""
+    count = snapshot_count(f) if count is None else count
+    index, epochs, lost = readable_epochs(f, count)
+    if lost:
+        raise RunFileError(epochs_damaged(f.filename, lost, count, len(index)))
+    return epochs
+
+
+def readable_epochs(f: h5py.File, count: int | None = None) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """(index [K], epochs [K], lost): the complete snapshots whose epochs can be read, by their
+    index in the file, and the index ranges [lo, hi) of those whose /snapshots/epoch chunk fails
+    its checksum (damaged bytes; each chunk holds the epochs of up to 1,024 snapshots). Any other
+    failed read is a RunFileError."""
+    count = snapshot_count(f) if count is None else count
+    ds = f[SNAPSHOTS][EPOCH]
+    try:
+        return np.arange(count), ds[:count], []
+    except Exception as exc:
+        if not is_checksum_error(exc):
+            raise RunFileError(read_error(f.filename, f"{SNAPSHOTS}/{EPOCH}", None, exc)) from None
+    step = int(ds.chunks[0]) if ds.chunks else count
+    index, epochs, lost = [], [], []
+    for lo in range(0, count, step):  # which chunks: read them one by one
+        hi = min(count, lo + step)
+        try:
+            epochs.append(ds[lo:hi])
+            index.append(np.arange(lo, hi))
+        except Exception as exc:
+            if not is_checksum_error(exc):
+                raise RunFileError(read_error(f.filename, f"{SNAPSHOTS}/{EPOCH}", None, exc)) from None
+            lost.append((lo, hi))
+    join = np.concatenate
+    return join(index or [np.zeros(0, np.int64)]), join(epochs or [np.zeros(0, np.int64)]), lost
+
+
+def epochs_damaged(path: str | os.PathLike, lost: list[tuple[int, int]], count: int, readable: int) -> str:
+    """One line for a run file whose /snapshots/epoch fails its checksum for the snapshot index
+    ranges `lost` (of `count`; `readable` epochs can still be read): what is lost, and the way out."""
+    shown = ", ".join(f"{lo + 1}" if hi == lo + 1 else f"{lo + 1}..{hi}" for lo, hi in lost)
+    head = (
+        f"{path} is damaged: /{SNAPSHOTS}/{EPOCH} of the snapshots {shown} (of {count:,}) fails its checksum "
+        "(its bytes changed on disk)"
+    )
+    if readable:
+        return (
+            f"{head}, so their epochs cannot be read; `headmovies recover {path} --out COPY.h5` keeps the other "
+            f"{readable:,} snapshot{'s' if readable != 1 else ''}, or restore the file from a copy"
+        )
+    return f"{head}: no snapshot's epoch can be read, so none can be kept; restore the file from a copy or retrain it"
 
 
 def latest_epoch(path: str | os.PathLike) -> int | None:
@@ -191,8 +269,8 @@ def latest_epoch(path: str | os.PathLike) -> int | None:
     snapshot or it cannot be read now (a progress display asks again later)."""
     try:
         with open_for_reading(path) as f:
-            count = snapshot_count(f)
-            return int(f[SNAPSHOTS][EPOCH][count - 1]) if count else None
+            epochs = snapshot_epochs(f)
+            return int(epochs[-1]) if len(epochs) else None
     except (RunFileError, OSError, KeyError, ValueError):
         return None
 

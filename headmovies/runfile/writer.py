@@ -30,7 +30,7 @@ import h5py
 import numpy as np
 
 from headmovies import disk
-from headmovies.errors import DiskFullError, RunFileError, plural
+from headmovies.errors import DiskFullError, RunFileError, plural, warn
 from headmovies.runfile import schema
 from headmovies.runfile.schema import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
 
@@ -73,24 +73,51 @@ def _nbytes(weights: dict[str, np.ndarray], metrics: dict[str, float]) -> int:
 
 
 def copy_records(
-    src: h5py.File, dst: h5py.File, keep_through_epoch: int | None = None, new_metrics: tuple[str, ...] = ()
+    src: h5py.File,
+    dst: h5py.File,
+    keep_through_epoch: int | None = None,
+    new_metrics: tuple[str, ...] = (),
+    skip_damaged_epochs: bool = False,
 ) -> int:
     """Copy root attributes, /split and every complete snapshot and metric record of `src` (up to
     and including `keep_through_epoch`, or all) into the empty file `dst`, datasets growable as
     the writer makes them; /complete is copied (all records) or cleared. `new_metrics`: metric
-    names added, NaN at every record copied. Returns the snapshot count."""
-    epochs = schema.snapshot_epochs(src)  # the complete snapshots only
+    names added, NaN at every record copied. `skip_damaged_epochs` (`recover`): snapshots whose
+    /snapshots/epoch chunk fails its checksum are left out, with a warning naming them
+    (RunFileError if no epoch can be read); otherwise they are a RunFileError. Returns the
+    snapshot count."""
+    count = schema.snapshot_count(src)  # the complete snapshots only
+    if skip_damaged_epochs:
+        index, epochs, lost = schema.readable_epochs(src, count)
+        if lost and not len(index):
+            raise RunFileError(schema.epochs_damaged(src.filename, lost, count, 0))
+        if lost:
+            shown = ", ".join(f"{lo + 1}" if hi == lo + 1 else f"{lo + 1}..{hi}" for lo, hi in lost)
+            warn(
+                f"{src.filename}: /{SNAPSHOTS}/{EPOCH} of the snapshots {shown} (of {count:,}) fails its checksum; "
+                f"the copy leaves out those {plural(count - len(index), 'snapshot')}, whose epochs cannot be read"
+            )
+    else:
+        epochs = schema.snapshot_epochs(src, count)
+        index = np.arange(count)
     limit = np.inf if keep_through_epoch is None else keep_through_epoch
     keep = int(np.searchsorted(epochs, limit, side="right"))
+    index = index[:keep]
     last = epochs[keep - 1] if keep else -1  # metrics only of the snapshots kept
     keep_m = int(np.searchsorted(src[METRICS][EPOCH][()], last, side="right")) if METRICS in src else 0
     for key, value in src.attrs.items():
         dst.attrs[key] = value
     done = keep_through_epoch is None and schema.is_complete(src)
     dst.create_dataset(COMPLETE, data=np.array([int(done)], np.int8), maxshape=(1,), chunks=(1,), fletcher32=CHECKSUMS)
-    for group, n in ((SNAPSHOTS, keep), (METRICS, keep_m)):
+    for group, rows in ((SNAPSHOTS, index), (METRICS, np.arange(keep_m))):
+        n = len(rows)
         g = dst.create_group(group)
-        for name, ds in src[group].items() if group in src else ():
+        found: dict = {}
+        if group == SNAPSHOTS and group in src:
+            found = dict(src[SNAPSHOTS].items())
+        elif group in src:  # nested metric names ('a/b') by their path, created so in the copy
+            found = {EPOCH: src[METRICS][EPOCH], **schema.metric_datasets(src)}
+        for name, ds in found.items():
             new = g.create_dataset(
                 name,
                 shape=(n, *ds.shape[1:]),
@@ -100,11 +127,15 @@ def copy_records(
                 fletcher32=CHECKSUMS,  # a file written before checksums gains them
             )
             for lo in range(0, n, 256):  # bounded memory for long runs
-                try:
-                    rows = ds[lo : min(n, lo + 256)]
+                sel = rows[lo : lo + 256]
+                try:  # a contiguous block in one read; rows after a damaged epoch chunk one by one
+                    if int(sel[-1]) - int(sel[0]) == len(sel) - 1:
+                        block = ds[int(sel[0]) : int(sel[-1]) + 1]
+                    else:
+                        block = np.stack([ds[int(t)] for t in sel])
                 except OSError as exc:
                     raise RunFileError(schema.read_error(src.filename, f"{group}/{name}", None, exc)) from None
-                new[lo : min(n, lo + 256)] = rows
+                new[lo : lo + len(sel)] = block
     for name in new_metrics:
         dst[METRICS].create_dataset(
             name, data=np.full(keep_m, np.nan), maxshape=(None,), chunks=(1024,), dtype=np.float64, fletcher32=CHECKSUMS
@@ -116,11 +147,12 @@ def copy_records(
     return keep
 
 
-def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike) -> int:
+def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike, skip_damaged_epochs: bool = False) -> int:
     """Write every complete snapshot of the run file `src_path` (live, killed or finished) into a
     new, closed run file `out` that any HDF5 tool opens (`h5ls`, a plain `h5py.File`), built under
     `<out>.partial` and renamed into place; `out` may be `src_path` itself. Returns the number of
-    snapshots. Raises RunFileError for an unreadable source, DiskFullError when there is no room."""
+    snapshots. Raises RunFileError for an unreadable source, DiskFullError when there is no room.
+    `skip_damaged_epochs`: as `copy_records`."""
     src_path, out = Path(src_path), Path(out)
     tmp = partial_path(out)
     src = schema.open_for_reading(src_path)
@@ -130,7 +162,7 @@ def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike) -> int:
         f = None
         try:
             f = _new_file(tmp, swmr_ready=False)
-            count = copy_records(src, f)
+            count = copy_records(src, f, skip_damaged_epochs=skip_damaged_epochs)
             f.flush()
         except BaseException as exc:
             _fail(f, tmp, exc, out, f"writing {out}", f"{src_path} is unchanged")
@@ -325,7 +357,7 @@ class RunWriter:
 
     def metric_names(self) -> list[str]:
         """The names of the stored metrics (in the file's order, /metrics/epoch left out)."""
-        return [k for k in self.f[METRICS] if k != EPOCH]
+        return list(schema.metric_datasets(self.f))
 
     def count(self) -> int:
         return int(self.f[SNAPSHOTS][EPOCH].shape[0])

@@ -10,11 +10,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
+import sys
 import tomllib
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 
+from headmovies import disk
 from headmovies.errors import ConfigError
 
 MAX_EPOCHS = 100_000_000  # ~3 weeks of the default orbit run (51 epochs/s); more is a typo
@@ -112,10 +115,13 @@ def _coerce(key: str, value, typ: type):
 
 
 def load_toml(path: str | Path) -> dict:
-    """Read a flat TOML table of overrides. Raises ConfigError if unreadable or malformed."""
+    """Read a flat TOML table of overrides (UTF-8, a leading byte-order mark allowed). Raises
+    ConfigError if unreadable, malformed, a named pipe or device, or holding an integer of more
+    digits than Python converts."""
+    disk.check_file_kind(path, "config file")
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            data = tomllib.loads(fh.read().decode("utf-8").removeprefix("\ufeff"))  # a byte-order mark is no TOML
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
@@ -125,6 +131,12 @@ def load_toml(path: str | Path) -> dict:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300 by default)
+        digits = re.search(r"value has (\d+) digits", str(exc))
+        raise ConfigError(
+            f"config file {path} holds an integer of {digits.group(1) if digits else 'too many'} digits, more than "
+            f"Python reads ({sys.get_int_max_str_digits():,}); no config key takes one that large"
+        ) from None
     nested = [k for k, v in data.items() if isinstance(v, dict)]
     if nested:
         raise ConfigError(f"config file {path}: expected flat key = value pairs, got tables {nested}")

@@ -121,13 +121,15 @@ def create(
 
 def check_out_path(out: Path) -> None:
     """UserError unless `out` can be a run file: its folder exists and is writable, and neither
-    it nor its checkpoint path is a folder."""
+    it nor its checkpoint path is a folder, a named pipe (FIFO), a socket or a device."""
     disk.check_folder(out.parent, may_create=False)
     if out.is_dir():
         raise UserError(f"{out} is a folder; --out names the run file, e.g. {out / 'run.h5'}")
+    disk.check_file_kind(out, "--out")  # a FIFO would block the first open forever
     ckpt = checkpoint_path(out)
     if ckpt.is_dir():
         raise UserError(f"{ckpt} is a folder where {out}'s checkpoint goes; move it, or choose another --out")
+    disk.check_file_kind(ckpt, f"the checkpoint path of {out},")
 
 
 def exists_message(out: Path, experiment: str) -> str:

@@ -77,7 +77,8 @@ class Recording:
         with the caller's checkpoint there: built under `<path>.partial`, checkpointed, then
         renamed over any old file, so that a failure on the way leaves the old file (or nothing)
         and `path` never exists without its checkpoint. DiskFullError, leaving nothing, when the
-        disk cannot hold it."""
+        disk cannot hold it; UserError when a loss in `metrics` is not finite (`check_finite`:
+        the file, closed, keeps that first snapshot and is not marked complete)."""
         path = Path(path)
         writer = RunWriter.create(path, attrs, epoch, weights, metrics, split)
         try:
@@ -89,6 +90,11 @@ class Recording:
             raise
         rec = cls(writer, schedule, epoch, checkpoint=checkpoint, **kwargs)
         rec.metrics, rec.metric_names = dict(metrics), list(metrics)
+        try:
+            rec.check_finite(epoch, metrics)
+        except UserError:
+            rec.close()
+            raise
         return rec
 
     @classmethod
@@ -124,6 +130,11 @@ class Recording:
         self.writer.append(epoch, weights, row)
         self.todo.discard(int(epoch))
         self.metrics = dict(metrics)
+        self.check_finite(epoch, metrics)
+
+    def check_finite(self, epoch: int, metrics: dict[str, float]) -> None:
+        """UserError when a loss (a metric with "loss" in its name) among `metrics`, just written
+        at `epoch`, is not finite: training diverged (the file keeps every snapshot through it)."""
         diverged = sorted(k for k, v in metrics.items() if "loss" in k and not np.isfinite(v))
         if diverged:
             raise UserError(

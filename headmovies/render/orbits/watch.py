@@ -8,6 +8,7 @@ the follower sees the new inode, reopens, keeps the snapshots both files share a
 rest, which the resumed writer writes again. A file replaced by a different run (`--force`)
 makes the page reload. The page polls `/update?gen=G&since=T` (JSON) and gets the chunks it
 lacks; `gen` counts reopenings, so a page that holds dropped snapshots is told where to cut.
+Requests whose Host header is not the viewer's own address get 403 (`host_allowed`: DNS rebinding).
 
 Planes. When new snapshots arrive (at most every `rechoose_s` seconds, and once the run is
 complete), the follower applies the movie's rule (`panel_choice.resolve_panels`, the
@@ -225,6 +226,21 @@ class Follower:
                 self.run = None
 
 
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def host_allowed(host: str | None, address: object) -> bool:
+    """True when a request's Host header names the address the viewer listens on (`address`,
+    the server's (host, port)): 127.0.0.1:PORT, localhost:PORT or [::1]:PORT, or the host it was
+    bound to. A page of another site that a DNS-rebinding attack points at 127.0.0.1 sends its
+    own name as Host, so it is refused (403), as Jupyter and TensorBoard refuse it."""
+    if not host or not isinstance(address, tuple):
+        return False
+    bound, port = str(address[0]), int(address[1])
+    names = {*LOOPBACK_NAMES, f"[{bound}]" if ":" in bound else bound} - {"0.0.0.0", "[::]"}
+    return host.strip().lower() in {f"{name}:{port}" for name in names}
+
+
 def _handler(follower: Follower):
     class Handler(BaseHTTPRequestHandler):
         def _send(self, code: int, body: bytes, kind: str) -> None:
@@ -236,6 +252,11 @@ def _handler(follower: Follower):
             self.wfile.write(body)
 
         def do_GET(self) -> None:  # the name http.server calls
+            if not host_allowed(self.headers.get("Host"), self.server.server_address):
+                self._send(
+                    HTTPStatus.FORBIDDEN, b"forbidden: the Host header is not this viewer's address\n", "text/plain"
+                )
+                return
             url = urlparse(self.path)
             try:
                 if url.path in ("/", "/index.html"):
