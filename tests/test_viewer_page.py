@@ -43,7 +43,7 @@ def test_the_page_inlines_every_part_in_order_and_is_deterministic():
     assert text == build.page(payload)
     assert "<script src=" not in text and '<link rel="stylesheet"' not in text and text.count("<style>") == 1
     names = build.scripts()
-    assert names[0] == "format.js" and names[-1] == "main.js" and len(names) == len(set(names))
+    assert names[0] == "format.js" and names[-1] == "scatter_main.js" and len(names) == len(set(names))
     assert {p.name for p in FOLDER.glob("*.js")} <= set(names)  # every script of the family is used
     assert all((FOLDER / n).is_file() or (CORE / n).is_file() for n in names)
     starts = [text.index(build.part(name).replace("</script", "<\\/script")) for name in names]
@@ -79,14 +79,15 @@ def test_every_part_is_package_data_and_under_450_lines():
 
 @pytest.fixture(scope="module")
 def js(browser):
-    """A blank page holding every script but main.js: js(expression, arg) -> the expression's
-    value (awaited), with `M` the scripts' functions (viewerModules) and `arg` the argument."""
+    """A blank page holding every script but the engine's wiring (scatter_main.js): js(expression,
+    arg) -> the expression's value (awaited), with `M` the scripts' functions (viewerModules) and
+    `arg` the argument."""
     page = browser.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.set_content("<!DOCTYPE html><html><body></body></html>")
     for name in build.scripts():
-        if name != "main.js":
+        if name != "scatter_main.js":
             page.add_script_tag(content=build.part(name))
     assert errors == [] and page.evaluate("Object.keys(viewerModules).length") == len(build.scripts()) - 1
     yield lambda expression, arg=None: page.evaluate(
@@ -291,9 +292,9 @@ def test_heatmap_colours(js):
 
 
 def test_timeline_steps_and_holds(js):
-    assert js("[500, 600, 16000, 7, 1e6].map(M.timeline.niceStep)") == [100, 100, 2000, 1, 200000]
+    assert js("[500, 600, 16000, 7, 1e6].map(M.curves.niceStep)") == [100, 100, 2000, 1, 200000]
     meta = {"events": [{"epoch": 3000}], "orbits": [{"locked_in": 1200}, {"locked_in": None}]}
-    assert js("M.timeline.holdEpochs(arg)", meta) == [3000, 1200]
+    assert js("M.family.holdsOf(arg)", meta) == [3000, 1200]
 
 
 def test_orbit_status_and_the_live_badge(js):

@@ -36,9 +36,9 @@ def part(name: str, package: str = CORE) -> str:
     raise FileNotFoundError(f"no viewer part {name!r} in {package} or {CORE}")
 
 
-def scripts(package: str = CORE) -> list[str]:
-    """The scripts `package`'s viewer.html names, in the order they run, e.g. ['format.js', ..., 'main.js']."""
-    return _SCRIPT.findall(part(PAGE, package))
+def scripts(package: str = CORE, name: str = PAGE) -> list[str]:
+    """The scripts `package`'s page `name` names, in the order they run, e.g. ['format.js', ..., 'scatter_main.js']."""
+    return _SCRIPT.findall(part(name, package))
 
 
 def inline(html: str, read=part) -> str:
@@ -58,12 +58,12 @@ def inline(html: str, read=part) -> str:
     return _SCRIPT.sub(script, _STYLESHEET.sub(style, html))
 
 
-def page(payload: dict, package: str = CORE) -> str:
-    """The viewer page of `package` (a family's viewer_page) with `payload` (JSON-able, no NaN)
+def page(payload: dict, package: str = CORE, name: str = PAGE) -> str:
+    """The page `name` of `package` (a family's viewer_page) with `payload` (JSON-able, no NaN)
     in its payload tag: markup, stylesheet and scripts inlined, no external resource. ValueError
-    if viewer.html lacks the payload tag or `payload` holds NaN or infinity."""
-    html = inline(part(PAGE, package), lambda name: part(name, package))
+    if the page lacks the payload tag or `payload` holds NaN or infinity."""
+    html = inline(part(name, package), lambda part_name: part(part_name, package))
     if html.count(PAYLOAD_TAG) != 1:
-        raise ValueError(f"{PAGE} must hold one {PAYLOAD_TAG}")
+        raise ValueError(f"{name} must hold one {PAYLOAD_TAG}")
     data = json.dumps(payload, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
     return html.replace(PAYLOAD_TAG, PAYLOAD_TAG.replace("></", f">{data}</"), 1)

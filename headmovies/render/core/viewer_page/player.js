@@ -10,7 +10,7 @@
 "use strict";
 (function (exports) {
   const { fmtEpoch } = viewerModules.format;
-  const $ = (id) => document.getElementById(id);
+  const { $ } = viewerModules.dom;
 
   // A round number of epochs per second near x: 1, 2 or 5 times a power of 10, at least 1
   function roundSpeed(x) {

@@ -1,10 +1,10 @@
 // The "Frequency groups" panel: at the current snapshot, each group of live heads at one
 // frequency ω with its orbit spectrum |μ̂_k|/Σ|ρ_h| (k = 1..N_ω − 1; 0 on an exact orbit), the
 // heads' QK score amplitude r and their largest stabiliser-odd fractions (render/orbits/spectrum.py,
-// docs/math.md "Orbit spectrum"). app: as in panels.js. Pure functions first.
+// docs/math.md "Orbit spectrum"). app: as in family.js. Pure functions first.
 "use strict";
 (function (exports) {
-  const $ = (id) => document.getElementById(id);
+  const { $ } = viewerModules.dom;
 
   // A moment as the census prints it: "0.000", "0.231", "–" (no value)
   const fmtMoment = (x) => (x === null || x === undefined ? "–" : x.toFixed(3));
