@@ -1,14 +1,17 @@
-"""The viewer page's parts: the build that inlines them (headmovies/render/orbits/viewer_page/
+"""The viewer page's parts: the build that inlines them (headmovies/render/core/viewer_page/
 build.py) and unit tests of the pure JavaScript functions, loaded into a blank page of Debian's
 Chromium through Playwright (the `browser` fixture, tests/conftest.py) and checked on known
 answers and against the Python they mirror. The whole page is tested in tests/test_browser.py."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import tomllib
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.core.viewer_page import build as core_build
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.viewer import (
+    PACKAGE,
     dequantise_rows,
     fourier_rows,
     heatmap_stops,
@@ -27,9 +31,15 @@ from headmovies.render.orbits.viewer import (
     rows_to_factors,
     time_delta,
 )
-from headmovies.render.orbits.viewer_page import build
 
-FOLDER = Path(build.__file__).parent
+# the orbit family's page, as the engine's build makes it
+build = SimpleNamespace(
+    page=partial(core_build.page, package=PACKAGE),
+    part=partial(core_build.part, package=PACKAGE),
+    scripts=partial(core_build.scripts, PACKAGE),
+    inline=core_build.inline,
+)
+FOLDER = Path(importlib.import_module(PACKAGE).__file__).parent
 CORE = Path(core_build.__file__).parent
 RULE = {"lookahead": 8, "ease": 0.25, "margin": 1.12, "floor": 1e-30}
 
@@ -41,7 +51,7 @@ def test_the_page_inlines_every_part_in_order_and_is_deterministic():
     payload = {"meta": {"note": "a </script> in the data"}, "chunks": [], "live": None}
     text = build.page(payload)
     assert text == build.page(payload)
-    assert "<script src=" not in text and '<link rel="stylesheet"' not in text and text.count("<style>") == 1
+    assert "<script src=" not in text and '<link rel="stylesheet"' not in text and text.count("<style>") == 2
     names = build.scripts()
     assert names[0] == "format.js" and names[-1] == "scatter_main.js" and len(names) == len(set(names))
     assert {p.name for p in FOLDER.glob("*.js")} <= set(names)  # every script of the family is used

@@ -102,6 +102,7 @@
     const title = $("legend-title");
     if (title) title.textContent = family.legendTitle;
     if (!snaps.T) { fail("This run has no snapshot yet."); return; }
+    if (family.start) family.start(app);
     player = viewerModules.player.createPlayer(app);
     app.panels = snaps.planes.map((spec, i) => scatter.makePanel(app, spec, i));
     $("panels").append(...app.panels.map((p) => p.el));
@@ -109,7 +110,6 @@
     refresh();
     setSnapshot(app.live ? snaps.T - 1 : 0);
     listen();
-    if (family.start) family.start(app);
     document.body.dataset.state = "ready";
   }
 

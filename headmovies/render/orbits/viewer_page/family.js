@@ -122,7 +122,15 @@
     scatter.drawPanel(app, panel);
   }
 
+  // The family's parts of the page: "Add a plane" and its panels under the payload's, the
+  // frequency groups under the head box; the live view
   function start(app) {
+    $("panels").insertAdjacentHTML("afterend", `<form id="add-plane" autocomplete="off"><span>Add a plane:</span>
+      <select id="plane-circuit" aria-label="circuit"><option value="qk">QK circuit</option><option value="ov">OV circuit</option></select>
+      <label>u <input id="plane-u" type="number" step="1" value="0"></label> <label>v <input id="plane-v" type="number" step="1" value="4"></label>
+      <button id="plane-add" type="submit">add plane</button> <span id="plane-msg" role="status"></span></form>
+      <div id="custom-panels" class="grid"></div>`);
+    $("head-info").insertAdjacentHTML("afterend", '<h3 id="groups-title">Frequency groups</h3><div id="groups"></div>');
     $("add-plane").addEventListener("submit", (ev) => addPlane(app, ev));
     if (app.live) viewerModules.live.follow(app, app.live);
   }
@@ -149,7 +157,7 @@
   }
 
   Object.assign(exports, {
-    legendTitle: "Heads", look: { label: "#888", ring: 8.5 }, hint: "Hover over a dot to see that head; click it to keep it.",
+    legendTitle: "Heads", speeds: { choices: [250, 500, 1000, 2000, 4000], chosen: 1000 }, look: { label: "#888", ring: 8.5 }, hint: "Hover over a dot to see that head; click it to keep it.",
     legend: heads.legend, detail: heads.detail, load, words, panelGrid, styleOf, underlay, series, marks,
     holdsOf, holdEpochs: (app) => holdsOf(app.snaps.meta), timelineNote, timelineHeight: 140,
     update: viewerModules.groups.updateGroups, start, hooks,

@@ -18,11 +18,11 @@
   }
 
   function showBadge(status, lost) {
-    const el = document.getElementById("live"), badge = liveBadge(status, lost);
-    el.hidden = false;
-    el.className = badge.className;
-    el.textContent = badge.text;
-    el.dataset.epoch = String(status.epoch);
+    const box = viewerModules.dom.$("live"), badge = liveBadge(status, lost);
+    box.hidden = false;
+    box.className = badge.className;
+    box.textContent = badge.text;
+    box.dataset.epoch = String(status.epoch);
   }
 
   // Poll forever. live: the payload's {update, poll_ms, gen, identity}; app (the engine,
