@@ -301,6 +301,16 @@ def test_heatmap_colours(js):
     assert got == [[5, 48, 97], [5, 48, 97], [247, 247, 247], [250, 233, 223], [103, 0, 31], [103, 0, 31]]
 
 
+def test_timeline_label_rows(js):
+    """curves.labelRows, the one rule every timeline places its marks' labels by: each label
+    centred on its mark where the row has room (6 px apart), else in the next row; with no row
+    free, after the end of the least crowded one; never past the axis' ends."""
+    marks = [[100, 40], [110, 40], [120, 40], [125, 40], [400, 20], [495, 40]]
+    placed = [[80, 0], [90, 1], [100, 2], [126, 0], [390, 0], [460, 0]]  # [left px, row]
+    assert js("M.curves.labelRows(arg, 44, 500, 3)", marks) == placed
+    assert js("M.curves.labelRows([[10, 30]], 44, 500, 1)") == [[44, 0]]
+
+
 def test_timeline_steps_and_holds(js):
     assert js("[500, 600, 16000, 7, 1e6].map(M.curves.niceStep)") == [100, 100, 2000, 1, 200000]
     meta = {"events": [{"epoch": 3000}], "orbits": [{"locked_in": 1200}, {"locked_in": None}]}

@@ -79,7 +79,8 @@
     const scale = series.find((c) => c.scale) || series[0];
     if (scale) {
       ctx.fillStyle = scale.colour; ctx.textAlign = "right"; ctx.textBaseline = "top";
-      ctx.fillText(scale.hiLabel ?? fmtNum(scale.hi), x0 - 4, top - 2); ctx.fillText(scale.loLabel ?? fmtNum(scale.lo), x0 - 4, bottom - 10);
+      ctx.fillText(scale.hiLabel ?? fmtNum(scale.hi), x0 - 4, top - 2);
+      ctx.fillText(scale.loLabel ?? fmtNum(scale.lo), x0 - 4, bottom - 10);
     }
     ctx.font = "10.5px system-ui, sans-serif"; ctx.textBaseline = "top"; ctx.textAlign = "left";
     const marks = (family.marks ? family.marks(app) : meta.events).slice().sort((a, b) => a.epoch - b.epoch);

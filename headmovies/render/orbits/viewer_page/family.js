@@ -42,7 +42,9 @@
   function styleOf(app, t, h) {
     const st = app.snaps.styleOf(t, h), colours = app.snaps.meta.colours;
     const rank = 100 * RANK[st.kind] + (st.orbit ? st.orbit.size : 0);
-    if (st.kind === "dead") return { kind: "small", colour: st.colour, fill: st.colour, edge: colours.dead_edge, r: 3.5, trail: 0.5, rank };
+    if (st.kind === "dead") {
+      return { kind: "small", colour: st.colour, fill: st.colour, edge: colours.dead_edge, r: 3.5, trail: 0.5, rank };
+    }
     if (st.kind === "hint") return { kind: "ring", colour: st.colour, r: 4.5, alpha: 0.55, trail: 0.3, rank };
     return { kind: "dot", colour: st.colour, r: 5, rank };
   }
@@ -107,7 +109,10 @@
     msg.textContent = "";
     const panel = scatter.makePanel(app, planeWords(circuit, u, v, N, snaps.meta.m), app.panels.length);
     panel.custom = true;
-    panel.compute = (xy) => { panel.bound = new Float64Array(snaps.T * snaps.H); planeFromRows(snaps, panel.spec, 0, snaps.T, xy, panel.bound); };
+    panel.compute = (xy) => {
+      panel.bound = new Float64Array(snaps.T * snaps.H);
+      planeFromRows(snaps, panel.spec, 0, snaps.T, xy, panel.bound);
+    };
     panel.el.querySelector("h2").textContent += " ≈";
     panel.el.querySelector(".axes").textContent += " ≈: computed in the page from 8-bit Fourier rows of the circuits; " +
       "each dot's true place lies within its grey ring (none drawn below 1.5 px).";
@@ -157,7 +162,8 @@
   }
 
   Object.assign(exports, {
-    legendTitle: "Heads", speeds: { choices: [250, 500, 1000, 2000, 4000], chosen: 1000 }, look: { label: "#888", ring: 8.5 }, hint: "Hover over a dot to see that head; click it to keep it.",
+    legendTitle: "Heads", hint: "Hover over a dot to see that head; click it to keep it.",
+    speeds: { choices: [250, 500, 1000, 2000, 4000], chosen: 1000 }, look: { label: "#888", ring: 8.5 },
     legend: heads.legend, detail: heads.detail, load, words, panelGrid, styleOf, underlay, series, marks,
     holdsOf, holdEpochs: (app) => holdsOf(app.snaps.meta), timelineNote, timelineHeight: 140,
     update: viewerModules.groups.updateGroups, start, hooks,

@@ -72,11 +72,11 @@
       ? `worst-shift match error ${formatError(err, meta.tol)} (an orbit needs ≤ ${percent(meta.tol)})`
       : "worst-shift match error: none (dead head)";
     const maps = el("div", undefined, "heatmaps"), box = el("div");
-    const stops = meta.colours.heatmap;
-    maps.append(heatmap(circuitMatrix(snaps, t, h, 0), snaps.N,
-                        "centred QK circuit M[a, b]: query token a (rows), key token b (columns)", stops),
-                heatmap(circuitMatrix(snaps, t, h, 1), snaps.N,
-                        "centred OV circuit R[c, b]: output class c (rows), attended token b (columns)", stops));
+    const N = snaps.N, stops = meta.colours.heatmap, size = { cell: Math.max(4, Math.floor(168 / N)) };
+    maps.append(heatmap(circuitMatrix(snaps, t, h, 0), N, N,
+                        "centred QK circuit M[a, b]: query token a (rows), key token b (columns)", stops, size),
+                heatmap(circuitMatrix(snaps, t, h, 1), N, N,
+                        "centred OV circuit R[c, b]: output class c (rows), attended token b (columns)", stops, size));
     box.append(el("div", `head ${h}`, "hid"), el("div", orbit, "orbit"), el("div", error, "error"),
                el("div", `at epoch ${fmtEpoch(E)}` + (view.selected === h ? " · kept (click again to let go)" : ""), "muted"),
                maps);
