@@ -1,4 +1,4 @@
-// The viewer engine's planes (docs/viewer.md, "The viewer engine"): one canvas per plane with a
+// The viewer engine's planes (docs/viewer.md, "The page"): one canvas per plane with a
 // dot per head (or token), its trail and the axes: fixed ranges, or symmetric about 0 and
 // following the dots by the movie's rule (axes.js, `axisLimits`); and which dot the mouse is on.
 // A panel: {spec (meta.planes[i]), index, el, canvas, ctx, size, screen: [K] of [px, py], xy:

@@ -1,4 +1,4 @@
-// The viewer engine (docs/viewer.md, "The viewer engine", which lists a family's hooks): reads
+// The viewer engine (docs/viewer.md, "The viewer engine: how a family plugs in", its hooks): reads
 // the payload, holds the state (which snapshot, playing, which dot) and connects the player, the
 // planes, the timeline and the family's parts (family.js: viewerModules.family).
 "use strict";
@@ -99,8 +99,7 @@
   async function start() {
     const snaps = app.snaps = await (family.load || load)(PAYLOAD);
     words(snaps.meta);
-    const title = $("legend-title");
-    if (title) title.textContent = family.legendTitle;
+    $("legend-title").textContent = family.legendTitle;
     if (!snaps.T) { fail("This run has no snapshot yet."); return; }
     if (family.start) family.start(app);
     player = viewerModules.player.createPlayer(app);
