@@ -236,7 +236,7 @@ def test_playback_stops_at_the_last_snapshot_or_waits_there_for_a_live_run(brows
         '<select id="speed"><option value="100000" selected>fast</option></select>'
         '<input type="checkbox" id="trails" checked></body></html>'
     )
-    for name in ("format.js", "axes.js", "player.js"):
+    for name in ("format.js", "dom.js", "axes.js", "player.js"):
         page.add_script_tag(content=build.part(name))
     state = page.evaluate_handle("""() => {
         const epochs = [0, 10, 20], shown = [];

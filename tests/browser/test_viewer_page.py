@@ -1,14 +1,17 @@
-"""The viewer page's parts: the build that inlines them (headmovies/render/orbits/viewer_page/
+"""The viewer page's parts: the build that inlines them (headmovies/render/core/viewer_page/
 build.py) and unit tests of the pure JavaScript functions, loaded into a blank page of Debian's
 Chromium through Playwright (the `browser` fixture, tests/conftest.py) and checked on known
 answers and against the Python they mirror. The whole page is tested in tests/test_browser.py."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import tomllib
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.core.viewer_page import build as core_build
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.viewer import (
+    PACKAGE,
     dequantise_rows,
     fourier_rows,
     heatmap_stops,
@@ -27,9 +31,15 @@ from headmovies.render.orbits.viewer import (
     rows_to_factors,
     time_delta,
 )
-from headmovies.render.orbits.viewer_page import build
 
-FOLDER = Path(build.__file__).parent
+# the orbit family's page, as the engine's build makes it
+build = SimpleNamespace(
+    page=partial(core_build.page, package=PACKAGE),
+    part=partial(core_build.part, package=PACKAGE),
+    scripts=partial(core_build.scripts, PACKAGE),
+    inline=core_build.inline,
+)
+FOLDER = Path(importlib.import_module(PACKAGE).__file__).parent
 CORE = Path(core_build.__file__).parent
 RULE = {"lookahead": 8, "ease": 0.25, "margin": 1.12, "floor": 1e-30}
 
@@ -41,9 +51,9 @@ def test_the_page_inlines_every_part_in_order_and_is_deterministic():
     payload = {"meta": {"note": "a </script> in the data"}, "chunks": [], "live": None}
     text = build.page(payload)
     assert text == build.page(payload)
-    assert "<script src=" not in text and '<link rel="stylesheet"' not in text and text.count("<style>") == 1
+    assert "<script src=" not in text and '<link rel="stylesheet"' not in text and text.count("<style>") == 2
     names = build.scripts()
-    assert names[0] == "format.js" and names[-1] == "main.js" and len(names) == len(set(names))
+    assert names[0] == "format.js" and names[-1] == "scatter_main.js" and len(names) == len(set(names))
     assert {p.name for p in FOLDER.glob("*.js")} <= set(names)  # every script of the family is used
     assert all((FOLDER / n).is_file() or (CORE / n).is_file() for n in names)
     starts = [text.index(build.part(name).replace("</script", "<\\/script")) for name in names]
@@ -79,14 +89,15 @@ def test_every_part_is_package_data_and_under_450_lines():
 
 @pytest.fixture(scope="module")
 def js(browser):
-    """A blank page holding every script but main.js: js(expression, arg) -> the expression's
-    value (awaited), with `M` the scripts' functions (viewerModules) and `arg` the argument."""
+    """A blank page holding every script but the engine's wiring (scatter_main.js): js(expression,
+    arg) -> the expression's value (awaited), with `M` the scripts' functions (viewerModules) and
+    `arg` the argument."""
     page = browser.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.set_content("<!DOCTYPE html><html><body></body></html>")
     for name in build.scripts():
-        if name != "main.js":
+        if name != "scatter_main.js":
             page.add_script_tag(content=build.part(name))
     assert errors == [] and page.evaluate("Object.keys(viewerModules).length") == len(build.scripts()) - 1
     yield lambda expression, arg=None: page.evaluate(
@@ -290,10 +301,20 @@ def test_heatmap_colours(js):
     assert got == [[5, 48, 97], [5, 48, 97], [247, 247, 247], [250, 233, 223], [103, 0, 31], [103, 0, 31]]
 
 
+def test_timeline_label_rows(js):
+    """curves.labelRows, the one rule every timeline places its marks' labels by: each label
+    centred on its mark where the row has room (6 px apart), else in the next row; with no row
+    free, after the end of the least crowded one; never past the axis' ends."""
+    marks = [[100, 40], [110, 40], [120, 40], [125, 40], [400, 20], [495, 40]]
+    placed = [[80, 0], [90, 1], [100, 2], [126, 0], [390, 0], [460, 0]]  # [left px, row]
+    assert js("M.curves.labelRows(arg, 44, 500, 3)", marks) == placed
+    assert js("M.curves.labelRows([[10, 30]], 44, 500, 1)") == [[44, 0]]
+
+
 def test_timeline_steps_and_holds(js):
-    assert js("[500, 600, 16000, 7, 1e6].map(M.timeline.niceStep)") == [100, 100, 2000, 1, 200000]
+    assert js("[500, 600, 16000, 7, 1e6].map(M.curves.niceStep)") == [100, 100, 2000, 1, 200000]
     meta = {"events": [{"epoch": 3000}], "orbits": [{"locked_in": 1200}, {"locked_in": None}]}
-    assert js("M.timeline.holdEpochs(arg)", meta) == [3000, 1200]
+    assert js("M.family.holdsOf(arg)", meta) == [3000, 1200]
 
 
 def test_orbit_status_and_the_live_badge(js):

@@ -108,7 +108,7 @@ def test_the_page_inlines_every_part_and_is_package_data():
     payload = {"note": "a </script> in the data", "runs": []}
     text = build.page(payload)
     assert text == build.page(payload) and "<script src=" not in text and '<link rel="stylesheet"' not in text
-    assert sorted(build.scripts()) == sorted(p.name for p in FOLDER.glob("*.js")) and build.scripts()[-1] == "main.js"
+    assert {p.name for p in FOLDER.glob("*.js")} <= set(build.scripts()) and build.scripts()[-1] == "main.js"
     # nothing to fetch (no CDN, no web font); the SVG namespace is a name, never fetched
     assert set(re.findall(r"https?://[^\s\"'`]*", text)) == {"http://www.w3.org/2000/svg"}
     data = re.search(r'<script id="payload" type="application/json">(.*?)</script>', text, re.S).group(1)

@@ -1,12 +1,12 @@
-"""The scatter viewer (docs/viewer.md, "Induction and OV-coherent viewers"): one self-contained
-HTML page that scrubs and plays through a run's snapshots, with dots and their trails in a few
-planes, a timeline of the run's curves and events, and a family's own legend and detail pane.
+"""The scatter viewer's payload (docs/viewer.md, "The viewer engine: how a family plugs in"): one
+self-contained HTML page that scrubs and plays through a run's snapshots, with dots and their
+trails in a few planes, a timeline of the run's curves and events, and a family's own legend and
+detail pane.
 
-A family (render/induction/viewer.py, render/ov_coherent/viewer.py) computes what its planes
-show at every snapshot and calls `scatter_payload`; `write_page` inlines the payload with the
-page: render/core/viewer_page/viewer.html (markup), viewer.css, the shared scripts (player.js,
-scatter.js, curves.js, scatter_main.js, with format.js, decode.js, axes.js, heatmap.js) and the
-family's family.js from its own viewer_page package (`build.page`).
+A family (render/induction/viewer.py, render/ov_coherent/viewer.py, render/generic/viewer.py)
+computes what its planes show at every snapshot and calls `scatter_payload`; `write_page` inlines
+the payload with the viewer engine's page (render/core/viewer_page/) and the family's family.js
+from its own viewer_page package (`build.page`).
 
 The payload, JSON inside the page:
 

@@ -27,8 +27,8 @@ base64-encoded, unpacked by the browser's DecompressionStream):
 - the constants the page's arithmetic shares with Python (meta: `fourier_rows`, `axes`,
   `trail_epochs`, `tol`, `dead_tol`, `colours`), so the page copies none.
 
-The page itself (markup, stylesheet, scripts) lives in viewer_page/; `viewer_page.build.page`
-inlines it with the payload into one file.
+The page is the viewer engine's (render/core/viewer_page/) with this family's parts in
+viewer_page/ (`PACKAGE`); `page` inlines them with the payload into one file.
 
 `ViewerData` builds this incrementally, one pass over the snapshots it has not seen
 (`stream.collect`), so the live view (`watch.py`) reads and sends only new snapshots.
@@ -51,6 +51,7 @@ from headmovies.render.core.outputs import prepare_out_dir, write_text
 from headmovies.render.core.payload import pack, unpack
 from headmovies.render.core.projections import Panel, polygon_order
 from headmovies.render.core.scatter_viewer import colour_stops
+from headmovies.render.core.viewer_page import build
 from headmovies.render.orbits.captions import metrics_caption
 from headmovies.render.orbits.check import DEAD_TOL, TOL
 from headmovies.render.orbits.check_run import group_of
@@ -61,13 +62,13 @@ from headmovies.render.orbits.history import OrbitHistory
 from headmovies.render.orbits.panel_choice import check_panels, resolve_panels
 from headmovies.render.orbits.spectrum import FrequencyGroup
 from headmovies.render.orbits.stream import FinalSnapshot, RunInfo, collect, final_snapshot
-from headmovies.render.orbits.viewer_page.build import page
 from headmovies.runfile.reader import Run
 
 __all__ = ["ViewerData", "make_viewer", "pack", "unpack"]  # pack, unpack: render.core.payload's
 PAYLOAD_VERSION = 1
 MAX_MB = 5.0  # issue 13: the default run's page stays under this
 HEATMAP = "RdBu_r"  # the heads' circuits in the page: red positive, blue negative
+PACKAGE = "headmovies.render.orbits.viewer_page"  # the orbit family's parts of the page
 
 
 SCALE_STEPS = 8  # row scales are powers of 2^(1/8)
@@ -346,6 +347,12 @@ class ViewerData:
 
     def payload(self, live: dict | None = None) -> dict:
         return {"meta": self.meta(), "chunks": [c.data for c in self.chunks], "live": live}
+
+
+def page(payload: dict) -> str:
+    """The orbit viewer's page with `payload` (`ViewerData.payload`) in it, one self-contained
+    HTML text (`render.core.viewer_page.build.page`)."""
+    return build.page(payload, PACKAGE)
 
 
 def headline(info: RunInfo, n: int, n_heads: int, tol: float, panel_note: str) -> str:

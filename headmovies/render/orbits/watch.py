@@ -37,8 +37,7 @@ from headmovies.errors import RunFileError, UserError, plural
 from headmovies.interrupts import deferred_signals
 from headmovies.render.orbits.check import DEAD_TOL, TOL
 from headmovies.render.orbits.check_run import group_of
-from headmovies.render.orbits.viewer import ViewerData
-from headmovies.render.orbits.viewer_page.build import page
+from headmovies.render.orbits.viewer import ViewerData, page
 from headmovies.runfile.reader import Run
 
 POLL_MS = 1000  # the page asks for new snapshots this often

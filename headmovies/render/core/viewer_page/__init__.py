@@ -1,3 +1,3 @@
-"""The parts every viewer page shares (docs/viewer.md): number formats, payload decoding,
-trails and rescaling axes, heatmaps, the stylesheet, the scatter viewer's scripts, and the
-build that inlines a family's page (`build.page`)."""
+"""The viewer engine every viewer page runs on (docs/viewer.md, "The page"): the markup, the
+stylesheets, number formats, payload decoding, trails and rescaling axes, heatmaps, the player,
+planes, timeline and wiring, and the build that inlines a family's page (`build.page`)."""

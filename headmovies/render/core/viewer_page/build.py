@@ -1,12 +1,13 @@
 """One self-contained HTML page from a viewer's parts (docs/viewer.md, "The page").
 
-A family's viewer page (render/<family>/viewer_page/) holds its own parts; the parts every
-viewer shares (format.js, decode.js, axes.js, heatmap.js, viewer.css and the scatter viewer's
-scripts) live here, in render/core/viewer_page/. A part's name is looked up in the family's
-package first, then here (`part`).
+Every viewer is a family of one engine: the markup (viewer.html), the stylesheet and the engine's
+scripts live here, in render/core/viewer_page/; a family's package (render/<family>/viewer_page/)
+holds family.js and may hold family.css and more scripts, named in order in its `SCRIPTS`
+(default ["family.js"]), which take the place of viewer.html's family.js tag (`scripts`). A
+part's name is looked up in the family's package first, then here (`part`).
 
 viewer.html holds the markup and names its parts as a browser would fetch them: one
-`<link rel="stylesheet" href="viewer.css">` and, after an empty
+`<link rel="stylesheet" href="NAME.css">` per stylesheet and, after an empty
 `<script id="payload" type="application/json"></script>`, one `<script src="NAME.js"></script>`
 per script, in the order they run. `page` puts each part's text in place of its tag, in that
 order, and the payload's JSON in the payload tag, so the page opens from file:// with nothing
@@ -15,6 +16,7 @@ fetched. The same parts always give the same page, byte for byte.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from importlib import resources
@@ -24,6 +26,7 @@ CORE = __package__
 PAYLOAD_TAG = '<script id="payload" type="application/json"></script>'
 _STYLESHEET = re.compile(r'<link rel="stylesheet" href="([\w.-]+\.css)">')
 _SCRIPT = re.compile(r'<script src="([\w.-]+\.js)"></script>')
+FAMILY_TAG = '<script src="family.js"></script>'
 
 
 def part(name: str, package: str = CORE) -> str:
@@ -36,9 +39,18 @@ def part(name: str, package: str = CORE) -> str:
     raise FileNotFoundError(f"no viewer part {name!r} in {package} or {CORE}")
 
 
-def scripts(package: str = CORE) -> list[str]:
-    """The scripts `package`'s viewer.html names, in the order they run, e.g. ['format.js', ..., 'main.js']."""
-    return _SCRIPT.findall(part(PAGE, package))
+def markup(package: str = CORE, name: str = PAGE) -> str:
+    """The page `name` (package data of `package`, else of this core) with viewer.html's family.js
+    tag replaced by one tag per script of the family's `SCRIPTS`."""
+    html = part(name, package)
+    names = getattr(importlib.import_module(package), "SCRIPTS", ["family.js"])
+    return html.replace(FAMILY_TAG, "\n".join(f'<script src="{n}"></script>' for n in names))
+
+
+def scripts(package: str = CORE, name: str = PAGE) -> list[str]:
+    """The scripts of `package`'s page `name`, in the order they run, e.g. ['format.js', ...,
+    'family.js', 'scatter_main.js']."""
+    return _SCRIPT.findall(markup(package, name))
 
 
 def inline(html: str, read=part) -> str:
@@ -58,12 +70,12 @@ def inline(html: str, read=part) -> str:
     return _SCRIPT.sub(script, _STYLESHEET.sub(style, html))
 
 
-def page(payload: dict, package: str = CORE) -> str:
-    """The viewer page of `package` (a family's viewer_page) with `payload` (JSON-able, no NaN)
+def page(payload: dict, package: str = CORE, name: str = PAGE) -> str:
+    """The page `name` of `package` (a family's viewer_page) with `payload` (JSON-able, no NaN)
     in its payload tag: markup, stylesheet and scripts inlined, no external resource. ValueError
-    if viewer.html lacks the payload tag or `payload` holds NaN or infinity."""
-    html = inline(part(PAGE, package), lambda name: part(name, package))
+    if the page lacks the payload tag or `payload` holds NaN or infinity."""
+    html = inline(markup(package, name), lambda part_name: part(part_name, package))
     if html.count(PAYLOAD_TAG) != 1:
-        raise ValueError(f"{PAGE} must hold one {PAYLOAD_TAG}")
+        raise ValueError(f"{name} must hold one {PAYLOAD_TAG}")
     data = json.dumps(payload, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
     return html.replace(PAYLOAD_TAG, PAYLOAD_TAG.replace("></", f">{data}</"), 1)

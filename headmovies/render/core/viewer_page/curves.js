@@ -1,13 +1,12 @@
-// The scatter viewer's timeline under the planes, linear in epochs from the first snapshot to
-// the run's last epoch: the run's curves (each between its own lo and hi), its events as
-// dashed marks with their labels, and the cursor; click or drag to move.
-// app: {snaps: {T, epochs, curves: Float32Array [T, C], meta}, view: {t}, tl: {canvas, w, h, left, right}}.
+// The timeline of every viewer page (docs/viewer.md), linear in epochs from the first snapshot
+// to the run's last epoch: the run's curves (the payload's, or the family's `series`), its
+// events as dashed marks with their labels in rows, and the cursor; click or drag to move.
 "use strict";
 (function (exports) {
   const { fmtEpoch, fmtNum } = viewerModules.format;
   const INK = { paper: "#fff", future: "#f3f3f3", axis: "#bbb", label: "#666", cursor: "#d00" };
 
-  function createTimeline(canvas) { return { canvas, w: 0, h: 150, left: 44, right: 16 }; }
+  function createTimeline(canvas, h = 150) { return { canvas, w: 0, h, left: 44, right: 16 }; }
 
   function sizeTimeline(tl, width) {
     const dpr = window.devicePixelRatio || 1;
@@ -46,7 +45,7 @@
   }
 
   function drawTimeline(app) {
-    const tl = app.tl, snaps = app.snaps, meta = snaps.meta, ax = epochAxis(app), C = meta.curves.length;
+    const tl = app.tl, snaps = app.snaps, meta = snaps.meta, ax = epochAxis(app);
     const ctx = tl.canvas.getContext("2d"), dpr = window.devicePixelRatio || 1, w = tl.w, h = tl.h;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = INK.paper; ctx.fillRect(0, 0, w, h);
@@ -62,28 +61,31 @@
       ctx.fillText(fmtEpoch(e), Math.min(x, w - tw / 2 - 1), bottom + 6);
     }
     ctx.textAlign = "left"; ctx.fillText("epoch", 2, bottom + 6);
-    meta.curves.forEach((c, j) => {
+    const family = app.family || {}, series = family.series ? family.series(app) : payloadSeries(snaps);
+    for (const c of series) {
       const span = Math.max(c.hi - c.lo, 1e-12), y = (v) => bottom - (v - c.lo) / span * (bottom - top - 4);
-      ctx.strokeStyle = c.colour; ctx.lineWidth = 1.6; ctx.beginPath();
-      let pen = false;
+      ctx.strokeStyle = c.colour; ctx.lineWidth = c.width ?? 1.6; ctx.beginPath();
+      let pen = false, lastY = 0;
       for (let i = 0; i < snaps.T; i++) {
-        const v = snaps.curves[i * C + j];
-        if (!Number.isFinite(v)) { pen = false; continue; }
+        const v = c.at(i);
+        if (!Number.isFinite(v)) { pen = pen && Boolean(c.join); continue; }
         const x = ax.x(snaps.epochs[i]);
-        pen ? ctx.lineTo(x, y(v)) : ctx.moveTo(x, y(v));
-        pen = true;
+        if (!pen) ctx.moveTo(x, y(v));
+        else { if (c.step) ctx.lineTo(x, lastY); ctx.lineTo(x, y(v)); }
+        pen = true; lastY = y(v);
       }
       ctx.stroke();
-    });
-    if (C) {
-      const c = meta.curves[0];
-      ctx.fillStyle = c.colour; ctx.textAlign = "right"; ctx.textBaseline = "top";
-      ctx.fillText(fmtNum(c.hi), x0 - 4, top - 2); ctx.fillText(fmtNum(c.lo), x0 - 4, bottom - 10);
+    }
+    const scale = series.find((c) => c.scale) || series[0];
+    if (scale) {
+      ctx.fillStyle = scale.colour; ctx.textAlign = "right"; ctx.textBaseline = "top";
+      ctx.fillText(scale.hiLabel ?? fmtNum(scale.hi), x0 - 4, top - 2);
+      ctx.fillText(scale.loLabel ?? fmtNum(scale.lo), x0 - 4, bottom - 10);
     }
     ctx.font = "10.5px system-ui, sans-serif"; ctx.textBaseline = "top"; ctx.textAlign = "left";
-    const events = meta.events.slice().sort((a, b) => a.epoch - b.epoch);
-    const places = labelRows(events.map((e) => [ax.x(e.epoch), ctx.measureText(e.short).width]), x0, x1, 3);
-    events.forEach((e, i) => {
+    const marks = (family.marks ? family.marks(app) : meta.events).slice().sort((a, b) => a.epoch - b.epoch);
+    const places = labelRows(marks.map((e) => [ax.x(e.epoch), ctx.measureText(e.short).width]), x0, x1, 3);
+    marks.forEach((e, i) => {
       const x = ax.x(e.epoch);
       ctx.strokeStyle = e.colour; ctx.lineWidth = 1.2; ctx.setLineDash([3, 3]);
       ctx.beginPath(); ctx.moveTo(x + 0.5, top); ctx.lineTo(x + 0.5, bottom); ctx.stroke(); ctx.setLineDash([]);
@@ -92,6 +94,12 @@
     const cx = ax.x(snaps.epochs[app.view.t]);
     ctx.strokeStyle = INK.cursor; ctx.lineWidth = 2;
     ctx.beginPath(); ctx.moveTo(cx, top - 2); ctx.lineTo(cx, bottom + 2); ctx.stroke();
+  }
+
+  // The payload's curves (meta.curves, values in snaps.curves [T, C]) as series
+  function payloadSeries(snaps) {
+    const C = snaps.meta.curves.length;
+    return snaps.meta.curves.map((c, j) => ({ ...c, at: (i) => snaps.curves[i * C + j] }));
   }
 
   // The words under the timeline, as [text, colour | null] parts: each curve in its colour
@@ -110,5 +118,6 @@
     return epochAxis(app).epoch((ev.clientX - rect.left) * app.tl.w / (rect.width || app.tl.w));
   }
 
-  Object.assign(exports, { createTimeline, sizeTimeline, epochAxis, niceStep, labelRows, drawTimeline, timelineNote, timelineEpoch });
+  Object.assign(exports, { createTimeline, sizeTimeline, epochAxis, niceStep, labelRows, drawTimeline, timelineNote,
+                           timelineEpoch });
 })((globalThis.viewerModules ??= {}).curves = {});

@@ -1,5 +1,5 @@
-// Heatmaps of a head's circuits: a diverging colour map (its stops come in the payload,
-// matplotlib's RdBu_r) on a symmetric scale.
+// Heatmaps for the detail panes of every viewer page: a signed map (matplotlib's RdBu_r,
+// symmetric scale) or an unsigned one (Greys, from 0), colours from the payload.
 "use strict";
 (function (exports) {
   const { fmtNum } = viewerModules.format;
@@ -11,26 +11,27 @@
     return stops[i].map((c, j) => Math.round(c + f * (stops[i + 1][j] - c)));
   }
 
-  // A <figure> with a canvas of `values` (Float64Array [n, n], row-major, rows drawn top to
-  // bottom) scaled to its largest |value|, and `caption` with that scale
-  function heatmap(values, n, caption, stops) {
-    const cell = Math.max(4, Math.floor(168 / n)), side = cell * n;
+  // A <figure> with a canvas of values (array [rows * cols], row-major, rows drawn top to
+  // bottom), cells of `cell` px, and `caption` with the scale. signed: -vmax..vmax on `stops`
+  // (RdBu_r), else 0..vmax on `stops` (Greys); vmax: the largest |value| unless given.
+  function heatmap(values, rows, cols, caption, stops, { signed = true, cell = 8, vmax = null } = {}) {
+    let top = vmax;
+    if (top === null) { top = 0; for (const v of values) top = Math.max(top, Math.abs(v)); }
     const canvas = document.createElement("canvas");
-    canvas.width = canvas.height = side;
-    canvas.style.width = canvas.style.height = side + "px";
+    canvas.width = cols * cell; canvas.height = rows * cell;
+    canvas.style.width = canvas.width + "px"; canvas.style.height = canvas.height + "px";
     const ctx = canvas.getContext("2d");
-    let vmax = 0;
-    for (const v of values) vmax = Math.max(vmax, Math.abs(v));
-    for (let r = 0; r < n; r++)
-      for (let c = 0; c < n; c++) {
-        const [R, G, B] = colourOf(vmax > 0 ? values[r * n + c] / vmax : 0, stops);
+    for (let r = 0; r < rows; r++)
+      for (let c = 0; c < cols; c++) {
+        const z = top > 0 ? values[r * cols + c] / top : 0;
+        const [R, G, B] = colourOf(signed ? z : 2 * z - 1, stops);
         ctx.fillStyle = `rgb(${R},${G},${B})`;
         ctx.fillRect(c * cell, r * cell, cell, cell);
       }
     const fig = document.createElement("figure");
-    fig.style.width = side + "px";
+    fig.style.width = Math.max(canvas.width, 160) + "px";
     const cap = document.createElement("figcaption");
-    cap.textContent = `${caption}; red +, blue −, scale ±${fmtNum(vmax)}`;
+    cap.textContent = signed ? `${caption}; red +, blue −, scale ±${fmtNum(top)}` : `${caption}; black ${fmtNum(top)}, white 0`;
     fig.append(canvas, cap);
     return fig;
   }

@@ -10,7 +10,7 @@
 "use strict";
 (function (exports) {
   const { fmtEpoch } = viewerModules.format;
-  const $ = (id) => document.getElementById(id);
+  const { $ } = viewerModules.dom;
 
   // A round number of epochs per second near x: 1, 2 or 5 times a power of 10, at least 1
   function roundSpeed(x) {
@@ -41,11 +41,12 @@
     $("caption").textContent = `${snaps.captions[view.t]}   ·   snapshot ${view.t + 1} of ${snaps.T}`;
   }
 
-  function fillSpeeds(span) {
-    const sel = $("speed");
-    sel.replaceChildren(...speeds(span).map((v, i) => {
+  // The speed menu: the family's choices ({choices, chosen}), else `speeds` of the run's span
+  function fillSpeeds(span, given) {
+    const choices = given ? given.choices : speeds(span), chosen = given ? given.chosen : choices[1];
+    $("speed").replaceChildren(...choices.map((v) => {
       const o = document.createElement("option");
-      o.value = String(v); o.textContent = `${fmtEpoch(v)} epochs/s`; o.selected = i === 1;
+      o.value = String(v); o.textContent = `${fmtEpoch(v)} epochs/s`; o.selected = v === chosen;
       return o;
     }));
   }
@@ -86,7 +87,7 @@
     function listen() {
       const scr = $("scrubber");
       scr.min = String(snaps.epochs[0]); scr.max = String(snaps.epochs[snaps.T - 1]);
-      if (!$("speed").options.length) fillSpeeds(snaps.epochs[snaps.T - 1] - snaps.epochs[0]);
+      if (!$("speed").options.length) fillSpeeds(snaps.epochs[snaps.T - 1] - snaps.epochs[0], app.family && app.family.speeds);
       $("play").addEventListener("click", () => play(!view.playing));
       scr.addEventListener("input", (ev) => { play(false); setEpoch(Number(ev.target.value)); });
       $("trails").addEventListener("change", (ev) => { view.trails = ev.target.checked; app.redraw(); });

@@ -1,22 +1,25 @@
-// The scatter viewer's planes (docs/viewer.md): one canvas per plane with a dot per head (or
-// token), its trail and the axes: fixed ranges, or symmetric about 0 and following the dots by
-// the movie's rule (axes.js, `axisLimits`); and which dot the mouse is on.
-//
-// app (scatter_main.js): {snaps: {T, K, epochs, meta, coords}, view: {t, selected, hovered,
-// trails}, family, redraw(), showDetail()}. A panel: {spec (meta.planes[i]), index, el, canvas,
-// ctx, size, screen: [K] of [px, py], xy: Float64Array [T, K, 2], limits: [T] | null}.
+// The viewer engine's planes (docs/viewer.md, "The page"): one canvas per plane with a
+// dot per head (or token), its trail and the axes: fixed ranges, or symmetric about 0 and
+// following the dots by the movie's rule (axes.js, `axisLimits`); and which dot the mouse is on.
+// A panel: {spec (meta.planes[i]), index, el, canvas, ctx, size, screen: [K] of [px, py], xy:
+// Float64Array [T, K, 2], limits: [T] | null, bound: [T, K] | null, compute?(xy)}. A dot's style:
+// {kind: "dot" | "ring" | "small", colour, label?, r?, alpha?, fill?, edge?, trail?, rank?}.
 "use strict";
 (function (exports) {
   const { fmtNum } = viewerModules.format;
+  const { $ } = viewerModules.dom;
   const { axisLimits, pointAt, trailOf, trailPoints } = viewerModules.axes;
-  const INK = { paper: "#fff", cross: "#e4e4e4", label: "#777", chosen: "#111", small: "#9a9a9a" };
+  // the look of the planes; a family may change some (family.look)
+  const LOOK = { paper: "#fff", cross: "#e4e4e4", label: "#777", chosen: "#111", small: "#9a9a9a", bound: "#999", ring: 9 };
   const GAP = 14, PAD = 26;                          // px between panels; inner margin of fixed axes
+  const RADIUS = { small: 3, ring: 5, dot: 5.5 }, RANK = { small: 0, ring: 1, dot: 2 };
 
-  // Side of a panel in px: P panels in one row beside the legend (about 420 px); one panel
-  // alone a little larger, so that the page is not half empty
-  function panelSize(P) {
-    const free = Math.max(300, window.innerWidth - 470);
-    return Math.max(220, Math.min(P === 1 ? 480 : 400, Math.floor((free - (P - 1) * GAP) / Math.max(P, 1))));
+  // The grid of P panels: one row beside the legend (about 420 px); one panel alone a little
+  // larger, so that the page is not half empty. {rows, cols, size (px)}; a family may lay out
+  // its own (family.panelGrid)
+  function panelGrid(P) {
+    const free = Math.max(300, window.innerWidth - 470), cols = Math.max(P, 1);
+    return { rows: 1, cols, size: Math.max(220, Math.min(P === 1 ? 480 : 400, Math.floor((free - (P - 1) * GAP) / cols))) };
   }
 
   function makePanel(app, spec, index) {
@@ -29,7 +32,8 @@
     axes.className = "axes";
     axes.textContent = spec.axes;
     el.append(h2, canvas, axes);
-    const panel = { spec, index, el, canvas, ctx: canvas.getContext("2d"), size: 0, screen: [], xy: null, limits: null };
+    const panel = { spec, index, el, canvas, ctx: canvas.getContext("2d"), size: 0, screen: [], xy: null, limits: null,
+                    bound: null };
     const view = app.view;
     canvas.addEventListener("mousemove", (ev) => {
       const k = pick(panel, ev);
@@ -44,24 +48,37 @@
     return panel;
   }
 
-  function layoutPanels(app) {
-    const P = app.panels.length, size = panelSize(P), dpr = window.devicePixelRatio || 1;
-    document.getElementById("panels").style.gridTemplateColumns = `repeat(${P}, ${size}px)`;
-    document.getElementById("panels-area").style.width = `${P * size + (P - 1) * GAP}px`;
-    for (const p of app.panels) {
-      p.size = size;
-      p.canvas.style.width = p.canvas.style.height = size + "px";
-      p.canvas.width = p.canvas.height = Math.round(size * dpr);
-      p.el.style.setProperty("--panel-size", size + "px");
-    }
+  function sizePanel(panel, size) {
+    const dpr = window.devicePixelRatio || 1;
+    panel.size = size;
+    panel.canvas.style.width = panel.canvas.style.height = size + "px";
+    panel.canvas.width = panel.canvas.height = Math.round(size * dpr);
+    panel.el.style.setProperty("--panel-size", size + "px");
   }
 
-  // The plane's coordinates at every snapshot, from coords [T, P, K, 2], and its axes
+  // The payload's planes column by column in the family's grid; planes added in the page (in
+  // #custom-panels, where a page has it) below them in as many columns
+  function layoutPanels(app) {
+    const g = (app.family.panelGrid || panelGrid)(app.snaps.P), grid = $("panels"), custom = $("custom-panels");
+    grid.style.gridTemplateColumns = `repeat(${g.cols}, ${g.size}px)`;
+    grid.style.gridTemplateRows = `repeat(${g.rows}, auto)`;
+    grid.style.gridAutoFlow = "column";
+    $("panels-area").style.width = `${g.cols * g.size + (g.cols - 1) * GAP}px`;
+    if (custom) custom.style.gridTemplateColumns = `repeat(${g.cols}, ${g.size}px)`;
+    app.panelSize = g.size;
+    for (const p of app.panels) sizePanel(p, g.size);
+  }
+
+  // The plane's coordinates at every snapshot (from coords [T, P, K, 2], or computed in the
+  // page by panel.compute(xy)) and its axes
   function fillCoords(app, panel) {
     const snaps = app.snaps, K = snaps.K, T = snaps.T, P = snaps.P, xy = new Float64Array(T * K * 2);
-    for (let t = 0; t < T; t++)
-      for (let k = 0; k < K; k++)
-        for (let c = 0; c < 2; c++) xy[(t * K + k) * 2 + c] = snaps.coords[((t * P + panel.index) * K + k) * 2 + c];
+    if (panel.compute) panel.compute(xy);
+    else {
+      for (let t = 0; t < T; t++)
+        for (let k = 0; k < K; k++)
+          for (let c = 0; c < 2; c++) xy[(t * K + k) * 2 + c] = snaps.coords[((t * P + panel.index) * K + k) * 2 + c];
+    }
     panel.xy = xy;
     const fixed = panel.spec.x && panel.spec.y;
     panel.limits = fixed ? null : axisLimits(xy, K, snaps.epochs, snaps.meta.trail_epochs, snaps.meta.axes);
@@ -78,9 +95,9 @@
     return { fixed: false, L, X: (x) => half + (x / L) * half, Y: (y) => half - (y / L) * half };
   }
 
-  function drawAxes(ctx, panel, f) {
+  function drawAxes(ctx, panel, f, ink) {
     const s = panel.spec, size = panel.size;
-    ctx.strokeStyle = INK.cross; ctx.lineWidth = 1; ctx.fillStyle = INK.label;
+    ctx.strokeStyle = ink.cross; ctx.lineWidth = 1; ctx.fillStyle = ink.label;
     ctx.font = "11px system-ui, sans-serif";
     if (f.fixed) {
       ctx.strokeRect(f.X(s.x[0]), f.Y(s.y[1]), f.X(s.x[1]) - f.X(s.x[0]), f.Y(s.y[0]) - f.Y(s.y[1]));
@@ -99,31 +116,52 @@
       const half = size / 2;
       ctx.beginPath(); ctx.moveTo(half, 0); ctx.lineTo(half, size); ctx.moveTo(0, half); ctx.lineTo(size, half); ctx.stroke();
       ctx.textAlign = "right"; ctx.textBaseline = "top"; ctx.fillText(`axes ±${fmtNum(f.L)}`, size - 6, 5);
-      ctx.textAlign = "left"; ctx.textBaseline = "bottom"; ctx.fillText(`across: ${s.x_label} · up: ${s.y_label}`, 6, size - 4);
+      if (s.x_label) {
+        ctx.textAlign = "left"; ctx.textBaseline = "bottom";
+        ctx.fillText(`across: ${s.x_label} · up: ${s.y_label}`, 6, size - 4);
+      }
+    }
+  }
+
+  // One dot of radius r in its style
+  function drawDot(ctx, px, py, st, r, ink) {
+    ctx.beginPath(); ctx.arc(px, py, r, 0, 2 * Math.PI);
+    if (st.kind === "small") {
+      ctx.fillStyle = st.fill || ink.small; ctx.fill();
+      if (st.edge) { ctx.strokeStyle = st.edge; ctx.lineWidth = 1; ctx.stroke(); }
+    } else if (st.kind === "ring") {
+      ctx.fillStyle = ink.paper; ctx.fill();
+      ctx.globalAlpha = st.alpha ?? 1; ctx.strokeStyle = st.colour; ctx.lineWidth = 1.8; ctx.stroke(); ctx.globalAlpha = 1;
+    } else {
+      ctx.fillStyle = st.colour; ctx.fill();
+      ctx.strokeStyle = ink.paper; ctx.lineWidth = 0.8; ctx.stroke();
     }
   }
 
   function drawPanel(app, panel) {
     const snaps = app.snaps, view = app.view, K = snaps.K, trail = snaps.meta.trail_epochs;
     const t = view.t, ctx = panel.ctx, size = panel.size, dpr = window.devicePixelRatio || 1;
+    const ink = app.family.look ? { ...LOOK, ...app.family.look } : LOOK;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.fillStyle = INK.paper; ctx.fillRect(0, 0, size, size);
+    ctx.fillStyle = ink.paper; ctx.fillRect(0, 0, size, size);
     const f = frame(panel, t);
-    drawAxes(ctx, panel, f);
+    drawAxes(ctx, panel, f, ink);
     const styles = [];
     for (let k = 0; k < K; k++) styles.push(app.styleOf(t, k));
-    const rank = { small: 0, ring: 1, dot: 2 };
-    const order = styles.map((_, k) => k).sort((a, b) => rank[styles[a].kind] - rank[styles[b].kind] || b - a);
+    const rank = (st) => st.rank ?? RANK[st.kind];
+    const order = styles.map((_, k) => k).sort((a, b) => rank(styles[a]) - rank(styles[b]) || b - a);
+    if (app.family.underlay) app.family.underlay(app, panel, ctx, f);    // e.g. the orbits' polygons
     if (view.trails && trail > 0) {
       const tr = trailOf(snaps.epochs, t, trail);
       ctx.lineWidth = 1.4;
       for (const k of order) {
-        if (styles[k].kind === "small") continue;
+        const st = styles[k], base = st.trail ?? (st.kind === "small" ? 0 : 0.8);
+        if (!base) continue;
         const pts = trailPoints(panel.xy, K, snaps.epochs, t, k, tr);
-        ctx.strokeStyle = styles[k].colour;
+        ctx.strokeStyle = st.colour;
         for (let i = 1; i < pts.length; i++) {
           const age = snaps.epochs[t] - (pts[i - 1][2] + pts[i][2]) / 2;
-          ctx.globalAlpha = 0.8 * Math.max(0, 1 - age / trail);
+          ctx.globalAlpha = base * Math.max(0, 1 - age / trail);
           ctx.beginPath(); ctx.moveTo(f.X(pts[i - 1][0]), f.Y(pts[i - 1][1])); ctx.lineTo(f.X(pts[i][0]), f.Y(pts[i][1]));
           ctx.stroke();
         }
@@ -134,28 +172,26 @@
     const top = view.selected !== null ? view.selected : view.hovered;
     const drawOrder = top === null ? order : order.filter((k) => k !== top).concat([top]);
     ctx.font = "600 11px system-ui, sans-serif"; ctx.textAlign = "left"; ctx.textBaseline = "bottom";
-    const named = styles.filter((st) => st.kind !== "small").length <= 6;   // few enough to label them all
+    const named = styles.filter((st) => st.kind !== "small" && st.label).length <= 6;   // few enough to label them all
     for (const k of drawOrder) {
-      const [x, y] = pointAt(panel.xy, K, t, k), st = styles[k], px = f.X(x), py = f.Y(y);
+      const [x, y] = pointAt(panel.xy, K, t, k), st = styles[k], px = f.X(x), py = f.Y(y), r = st.r ?? RADIUS[st.kind];
       panel.screen[k] = [px, py];
-      ctx.beginPath();
-      if (st.kind === "small") {
-        ctx.arc(px, py, 3, 0, 2 * Math.PI); ctx.fillStyle = INK.small; ctx.fill();
-      } else if (st.kind === "ring") {
-        ctx.arc(px, py, 5, 0, 2 * Math.PI); ctx.fillStyle = INK.paper; ctx.fill();
-        ctx.strokeStyle = st.colour; ctx.lineWidth = 1.8; ctx.stroke();
-      } else {
-        ctx.arc(px, py, 5.5, 0, 2 * Math.PI); ctx.fillStyle = st.colour; ctx.fill();
-        ctx.strokeStyle = INK.paper; ctx.lineWidth = 0.8; ctx.stroke();
+      if (panel.bound) {                          // a plane computed in the page: the true place lies within this ring
+        const ring = panel.bound[t * K + k] / f.L * size / 2;
+        if (ring >= 1.5) {
+          ctx.beginPath(); ctx.arc(px, py, ring, 0, 2 * Math.PI);
+          ctx.strokeStyle = ink.bound; ctx.globalAlpha = 0.45; ctx.lineWidth = 0.8; ctx.stroke(); ctx.globalAlpha = 1;
+        }
       }
-      if (st.kind !== "small" && (named || k === top)) {     // left of the dot near the right edge
+      drawDot(ctx, px, py, st, r, ink);
+      if (st.label && st.kind !== "small" && (named || k === top)) {     // left of the dot near the right edge
         const right = px + 8 + ctx.measureText(st.label).width > size;
         ctx.fillStyle = st.colour; ctx.textAlign = right ? "right" : "left";
         ctx.fillText(st.label, right ? px - 6 : px + 6, py - 3);
       }
       if (k === top) {
-        ctx.beginPath(); ctx.arc(px, py, 9, 0, 2 * Math.PI);
-        ctx.strokeStyle = INK.chosen; ctx.lineWidth = 1.6; ctx.stroke();
+        ctx.beginPath(); ctx.arc(px, py, ink.ring, 0, 2 * Math.PI);
+        ctx.strokeStyle = ink.chosen; ctx.lineWidth = 1.6; ctx.stroke();
       }
     }
   }
@@ -172,5 +208,5 @@
     return best;
   }
 
-  Object.assign(exports, { panelSize, makePanel, layoutPanels, fillCoords, frame, drawPanel });
+  Object.assign(exports, { GAP, panelGrid, makePanel, sizePanel, layoutPanels, fillCoords, frame, drawPanel });
 })((globalThis.viewerModules ??= {}).scatter = {});

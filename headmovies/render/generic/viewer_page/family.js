@@ -8,7 +8,7 @@
   const { fmtEpoch } = viewerModules.format;
   const { el, swatch } = viewerModules.dom;
   const { indexAtOrBefore } = viewerModules.axes;
-  const { grid } = viewerModules.grid;
+  const { heatmap } = viewerModules.heatmap;
 
   function legend(app) {
     const meta = app.snaps.meta, view = app.view, list = el("ul");
@@ -33,7 +33,7 @@
     return box;
   }
 
-  // Head k's map `name` ("qk" or "ov") at stored snapshot m: a <figure> (grid.js) on its own scale
+  // Head k's map `name` ("qk" or "ov") at stored snapshot m: a <figure> (heatmap.js) on its own scale
   function circuitMap(app, name, m, k) {
     const snaps = app.snaps, d = snaps.meta.detail, H = snaps.K, A = snaps.arrays;
     const [rows, cols] = name === "qk" ? [d.tokens, d.tokens] : [d.outputs, d.tokens];
@@ -41,7 +41,7 @@
     const values = new Float64Array(rows * cols);
     for (let i = 0; i < rows * cols; i++) values[i] = A[name][base + i] / 127 * scale;
     const words = name === "qk" ? "QK circuit: query (rows), key (columns)" : "OV circuit: output (rows), token attended (columns)";
-    const fig = grid(values, rows, cols, words, snaps.meta.colours.heatmap,
+    const fig = heatmap(values, rows, cols, words, snaps.meta.colours.heatmap,
                      { cell: Math.max(2, Math.floor(192 / Math.max(rows, cols))), vmax: scale });
     fig.dataset.map = name;
     fig.dataset.scale = String(scale);

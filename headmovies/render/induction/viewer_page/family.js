@@ -6,7 +6,7 @@
 (function (exports) {
   const { fmtEpoch, fmtSigned: signed } = viewerModules.format;
   const { el, swatch } = viewerModules.dom;
-  const { grid } = viewerModules.grid;
+  const { heatmap } = viewerModules.heatmap;
 
   // The copying score of circuit `name` ("L0H1", "L0 sum of heads", "direct path W_E W_U") at t
   function copyingOf(app, t, name) {
@@ -57,7 +57,7 @@
     const table = el("table");
     for (const [label, value] of rows) { const tr = el("tr"); tr.append(el("td", label), el("td", value, "num")); table.appendChild(tr); }
     box.append(el("div", `head ${name}`, "hid"), table, el("div", `at epoch ${fmtEpoch(snaps.epochs[t])}${kept}`, "muted"),
-               grid(att, n, n, `mean attention over ${d.n_sequences} fresh sequences: query position (rows), key ` +
+               heatmap(att, n, n, `mean attention over ${d.n_sequences} fresh sequences: query position (rows), key ` +
                     "position (columns)", snaps.meta.colours.sequential, { signed: false, cell: Math.max(4, Math.floor(192 / n)), vmax: 1 }));
     return box;
   }

@@ -5,7 +5,7 @@
 (function () {
   const { outcomeOrder, groupRuns, outcomeCounts } = galleryModules.filters;
   const { planeDots, orbitPolygon, tileText } = galleryModules.tiles;
-  const $ = (id) => document.getElementById(id);
+  const { $ } = viewerModules.dom;
   const SVG = "http://www.w3.org/2000/svg";
   const SIZE = 68; // px of one plane
 

@@ -1,2 +1,4 @@
-"""The viewer's page (docs/viewer.md): viewer.html (markup), viewer.css and the scripts it names,
-one job each, which `build.page` inlines into one self-contained HTML file with the payload."""
+"""The orbit family of the viewer engine (docs/viewer.md, "The page"): its scripts, in the order
+they run (they take the place of the engine's family.js tag), and family.css."""
+
+SCRIPTS = ["planes.js", "snapshots.js", "heads.js", "groups.js", "live.js", "family.js"]

@@ -1,10 +1,10 @@
 // The "Frequency groups" panel: at the current snapshot, each group of live heads at one
 // frequency ω with its orbit spectrum |μ̂_k|/Σ|ρ_h| (k = 1..N_ω − 1; 0 on an exact orbit), the
 // heads' QK score amplitude r and their largest stabiliser-odd fractions (render/orbits/spectrum.py,
-// docs/math.md "Orbit spectrum"). app: as in panels.js. Pure functions first.
+// docs/math.md "Orbit spectrum"). app: as in family.js. Pure functions first.
 "use strict";
 (function (exports) {
-  const $ = (id) => document.getElementById(id);
+  const { $, el } = viewerModules.dom;
 
   // A moment as the census prints it: "0.000", "0.231", "–" (no value)
   const fmtMoment = (x) => (x === null || x === undefined ? "–" : x.toFixed(3));
@@ -31,24 +31,15 @@
     const groups = (snaps.groups[t] || []).slice()
       .sort((a, b) => (b[2].length >= 2) - (a[2].length >= 2) || b[2].length - a[2].length || a[0] - b[0]);
     if (!groups.length) { box.textContent = "no live head"; return; }
-    const ul = document.createElement("ul");
+    const ul = el("ul");
     for (const g of groups) {
-      const w = groupWords(g), li = document.createElement("li");
+      const w = groupWords(g), li = el("li", undefined, w.exact ? "exact" : undefined);
       li.dataset.omega = String(w.omega);
-      if (w.exact) li.className = "exact";
-      for (const [cls, text] of [["title", w.title], ["spectrum", w.spectrum], ["detail", w.detail]]) {
-        const div = document.createElement("div");
-        div.className = cls;
-        div.textContent = text;
-        li.appendChild(div);
-      }
+      li.append(el("div", w.title, "title"), el("div", w.spectrum, "spectrum"), el("div", w.detail, "detail"));
       ul.appendChild(li);
     }
-    const note = document.createElement("div");
-    note.className = "note";
-    note.textContent = "Per frequency ω, the heads' OV-weighted phase moments in the (0, ω) plane: all 0 on an exact " +
-      "orbit; the equivariance loss sees low k most (about I_k(r)/I_0(r)).";
-    box.replaceChildren(ul, note);
+    box.replaceChildren(ul, el("div", "Per frequency ω, the heads' OV-weighted phase moments in the (0, ω) plane: all 0 " +
+      "on an exact orbit; the equivariance loss sees low k most (about I_k(r)/I_0(r)).", "note"));
   }
 
   Object.assign(exports, { fmtMoment, groupWords, updateGroups });

@@ -1,12 +1,12 @@
 // The heads in words: the legend (orbits at the current snapshot, other and dead heads) and the
-// box of the head under the mouse, with the heatmaps of its circuits. app: as in panels.js.
+// box of the head under the mouse, with the heatmaps of its circuits (the engine's legend and
+// detail, family.js). app: as in core/viewer_page/scatter_main.js, with snaps a `Snapshots`.
 "use strict";
 (function (exports) {
   const { fmtEpoch, formatError } = viewerModules.format;
   const { circuitMatrix } = viewerModules.planes;
   const { heatmap } = viewerModules.heatmap;
-  const $ = (id) => document.getElementById(id);
-  const HINT = "Hover over a dot to see that head; click it to keep it.";
+  const { el, swatch } = viewerModules.dom;
 
   // "12-orbit (heads 0, 1, 2)"
   function orbitName(o) { return `${o.size}-orbit (heads ${o.heads.join(", ")})`; }
@@ -28,24 +28,13 @@
   // "2 %" of a tolerance
   const percent = (x) => `${(100 * x).toFixed(0)} %`;
 
-  function swatch(colour, hollow) {
-    const s = document.createElement("span");
-    s.className = "swatch";
-    if (hollow) { s.style.border = `2px solid ${colour}`; s.style.opacity = "0.6"; }
-    else s.style.background = colour;
-    return s;
-  }
-
   function legendItem(colour, hollow, text, faint) {
-    const li = document.createElement("li");
-    if (faint) li.className = "faint";
-    const span = document.createElement("span");
-    span.textContent = text;
-    li.append(swatch(colour, hollow), span);
+    const li = el("li", undefined, faint ? "faint" : undefined);
+    li.append(swatch(colour, hollow, hollow ? 0.6 : undefined), el("span", text));
     return li;
   }
 
-  function updateLegend(app) {
+  function legend(app) {
     const snaps = app.snaps, meta = snaps.meta, t = app.view.t, H = snaps.H, ul = document.createElement("ul");
     const now = new Map(snaps.orbits[t].map(([k, e]) => [k, e]));
     let dead = 0, other = 0;
@@ -65,34 +54,16 @@
                    [dead, `dead head${dead === 1 ? "" : "s"} (OV circuit below ${percent(meta.dead_tol)} of the largest)`,
                     meta.colours.dead]];
     for (const [count, label, colour] of plain) if (count) ul.appendChild(legendItem(colour, false, `${count} ${label}`));
-    const note = document.createElement("div");
-    note.className = "note";
-    note.textContent = "Filled dot: in an orbit the check verifies at this snapshot. Ring: will be in that orbit " +
-      "later, not verified yet. Lines join an orbit's heads in planes where it draws its polygon.";
-    $("legend").replaceChildren(ul, note);
+    const box = el("div");
+    box.append(ul, el("div", "Filled dot: in an orbit the check verifies at this snapshot. Ring: will be in that " +
+      "orbit later, not verified yet. Lines join an orbit's heads in planes where it draws its polygon.", "note"));
+    return box;
   }
 
-  function line(className, text) {
-    const div = document.createElement("div");
-    div.className = className;
-    div.textContent = text;
-    return div;
-  }
-
-  // The hovered head (else the kept one): its orbit, its error and its circuits at this snapshot
-  function showHead(app) {
-    const snaps = app.snaps, meta = snaps.meta, view = app.view, box = $("head-info");
-    const h = view.hovered !== null ? view.hovered : view.selected;
-    if (h === null || !snaps.T) {
-      const hint = document.createElement("span");
-      hint.className = "muted";
-      hint.textContent = HINT;
-      box.replaceChildren(hint);
-      box.dataset.head = "";
-      return;
-    }
+  // Head h: its orbit, its error and its circuits at this snapshot
+  function detail(app, h) {
+    const snaps = app.snaps, meta = snaps.meta, view = app.view;
     const t = view.t, E = snaps.epochs[t], st = snaps.styleOf(t, h), err = snaps.headError[t * snaps.H + h];
-    box.dataset.head = String(h);
     let orbit = "in no verified orbit at this snapshot";
     if (st.kind === "dead") orbit = `dead at this snapshot: OV circuit below ${percent(meta.dead_tol)} of the largest head's`;
     else if (st.kind === "orbit") orbit = `${orbitName(st.orbit)}: ${orbitStatus(st.orbit, E, true)}`;
@@ -100,17 +71,17 @@
     const error = Number.isFinite(err)
       ? `worst-shift match error ${formatError(err, meta.tol)} (an orbit needs ≤ ${percent(meta.tol)})`
       : "worst-shift match error: none (dead head)";
-    const maps = document.createElement("div");
-    maps.className = "heatmaps";
-    const stops = meta.colours.heatmap;
-    maps.append(heatmap(circuitMatrix(snaps, t, h, 0), snaps.N,
-                        "centred QK circuit M[a, b]: query token a (rows), key token b (columns)", stops),
-                heatmap(circuitMatrix(snaps, t, h, 1), snaps.N,
-                        "centred OV circuit R[c, b]: output class c (rows), attended token b (columns)", stops));
-    box.replaceChildren(line("hid", `head ${h}`), line("orbit", orbit), line("error", error),
-                        line("muted", `at epoch ${fmtEpoch(E)}` + (view.selected === h ? " · kept (click again to let go)" : "")),
-                        maps);
+    const maps = el("div", undefined, "heatmaps"), box = el("div");
+    const N = snaps.N, stops = meta.colours.heatmap, size = { cell: Math.max(4, Math.floor(168 / N)) };
+    maps.append(heatmap(circuitMatrix(snaps, t, h, 0), N, N,
+                        "centred QK circuit M[a, b]: query token a (rows), key token b (columns)", stops, size),
+                heatmap(circuitMatrix(snaps, t, h, 1), N, N,
+                        "centred OV circuit R[c, b]: output class c (rows), attended token b (columns)", stops, size));
+    box.append(el("div", `head ${h}`, "hid"), el("div", orbit, "orbit"), el("div", error, "error"),
+               el("div", `at epoch ${fmtEpoch(E)}` + (view.selected === h ? " · kept (click again to let go)" : ""), "muted"),
+               maps);
+    return box;
   }
 
-  Object.assign(exports, { orbitName, orbitStatus, marginal, updateLegend, showHead });
+  Object.assign(exports, { orbitName, orbitStatus, marginal, legend, detail });
 })((globalThis.viewerModules ??= {}).heads = {});

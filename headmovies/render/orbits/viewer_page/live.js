@@ -18,16 +18,17 @@
   }
 
   function showBadge(status, lost) {
-    const el = document.getElementById("live"), badge = liveBadge(status, lost);
-    el.hidden = false;
-    el.className = badge.className;
-    el.textContent = badge.text;
-    el.dataset.epoch = String(status.epoch);
+    const box = viewerModules.dom.$("live"), badge = liveBadge(status, lost);
+    box.hidden = false;
+    box.className = badge.className;
+    box.textContent = badge.text;
+    box.dataset.epoch = String(status.epoch);
   }
 
-  // Poll forever. live: the payload's {update, poll_ms, gen, identity}; app (main.js): {snaps,
-  // view, setMeta(meta), refresh(), setSnapshot(t), updateLegend(), redraw()}. While the cursor
-  // is on the newest snapshot it follows new ones; a page from another run reloads.
+  // Poll forever. live: the payload's {update, poll_ms, gen, identity}; app (the engine,
+  // core/viewer_page/scatter_main.js): {snaps, view, words(meta), refresh(), setSnapshot(t),
+  // showDetail(), redraw()}. While the cursor is on the newest snapshot it follows new ones; a
+  // page from another run reloads.
   function follow(app, live) {
     let gen = live.gen, lastStatus = null;
     async function poll() {
@@ -40,13 +41,13 @@
         if (u.reload) { location.reload(); return; }      // another run now lives in this file
         const atEnd = app.view.t === snaps.T - 1;
         gen = u.gen;
-        app.setMeta(u.meta);
+        app.words(u.meta);
         for (const c of u.chunks) await snaps.append(c);
         if (u.chunks.length) {
           app.refresh();
           app.setSnapshot(atEnd || app.view.t >= snaps.T ? snaps.T - 1 : app.view.t);
         } else {
-          app.updateLegend(); app.redraw();
+          app.showDetail(); app.redraw();
         }
         lastStatus = u.status;
         showBadge(u.status, false);

@@ -11,7 +11,7 @@
   class Snapshots {
     // meta: the payload's meta (viewer.py, `ViewerData.meta`). Sizes are fixed from it; T grows.
     constructor(meta) {
-      this.H = meta.n_heads; this.N = meta.n; this.D = meta.d_head; this.P = meta.panels.length;
+      this.H = this.K = meta.n_heads; this.N = meta.n; this.D = meta.d_head; this.P = meta.panels.length;
       this.scaleSteps = meta.fourier_rows.scale_steps; this.zeroCode = meta.fourier_rows.zero_code;
       const m = Math.floor(this.N / 2) + 1;
       this.perRows = this.H * 4 * m * 2 * this.D;       // row values and scale codes per snapshot
@@ -30,6 +30,7 @@
     // A new meta (the live view resends it): the orbits seen so far and their colours
     setMeta(meta) {
       this.meta = meta;
+      this.planes = meta.panels;              // the engine's planes (scatter.js)
       this.orbitByKey = new Map(meta.orbits.map((o) => [o.key, o]));
       this.finalOrbitOf = new Array(this.H).fill(null);
       for (const o of meta.orbits) if (o.final) for (const h of o.heads) this.finalOrbitOf[h] = o;

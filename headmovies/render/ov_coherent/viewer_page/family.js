@@ -6,7 +6,7 @@
 (function (exports) {
   const { fmtEpoch, fmtSigned: signed } = viewerModules.format;
   const { el, swatch } = viewerModules.dom;
-  const { grid } = viewerModules.grid;
+  const { heatmap } = viewerModules.heatmap;
 
   // tokens V (the dots) and classes C (the pairs) come in the payload
   const qkOf = (app, t, h, tok) => app.snaps.arrays.qk[(t * app.snaps.meta.detail.n_heads + h) * app.snaps.K + tok];
@@ -56,7 +56,7 @@
     const maps = el("div", undefined, "heatmaps");
     for (let h = 0; h < Math.min(H, 2); h++) {
       const base = (t * H + h) * C * V, table = snaps.arrays.ov.subarray(base, base + C * V);
-      maps.appendChild(grid(table, C, V, `head ${h + 1}'s OV table`, meta.colours.heatmap, { cell: H === 1 ? 16 : 11 }));
+      maps.appendChild(heatmap(table, C, V, `head ${h + 1}'s OV table`, meta.colours.heatmap, { cell: H === 1 ? 16 : 11 }));
     }
     box.append(maps, el("div", "OV table: the logit each pair gets (rows " + d.classes.map((c) => c.join("")).join(", ") +
       `) per unit of attention on each token 0-${V - 1} (columns), centred over pairs.`, "note"));
