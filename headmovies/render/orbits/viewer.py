@@ -66,7 +66,7 @@ from headmovies.runfile.reader import Run
 
 __all__ = ["ViewerData", "make_viewer", "pack", "unpack"]  # pack, unpack: render.core.payload's
 PAYLOAD_VERSION = 1
-MAX_MB = 5.0  # issue 13: the default run's page stays under this
+MAX_MB = 5.0  # the default run's page stays under this (docs/viewer.md, "Payload and precision")
 HEATMAP = "RdBu_r"  # the heads' circuits in the page: red positive, blue negative
 PACKAGE = "headmovies.render.orbits.viewer_page"  # the orbit family's parts of the page
 
