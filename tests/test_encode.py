@@ -1,4 +1,4 @@
-"""The encoder and `headmovies orbits movie`: codecs, pixel format, faststart, frame counts,
+"""The encoder and `headmovies movie` of orbit runs: codecs, pixel format, faststart, frame counts,
 looping GIF, poster, HTML, atomic outputs, and one-line errors on bad input."""
 
 from __future__ import annotations
@@ -138,7 +138,6 @@ def tiny_run(tmp_path_factory):
 def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
     out = tmp_path / "movie"
     argv = [
-        "orbits",
         "movie",
         str(tiny_run),
         "--out",
@@ -169,7 +168,6 @@ def test_movie_command_panels_option(tiny_run, tmp_path):
     assert (
         render_main(
             [
-                "orbits",
                 "movie",
                 str(tiny_run),
                 "--out",
@@ -249,7 +247,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tmp_path, tiny_ru
     out = tmp_path / "out"
     if "--out" not in argv:
         argv = [argv[0], "--out", str(out), *argv[1:]]
-    assert render_main(["orbits", "movie", *argv, "--no-progress"]) == 2
+    assert render_main(["movie", *argv, "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and message in err and "\n" not in err, err
     assert not out.exists() or list(out.iterdir()) == []
@@ -257,7 +255,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tmp_path, tiny_ru
 
 @pytest.mark.slow
 def test_bad_input_in_a_subprocess_has_no_traceback(tmp_path):
-    code, out, err = cli("orbits", "movie", str(tmp_path / "nope.h5"), "--out", str(tmp_path / "o"))
+    code, out, err = cli("movie", str(tmp_path / "nope.h5"), "--out", str(tmp_path / "o"))
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    code, out, err = cli("orbits", "movie", "--help")
+    code, out, err = cli("movie", "--help")
     assert code == 0 and "--panels" in out and "--formats" in out and "--fps" in out

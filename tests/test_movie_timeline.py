@@ -13,7 +13,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from headmovies.cli import main
-from headmovies.render.core.snippet import html_snippet, mp4_codec
+from headmovies.render.core.encode import html_snippet, mp4_codec
 from headmovies.render.core.timeline import Event, Timeline, first_lasting, hold_frames
 from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR
@@ -247,7 +247,6 @@ def test_movie_command_snippet_and_frame_count(run_path, tmp_path):
     assert (
         main(
             [
-                "orbits",
                 "movie",
                 str(run_path),
                 "--out",
@@ -294,7 +293,7 @@ def test_snippet_without_poster_or_mp4():
 
 
 def test_bad_event_hold_is_one_line(run_path, tmp_path, capsys):
-    assert main(["orbits", "movie", str(run_path), "--out", str(tmp_path / "o"), "--event-hold", "nan"]) == 2
+    assert main(["movie", str(run_path), "--out", str(tmp_path / "o"), "--event-hold", "nan"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "--event-hold" in err and "\n" not in err
 

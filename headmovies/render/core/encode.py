@@ -9,7 +9,7 @@ process (no image files, no second render) that writes, in a single pass,
 
 then a second, cheap ffmpeg pass turns the FFV1 copy + palette into a looping GIF
 (paletteuse; one palette for the whole movie). The poster PNG is the last frame; the HTML
-snippet (`render.core.snippet`) is a <figure> with the <video> (MP4 first, then WebM) and a
+snippet (`html_snippet`, at the end of this file) is a <figure> with the <video> (MP4 first, then WebM) and a
 <figcaption>.
 The last frame is repeated for `hold_s` seconds in every movie so a looping player pauses on it.
 
@@ -23,8 +23,10 @@ Memory is flat in movie length (one frame in flight; ffmpeg buffers a few).
 ffmpeg: the first `ffmpeg` on PATH that has the needed encoders, else imageio-ffmpeg's bundled
 binary (`imageio_ffmpeg.get_ffmpeg_exe()`). The command line is built with ffmpeg-python.
 
-Other movies of this project (induction attention patterns, ov-coherent QK planes) call `encode` the
-same way: any iterator of [H, W, 3] (or [H, W, 4], alpha dropped) uint8 frames with even H, W.
+Every movie of this project (orbit and generic panels, induction attention patterns,
+ov-coherent QK planes) goes through `write_movie`: any iterator of [H, W, 3] (or [H, W, 4], alpha
+dropped) uint8 frames, each repeated as the movie's held events ask, with a progress bar. An odd
+H or W loses its last row or column here (yuv420p needs even sizes), and nowhere else.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import functools
+import html
 import os
 import shutil
 import signal
@@ -39,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +52,6 @@ from headmovies import disk
 from headmovies.errors import DiskFullError, EncodeError, UserError
 from headmovies.render.core.movie_options import FORMATS, check_gif_fps, parse_formats
 from headmovies.render.core.outputs import prepare_out_dir
-from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
 
@@ -213,7 +215,8 @@ def encode(
     """Encode `frames` into `out_dir/basename.{mp4,webm,gif,png,html}` (those in `formats`).
 
     frames:   iterable of uint8 arrays [H, W, 3] (RGB) or [H, W, 4] (RGBA, alpha ignored), all
-              the same shape, H and W even (yuv420p halves chroma). Consumed once, lazily.
+              the same shape; an odd H or W loses its last row or column (yuv420p halves
+              chroma). Consumed once, lazily.
     fps:      frames per second of the movies (GIF delays are rounded to 1/100 s by the format;
               UserError over GIF_MAX_FPS with gif in `formats`).
     hold_s:   the last frame is repeated round(hold_s * fps) times at the end of each movie.
@@ -223,7 +226,7 @@ def encode(
     caption:  the HTML snippet's <figcaption>, the movie's text alternative (plain text).
     Returns an EncodeResult (final paths, frame count, size). Raises EncodeError (a UserError)
     for an unwritable folder or an ffmpeg failure, UserError for an unknown format, ValueError
-    for frames of the wrong dtype, shape or odd size (a caller's bug). Nothing is left at a
+    for frames of the wrong dtype or shape (a caller's bug). Nothing is left at a
     final path unless every requested output was written.
     """
     formats = parse_formats(formats)
@@ -326,11 +329,58 @@ def encode(
         os.close(held)
 
 
+def write_movie(
+    frames: Iterable[np.ndarray],
+    out_dir: str | os.PathLike,
+    basename: str,
+    *,
+    repeats: np.ndarray | None = None,
+    fps: float = 24.0,
+    hold_s: float = 2.0,
+    formats: Iterable[str] = FORMATS,
+    quality: Quality = Quality(),
+    caption: str = "",
+    progress: bool = True,
+    desc: str = "movie",
+) -> EncodeResult:
+    """The one way a movie is written: `frames` (one per snapshot, [H, W, 3|4] uint8), frame t
+    shown 1 + repeats[t] times (the timeline's held events, `timeline.hold_frames`; None: once
+    each), the last frame held `hold_s` seconds, encoded by `encode` into
+    out_dir/basename.{mp4,webm,gif,png,html} (those in `formats`), with a tqdm progress bar
+    named `desc` on stderr unless `progress` is false. Errors as `encode`'s."""
+    total = None
+    if repeats is not None:
+        repeats = np.asarray(repeats, np.int64)
+        total = len(repeats) + int(repeats.sum()) + int(round(hold_s * fps))
+
+    def held() -> Iterator[np.ndarray]:
+        for t, frame in enumerate(frames):
+            for _ in range(1 + (int(repeats[t]) if repeats is not None else 0)):
+                yield frame
+
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, unit="frame", dynamic_ncols=True, disable=not progress) as bar:
+        return encode(
+            held(),
+            out_dir,
+            basename,
+            fps=fps,
+            hold_s=hold_s,
+            formats=formats,
+            quality=quality,
+            on_frame=bar.update,
+            on_stage=bar.set_postfix_str,
+            caption=caption,
+        )
+
+
 def _check(frame: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray:
+    """The frame cut to even sizes (the one place that makes them even); ValueError for a wrong
+    dtype or shape."""
     if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] not in (3, 4):
         raise ValueError(f"frames must be uint8 [H, W, 3|4], got {frame.dtype} {frame.shape}")
-    if shape is None and (frame.shape[0] % 2 or frame.shape[1] % 2):
-        raise ValueError(f"frame size {frame.shape[1]}x{frame.shape[0]} is odd; yuv420p needs even sizes")
+    frame = frame[: frame.shape[0] // 2 * 2, : frame.shape[1] // 2 * 2]
     if shape is not None and frame.shape != shape:
         raise ValueError(f"frame of shape {frame.shape} after frames of shape {shape}: all frames must match")
     return frame
@@ -424,3 +474,92 @@ def _write_png(frame: np.ndarray, path: Path) -> None:
     from PIL import Image  # matplotlib's own dependency
 
     Image.fromarray(np.ascontiguousarray(frame[..., :3])).save(path, format="PNG", optimize=True)
+
+
+# --- the HTML snippet ----------------------------------------------------------------------
+# The post-ready HTML snippet of a movie (docs/movie.md, "The HTML snippet").
+#
+# One `<figure>`: the `<video>` with the MP4 source first (Safari and iOS play only H.264 of
+# the two) and the WebM second, each with its codecs so that a browser skips what it cannot
+# decode; `controls` (motion longer than 5 s needs a way to pause: WCAG 2.2.2); the poster PNG;
+# and a `<figcaption>`, the movie's text alternative, generated from the run.
+#
+# Reduced motion. The `<video>` carries no `autoplay` attribute. A small inline script right
+# after it (no external file, no CDN: it works from file://) starts it (muted, looping) unless
+# `matchMedia("(prefers-reduced-motion: reduce)")` matches; then the video stays paused at 0
+# with its poster shown until the reader presses play. Where scripts do not run (a feed reader,
+# a page that strips them), the video does not start by itself either: the poster and the
+# controls are what the reader gets, the safe side. Switching the preference on while the
+# movie plays pauses it.
+
+# Starts the video just before this script unless the reader prefers reduced motion.
+AUTOPLAY_SCRIPT = """\
+<script>
+(function (video) {
+  var reduce = window.matchMedia ? window.matchMedia("(prefers-reduced-motion: reduce)") : null;
+  function start() {
+    if (reduce && reduce.matches) return;
+    video.autoplay = true;
+    var playing = video.play();
+    if (playing && playing.catch) playing.catch(function () {});
+  }
+  start();
+  if (reduce && reduce.addEventListener) reduce.addEventListener("change", function () {
+    if (reduce.matches) video.pause(); else start();
+  });
+})(document.currentScript.previousElementSibling);
+</script>"""
+
+
+def mp4_codec(path: str | os.PathLike) -> str | None:
+    """The RFC 6381 codecs string of an H.264 MP4 ('avc1.640028': profile, constraint flags and
+    level from its avcC box), or None if the file has no avcC box."""
+    data = Path(path).read_bytes()
+    i = data.find(b"avcC")
+    if i < 0 or i + 8 > len(data):
+        return None
+    profile, compat, level = data[i + 5], data[i + 6], data[i + 7]
+    return f"avc1.{profile:02X}{compat:02X}{level:02X}"
+
+
+def html_snippet(
+    basename: str,
+    size: tuple[int, int],
+    sources: Iterable[str],
+    poster: bool,
+    caption: str = "",
+    mp4_codecs: str | None = None,
+) -> str:
+    """The snippet's HTML (file names relative to it, so the folder can be copied next to a
+    post as is). size: (width, height) of the movie in pixels; sources: the movie formats
+    written (mp4 and/or webm); poster: the PNG poster exists; caption: the figcaption text
+    (plain text, escaped here; none if empty); mp4_codecs: e.g. 'avc1.640028' (`mp4_codec`).
+    The figure is never wider than the movie or its column, nor so wide that the movie's
+    height leaves no room in the window: a 1280 x 900 window shows the whole frame."""
+    w, h = size
+    sources = set(sources)
+    name = html.escape(basename, quote=True)
+    attrs = f' poster="{name}.png"' if poster else ""
+    # the whole frame on screen: no wider than the movie, the column, or what leaves the frame
+    # and about 5 lines (controls, caption's start) within the window's height
+    fit = f"min({w}px, 100%, calc((100vh - 7.5em) * {w / h:.4f}))"
+    lines = [
+        f'<figure class="headmovies-movie" style="margin: 1em auto; max-width: {fit};">',
+        (
+            f'<video controls muted loop playsinline preload="metadata" width="{w}" height="{h}"{attrs} '
+            'style="display: block; width: 100%; height: auto;">'
+        ),
+    ]
+    mp4_type = f'video/mp4; codecs="{mp4_codecs}"' if mp4_codecs else "video/mp4"
+    types = {"mp4": mp4_type, "webm": 'video/webm; codecs="vp9"'}
+    for ext in ("mp4", "webm"):
+        if ext in sources:
+            lines.append(f"  <source src=\"{name}.{ext}\" type='{types[ext]}'>")
+    link = f'<a href="{name}.mp4">{name}.mp4</a>' if "mp4" in sources else f'<a href="{name}.webm">{name}.webm</a>'
+    lines.append(f"  Your browser cannot play this video; download {link}.")
+    lines.append("</video>")
+    lines.append(AUTOPLAY_SCRIPT)
+    if caption:
+        lines.append(f'<figcaption style="font-size: 0.9em; line-height: 1.4;">{html.escape(caption)}</figcaption>')
+    lines.append("</figure>")
+    return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 LAYOUTS = ("wide", "tall")
 PANEL_PX = {"wide": 360, "tall": 480}  # the default side of a panel in each layout
+MIN_PANEL_PX = 220  # text stops shrinking here (half size); smaller panels would not leave it room
 STRIP_AXES_PX = 64  # the least height of each axes of the strip (below: the tall layout's strip grows)
 LEGEND_CHAR_PX = 7.2  # the mean width of a character of the legend (10 pt DejaVu Sans at 100 dpi), at full text size
 

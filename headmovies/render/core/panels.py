@@ -7,13 +7,13 @@ included (`render.core.frame_states`: the `FrameState` of each frame, its points
 axis limits).
 
 `PanelFigure` creates the figure and every artist once. Per frame it updates offsets, trail
-segments (`render.core.trails`), limits and texts and, as the axes carry no ticks, restores a
+segments (`TrailCollection`), limits and texts and, as the axes carry no ticks, restores a
 cached background and redraws only the moving artists (blitting), then returns the RGB pixels
 of the canvas buffer. `blit=False` draws the same artists the ordinary way (for comparison).
 A frame's `Look` (optional) restyles the heads (colour, outline, size), switches polygon
 outlines on or off and rewrites the legend: the orbit movie shows each orbit only from the
 snapshot at which it is verified. An optional timeline strip (`render.core.timeline`) sits
-under the panels.
+under the panels. `head_colours` is every family's rule for one colour per head.
 """
 
 from __future__ import annotations
@@ -23,24 +23,93 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba, to_rgba_array
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.path import Path
 from matplotlib.text import Text
 
-from headmovies.render.core.frame_layout import frame_layout, grid_shape
+from headmovies.render.core.frame_layout import MIN_PANEL_PX, frame_layout, grid_shape
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, FrameState, Look
 from headmovies.render.core.timeline import Epochs, Timeline, strip_px
 from headmovies.render.core.timeline_strip import TimelineStrip
-from headmovies.render.core.trails import TrailCollection
 
 if TYPE_CHECKING:
     from matplotlib.typing import ColorType
 
 CORNER = 0.015  # the bottom corners' texts (axes span, panel lines) this far in, in axes fractions
-MIN_PANEL_PX = 220  # text stops shrinking here (half size); smaller panels would not leave it room
-__all__ = ["MIN_PANEL_PX", "PanelFigure", "grid_shape"]
+__all__ = ["MIN_PANEL_PX", "PanelFigure", "grid_shape", "head_colours"]
+
+
+def head_colours(n_heads: Sequence[int]) -> np.ndarray:
+    """RGBA [sum(n_heads), 4], one colour per head, layer by layer (`n_heads`: heads per layer):
+    tab10 by head within one layer (tab20 past 10 heads); shades of one colour map per layer
+    with several layers."""
+    if len(n_heads) == 1:
+        cmap = colormaps["tab10" if n_heads[0] <= 10 else "tab20"]
+        return np.array([cmap(i % cmap.N) for i in range(n_heads[0])])
+    maps = ["Blues", "Oranges", "Greens", "Reds", "Purples", "Greys"]
+    out = []
+    for layer, n in enumerate(n_heads):
+        cmap = colormaps[maps[layer % len(maps)]]
+        out += [cmap(0.45 + 0.5 * h / max(n - 1, 1)) for h in range(n)]
+    return np.array(out)
+
+
+class TrailCollection(PathCollection):
+    """Fading trails of every head in one panel, drawn with few paths.
+
+    One Path per (trail step k, colour): the step-k segments of all heads of that colour as
+    MOVETO/LINETO pairs, so all its segments share one alpha (their age) and one colour. A
+    frame costs (steps x colours) paths, not (steps x heads) segments, and their vertices are
+    views of preallocated arrays written in place: no Path is built per frame (building one
+    per segment costs ~20 ms a frame for 32 heads in 4 panels). Slots beyond the current
+    trail are zero-length and transparent; the arrays grow when a trail needs more steps.
+    """
+
+    def __init__(self, colours: np.ndarray, **kw):
+        super().__init__([], facecolors="none", **kw)
+        self._colours: np.ndarray | None = None
+        self.set_colours(colours)
+
+    def set_colours(self, colours: np.ndarray) -> None:
+        """Per-head RGBA [H, 4]; heads are regrouped only when the colours change (rare)."""
+        colours = np.asarray(colours, np.float64)
+        if self._colours is not None and np.array_equal(colours, self._colours):
+            return
+        self._colours = colours.copy()
+        groups: dict[tuple, list[int]] = {}
+        for h, c in enumerate(map(tuple, colours)):
+            groups.setdefault(c, []).append(h)
+        self._groups = [(np.array(heads), np.array(c)) for c, heads in groups.items()]
+        self._bufs: list[np.ndarray] = []
+        self._steps = 0
+
+    def _allocate(self, steps: int) -> None:
+        self._bufs = [np.zeros((steps, 2 * len(heads), 2)) for heads, _ in self._groups]
+        codes = [np.tile([Path.MOVETO, Path.LINETO], len(heads)).astype(Path.code_type) for heads, _ in self._groups]
+        self.set_paths([Path(buf[k], code) for k in range(steps) for buf, code in zip(self._bufs, codes)])
+        if not np.shares_memory(self.get_paths()[0].vertices, self._bufs[0]):
+            raise RuntimeError("matplotlib copied path vertices; trails cannot be updated in place")
+        self._steps = steps
+
+    def set_trail(self, xy: np.ndarray, alpha: np.ndarray) -> None:
+        """xy [K, H, 2] trail positions (heads in this collection's order), alpha [K-1] per step."""
+        steps = xy.shape[0] - 1
+        if steps > self._steps:
+            self._allocate(max(steps, 2 * self._steps, 4))
+        rgba = np.zeros((self._steps, len(self._groups), 4))
+        for g, ((heads, colour), buf) in enumerate(zip(self._groups, self._bufs)):
+            buf[:steps, 0::2] = xy[:-1, heads]
+            buf[:steps, 1::2] = xy[1:, heads]
+            buf[steps:] = 0.0
+            rgba[:steps, g] = colour
+            rgba[:steps, g, 3] = alpha * colour[3]
+        self.set_edgecolor(rgba.reshape(-1, 4))  # type: ignore[arg-type]  # the stubs leave out RGBA arrays
+        self.stale = True
 
 
 class PanelFigure:

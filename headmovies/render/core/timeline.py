@@ -168,19 +168,20 @@ def hold_frames(epochs: Epochs, events: Sequence[Event], fps: float, hold_s: flo
 
 
 def add_timeline_arguments(parser, hold_s: float = EVENT_HOLD_S) -> None:
-    """--event-hold S: the option every movie with a timeline shares."""
+    """--event-hold S: the option every movie with a timeline shares (unset: None, read as
+    `hold_s` by `timeline_arguments`)."""
     parser.add_argument(
         "--event-hold",
         type=float,
-        default=hold_s,
         metavar="S",
         help=f"seconds the movie holds its frame at each key event on the timeline (default {hold_s:g}; 0: no holds)",
     )
 
 
 def timeline_arguments(args) -> float:
-    """--event-hold from parsed arguments; UserError (one line) unless a finite number in [0, 10]."""
-    hold = args.event_hold
+    """--event-hold from parsed arguments (EVENT_HOLD_S when not given); UserError (one line)
+    unless a finite number in [0, 10]."""
+    hold = EVENT_HOLD_S if args.event_hold is None else args.event_hold
     if not math.isfinite(hold) or not 0 <= hold <= 10:
         raise UserError(f"--event-hold must be a number of seconds in [0, 10], got {hold}")
     return hold
