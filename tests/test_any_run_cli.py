@@ -112,9 +112,9 @@ def test_each_run_is_drawn_by_its_family_and_other_families_options_are_refused(
         assert cli.main(["movie", str(recorded), "--out", str(tmp_path / "r"), *option, *fast]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: {option[0]} is for ") and err.count("\n") == 1, err
-        assert f"{recorded} is drawn as recorded run" in err and not (tmp_path / "r").exists()
+        assert f"{recorded} is drawn as a recorded run" in err and not (tmp_path / "r").exists()
     assert cli.main(["movie", str(orbit), "--out", str(tmp_path / "b"), "--basis", "b.npz", *fast]) == 2
-    assert "--basis is for recorded runs" in capsys.readouterr().err
+    assert "--basis is for recorded runs (and --generic); " in capsys.readouterr().err
     assert cli.main(["orbits", "movie", str(orbit), "--out", str(tmp_path / "old"), "--panel-px", "220", *fast]) == 0
     assert capsys.readouterr().err.startswith("note: `headmovies orbits movie` is now `headmovies movie`\n")
     assert [p.name for p in (tmp_path / "old").iterdir()] == ["orbits.png"]

@@ -711,9 +711,7 @@ def test_a_diverged_run_is_drawn_to_its_last_finite_snapshot_with_one_warning(tm
     report = json.loads(captured.out)
     assert captured.err.strip() == warning
     assert report["epoch"] == 30 and len(report["dead"]) < 3
-    assert (
-        main(["movie", str(run), "--out", str(tmp_path / "m"), "--formats", "mp4,png", "--no-progress"]) == 0
-    )
+    assert main(["movie", str(run), "--out", str(tmp_path / "m"), "--formats", "mp4,png", "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert err.count("warning:") == 1 and warning in err
     assert main(["figures", str(run), "--out", str(tmp_path / "f"), "--no-progress"]) == 0

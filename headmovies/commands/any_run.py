@@ -12,12 +12,7 @@ from pathlib import Path
 from headmovies.errors import UserError
 
 FAMILIES = ("orbits", "induction", "ov-coherent", "generic")
-WORDS = {
-    "orbits": "orbit runs",
-    "induction": "induction runs",
-    "ov-coherent": "ov-coherent runs",
-    "generic": "recorded runs (and --generic)",
-}
+WORDS = {"orbits": "orbit", "induction": "induction", "ov-coherent": "ov-coherent", "generic": "recorded"}
 PLANES = """\
 An orbit run (`headmovies train orbits`) is drawn with the orbit look: panels from its orbit
 structure (--panels default|auto|source or planes CIRCUIT:U,V), heads coloured by verified
@@ -45,9 +40,16 @@ def family_of(args: argparse.Namespace) -> str:
     return "ov-coherent" if experiment == "ov-coherent" else "generic"
 
 
+def runs(families: Sequence[str]) -> str:
+    """'orbit, ov-coherent and recorded runs (and --generic)': the runs of `families` in words."""
+    words = [WORDS[f] for f in families]
+    text = (", ".join(words[:-1]) + " and " if len(words) > 1 else "") + words[-1] + " runs"
+    return text + (" (and --generic)" if "generic" in families else "")
+
+
 def group(p: argparse.ArgumentParser, families: Sequence[str]) -> argparse._ArgumentGroup:
     """An argument group of `--help` titled with the families its options serve."""
-    return p.add_argument_group(f"for {' and '.join(WORDS[f] for f in families)}")
+    return p.add_argument_group(f"for {runs(families)}")
 
 
 def add_run_argument(p: argparse.ArgumentParser) -> None:
@@ -80,8 +82,8 @@ def refuse_others(args: argparse.Namespace, family: str, only: Mapping[str, Sequ
         if family not in families and value is not None and value is not False:
             option = "--" + dest.replace("_", "-")
             raise UserError(
-                f"{option} is for {' and '.join(WORDS[f] for f in families)}; {args.run} is drawn as "
-                f"{WORDS[family].split(' (')[0].removesuffix('s')} (docs/movie.md)"
+                f"{option} is for {runs(families)}; {args.run} is drawn as a{'n' * (WORDS[family][0] in 'aeiou')} "
+                f"{WORDS[family]} run (--help groups the options by family)"
             )
 
 

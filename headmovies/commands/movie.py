@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--sequences must be in 1..1000000, got {sequences}")
         with Run(args.run) as r:
             check_run(r)
-            analysed = analysis.analyse(r, n_sequences=sequences)
+            analysed = analysis.analyse(r)  # the caption's accuracy, as the report's
             history = analysis.over_training(r, n_sequences=sequences, progress=progress)
             metrics, config = r.metrics(), r.config
         res = induction_movie(

@@ -127,6 +127,7 @@ def render_movie(
                 movie.frames(),
                 out_dir,
                 basename,
+                repeats=np.zeros(len(movie.planes.epochs), np.int64),  # no held events: the total for the bar
                 fps=fps,
                 hold_s=hold_s,
                 formats=formats,
