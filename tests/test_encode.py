@@ -91,9 +91,27 @@ def test_encode_subset_and_rgba_frames(tmp_path):
     assert probe(tmp_path / "a.mp4")[1] == 4
 
 
+def test_odd_frames_lose_their_last_row_and_column_in_encode_alone(tmp_path):
+    frame = np.random.default_rng(0).integers(0, 256, (63, 97, 4), np.uint8)
+    result = encode([frame], tmp_path, "x", formats="png")
+    assert result.size == (96, 62)
+    from PIL import Image
+
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "x.png")), frame[:62, :96, :3])
+
+
+def test_write_movie_repeats_held_snapshots_and_holds_the_last_frame(tmp_path):
+    from headmovies.render.core.encode import write_movie
+
+    frames = [np.full((4, 6, 3), v, np.uint8) for v in (10, 20, 30)]
+    result = write_movie(iter(frames), tmp_path, "m", repeats=np.array([0, 2, 0]), fps=4, hold_s=0.5, formats="png")
+    assert result.frames == 3 + 2 + 2 and result.size == (6, 4)
+    from PIL import Image
+
+    assert np.asarray(Image.open(tmp_path / "m.png"))[0, 0].tolist() == [30, 30, 30]
+
+
 def test_encode_rejects_bad_frames_and_formats(tmp_path):
-    with pytest.raises(ValueError, match="odd"):
-        encode([np.zeros((63, 96, 3), np.uint8)], tmp_path, "x")
     with pytest.raises(ValueError, match="all frames must match"):
         encode([np.zeros((64, 96, 3), np.uint8), np.zeros((64, 98, 3), np.uint8)], tmp_path, "x")
     with pytest.raises(ValueError, match="uint8"):
