@@ -16,12 +16,9 @@ from headmovies.render.core.encode import EncodeResult, write_movie
 from headmovies.render.core.timeline import (
     EVENT_HOLD_S,
     STRIP_PX,
-    Curve,
-    Event,
     Timeline,
-    first_lasting,
+    accuracy_timeline,
     hold_frames,
-    schedule_events,
 )
 from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.induction.figures import _heatmap_grid
@@ -34,25 +31,15 @@ def induction_timeline(epochs: np.ndarray, metrics: dict, config: dict) -> Timel
     """Epochs of the snapshots [S], the run's metrics and config -> the strip: held-out
     accuracy on predictable positions (%), the schedule switch, and for each of
     ACCURACY_MARKS the epoch from which the accuracy stays at or above it."""
-    events = schedule_events(config, epochs)
-    curves = []
-    if "heldout_acc" in metrics and len(metrics["heldout_acc"]):
-        me, acc = np.asarray(metrics["epoch"]), np.asarray(metrics["heldout_acc"], float)
-        curves.append(Curve(me, 100 * acc, "held-out accuracy", ACC_COLOUR))
-        for mark in ACCURACY_MARKS:
-            e = first_lasting(me, acc >= mark)
-            if e is not None:
-                events.append(
-                    Event(
-                        e,
-                        f"accuracy ≥ {mark:.0%}",
-                        f"epoch {e:,}: held-out accuracy reaches {mark:.0%} and stays there",
-                        colour=ACC_COLOUR,
-                        phase=False,
-                    )
-                )
-    return Timeline(
-        int(epochs[0]), int(epochs[-1]), events, curves, left_label="held-out\naccuracy %", left_lim=(0, 100)
+    return accuracy_timeline(
+        epochs,
+        metrics,
+        config,
+        key="heldout_acc",
+        words="held-out accuracy",
+        marks=ACCURACY_MARKS,
+        colour=ACC_COLOUR,
+        left_label="held-out\naccuracy %",
     )
 
 

@@ -21,12 +21,11 @@ from headmovies.render.core.frame_states import FrameState, frame_states, trail_
 from headmovies.render.core.timeline import (
     EVENT_HOLD_S,
     STRIP_PX,
-    Curve,
     Event,
     Timeline,
+    accuracy_timeline,
     first_lasting,
     hold_frames,
-    schedule_events,
 )
 from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.ov_coherent import analysis as S
@@ -167,34 +166,22 @@ def ov_coherent_timeline(epochs: np.ndarray, qk: np.ndarray, metrics: dict, conf
     """The strip: the logged accuracy (%), the schedule switch, the epoch from which heads 1
     and 2 (if the run has two) stay opposite (`opposite_over_time`) and the epoch from which the accuracy stays at or
     above ACC_MARK."""
-    events = schedule_events(config, epochs)
     e = first_lasting(epochs, opposite_over_time(qk)) if qk.shape[1] >= 2 else None  # one head: no pair
+    opposite = []
     if e is not None:
-        events.append(
-            Event(
-                e,
-                "orderings opposite",
-                f"epoch {e:,}: heads 1 and 2 order the signal tokens oppositely from here on",
-                colour=OPPOSITE_COLOUR,
-                phase=False,
-            )
-        )
-    curves = []
-    if "acc" in metrics and len(metrics["acc"]):
-        me, acc = np.asarray(metrics["epoch"]), np.asarray(metrics["acc"], float)
-        curves.append(Curve(me, 100 * acc, "accuracy", ACC_COLOUR))
-        e = first_lasting(me, acc >= ACC_MARK)
-        if e is not None:
-            events.append(
-                Event(
-                    e,
-                    f"accuracy ≥ {ACC_MARK:.0%}",
-                    f"epoch {e:,}: accuracy reaches {ACC_MARK:.0%} and stays there",
-                    colour=ACC_COLOUR,
-                    phase=False,
-                )
-            )
-    return Timeline(int(epochs[0]), int(epochs[-1]), events, curves, left_label="accuracy %", left_lim=(0, 100))
+        words = f"epoch {e:,}: heads 1 and 2 order the signal tokens oppositely from here on"
+        opposite.append(Event(e, "orderings opposite", words, colour=OPPOSITE_COLOUR, phase=False))
+    return accuracy_timeline(
+        epochs,
+        metrics,
+        config,
+        key="acc",
+        words="accuracy",
+        marks=(ACC_MARK,),
+        colour=ACC_COLOUR,
+        left_label="accuracy %",
+        events=opposite,
+    )
 
 
 def figcaption(run: Run, label: str, qk: np.ndarray, timeline: Timeline, acc_final: float | None) -> str:
