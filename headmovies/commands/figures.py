@@ -9,7 +9,6 @@ from pathlib import Path
 from headmovies.commands.any_run import (
     add_generic_arguments,
     add_run_argument,
-    check_panel_words,
     default_out,
     family_of,
     group,
@@ -96,7 +95,6 @@ def figure_formats(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else default_out(args.run) / "figures"
     formats = figure_formats(args.formats) if args.formats is not None else FIGURE_FORMATS
-    check_panel_words(args.panels)
     check_out_dir(out)
     family = family_of(args)
     refuse_others(args, family, ONLY)
