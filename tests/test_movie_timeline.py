@@ -13,7 +13,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 from headmovies.cli import main
-from headmovies.render.core.encode import html_snippet, mp4_codec
+from headmovies.render.core.snippet import html_snippet, mp4_codec
 from headmovies.render.core.timeline import Event, Timeline, first_lasting, hold_frames
 from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR

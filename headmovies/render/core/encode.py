@@ -9,7 +9,7 @@ process (no image files, no second render) that writes, in a single pass,
 
 then a second, cheap ffmpeg pass turns the FFV1 copy + palette into a looping GIF
 (paletteuse; one palette for the whole movie). The poster PNG is the last frame; the HTML
-snippet (`html_snippet`, at the end of this file) is a <figure> with the <video> (MP4 first, then WebM) and a
+snippet (`render.core.snippet`) is a <figure> with the <video> (MP4 first, then WebM) and a
 <figcaption>.
 The last frame is repeated for `hold_s` seconds in every movie so a looping player pauses on it.
 
@@ -32,16 +32,12 @@ H or W loses its last row or column here (yuv420p needs even sizes), and nowhere
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import functools
-import html
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +47,8 @@ import numpy as np
 from headmovies import disk
 from headmovies.errors import DiskFullError, EncodeError, UserError
 from headmovies.render.core.movie_options import FORMATS, check_gif_fps, parse_formats
-from headmovies.render.core.outputs import prepare_out_dir
+from headmovies.render.core.outputs import prepare_out_dir, remove_stale_work, work_folder
+from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
 
@@ -162,43 +159,6 @@ def _prctl():
         return None
 
 
-def remove_stale_work(out_dir: Path) -> list[Path]:
-    """Remove the `.NAME.encoding-PID-*` folders that killed renders left in `out_dir`. A live
-    encode holds an flock on its folder's `lock` file (dropped by the kernel when it dies); a
-    folder without that file (older versions) counts as stale once a minute old."""
-    removed = []
-    for work in out_dir.glob(".*.encoding-*"):
-        try:
-            fd = os.open(work / "lock", os.O_RDONLY)
-        except FileNotFoundError:
-            try:
-                stale = work.is_dir() and time.time() - work.stat().st_mtime > 60
-            except OSError:
-                stale = False
-        except OSError:
-            continue
-        else:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                stale = True
-            except BlockingIOError:
-                stale = False  # a live render, maybe another process's
-            finally:
-                os.close(fd)
-        if stale:
-            shutil.rmtree(work, ignore_errors=True)
-            removed.append(work)
-    return removed
-
-
-def _work_folder(out_dir: Path, basename: str) -> tuple[Path, int]:
-    """A fresh hidden work folder in `out_dir` and the fd of its held `lock` (see remove_stale_work)."""
-    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{basename}.encoding-{os.getpid()}-"))
-    fd = os.open(work / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return work, fd
-
-
 def encode(
     frames: Iterable[np.ndarray],
     out_dir: str | os.PathLike,
@@ -245,7 +205,7 @@ def encode(
 
     remove_stale_work(out_dir)
     try:
-        work, held = _work_folder(out_dir, basename)
+        work, held = work_folder(out_dir, basename)
     except OSError as exc:
         if disk.is_full(exc):
             raise DiskFullError(disk.full_message(out_dir, "", "nothing was written")) from None
@@ -474,92 +434,3 @@ def _write_png(frame: np.ndarray, path: Path) -> None:
     from PIL import Image  # matplotlib's own dependency
 
     Image.fromarray(np.ascontiguousarray(frame[..., :3])).save(path, format="PNG", optimize=True)
-
-
-# --- the HTML snippet ----------------------------------------------------------------------
-# The post-ready HTML snippet of a movie (docs/movie.md, "The HTML snippet").
-#
-# One `<figure>`: the `<video>` with the MP4 source first (Safari and iOS play only H.264 of
-# the two) and the WebM second, each with its codecs so that a browser skips what it cannot
-# decode; `controls` (motion longer than 5 s needs a way to pause: WCAG 2.2.2); the poster PNG;
-# and a `<figcaption>`, the movie's text alternative, generated from the run.
-#
-# Reduced motion. The `<video>` carries no `autoplay` attribute. A small inline script right
-# after it (no external file, no CDN: it works from file://) starts it (muted, looping) unless
-# `matchMedia("(prefers-reduced-motion: reduce)")` matches; then the video stays paused at 0
-# with its poster shown until the reader presses play. Where scripts do not run (a feed reader,
-# a page that strips them), the video does not start by itself either: the poster and the
-# controls are what the reader gets, the safe side. Switching the preference on while the
-# movie plays pauses it.
-
-# Starts the video just before this script unless the reader prefers reduced motion.
-AUTOPLAY_SCRIPT = """\
-<script>
-(function (video) {
-  var reduce = window.matchMedia ? window.matchMedia("(prefers-reduced-motion: reduce)") : null;
-  function start() {
-    if (reduce && reduce.matches) return;
-    video.autoplay = true;
-    var playing = video.play();
-    if (playing && playing.catch) playing.catch(function () {});
-  }
-  start();
-  if (reduce && reduce.addEventListener) reduce.addEventListener("change", function () {
-    if (reduce.matches) video.pause(); else start();
-  });
-})(document.currentScript.previousElementSibling);
-</script>"""
-
-
-def mp4_codec(path: str | os.PathLike) -> str | None:
-    """The RFC 6381 codecs string of an H.264 MP4 ('avc1.640028': profile, constraint flags and
-    level from its avcC box), or None if the file has no avcC box."""
-    data = Path(path).read_bytes()
-    i = data.find(b"avcC")
-    if i < 0 or i + 8 > len(data):
-        return None
-    profile, compat, level = data[i + 5], data[i + 6], data[i + 7]
-    return f"avc1.{profile:02X}{compat:02X}{level:02X}"
-
-
-def html_snippet(
-    basename: str,
-    size: tuple[int, int],
-    sources: Iterable[str],
-    poster: bool,
-    caption: str = "",
-    mp4_codecs: str | None = None,
-) -> str:
-    """The snippet's HTML (file names relative to it, so the folder can be copied next to a
-    post as is). size: (width, height) of the movie in pixels; sources: the movie formats
-    written (mp4 and/or webm); poster: the PNG poster exists; caption: the figcaption text
-    (plain text, escaped here; none if empty); mp4_codecs: e.g. 'avc1.640028' (`mp4_codec`).
-    The figure is never wider than the movie or its column, nor so wide that the movie's
-    height leaves no room in the window: a 1280 x 900 window shows the whole frame."""
-    w, h = size
-    sources = set(sources)
-    name = html.escape(basename, quote=True)
-    attrs = f' poster="{name}.png"' if poster else ""
-    # the whole frame on screen: no wider than the movie, the column, or what leaves the frame
-    # and about 5 lines (controls, caption's start) within the window's height
-    fit = f"min({w}px, 100%, calc((100vh - 7.5em) * {w / h:.4f}))"
-    lines = [
-        f'<figure class="headmovies-movie" style="margin: 1em auto; max-width: {fit};">',
-        (
-            f'<video controls muted loop playsinline preload="metadata" width="{w}" height="{h}"{attrs} '
-            'style="display: block; width: 100%; height: auto;">'
-        ),
-    ]
-    mp4_type = f'video/mp4; codecs="{mp4_codecs}"' if mp4_codecs else "video/mp4"
-    types = {"mp4": mp4_type, "webm": 'video/webm; codecs="vp9"'}
-    for ext in ("mp4", "webm"):
-        if ext in sources:
-            lines.append(f"  <source src=\"{name}.{ext}\" type='{types[ext]}'>")
-    link = f'<a href="{name}.mp4">{name}.mp4</a>' if "mp4" in sources else f'<a href="{name}.webm">{name}.webm</a>'
-    lines.append(f"  Your browser cannot play this video; download {link}.")
-    lines.append("</video>")
-    lines.append(AUTOPLAY_SCRIPT)
-    if caption:
-        lines.append(f'<figcaption style="font-size: 0.9em; line-height: 1.4;">{html.escape(caption)}</figcaption>')
-    lines.append("</figure>")
-    return "\n".join(lines) + "\n"
