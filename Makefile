@@ -97,10 +97,10 @@ train-orbits: setup
 
 movie: train-orbits
 	$(HM) orbits check $(RUN)
-	$(HM) orbits movie $(RUN) --out $(MOVIE_DIR)
+	$(HM) movie $(RUN) --out $(MOVIE_DIR)
 
 viewer: train-orbits
-	$(HM) orbits view $(RUN) --out $(MOVIE_DIR)
+	$(HM) view $(RUN) --out $(MOVIE_DIR)
 
 # make docs-picture - the README's picture: the default movie (make movie) as a small looping GIF,
 # 560 px wide at 4 frames a second, 128 colours (about 0.43 MB), committed as documentation.
@@ -130,7 +130,7 @@ retrain: setup
 	$(HM) train orbits --out $(RUN) --force --threads $(THREADS)
 
 figures: train-orbits
-	$(HM) orbits figures $(RUN) --out outputs/orbits/figures
+	$(HM) figures $(RUN) --out outputs/orbits/figures
 
 # make census - the orbit census (docs/results/orbits.md, "Census"): the orbit experiment on the
 # seeds CENSUS_SEEDS (a range FIRST-LAST), CENSUS_CHUNK seeds at a time, under four recipes at the
@@ -211,7 +211,7 @@ ov-coherent: setup
 	for s in $(OV_COHERENT_WIDE_SEEDS); do OMP_NUM_THREADS=1 $(HM) train ov-coherent \
 		--out data/ov-coherent/h1d4_seed$$s.h5 --set seed=$$s --set n_heads=1 --set d_head=4 --reuse || exit 1; done
 	$(HM) ov-coherent report $(OV_COHERENT_RUNS) --out outputs/ov-coherent
-	for r in $(OV_COHERENT_RUNS); do $(HM) ov-coherent view $$r --out outputs/ov-coherent/$$(basename $$r .h5) || exit 1; done
+	for r in $(OV_COHERENT_RUNS); do $(HM) view $$r --out outputs/ov-coherent/$$(basename $$r .h5) || exit 1; done
 
 # make induction - source 003: train the 1-layer, smeared-key and 2-layer models (seed 0; complete
 # runs are reused), then figures, tables and attention movies under outputs/induction/, and each
@@ -230,7 +230,7 @@ induction: setup
 	for v in $(INDUCTION_VARIANTS); do OMP_NUM_THREADS=1 $(HM) train induction-$$v \
 		--out data/induction-$$v.h5 --reuse || exit 1; done
 	$(HM) induction report $(foreach v,$(INDUCTION_VARIANTS),data/induction-$(v).h5) --out outputs/induction
-	for v in $(INDUCTION_VARIANTS); do $(HM) induction view data/induction-$$v.h5 \
+	for v in $(INDUCTION_VARIANTS); do $(HM) view data/induction-$$v.h5 \
 		--out outputs/induction/induction-$$v --no-progress || exit 1; done
 
 induction-seeds: setup

@@ -82,7 +82,7 @@ FAULTS: dict[str, Fault] = {
     ),
     "killed-renderer": Fault(
         "a killed renderer",
-        "`kill -9` of a real `orbits movie`",
+        "`kill -9` of a real `headmovies movie`",
         "nothing (killed); its ffmpeg dies with it (Linux)",
         "no movie; the next render removes the work folder",
     ),
@@ -101,7 +101,7 @@ FAULTS: dict[str, Fault] = {
     "nonfinite-inside": Fault(
         "non-finite weights in a snapshot inside the run",
         "NaN or inf written into one interior snapshot of a real run file",
-        "one line naming the epoch and dataset from `orbits movie`, `figures`, `view`, exit 2; no numpy warnings",
+        "one line naming the epoch and dataset from `movie`, `figures`, `view`, exit 2; no numpy warnings",
         "the run file as it is; no output file",
     ),
     "damaged-bytes": Fault(

@@ -1,4 +1,6 @@
-"""`headmovies orbits check|movie|figures RUN`: the orbit experiment's outputs (source 000)."""
+"""`headmovies orbits check|watch|census`: orbit analysis of the orbit experiment's runs (source
+000). Its movie, figures and viewer are `headmovies movie|figures|view RUN` (commands/movie.py);
+`orbits movie|figures|view` remain as deprecated spellings of those."""
 
 from __future__ import annotations
 
@@ -6,23 +8,22 @@ import argparse
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 from headmovies import disk
-from headmovies.commands.orbits_help import CENSUS, CHECK, FIGURES, MOVIE, PANELS_HELP, VIEW, WATCH
-from headmovies.errors import UserError, plural
-from headmovies.render.core.encode import Quality
-from headmovies.render.core.frame_layout import LAYOUTS, MIN_PANEL_PX, PANEL_PX
-from headmovies.render.core.frame_states import TRAIL_EPOCHS
-from headmovies.render.core.movie_options import add_movie_arguments, movie_arguments
+from headmovies.commands import figures as figures_command
+from headmovies.commands import movie as movie_command
+from headmovies.commands import view as view_command
+from headmovies.commands.any_run import check_panel_words
+from headmovies.commands.figures import figure_formats
+from headmovies.commands.orbits_help import CENSUS, CHECK, PANELS_HELP, WATCH
+from headmovies.commands.orbits_help import DESCRIPTION as DESCRIPTION
+from headmovies.errors import UserError
 from headmovies.render.core.outputs import FIGURE_FORMATS
-from headmovies.render.core.projections import parse_panel
-from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
 from headmovies.render.orbits.check import DEAD_TOL, GAUGES, TOL
 
 NAME = "orbits"
-HELP = "orbit experiment (source 000): orbit check, movie and figures of a run file"
+HELP = "orbit experiment (source 000): orbit check, live viewer and census of run files"
 
 
 def _tolerances(p: argparse.ArgumentParser) -> None:
@@ -55,67 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
     p.set_defaults(_action=check)
 
-    p = sub.add_parser(
-        "movie", help="the orbit movie (MP4, WebM, GIF, poster, HTML snippet)", description=MOVIE, formatter_class=fmt
-    )
-    p.add_argument("run", type=Path, metavar="RUN", help="run file (.h5)")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
-    p.add_argument("--panels", nargs="+", metavar="PANEL", default=None, help=PANELS_HELP + " (default: default)")
-    add_movie_arguments(p)
-    add_timeline_arguments(p)
-    p.add_argument("--no-timeline", action="store_true", help="no timeline strip under the panels")
-    p.add_argument("--name", default="orbits", help="file name stem of the outputs (default orbits)")
-    p.add_argument(
-        "--layout",
-        choices=LAYOUTS,
-        default="wide",
-        help="wide: landscape, the timeline right of the panels (default); tall: portrait, the timeline under them",
-    )
-    p.add_argument(
-        "--panel-px",
-        type=int,
-        default=None,
-        metavar="PX",
-        help=f"side of each square panel in pixels, {MIN_PANEL_PX} to 2000 "
-        f"(default {PANEL_PX['wide']} wide, {PANEL_PX['tall']} tall)",
-    )
-    p.add_argument(
-        "--trail",
-        type=float,
-        default=TRAIL_EPOCHS,
-        metavar="EPOCHS",
-        help=f"trail length in epochs (default {TRAIL_EPOCHS:g})",
-    )
-    p.add_argument(
-        "--crf", type=int, default=Quality.mp4_crf, help=f"H.264 quality, lower is better (default {Quality.mp4_crf})"
-    )
-    p.add_argument("--no-orbit-colours", action="store_true", help="draw every head in one colour")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(_action=movie)
-
-    p = sub.add_parser("figures", help="still figures for posts, PNG and SVG", description=FIGURES, formatter_class=fmt)
-    p.add_argument("run", type=Path, metavar="RUN", help="run file (.h5), e.g. data/orbits.h5")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
-    p.add_argument("--panels", nargs="+", metavar="PANEL", default=None, help=PANELS_HELP + " (default: default)")
-    _tolerances(p)
-    p.add_argument("--formats", default=",".join(FIGURE_FORMATS), help="png,svg or one of them (default both)")
-    p.add_argument(
-        "--no-over-time",
-        action="store_true",
-        help="skip orbits_over_time and orbit_progress (they run the orbit check on every snapshot)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(_action=figures)
-
-    p = sub.add_parser(
-        "view", help="the interactive viewer: one self-contained HTML page", description=VIEW, formatter_class=fmt
-    )
-    p.add_argument("run", type=Path, metavar="RUN", help="run file (.h5), e.g. data/orbits.h5")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
-    p.add_argument("--panels", nargs="+", metavar="PANEL", default=None, help=PANELS_HELP + " (default: default)")
-    p.add_argument("--name", default="viewer", help="file name stem of the page (default viewer)")
-    _tolerances(p)
-    p.set_defaults(_action=view)
+    for old in (movie_command, figures_command, view_command):  # deprecated spellings, not listed
+        p = sub.add_parser(old.NAME, description=old.DESCRIPTION, formatter_class=fmt)
+        old.add_arguments(p)
+        p.set_defaults(_action=_deprecated(old))
 
     p = sub.add_parser(
         "watch",
@@ -178,72 +122,12 @@ def check(args: argparse.Namespace) -> int:
     return 0
 
 
-def movie(args: argparse.Namespace) -> int:
-    from headmovies.render.orbits.movie import make_movie
+def _deprecated(command):
+    def run(args: argparse.Namespace) -> int:
+        print(f"note: `headmovies orbits {command.NAME}` is now `headmovies {command.NAME}`", file=sys.stderr)
+        return command.run(args)
 
-    panels = args.panels
-    _check_panel_words(panels)
-    formats, fps, hold = movie_arguments(args)
-    event_hold = timeline_arguments(args)
-    if args.panel_px is None:
-        args.panel_px = PANEL_PX[args.layout]
-    if not MIN_PANEL_PX <= args.panel_px <= 2000:
-        why = (
-            (
-                f" (below {MIN_PANEL_PX} the text no longer fits; to show the movie smaller, give it a smaller width "
-                "in the page)"
-            )
-            if args.panel_px < MIN_PANEL_PX
-            else ""
-        )
-        raise UserError(f"--panel-px must be in {MIN_PANEL_PX}..2000{why}, got {args.panel_px}")
-    if not math.isfinite(args.trail) or args.trail < 0:
-        raise UserError(f"--trail must be a number of epochs >= 0, got {args.trail}")
-    if not 0 <= args.crf <= 51:
-        raise UserError(f"--crf must be in 0..51 (H.264), got {args.crf}")
-    if not args.name or "/" in args.name or args.name.startswith("."):
-        raise UserError(f"--name must be a plain file name stem, got {args.name!r}")
-    t0 = time.perf_counter()
-    result = make_movie(
-        args.run,
-        args.out,
-        panels=panels,
-        formats=formats,
-        fps=fps,
-        hold_s=hold,
-        basename=args.name,
-        panel_px=args.panel_px,
-        quality=Quality(mp4_crf=args.crf),
-        trail_epochs=args.trail,
-        progress=not args.no_progress,
-        colour_orbits=not args.no_orbit_colours,
-        event_hold_s=event_hold,
-        timeline=not args.no_timeline,
-        layout=args.layout,
-    )
-    w, h = result.size
-    print(f"{result.frames} frames, {w}x{h} px, {result.fps:g} fps, in {time.perf_counter() - t0:.1f} s:")
-    for path in result.paths.values():
-        print(f"  {path}  ({path.stat().st_size / 1e6:.2f} MB)")
-    return 0
-
-
-def figures(args: argparse.Namespace) -> int:
-    from headmovies.render.orbits.figures import make_figures
-
-    formats = _formats(args.formats)
-    for path in make_figures(
-        args.run,
-        args.out,
-        args.panels,
-        args.tol,
-        args.dead_tol,
-        formats,
-        over_time=not args.no_over_time,
-        progress=not args.no_progress,
-    ):
-        print(path)
-    return 0
+    return run
 
 
 def _progress(it, desc: str = "census"):
@@ -257,7 +141,7 @@ def census(args: argparse.Namespace) -> int:
     from headmovies.sweeps.census import write_census
     from headmovies.sweeps.census_rows import Settings, collect, read_census_rows, write_settings
 
-    formats = _formats(args.formats)
+    formats = figure_formats(args.formats)
     try:
         screen = sorted({int(e) for e in args.screen_epochs.split(",") if e.strip()})
     except ValueError:
@@ -345,40 +229,10 @@ def _say_skipped(skipped: list[str]) -> None:
         )
 
 
-def _formats(text: str) -> tuple[str, ...]:
-    formats = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
-    if not formats or any(f not in FIGURE_FORMATS for f in formats):
-        raise UserError(f"--formats must be png, svg or png,svg; got {text!r}")
-    return formats
-
-
-def _check_panel_words(panels) -> None:
-    from headmovies.render.orbits.panel_choice import OLD_PANEL_KEYWORDS, PANEL_KEYWORDS  # h5py: on use
-
-    if panels and not {w.lower() for w in panels} & {*PANEL_KEYWORDS, *OLD_PANEL_KEYWORDS}:
-        [parse_panel(p) for p in panels]  # a bad plane fails before the run is opened
-
-
-def view(args: argparse.Namespace) -> int:
-    from headmovies.render.orbits.viewer import MAX_MB, make_viewer
-
-    _check_panel_words(args.panels)
-    if not args.name or "/" in args.name or args.name.startswith("."):
-        raise UserError(f"--name must be a plain file name stem, got {args.name!r}")
-    result = make_viewer(args.run, args.out, panels=args.panels, tol=args.tol, dead_tol=args.dead_tol, name=args.name)
-    mb = result.bytes / 1e6
-    print(
-        f"{result.path}  ({mb:.2f} MB, {plural(result.snapshots, 'snapshot')}, panels "
-        f"{' '.join(map(str, result.panels))}, built in {result.seconds:.1f} s)"
-        + (f"; larger than {MAX_MB:g} MB: browsers may be slow to open it" if mb > MAX_MB else "")
-    )
-    return 0
-
-
 def watch(args: argparse.Namespace) -> int:
     from headmovies.render.orbits.watch import watch as follow
 
-    _check_panel_words(args.panels)
+    check_panel_words(args.panels)
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port must be in 0..65535, got {args.port}")
     if not math.isfinite(args.interval) or not 0.05 <= args.interval <= 60:

@@ -1,17 +1,14 @@
 """What `headmovies orbits --help` and its actions' `--help` say (the `orbits` command,
 commands/orbits.py): the descriptions, wrapped by hand for an 80-column terminal."""
 
-from headmovies.render.core.movie_options import FORMATS
-
 DESCRIPTION = """\
-Outputs of a run of the orbit experiment (or any run of a C_n-symmetric experiment), from the
-run file alone:
+Orbit analysis of runs of the orbit experiment (or any run of a C_n-symmetric experiment),
+from the run files alone:
   check    which heads form orbits of C_n at one snapshot, on the full QK and OV matrices
-  movie    the movie: heads as trailing dots in irrep planes of their QK and OV circuits
-  figures  still figures for posts (curves, final panels, orbit check, Fourier power)
-  view     the interactive viewer: one self-contained HTML page to scrub through the run
   watch    the viewer served on 127.0.0.1, following a run while it trains
   census   orbit outcomes across the seeds of one or more sweeps: tables, figure, rows
+An orbit run's movie, figures and viewer: `headmovies movie|figures|view RUN` (the old
+spellings `headmovies orbits movie|figures|view` still run them, with a notice).
 Conventions: docs/math.md; what the movie shows: docs/movie.md; the viewer: docs/viewer.md."""
 
 PANELS_HELP = (
@@ -40,50 +37,6 @@ docs/math.md, "Orbit spectrum". The training levers that aim at these (score_sca
 qk_decay, qk_init, frozen_embed, impose_orbit_at; `headmovies train orbits --set KEY=VALUE`)
 are in docs/experiments.md, "Levers".
 Prints a short text, or JSON with --json. Definition: docs/math.md, "Orbit check"."""
-
-MOVIE = f"""\
-One frame per snapshot, one dot per head at its irrep coordinate X^(u,v) in each panel,
-trailing its last --trail epochs; axes rescale smoothly to the largest radius in view; the last
-frame is held --hold seconds. The orbit check runs on every snapshot: a head is drawn in its
-orbit's colour (and the orbit's polygon outlined) only from the snapshot at which the orbit
-is verified, grey like any other live head before; dead heads are small light-grey dots. A
-timeline strip right of the panels (--layout wide, landscape, the default) or under them
-(--layout tall, portrait) shows epochs, the schedule switch, phase changes and each
-verification, nothing after the frame's epoch; the frame is held --event-hold seconds at
-phase changes and verifications.
-
-Panels are CIRCUIT:U,V with CIRCUIT qk (rotation frequency ω = u+v) or ov (ω = m*u+v, u the
-output frequency); an orbit draws a regular polygon with n/gcd(ω, n) vertices. --panels
-default keeps source 000's four (qk:0,10 ov:10,-10 qk:0,6 ov:6,-6) when the orbits show in
-them, else picks, for the two largest orbits, the planes where they carry the most power,
-then fills up to four panels with the strongest QK planes of all live heads, each with an OV
-plane of the same polygon order. auto always picks; source always draws source 000's four.
-
-Writes DIR/NAME.{{{",".join(FORMATS)}}} (those in --formats): H.264 MP4 (+faststart), VP9
-WebM, looping GIF, poster PNG (last frame) and an HTML snippet (<figure>: <video> with
-controls, MP4 first, no autoplay under prefers-reduced-motion, and a <figcaption> text
-alternative). Files appear only when complete."""
-
-FIGURES = """\
-Writes into DIR:
-  curves.{png,svg}            loss, accuracy and both equivariance errors over epochs
-  panels.{png,svg}            the movie's panels at the final epoch (orbit colours, trails)
-  orbit_check.{png,svg}       match error of every head under every shift (final snapshot)
-  orbit_power.{png,svg}       Fourier power of each orbit's QK and OV circuits per (u, v)
-  orbits_over_time.{png,svg}  heads in verified orbits at each snapshot
-  orbit_progress.{png,svg}    each head's distance to an orbit over epochs, heads in orbits,
-                              and when each orbit locks in
-  orbits.json, orbits.txt     the orbit report of the final snapshot"""
-
-VIEW = """\
-Writes DIR/NAME.html (default viewer.html): one self-contained page, plain JavaScript and
-canvas, no network; it opens from file:// offline. Play/pause and a scrubber over epochs;
-the movie's panels (--panels as for the movie) plus any (circuit, u, v) plane chosen in the
-page; trails; a timeline with the schedule switch, the second phase and each orbit's
-verification; hovering or clicking a head shows its id, orbit, worst-shift match error and
-heatmaps of its centred QK and OV circuits at that epoch. Colours follow the orbit check of
-every snapshot: a head is drawn in an orbit's colour only where the check verifies it.
-Details: docs/viewer.md."""
 
 WATCH = """\
 Serves the viewer of RUN at http://127.0.0.1:PORT/ and follows the run while it trains

@@ -54,11 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_timeline_arguments(p)
     p.add_argument(
         "--trail",
-        type=int,
-        default=1000,
+        type=float,
+        default=None,
         metavar="EPOCHS",
         help="movie trails span this many epochs (here an epoch is one optimizer step on a fresh "
-        "batch, as in the run file; default 1000)",
+        "batch, as in the run file; default: a tenth of the run, at most 250)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(_action=report)
@@ -90,7 +90,7 @@ def report(args: argparse.Namespace) -> int:
 
     formats, fps, hold = movie_arguments(args)
     event_hold = timeline_arguments(args)
-    if args.trail < 0:
+    if args.trail is not None and args.trail < 0:
         raise UserError(f"--trail must be >= 0, got {args.trail}")
     rows = write_report(
         args.runs,

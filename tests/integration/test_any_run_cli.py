@@ -43,14 +43,17 @@ def test_figures_and_view_default_to_a_folder_per_run(tmp_path, capsys):
 
 
 def test_figures_offers_no_plane_options_it_would_ignore(tmp_path, capsys):
-    """figures draws no planes: --panels and --basis are refused (argparse, exit 2), not ignored."""
+    """figures draws no planes of a recorded run: --basis is refused (argparse, exit 2), --panels
+    (an orbit run's panels figure) in one line, not ignored."""
     run = _record(tmp_path / "a.h5")
-    for option in (["--panels", "qk:1,2"], ["--basis", "b.npz"]):
+    for option in (["--basis", "b.npz"],):
         with pytest.raises(SystemExit) as stop:
             cli.main(["figures", str(run), "--out", str(tmp_path / "f"), *option])
         assert stop.value.code == 2
         assert f"unrecognized arguments: {' '.join(option)}" in capsys.readouterr().err
     assert not (tmp_path / "f").exists()
+    assert cli.main(["figures", str(run), "--out", str(tmp_path / "f"), "--panels", "qk:1,2"]) == 2
+    assert capsys.readouterr().err.startswith("error: --panels is for orbit runs; ")
     assert cli.main(["figures", str(run), "--out", str(tmp_path / "f"), "--group-order", "5"]) == 0
     assert json.loads((tmp_path / "f" / "summary.json").read_text())["group_order"] == 5
 
@@ -73,7 +76,8 @@ def test_a_basis_that_is_not_an_npz_archive_is_one_line(tmp_path, capsys):
 def test_the_movie_counts_snapshots_and_names_its_planes_in_words(tmp_path, capsys):
     with headmovies.Recorder(tmp_path / "one.h5", lambda: _weights(1.0), schedule=[0]) as rec:
         rec.step(0)
-    assert cli.main(["movie", str(tmp_path / "one.h5"), "--out", str(tmp_path / "m"), "--formats", "mp4,html"]) == 0
+    argv = ["movie", str(tmp_path / "one.h5"), "--out", str(tmp_path / "m"), "--formats", "mp4,html", "--no-progress"]
+    assert cli.main(argv) == 0
     out, err = capsys.readouterr()
     assert err == "1 snapshot, 2 heads, principal-axis planes\n"
     assert out == f"{tmp_path / 'm'}: movie.mp4, movie.html (25 frames)\n"  # 1 + 2 s held at 12 fps
@@ -81,17 +85,39 @@ def test_the_movie_counts_snapshots_and_names_its_planes_in_words(tmp_path, caps
     assert "Heads of one.h5 (2) in principal-axis planes, epochs 0 to 0</figcaption>" in html
 
 
-def test_orbit_commands_on_a_recorded_run_point_to_the_generic_ones(tmp_path, capsys):
+def test_the_orbit_check_on_a_recorded_run_points_to_the_generic_commands(tmp_path, capsys):
     run = _record(tmp_path / "a.h5")
     hint = "; a recorded run's heads are drawn by `headmovies movie`, `figures` and `view` (docs/recording.md)\n"
-    for argv, need in (
-        (["orbits", "check", str(run)], "the orbit check needs"),
-        (["orbits", "movie", str(run), "--out", str(tmp_path / "m")], "irrep panels need"),
-    ):
-        assert cli.main(argv) == 2
+    assert cli.main(["orbits", "check", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {run} (recorded) has no group data (n, m): the orbit check needs ")
+    assert err.endswith(hint) and err.count("\n") == 1
+
+
+def test_each_run_is_drawn_by_its_family_and_other_families_options_are_refused(tmp_path, capsys):
+    """One `movie` command: an orbit run gets the orbit movie (orbits.*), a recorded one the
+    generic movie (movie.*); an option of another family is one line, exit 2, nothing written;
+    `--generic` draws an orbit run as a recorded one; the old `orbits movie` runs with a notice."""
+    from equivariant import equivariant_run
+
+    orbit = equivariant_run(tmp_path / "equi.h5", np.arange(3) * 50)
+    recorded = _record(tmp_path / "a.h5")
+    fast = ["--formats", "png", "--no-progress"]
+    assert cli.main(["movie", str(orbit), "--out", str(tmp_path / "o"), "--panel-px", "220", *fast]) == 0
+    assert [p.name for p in (tmp_path / "o").iterdir()] == ["orbits.png"]
+    assert cli.main(["movie", str(orbit), "--generic", "--out", str(tmp_path / "g"), *fast]) == 0
+    assert [p.name for p in (tmp_path / "g").iterdir()] == ["movie.png"]
+    capsys.readouterr()
+    for option in (["--layout", "tall"], ["--event-hold", "0"], ["--sequences", "8"]):
+        assert cli.main(["movie", str(recorded), "--out", str(tmp_path / "r"), *option, *fast]) == 2
         err = capsys.readouterr().err
-        assert err.startswith(f"error: {run} (recorded) has no group data (n, m): {need} ") and err.endswith(hint)
-        assert err.count("\n") == 1
+        assert err.startswith(f"error: {option[0]} is for ") and err.count("\n") == 1, err
+        assert f"{recorded} is drawn as a recorded run" in err and not (tmp_path / "r").exists()
+    assert cli.main(["movie", str(orbit), "--out", str(tmp_path / "b"), "--basis", "b.npz", *fast]) == 2
+    assert "--basis is for recorded runs (and --generic); " in capsys.readouterr().err
+    assert cli.main(["orbits", "movie", str(orbit), "--out", str(tmp_path / "old"), "--panel-px", "220", *fast]) == 0
+    assert capsys.readouterr().err.startswith("note: `headmovies orbits movie` is now `headmovies movie`\n")
+    assert [p.name for p in (tmp_path / "old").iterdir()] == ["orbits.png"]
 
 
 def test_the_metrics_figure_shows_a_single_value_and_says_when_a_side_is_empty():

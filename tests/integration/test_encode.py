@@ -1,4 +1,4 @@
-"""The encoder and `headmovies orbits movie`: codecs, pixel format, faststart, frame counts,
+"""The encoder and `headmovies movie` of orbit runs: codecs, pixel format, faststart, frame counts,
 looping GIF, poster, HTML, atomic outputs, and one-line errors on bad input."""
 
 from __future__ import annotations
@@ -92,9 +92,27 @@ def test_encode_subset_and_rgba_frames(tmp_path):
     assert probe(tmp_path / "a.mp4")[1] == 4
 
 
+def test_odd_frames_lose_their_last_row_and_column_in_encode_alone(tmp_path):
+    frame = np.random.default_rng(0).integers(0, 256, (63, 97, 4), np.uint8)
+    result = encode([frame], tmp_path, "x", formats="png")
+    assert result.size == (96, 62)
+    from PIL import Image
+
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "x.png")), frame[:62, :96, :3])
+
+
+def test_write_movie_repeats_held_snapshots_and_holds_the_last_frame(tmp_path):
+    from headmovies.render.core.encode import write_movie
+
+    frames = [np.full((4, 6, 3), v, np.uint8) for v in (10, 20, 30)]
+    result = write_movie(iter(frames), tmp_path, "m", repeats=np.array([0, 2, 0]), fps=4, hold_s=0.5, formats="png")
+    assert result.frames == 3 + 2 + 2 and result.size == (6, 4)
+    from PIL import Image
+
+    assert np.asarray(Image.open(tmp_path / "m.png"))[0, 0].tolist() == [30, 30, 30]
+
+
 def test_encode_rejects_bad_frames_and_formats(tmp_path):
-    with pytest.raises(ValueError, match="odd"):
-        encode([np.zeros((63, 96, 3), np.uint8)], tmp_path, "x")
     with pytest.raises(ValueError, match="all frames must match"):
         encode([np.zeros((64, 96, 3), np.uint8), np.zeros((64, 98, 3), np.uint8)], tmp_path, "x")
     with pytest.raises(ValueError, match="uint8"):
@@ -139,7 +157,6 @@ def tiny_run(tmp_path_factory):
 def test_movie_command_tiny_movie(tiny_run, tmp_path, capsys):
     out = tmp_path / "movie"
     argv = [
-        "orbits",
         "movie",
         str(tiny_run),
         "--out",
@@ -170,7 +187,6 @@ def test_movie_command_panels_option(tiny_run, tmp_path):
     assert (
         render_main(
             [
-                "orbits",
                 "movie",
                 str(tiny_run),
                 "--out",
@@ -250,7 +266,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tmp_path, tiny_ru
     out = tmp_path / "out"
     if "--out" not in argv:
         argv = [argv[0], "--out", str(out), *argv[1:]]
-    assert render_main(["orbits", "movie", *argv, "--no-progress"]) == 2
+    assert render_main(["movie", *argv, "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and message in err and "\n" not in err, err
     assert not out.exists() or list(out.iterdir()) == []
@@ -258,7 +274,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tmp_path, tiny_ru
 
 @pytest.mark.slow
 def test_bad_input_in_a_subprocess_has_no_traceback(tmp_path):
-    code, out, err = cli("orbits", "movie", str(tmp_path / "nope.h5"), "--out", str(tmp_path / "o"))
+    code, out, err = cli("movie", str(tmp_path / "nope.h5"), "--out", str(tmp_path / "o"))
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    code, out, err = cli("orbits", "movie", "--help")
+    code, out, err = cli("movie", "--help")
     assert code == 0 and "--panels" in out and "--formats" in out and "--fps" in out

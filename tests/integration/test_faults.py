@@ -302,7 +302,6 @@ def test_the_renderer_on_a_full_disk_says_so_and_leaves_nothing(small_disk, tiny
     assert (
         main(
             [
-                "orbits",
                 "movie",
                 str(tiny_equi),
                 "--out",
@@ -321,7 +320,7 @@ def test_the_renderer_on_a_full_disk_says_so_and_leaves_nothing(small_disk, tiny
     one_line_error(capsys.readouterr().err, "disk full", "nothing was written")
     assert listing(out) == []  # no movie, no poster, no .orbits.encoding-* folder
     figures = d.path / "figures"
-    assert main(["orbits", "figures", str(tiny_equi), "--out", str(figures), "--no-progress"]) == 2
+    assert main(["figures", str(tiny_equi), "--out", str(figures), "--no-progress"]) == 2
     one_line_error(capsys.readouterr().err, "disk full")
     assert not [p for p in listing(figures) if p.startswith(".")]  # no temporary file left
     for p in figures.glob("*.json"):
@@ -609,7 +608,6 @@ def _gone(pid: int) -> bool:
 
 def _start_movie(run, out):
     proc = headmovies(
-        "orbits",
         "movie",
         run,
         "--out",
@@ -660,7 +658,6 @@ def test_a_killed_renderer_takes_ffmpeg_along_and_the_next_render_cleans_up(long
             sys.executable,
             "-m",
             "headmovies",
-            "orbits",
             "movie",
             str(long_equi),
             "--out",
@@ -715,12 +712,10 @@ def test_a_diverged_run_is_drawn_to_its_last_finite_snapshot_with_one_warning(tm
     report = json.loads(captured.out)
     assert captured.err.strip() == warning
     assert report["epoch"] == 30 and len(report["dead"]) < 3
-    assert (
-        main(["orbits", "movie", str(run), "--out", str(tmp_path / "m"), "--formats", "mp4,png", "--no-progress"]) == 0
-    )
+    assert main(["movie", str(run), "--out", str(tmp_path / "m"), "--formats", "mp4,png", "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert err.count("warning:") == 1 and warning in err
-    assert main(["orbits", "figures", str(run), "--out", str(tmp_path / "f"), "--no-progress"]) == 0
+    assert main(["figures", str(run), "--out", str(tmp_path / "f"), "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert err.count("warning:") == 1 and warning in err
     assert json.loads((tmp_path / "f" / "orbits.json").read_text())["epoch"] == 30
@@ -792,7 +787,7 @@ def _ro_folder(tmp: Path) -> Path:
 def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
     """name -> (argv, text the error line must hold). Files the cases need are made here."""
     orbit, ind, ov = (str(runs / n) for n in ("orbits.h5", "ind.h5", "ov.h5"))
-    movie = ["orbits", "movie", orbit, "--out", str(tmp / "out"), "--no-progress"]
+    movie = ["movie", orbit, "--out", str(tmp / "out"), "--no-progress"]
 
     def train(*a):
         return train_argv(tmp / "new.h5", 20, *a)
@@ -863,7 +858,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         # the same classes, elsewhere
         "frequency -n": (movie + ["--panels", "qk:0,-5"], "frequencies of C_5 are 0..4"),
         "figures frequency": (
-            ["orbits", "figures", orbit, "--out", str(tmp / "out"), "--panels", "qk:7,0", "--no-progress"],
+            ["figures", orbit, "--out", str(tmp / "out"), "--panels", "qk:7,0", "--no-progress"],
             "frequencies of C_5 are 0..4",
         ),
         "crf": (movie + ["--crf", "99"], "--crf must be in 0..51"),
@@ -871,7 +866,7 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
         "panel-px not an int": (movie + ["--panel-px", "1e5"], "argument --panel-px: invalid int value: '1e5'"),
         "tol nan": (["orbits", "check", orbit, "--tol", "nan"], "--tol must be in (0, 1)"),
         "figures formats": (
-            ["orbits", "figures", orbit, "--out", str(tmp / "out"), "--formats", "gif"],
+            ["figures", orbit, "--out", str(tmp / "out"), "--formats", "gif"],
             "--formats must be png, svg or png,svg",
         ),
         "sequences 0": (
@@ -1075,7 +1070,7 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(case, tmp_path, runs, 
 def test_bad_input_in_a_fresh_process_has_no_traceback(tmp_path):
     """The same from the shell, for one case of each kind (usage, config, file)."""
     for argv in (
-        ["orbits", "movie", "x.h5", "--out", "o", "--fps", "fast"],
+        ["movie", "x.h5", "--out", "o", "--fps", "fast"],
         ["train", "orbits", "--out", str(tmp_path / "r.h5"), "--set", "epochs=1000000000000"],
         ["orbits", "check", str(tmp_path / "nope.h5")],
     ):

@@ -110,9 +110,9 @@ def _copy(src: Path, dst: Path) -> Path:
 
 def _commands(run: Path, out: Path) -> dict[str, list[str]]:
     return {
-        "movie": ["orbits", "movie", str(run), "--out", str(out / "m"), "--formats", "png", "--no-progress"],
-        "figures": ["orbits", "figures", str(run), "--out", str(out / "f"), "--no-progress"],
-        "view": ["orbits", "view", str(run), "--out", str(out / "v")],
+        "movie": ["movie", str(run), "--out", str(out / "m"), "--formats", "png", "--no-progress"],
+        "figures": ["figures", str(run), "--out", str(out / "f"), "--no-progress"],
+        "view": ["view", str(run), "--out", str(out / "v")],
     }
 
 
@@ -307,7 +307,7 @@ def test_an_unreachable_ray_address_is_one_line_within_seconds(how, tmp_path, ca
 def test_a_gif_faster_than_50_fps_is_refused_and_other_formats_are_not_limited(tmp_path, capsys):
     run = write_run(tmp_path / "r.h5", [0], [{k: np.zeros((2, 3, 4), np.float32) for k in ("W_Q", "W_K")}])
     out = tmp_path / "m"
-    assert main(["orbits", "movie", str(run), "--out", str(out), "--fps", "100", "--no-progress"]) == 2
+    assert main(["movie", str(run), "--out", str(out), "--fps", "100", "--no-progress"]) == 2
     one_line_error(capsys.readouterr().err, "--fps 100 is too fast for a GIF", "--fps 50 or less")
     assert not out.exists()
     check_gif_fps(("gif", "mp4"), GIF_MAX_FPS)  # 2/100 s per frame: played as asked

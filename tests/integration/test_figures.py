@@ -1,4 +1,4 @@
-"""`headmovies orbits figures` and `headmovies orbits check` on small hand-built runs whose
+"""`headmovies figures` of orbit runs and `headmovies orbits check` on small hand-built runs whose
 orbits are known (tests/equivariant.py), read back from the files they write."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def eq_run(tmp_path_factory):
 @pytest.mark.slow
 def test_figures_command_writes_every_figure(eq_run, tmp_path, capsys):
     out = tmp_path / "figs"
-    assert main(["orbits", "figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
+    assert main(["figures", str(eq_run), "--out", str(out), "--no-progress"]) == 0
     names = ["curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress", "orbit_spectrum"]
     for name in names:
         png = imread(out / f"{name}.png")
@@ -115,9 +115,9 @@ def test_orbits_command(eq_run, capsys):
         (["orbits", "check", "{run}", "--epoch", "120"], "no snapshot at epoch 120; nearest: 50, 100, 150"),
         (["orbits", "check", "{run}", "--tol", "0"], "--tol must be in (0, 1)"),
         (["orbits", "check", "{dir}/missing.h5"], "does not exist"),
-        (["orbits", "figures", "{plain}", "--out", "{dir}/x"], "has no group data"),
-        (["orbits", "figures", "{run}", "--out", "{dir}/x", "--formats", "jpg"], "--formats must be"),
-        (["orbits", "figures", "{run}", "--out", "{dir}/x", "--panels", "qk:0"], "bad panel"),
+        (["figures", "{plain}", "--out", "{dir}/x"], "has no group data"),
+        (["figures", "{run}", "--out", "{dir}/x", "--formats", "jpg"], "--formats must be"),
+        (["figures", "{run}", "--out", "{dir}/x", "--panels", "qk:0"], "bad panel"),
     ],
 )
 def test_errors_are_one_line_exit_2(eq_run, tmp_path, capsys, argv, message):

@@ -41,7 +41,7 @@ def test_default_frame_is_landscape_and_tall_is_portrait(run_path):
 
 def test_bad_layout_is_one_line(run_path, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["orbits", "movie", str(run_path), "--out", str(tmp_path / "o"), "--layout", "square"])
+        main(["movie", str(run_path), "--out", str(tmp_path / "o"), "--layout", "square"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "--layout" in err and "Traceback" not in err
@@ -50,7 +50,7 @@ def test_bad_layout_is_one_line(run_path, tmp_path, capsys):
 @pytest.mark.parametrize("layout", ["wide", "tall"])
 def test_snippet_shows_the_whole_frame_at_1280_by_900(run_path, tmp_path, browser, layout):
     out = tmp_path / layout
-    args = ["orbits", "movie", str(run_path), "--out", str(out), "--formats", "mp4,png,html", "--no-progress"]
+    args = ["movie", str(run_path), "--out", str(out), "--formats", "mp4,png,html", "--no-progress"]
     assert main([*args, "--layout", layout, "--fps", "8"]) == 0
     ctx = browser.new_context(viewport={"width": 1280, "height": 900}, device_scale_factor=1, reduced_motion="reduce")
     try:
@@ -147,7 +147,7 @@ def test_gif_is_wide_enough_for_its_smallest_text(run_path, tmp_path):
     mv.close()
     w = mv.figure.size[0]
     assert 540 < want < w and want * smallest / w >= GIF_TEXT_PX  # >= 9.5 px after scaling
-    args = ["orbits", "movie", str(run_path), "--out", str(tmp_path), "--formats", "gif", "--no-progress"]
+    args = ["movie", str(run_path), "--out", str(tmp_path), "--formats", "gif", "--no-progress"]
     assert main([*args, "--fps", "4", "--hold", "0"]) == 0
     with Image.open(tmp_path / "orbits.gif") as gif:
         assert gif.size[0] == want

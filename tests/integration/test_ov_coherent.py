@@ -255,6 +255,7 @@ def test_render_command_writes_table_and_figures(tmp_path, capsys):
 
 
 def test_movie_keeps_every_dot_in_view_and_shrinks_smoothly():
+    from headmovies.render.core.frame_states import MARGIN
     from headmovies.render.ov_coherent.movie import QKPlaneMovie
 
     T = 12
@@ -275,8 +276,8 @@ def test_movie_keeps_every_dot_in_view_and_shrinks_smoothly():
             limits.append(lim)
     finally:
         movie.close()
-    assert limits[5] == pytest.approx(1.15 * 8.0)
-    assert limits[5] > limits[6] > limits[7] > limits[11] > 1.15 * 2.0  # shrinks, but not at once
+    assert limits[5] == pytest.approx(MARGIN * 8.0)  # the one easing rule (frame_states)
+    assert limits[5] > limits[6] > limits[7] > limits[11] > MARGIN * 2.0  # shrinks, but not at once
 
 
 # ------------------------------------------------------------------ timeline and snippet

@@ -216,10 +216,9 @@ def test_the_viewer_page_shows_the_planes_axes_and_heatmaps_python_computes(grow
     coordinates in planes_of's planes and each plane's axes span what frame_states gives the
     movie; a head's QK and OV heatmaps carry its circuits' largest |entry| as their scale, that
     entry drawn in the colour map's end colour; the timeline, trails and play work."""
-    from headmovies.render.core.frame_states import frame_states
+    from headmovies.render.core.frame_states import frame_states, trail_length
     from headmovies.render.core.scatter_viewer import HEATMAP, colour_stops
     from headmovies.render.generic.heads import iter_circuits
-    from headmovies.render.generic.movie import trail_epochs_of
 
     run_path, page_path = grown
     assert page_path.name == "viewer.html"
@@ -227,7 +226,7 @@ def test_the_viewer_page_shows_the_planes_axes_and_heatmaps_python_computes(grow
         heads = find_heads(run)
         planes = planes_of(run, heads)
         circuits = [c for _, c in iter_circuits(run, heads)]
-    states = frame_states(zip(planes.epochs, planes.coords), trail_epochs=trail_epochs_of(planes.epochs))
+    states = frame_states(zip(planes.epochs, planes.coords), trail_epochs=trail_length(planes.epochs))
     limits = [s.limits for s in states]  # [T] of [P]
     page, errors, requests = open_page(page_path.resolve().as_uri())
     scatter_pages.check_opens_offline_and_fits(page, errors, requests, panels=4)

@@ -140,17 +140,17 @@ def test_page_holds_the_movie_projection_the_orbits_and_their_dates(eq_run, tmp_
 
 
 def test_view_command_and_its_errors(eq_run, tmp_path, capsys):
-    assert main(["orbits", "view", str(eq_run), "--out", str(tmp_path / "v"), "--name", "eq"]) == 0
+    assert main(["view", str(eq_run), "--out", str(tmp_path / "v"), "--name", "eq"]) == 0
     out = capsys.readouterr().out
     assert (tmp_path / "v" / "eq.html").is_file() and "21 snapshots" in out and "MB" in out
     plain = write_run(tmp_path / "plain.h5", [0], [{"W_E": np.zeros((24, 4))}], n=None)
     cases = [
-        (["orbits", "view", str(tmp_path / "missing.h5"), "--out", str(tmp_path / "x")], "does not exist"),
-        (["orbits", "view", str(plain), "--out", str(tmp_path / "x")], "no group data"),
-        (["orbits", "view", str(eq_run), "--out", str(tmp_path / "x"), "--panels", "qk:0"], "bad panel"),
-        (["orbits", "view", str(eq_run), "--out", str(tmp_path / "x"), "--name", "../eq"], "--name"),
+        (["view", str(tmp_path / "missing.h5"), "--out", str(tmp_path / "x")], "does not exist"),
+        (["view", str(plain), "--out", str(tmp_path / "x")], "no group data"),
+        (["view", str(eq_run), "--out", str(tmp_path / "x"), "--panels", "qk:0"], "bad panel"),
+        (["view", str(eq_run), "--out", str(tmp_path / "x"), "--name", "../eq"], "--name"),
         (
-            ["orbits", "view", str(eq_run), "--out", str(tmp_path / "v" / "eq.html")],
+            ["view", str(eq_run), "--out", str(tmp_path / "v" / "eq.html")],
             "eq.html is a file; remove it or choose",
         ),
         (["orbits", "watch", str(eq_run), "--port", "70000"], "--port"),

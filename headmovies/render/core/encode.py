@@ -23,23 +23,22 @@ Memory is flat in movie length (one frame in flight; ffmpeg buffers a few).
 ffmpeg: the first `ffmpeg` on PATH that has the needed encoders, else imageio-ffmpeg's bundled
 binary (`imageio_ffmpeg.get_ffmpeg_exe()`). The command line is built with ffmpeg-python.
 
-Other movies of this project (induction attention patterns, ov-coherent QK planes) call `encode` the
-same way: any iterator of [H, W, 3] (or [H, W, 4], alpha dropped) uint8 frames with even H, W.
+Every movie of this project (orbit and generic panels, induction attention patterns,
+ov-coherent QK planes) goes through `write_movie`: any iterator of [H, W, 3] (or [H, W, 4], alpha
+dropped) uint8 frames, each repeated as the movie's held events ask, with a progress bar. An odd
+H or W loses its last row or column here (yuv420p needs even sizes), and nowhere else.
 """
 
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import functools
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +47,7 @@ import numpy as np
 from headmovies import disk
 from headmovies.errors import DiskFullError, EncodeError, UserError
 from headmovies.render.core.movie_options import FORMATS, check_gif_fps, parse_formats
-from headmovies.render.core.outputs import prepare_out_dir
+from headmovies.render.core.outputs import prepare_out_dir, remove_stale_work, work_folder
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
@@ -160,43 +159,6 @@ def _prctl():
         return None
 
 
-def remove_stale_work(out_dir: Path) -> list[Path]:
-    """Remove the `.NAME.encoding-PID-*` folders that killed renders left in `out_dir`. A live
-    encode holds an flock on its folder's `lock` file (dropped by the kernel when it dies); a
-    folder without that file (older versions) counts as stale once a minute old."""
-    removed = []
-    for work in out_dir.glob(".*.encoding-*"):
-        try:
-            fd = os.open(work / "lock", os.O_RDONLY)
-        except FileNotFoundError:
-            try:
-                stale = work.is_dir() and time.time() - work.stat().st_mtime > 60
-            except OSError:
-                stale = False
-        except OSError:
-            continue
-        else:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                stale = True
-            except BlockingIOError:
-                stale = False  # a live render, maybe another process's
-            finally:
-                os.close(fd)
-        if stale:
-            shutil.rmtree(work, ignore_errors=True)
-            removed.append(work)
-    return removed
-
-
-def _work_folder(out_dir: Path, basename: str) -> tuple[Path, int]:
-    """A fresh hidden work folder in `out_dir` and the fd of its held `lock` (see remove_stale_work)."""
-    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{basename}.encoding-{os.getpid()}-"))
-    fd = os.open(work / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return work, fd
-
-
 def encode(
     frames: Iterable[np.ndarray],
     out_dir: str | os.PathLike,
@@ -213,7 +175,8 @@ def encode(
     """Encode `frames` into `out_dir/basename.{mp4,webm,gif,png,html}` (those in `formats`).
 
     frames:   iterable of uint8 arrays [H, W, 3] (RGB) or [H, W, 4] (RGBA, alpha ignored), all
-              the same shape, H and W even (yuv420p halves chroma). Consumed once, lazily.
+              the same shape; an odd H or W loses its last row or column (yuv420p halves
+              chroma). Consumed once, lazily.
     fps:      frames per second of the movies (GIF delays are rounded to 1/100 s by the format;
               UserError over GIF_MAX_FPS with gif in `formats`).
     hold_s:   the last frame is repeated round(hold_s * fps) times at the end of each movie.
@@ -223,7 +186,7 @@ def encode(
     caption:  the HTML snippet's <figcaption>, the movie's text alternative (plain text).
     Returns an EncodeResult (final paths, frame count, size). Raises EncodeError (a UserError)
     for an unwritable folder or an ffmpeg failure, UserError for an unknown format, ValueError
-    for frames of the wrong dtype, shape or odd size (a caller's bug). Nothing is left at a
+    for frames of the wrong dtype or shape (a caller's bug). Nothing is left at a
     final path unless every requested output was written.
     """
     formats = parse_formats(formats)
@@ -242,7 +205,7 @@ def encode(
 
     remove_stale_work(out_dir)
     try:
-        work, held = _work_folder(out_dir, basename)
+        work, held = work_folder(out_dir, basename)
     except OSError as exc:
         if disk.is_full(exc):
             raise DiskFullError(disk.full_message(out_dir, "", "nothing was written")) from None
@@ -326,11 +289,58 @@ def encode(
         os.close(held)
 
 
+def write_movie(
+    frames: Iterable[np.ndarray],
+    out_dir: str | os.PathLike,
+    basename: str,
+    *,
+    repeats: np.ndarray | None = None,
+    fps: float = 24.0,
+    hold_s: float = 2.0,
+    formats: Iterable[str] = FORMATS,
+    quality: Quality = Quality(),
+    caption: str = "",
+    progress: bool = True,
+    desc: str = "movie",
+) -> EncodeResult:
+    """The one way a movie is written: `frames` (one per snapshot, [H, W, 3|4] uint8), frame t
+    shown 1 + repeats[t] times (the timeline's held events, `timeline.hold_frames`; None: once
+    each), the last frame held `hold_s` seconds, encoded by `encode` into
+    out_dir/basename.{mp4,webm,gif,png,html} (those in `formats`), with a tqdm progress bar
+    named `desc` on stderr unless `progress` is false. Errors as `encode`'s."""
+    total = None
+    if repeats is not None:
+        repeats = np.asarray(repeats, np.int64)
+        total = len(repeats) + int(repeats.sum()) + int(round(hold_s * fps))
+
+    def held() -> Iterator[np.ndarray]:
+        for t, frame in enumerate(frames):
+            for _ in range(1 + (int(repeats[t]) if repeats is not None else 0)):
+                yield frame
+
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, unit="frame", dynamic_ncols=True, disable=not progress) as bar:
+        return encode(
+            held(),
+            out_dir,
+            basename,
+            fps=fps,
+            hold_s=hold_s,
+            formats=formats,
+            quality=quality,
+            on_frame=bar.update,
+            on_stage=bar.set_postfix_str,
+            caption=caption,
+        )
+
+
 def _check(frame: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray:
+    """The frame cut to even sizes (the one place that makes them even); ValueError for a wrong
+    dtype or shape."""
     if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] not in (3, 4):
         raise ValueError(f"frames must be uint8 [H, W, 3|4], got {frame.dtype} {frame.shape}")
-    if shape is None and (frame.shape[0] % 2 or frame.shape[1] % 2):
-        raise ValueError(f"frame size {frame.shape[1]}x{frame.shape[0]} is odd; yuv420p needs even sizes")
+    frame = frame[: frame.shape[0] // 2 * 2, : frame.shape[1] // 2 * 2]
     if shape is not None and frame.shape != shape:
         raise ValueError(f"frame of shape {frame.shape} after frames of shape {shape}: all frames must match")
     return frame

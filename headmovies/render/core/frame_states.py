@@ -3,11 +3,12 @@ shows, from a stream of irrep coordinates.
 
 `frame_states(coords)` turns (epoch, coordinates [P, H]) pairs into `FrameState`s: each
 head's point, its trail of the last `trail_epochs` epochs (counted in epochs, not frames: the
-snapshot schedule is not uniform) with each point's age, and the axis half-widths, which
-follow the largest radius in view (trails included), eased so that they never jitter and never
-cut a dot off. It keeps only the trail window and a look-ahead of `lookahead` frames, so
-memory does not grow with the run. A `Look` restyles the heads of one frame (`PanelFigure`
-draws both; the orbit movie's looks come from `render.orbits.head_styles`).
+snapshot schedule is not uniform; `trail_length()` is the one rule for its length) with each
+point's age, and the axis half-widths, which follow the largest radius in view (trails
+included), eased so that they never jitter and never cut a dot off. Every trailing-dot movie
+(orbit, generic, ov-coherent) uses these two rules. It keeps only the trail window and a
+look-ahead of `lookahead` frames, so memory does not grow with the run. A `Look` restyles the
+heads of one frame (`PanelFigure` draws both; the orbit movie's looks come from `render.orbits.head_styles`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,15 @@ LOOKAHEAD = 8  # frames the axes look ahead
 EASE = 0.25  # share of the way (in log scale) to the radius ahead covered per frame
 MARGIN = 1.12  # half-width over the eased radius
 FLOOR = 1e-30  # radii below this count as 0 on the log scale
+
+
+def trail_length(epochs: np.ndarray, asked: float | None = None) -> float:
+    """The trail length in epochs: `asked` (a --trail) when given, else a tenth of the span of
+    the snapshot epochs [T], at least 1 and at most TRAIL_EPOCHS."""
+    if asked is not None:
+        return asked
+    span = float(epochs[-1] - epochs[0]) if len(epochs) > 1 else 1.0
+    return min(TRAIL_EPOCHS, max(span / 10, 1.0))
 
 
 @dataclass

@@ -34,15 +34,21 @@ def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def add_movie_arguments(parser, fps: float = 24.0, hold_s: float = 2.0) -> None:
-    """The options every movie command shares: --formats, --fps, --hold."""
+def add_movie_arguments(parser, fps: float | None = 24.0, hold_s: float = 2.0) -> None:
+    """The options every movie command shares: --formats, --fps, --hold (fps None: the run's
+    family chooses, 24 or 12 for recorded runs)."""
     parser.add_argument(
         "--formats",
         default=",".join(FORMATS),
         help=f"movie formats, comma-separated subset of {','.join(FORMATS)} (default: all; html, a snippet "
         "that plays the movie, needs mp4 or webm)",
     )
-    parser.add_argument("--fps", type=float, default=fps, help=f"frames per second (default {fps:g})")
+    parser.add_argument(
+        "--fps",
+        type=float,
+        default=fps,
+        help=f"frames per second (default {fps:g})" if fps else "frames per second (default 24; 12 for recorded runs)",
+    )
     parser.add_argument(
         "--hold",
         type=float,

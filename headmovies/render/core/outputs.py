@@ -2,13 +2,18 @@
 folder and renamed into place when complete (a rename within a folder is atomic).
 
 Every command that writes figures or text uses these helpers; the movie encoder
-(`render.core.encode`) does the same for its files.
+(`render.core.encode`) does the same for its files, written in a hidden work folder
+(`work_folder`) whose lock tells a live render's folder from one a killed render left
+(`remove_stale_work`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import tempfile
+import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -132,3 +137,40 @@ def save_figure(
         if plt.fignum_exists(fig.number if hasattr(fig, "number") else -1):
             plt.close(fig)
     return paths
+
+
+def remove_stale_work(out_dir: Path) -> list[Path]:
+    """Remove the `.NAME.encoding-PID-*` folders that killed renders left in `out_dir`. A live
+    encode holds an flock on its folder's `lock` file (dropped by the kernel when it dies); a
+    folder without that file (older versions) counts as stale once a minute old."""
+    removed = []
+    for work in out_dir.glob(".*.encoding-*"):
+        try:
+            fd = os.open(work / "lock", os.O_RDONLY)
+        except FileNotFoundError:
+            try:
+                stale = work.is_dir() and time.time() - work.stat().st_mtime > 60
+            except OSError:
+                stale = False
+        except OSError:
+            continue
+        else:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                stale = True
+            except BlockingIOError:
+                stale = False  # a live render, maybe another process's
+            finally:
+                os.close(fd)
+        if stale:
+            shutil.rmtree(work, ignore_errors=True)
+            removed.append(work)
+    return removed
+
+
+def work_folder(out_dir: Path, basename: str) -> tuple[Path, int]:
+    """A fresh hidden work folder in `out_dir` and the fd of its held `lock` (see remove_stale_work)."""
+    work = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{basename}.encoding-{os.getpid()}-"))
+    fd = os.open(work / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return work, fd

@@ -13,7 +13,7 @@ of the canvas buffer. `blit=False` draws the same artists the ordinary way (for 
 A frame's `Look` (optional) restyles the heads (colour, outline, size), switches polygon
 outlines on or off and rewrites the legend: the orbit movie shows each orbit only from the
 snapshot at which it is verified. An optional timeline strip (`render.core.timeline`) sits
-under the panels.
+under the panels. `head_colours` is every family's rule for one colour per head.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba, to_rgba_array
 from matplotlib.figure import Figure
@@ -39,7 +40,22 @@ if TYPE_CHECKING:
     from matplotlib.typing import ColorType
 
 CORNER = 0.015  # the bottom corners' texts (axes span, panel lines) this far in, in axes fractions
-__all__ = ["MIN_PANEL_PX", "PanelFigure", "grid_shape"]
+__all__ = ["MIN_PANEL_PX", "PanelFigure", "grid_shape", "head_colours"]
+
+
+def head_colours(n_heads: Sequence[int]) -> np.ndarray:
+    """RGBA [sum(n_heads), 4], one colour per head, layer by layer (`n_heads`: heads per layer):
+    tab10 by head within one layer (tab20 past 10 heads); shades of one colour map per layer
+    with several layers."""
+    if len(n_heads) == 1:
+        cmap = colormaps["tab10" if n_heads[0] <= 10 else "tab20"]
+        return np.array([cmap(i % cmap.N) for i in range(n_heads[0])])
+    maps = ["Blues", "Oranges", "Greens", "Reds", "Purples", "Greys"]
+    out = []
+    for layer, n in enumerate(n_heads):
+        cmap = colormaps[maps[layer % len(maps)]]
+        out += [cmap(0.45 + 0.5 * h / max(n - 1, 1)) for h in range(n)]
+    return np.array(out)
 
 
 class PanelFigure:

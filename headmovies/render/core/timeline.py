@@ -145,6 +145,34 @@ def first_lasting(epochs: np.ndarray, ok: np.ndarray) -> int | None:
     return int(epochs[bad[-1] + 1]) if len(bad) else int(epochs[0])
 
 
+def accuracy_timeline(
+    epochs: np.ndarray,
+    metrics: dict,
+    config: dict,
+    *,
+    key: str,
+    words: str,
+    marks: Sequence[float],
+    colour: str,
+    left_label: str,
+    events: Sequence[Event] = (),
+) -> Timeline:
+    """The strip of a run whose story is an accuracy: the schedule switch (`schedule_events`),
+    `events`, the logged metric `key` in % (a curve named `words`) and, for each of `marks`,
+    the epoch from which it stays at or above it (`first_lasting`); epochs [S] of the snapshots."""
+    events = [*schedule_events(config, epochs), *events]
+    curves = []
+    if key in metrics and len(metrics[key]):
+        me, acc = np.asarray(metrics["epoch"]), np.asarray(metrics[key], float)
+        curves.append(Curve(me, 100 * acc, words, colour))
+        for mark in marks:
+            e = first_lasting(me, acc >= mark)
+            if e is not None:
+                text = f"epoch {e:,}: {words} reaches {mark:.0%} and stays there"
+                events.append(Event(e, f"accuracy ≥ {mark:.0%}", text, colour=colour, phase=False))
+    return Timeline(int(epochs[0]), int(epochs[-1]), events, curves, left_label=left_label, left_lim=(0, 100))
+
+
 def event_snapshots(epochs: Epochs, events: Sequence[Event]) -> list[int | None]:
     """Per event, the index of the first snapshot at or after its epoch (None if after the last)."""
     epochs = np.asarray(epochs)
@@ -168,19 +196,20 @@ def hold_frames(epochs: Epochs, events: Sequence[Event], fps: float, hold_s: flo
 
 
 def add_timeline_arguments(parser, hold_s: float = EVENT_HOLD_S) -> None:
-    """--event-hold S: the option every movie with a timeline shares."""
+    """--event-hold S: the option every movie with a timeline shares (unset: None, read as
+    `hold_s` by `timeline_arguments`)."""
     parser.add_argument(
         "--event-hold",
         type=float,
-        default=hold_s,
         metavar="S",
         help=f"seconds the movie holds its frame at each key event on the timeline (default {hold_s:g}; 0: no holds)",
     )
 
 
 def timeline_arguments(args) -> float:
-    """--event-hold from parsed arguments; UserError (one line) unless a finite number in [0, 10]."""
-    hold = args.event_hold
+    """--event-hold from parsed arguments (EVENT_HOLD_S when not given); UserError (one line)
+    unless a finite number in [0, 10]."""
+    hold = EVENT_HOLD_S if args.event_hold is None else args.event_hold
     if not math.isfinite(hold) or not 0 <= hold <= 10:
         raise UserError(f"--event-hold must be a number of seconds in [0, 10], got {hold}")
     return hold

@@ -11,31 +11,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
-from matplotlib import colormaps
 
 from headmovies.errors import plural
-from headmovies.render.core.encode import EncodeResult, encode
-from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
+from headmovies.render.core.encode import EncodeResult, write_movie
+from headmovies.render.core.frame_states import frame_states, trail_length
 from headmovies.render.core.movie_options import FORMATS
-from headmovies.render.core.panels import PanelFigure
+from headmovies.render.core.panels import PanelFigure, head_colours
 from headmovies.render.generic.heads import Heads, find_heads
 from headmovies.render.generic.planes import Planes, planes_of
 from headmovies.runfile.reader import Run
 
 MAX_LEGEND = 8  # heads named in the legend (more: colours by layer only)
-
-
-def head_colours(heads: Heads) -> np.ndarray:
-    """RGBA [H_total, 4]: tab10 by head within one layer; by layer (shades) with several."""
-    if len(heads.n_heads) == 1:
-        cmap = colormaps["tab10" if heads.total <= 10 else "tab20"]
-        return np.array([cmap(i % cmap.N) for i in range(heads.total)])
-    maps = ["Blues", "Oranges", "Greens", "Reds", "Purples", "Greys"]
-    out = []
-    for layer, n in enumerate(heads.n_heads):
-        cmap = colormaps[maps[layer % len(maps)]]
-        out += [cmap(0.45 + 0.5 * h / max(n - 1, 1)) for h in range(n)]
-    return np.array(out)
 
 
 def metrics_caption(metrics: dict[str, np.ndarray]) -> Callable[[int], str]:
@@ -54,13 +40,6 @@ def metrics_caption(metrics: dict[str, np.ndarray]) -> Callable[[int], str]:
         return "   ".join(parts)
 
     return caption
-
-
-def trail_epochs_of(epochs: np.ndarray) -> float:
-    """The trail length in epochs for a run's snapshot epochs [T]: a tenth of the run, at least
-    1 and at most the main movie's `TRAIL_EPOCHS`."""
-    span = float(epochs[-1] - epochs[0]) if len(epochs) > 1 else 1.0
-    return min(TRAIL_EPOCHS, max(span / 10, 1.0))
 
 
 def header(run: Run, heads: Heads, planes: Planes) -> str:
@@ -94,8 +73,8 @@ class GenericMovie:
         self.run = run
         self.heads = find_heads(run, group_order)
         self.planes = planes_of(run, self.heads, panels, basis)
-        self.trail_epochs = trail_epochs if trail_epochs is not None else trail_epochs_of(run.epochs)
-        colours = head_colours(self.heads)
+        self.trail_epochs = trail_length(run.epochs, trail_epochs)
+        colours = head_colours(self.heads.n_heads)
         labels = self.heads.labels
         legend = [(labels[h], colours[h]) for h in range(self.heads.total)] if self.heads.total <= MAX_LEGEND else []
         self.figure_header = header(run, self.heads, self.planes)
@@ -132,26 +111,29 @@ def render_movie(
     fps: float = 12.0,
     hold_s: float = 2.0,
     formats: tuple[str, ...] = FORMATS,
+    trail_epochs: float | None = None,
     progress: bool = True,
 ) -> EncodeResult:
     """Render `run_path`'s movie into out_dir/basename.{mp4,webm,gif,png,html}. RunFileError
     for a run without attention weights; UserError for bad panels or basis; EncodeError when
-    ffmpeg fails (nothing is left at a final path)."""
+    ffmpeg fails (nothing is left at a final path). `trail_epochs`: None for
+    `frame_states.trail_length`'s rule."""
     with Run(run_path) as run:
-        movie = GenericMovie(run, group_order, panels, basis)
-        if progress:
-            heads = plural(movie.heads.total, "head")
-            print(f"{plural(len(run), 'snapshot')}, {heads}, {PLANE_WORDS[movie.planes.kind]}", file=sys.stderr)
+        movie = GenericMovie(run, group_order, panels, basis, trail_epochs=trail_epochs)
+        heads = plural(movie.heads.total, "head")
+        print(f"{plural(len(run), 'snapshot')}, {heads}, {PLANE_WORDS[movie.planes.kind]}", file=sys.stderr)
         try:
-            return encode(
+            return write_movie(
                 movie.frames(),
                 out_dir,
                 basename,
+                repeats=np.zeros(len(movie.planes.epochs), np.int64),  # no held events: the total for the bar
                 fps=fps,
                 hold_s=hold_s,
                 formats=formats,
                 caption=f"Heads of {run.path.name} ({movie.heads.total}) in {PLANE_WORDS[movie.planes.kind]}, "
                 f"epochs {int(run.epochs[0]):,} to {int(run.epochs[-1]):,}",
+                progress=progress,
             )
         finally:
             movie.figure.close()

@@ -24,6 +24,8 @@ from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
 from headmovies.errors import plural
+from headmovies.render.core.frame_states import trail_length
+from headmovies.render.core.panels import head_colours
 from headmovies.render.core.scatter_viewer import (
     Dot,
     Plane,
@@ -37,7 +39,7 @@ from headmovies.render.core.timeline import Event
 from headmovies.render.core.viewer_page.build import page
 from headmovies.render.generic.analysis import first_epoch_at
 from headmovies.render.generic.heads import Heads, find_heads, iter_circuits
-from headmovies.render.generic.movie import head_colours, header, metrics_caption, trail_epochs_of
+from headmovies.render.generic.movie import header, metrics_caption
 from headmovies.render.generic.planes import planes_of
 from headmovies.runfile.reader import Run
 
@@ -136,7 +138,7 @@ def viewer_payload(
         captions=[caption(int(e)) for e in epochs],
         coords=coords,
         planes=[Plane(title, note, x_label, y_label) for title, note in zip(planes.titles, planes.notes)],
-        dots=[Dot(label, to_hex(c)) for label, c in zip(heads.labels, head_colours(heads))],
+        dots=[Dot(label, to_hex(c)) for label, c in zip(heads.labels, head_colours(heads.n_heads))],
         series=series,
         events=events,
         detail={
@@ -148,7 +150,7 @@ def viewer_payload(
             "layers": len(heads.n_heads),
         },
         arrays=arrays,
-        trail_epochs=trail_epochs_of(epochs),
+        trail_epochs=trail_length(epochs),
     )
 
 

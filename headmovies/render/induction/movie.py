@@ -12,16 +12,13 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from headmovies.render.core.encode import EncodeResult, encode
+from headmovies.render.core.encode import EncodeResult, write_movie
 from headmovies.render.core.timeline import (
     EVENT_HOLD_S,
     STRIP_PX,
-    Curve,
-    Event,
     Timeline,
-    first_lasting,
+    accuracy_timeline,
     hold_frames,
-    schedule_events,
 )
 from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.induction.figures import heatmap_grid
@@ -34,25 +31,15 @@ def induction_timeline(epochs: np.ndarray, metrics: dict, config: dict) -> Timel
     """Epochs of the snapshots [S], the run's metrics and config -> the strip: held-out
     accuracy on predictable positions (%), the schedule switch, and for each of
     ACCURACY_MARKS the epoch from which the accuracy stays at or above it."""
-    events = schedule_events(config, epochs)
-    curves = []
-    if "heldout_acc" in metrics and len(metrics["heldout_acc"]):
-        me, acc = np.asarray(metrics["epoch"]), np.asarray(metrics["heldout_acc"], float)
-        curves.append(Curve(me, 100 * acc, "held-out accuracy", ACC_COLOUR))
-        for mark in ACCURACY_MARKS:
-            e = first_lasting(me, acc >= mark)
-            if e is not None:
-                events.append(
-                    Event(
-                        e,
-                        f"accuracy ≥ {mark:.0%}",
-                        f"epoch {e:,}: held-out accuracy reaches {mark:.0%} and stays there",
-                        colour=ACC_COLOUR,
-                        phase=False,
-                    )
-                )
-    return Timeline(
-        int(epochs[0]), int(epochs[-1]), events, curves, left_label="held-out\naccuracy %", left_lim=(0, 100)
+    return accuracy_timeline(
+        epochs,
+        metrics,
+        config,
+        key="heldout_acc",
+        words="held-out accuracy",
+        marks=ACCURACY_MARKS,
+        colour=ACC_COLOUR,
+        left_label="held-out\naccuracy %",
     )
 
 
@@ -87,13 +74,12 @@ def attention_frames(
     seed: int,
     metrics: dict,
     timeline: Timeline | None = None,
-    extra: np.ndarray | None = None,
     width: float = 10.0,
     dpi: int = 100,
 ) -> Iterator[np.ndarray]:
-    """Movie frames [H_px, W_px, 4] uint8 (even sizes): one grid of mean-attention heatmaps per
-    snapshot, each panel titled with its head and its copying score at that snapshot, over the
-    timeline strip (if given); snapshot s's frame is yielded 1 + extra[s] times."""
+    """Movie frames [H_px, W_px, 4] uint8, one per snapshot: a grid of mean-attention heatmaps,
+    each panel titled with its head and its copying score at that snapshot, over the timeline
+    strip (if given)."""
     att = history["attention"]  # (S, nl, H, T, T)
     S, nl, H = att.shape[:3]
     names = history["circuits"]
@@ -108,7 +94,6 @@ def attention_frames(
         strip = TimelineStrip(
             fig, (0.05 * W + 40, 4, 0.85 * W - 40, STRIP_PX - 8), timeline, history["epoch"], animated=False
         )
-    extra = np.zeros(S, np.int64) if extra is None else extra
     try:
         for s in range(S):
             for li in range(nl):
@@ -124,10 +109,7 @@ def attention_frames(
             if strip is not None:
                 strip.update(epoch)
             fig.canvas.draw()
-            frame = np.asarray(fig.canvas.buffer_rgba())
-            frame = frame[: frame.shape[0] // 2 * 2, : frame.shape[1] // 2 * 2]
-            for _ in range(1 + int(extra[s])):
-                yield frame
+            yield np.asarray(fig.canvas.buffer_rgba())
     finally:
         plt.close(fig)
 
@@ -145,25 +127,23 @@ def make_movie(
     config: dict | None = None,
     event_hold_s: float = EVENT_HOLD_S,
     n_sequences: int = 256,
+    basename: str = "attention_movie",
 ) -> EncodeResult:
-    """Encode the attention movie into out_dir/attention_movie.{mp4,webm,gif,png,html} (apart
+    """Encode the attention movie into out_dir/basename.{mp4,webm,gif,png,html} (apart
     from the figure attention.png); `history` is `analysis.over_training(run)` (on `n_sequences`
     sequences), `result` is `analysis.analyse(run)`,
     `config` the run's config (schedule switch, task words in the caption)."""
-    from tqdm import tqdm
-
     config = config or {}
     timeline = induction_timeline(history["epoch"], metrics, config)
-    extra = hold_frames(history["epoch"], timeline.events, fps, event_hold_s)
-    n = len(history["epoch"]) + int(extra.sum()) + int(round(hold_s * fps))
-    with tqdm(total=n, desc=f"{label} movie", unit="frame", disable=not progress, leave=False) as bar:
-        return encode(
-            attention_frames(history, result["experiment"], result["seed"], metrics, timeline, extra),
-            out_dir,
-            "attention_movie",
-            fps=fps,
-            hold_s=hold_s,
-            formats=formats,
-            on_frame=bar.update,
-            caption=figcaption(result, config, timeline, n_sequences),
-        )
+    return write_movie(
+        attention_frames(history, result["experiment"], result["seed"], metrics, timeline),
+        out_dir,
+        basename,
+        repeats=hold_frames(history["epoch"], timeline.events, fps, event_hold_s),
+        fps=fps,
+        hold_s=hold_s,
+        formats=formats,
+        caption=figcaption(result, config, timeline, n_sequences),
+        progress=progress,
+        desc=f"{label} movie",
+    )

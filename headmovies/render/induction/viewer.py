@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.colors import to_hex
 
 from headmovies.errors import UserError
+from headmovies.render.core.panels import head_colours
 from headmovies.render.core.scatter_viewer import (
     Dot,
     Plane,
@@ -53,14 +54,6 @@ def head_scores(attention: np.ndarray, block_len: int) -> tuple[np.ndarray, np.n
     queries from position block_len on (`offset_profile` with start = block_len)."""
     prof = offset_profile(np.asarray(attention, np.float64), start=block_len)
     return prof[..., 1], prof[..., block_len - 1]
-
-
-def head_colours(n_layers: int, H: int) -> list[str]:
-    """One colour per head, layer by layer: tab10 in order, then tab20's light tones."""
-    from matplotlib import colormaps
-
-    tab = [to_hex(c) for c in colormaps["tab10"].colors] + [to_hex(c) for c in colormaps["tab20"].colors[1::2]]  # type: ignore[attr-defined]
-    return [tab[i % len(tab)] for i in range(n_layers * H)]
 
 
 def viewer_payload(run: Run, n_sequences: int = N_SEQUENCES, progress: bool = False) -> dict:
@@ -104,7 +97,7 @@ def viewer_payload(run: Run, n_sequences: int = N_SEQUENCES, progress: bool = Fa
             (0.0, 1.0),
         ),
     ]
-    dots = [Dot(n, c) for n, c in zip(names, head_colours(nl, H))]
+    dots = [Dot(n, c) for n, c in zip(names, map(to_hex, head_colours([H] * nl)))]
     span = int(epochs[-1] - epochs[0]) if S > 1 else 1
     series = [Series("held-out accuracy", ACC_COLOUR, acc)] if acc is not None else []
     series.append(Series("the largest induction attention of any head", INDUCTION_COLOUR, ind.max(1)))

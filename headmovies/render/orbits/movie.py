@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headmovies.render.core.encode import EncodeResult, Quality, encode
+from headmovies.render.core.encode import EncodeResult, Quality, write_movie
 from headmovies.render.core.frame_layout import PANEL_PX
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
 from headmovies.render.core.movie_options import FORMATS, parse_formats
@@ -234,11 +234,10 @@ class OrbitMovie:
             yield state
 
     def frames(self) -> Iterator[np.ndarray]:
-        """RGBA uint8 frames [height, width, 4]: each snapshot's frame 1 + extra[t] times."""
-        for t, state in enumerate(self.states()):
-            frame = self.figure.render(state, rgba=True)
-            for _ in range(1 + int(self.extra[t])):
-                yield frame
+        """RGBA uint8 frames [height, width, 4], one per snapshot (`write_movie` repeats frame t
+        1 + extra[t] times)."""
+        for state in self.states():
+            yield self.figure.render(state, rgba=True)
 
     def close(self) -> None:
         self.figure.close()
@@ -283,7 +282,6 @@ def make_movie(
     try:  # the pass has read the run: the file is closed while frames are drawn
         prepare_out_dir(out_dir)
         quality = replace(quality, gif_width=legible_gif_width(movie.figure, quality.gif_width))
-        total = len(movie) + int(round(hold_s * fps))
         held = ", ".join(f"{e.label} at {e.epoch:,}" for e in movie.timeline.events if e.hold)
         epochs = movie.epochs
         log(
@@ -291,23 +289,18 @@ def make_movie(
             f"{movie.panel_note}: {' '.join(map(str, movie.panels))}; {movie.note}; "
             f"held {event_hold_s:g} s: {held or 'nothing'}"
         )
-        bar = _progress(total, progress)
-        try:
-            result = encode(
-                movie.frames(),
-                out_dir,
-                basename,
-                fps=fps,
-                hold_s=hold_s,
-                formats=formats,
-                quality=quality,
-                on_frame=bar.update if bar else None,
-                on_stage=(lambda s: bar.set_postfix_str(s)) if bar else None,
-                caption=movie.caption,
-            )
-        finally:
-            if bar:
-                bar.close()
+        result = write_movie(
+            movie.frames(),
+            out_dir,
+            basename,
+            repeats=movie.extra,
+            fps=fps,
+            hold_s=hold_s,
+            formats=formats,
+            quality=quality,
+            caption=movie.caption,
+            progress=progress,
+        )
     finally:
         movie.close()
     return result
@@ -321,11 +314,3 @@ def legible_gif_width(figure: PanelFigure, least: int | None, text_px: float = G
     need = math.ceil(w * text_px / figure.smallest_text_px())
     need = max(need, least or 0)
     return None if need >= w else need + need % 2
-
-
-def _progress(total: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="movie", unit="frame", dynamic_ncols=True)

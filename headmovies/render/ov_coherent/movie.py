@@ -16,16 +16,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from headmovies.errors import UserError
-from headmovies.render.core.encode import EncodeResult, encode
+from headmovies.render.core.encode import EncodeResult, write_movie
+from headmovies.render.core.frame_states import FrameState, frame_states, trail_length
 from headmovies.render.core.timeline import (
     EVENT_HOLD_S,
     STRIP_PX,
-    Curve,
     Event,
     Timeline,
+    accuracy_timeline,
     first_lasting,
     hold_frames,
-    schedule_events,
 )
 from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.ov_coherent import analysis as S
@@ -39,9 +39,10 @@ class QKPlaneMovie:
 
     One dot per signal token (coloured), small grey dots for the noise tokens and a hollow one
     for the read-off; each head's scores are shifted by its mean noise score. Signal dots trail
-    their last `trail` epochs (one optimizer step each). Axes are symmetric about the origin with equal aspect
-    and follow the largest radius in view (trails included): they grow at once and shrink
-    smoothly, so every dot stays on screen. Artists are created once and updated per frame.
+    their last `trail` epochs (one optimizer step each; None: `frame_states.trail_length`'s
+    rule). Axes are symmetric about the origin with equal aspect and follow the largest radius
+    in view (trails included), eased as every trailing-dot movie's (`frame_states`), so every
+    dot stays on screen. Artists are created once and updated per frame.
 
     epochs [T], qk [T, n_heads >= 2, 12] (from `analysis.qk_trajectory`), acc [T] or None.
     """
@@ -52,7 +53,7 @@ class QKPlaneMovie:
         qk: np.ndarray,
         acc: np.ndarray | None = None,
         *,
-        trail: int = 1000,
+        trail: float | None = None,
         title: str = "",
         size_px: int = 720,
         dpi: int = 120,
@@ -61,7 +62,7 @@ class QKPlaneMovie:
         if qk.shape[1] < 2:
             raise UserError("the QK-plane movie needs at least 2 heads")
         self.epochs, self.xy = epochs, np.swapaxes(plane_coords(qk)[:, :2], 1, 2)  # (T, 12, 2)
-        self.qk, self.acc, self.trail = qk, acc, trail
+        self.qk, self.acc, self.trail = qk, acc, trail_length(epochs, trail)
         strip_px = STRIP_PX if timeline is not None else 0
         height = size_px + strip_px
         self.fig = plt.figure(figsize=(size_px / dpi, height / dpi), dpi=dpi)
@@ -108,28 +109,18 @@ class QKPlaneMovie:
             self.strip = TimelineStrip(
                 self.fig, (70, 4, W - 70 - 30, strip_px - 8), timeline, epochs, animated=False, fontsize=8.0
             )
-        self.lim: float | None = None
-        w, h = self.fig.canvas.get_width_height()
-        self.size = (w - w % 2, h - h % 2)
 
     def __len__(self) -> int:
         return len(self.epochs)
 
-    def _limit(self, target: float) -> float:
-        # grow at once, shrink by 8 % of the gap per frame
-        self.lim = target if self.lim is None or target > self.lim else self.lim + 0.08 * (target - self.lim)
-        return self.lim
-
-    def draw(self, t: int) -> np.ndarray:
-        """Update the artists to snapshot t and return the frame, uint8 RGB [H, W, 3] (even sizes)."""
+    def draw(self, t: int, state: FrameState) -> np.ndarray:
+        """Update the artists to snapshot t, its trail and axis half-width from `state`, and
+        return the frame, uint8 RGB [H, W, 3]."""
         xy = self.xy[t]
-        start = np.searchsorted(self.epochs, self.epochs[t] - self.trail)
-        radius = np.abs(xy).max()
+        trail = state.trail[:, 0]  # complex [K, 12]
         for tok in T.SIGNAL:
-            path = self.xy[start : t + 1, tok]
-            self.trails[tok].set_data(path[:, 0], path[:, 1])
-            radius = max(radius, np.abs(path).max())
-        lim = self._limit(1.15 * max(radius, 1e-3))
+            self.trails[tok].set_data(trail[:, tok].real, trail[:, tok].imag)
+        lim = float(state.limits[0])
         for i, tok in enumerate(T.SIGNAL):
             self.labels[i].set_position(xy[tok] + 0.035 * lim)
         self.dots.set_offsets(xy[list(T.SIGNAL)])
@@ -148,17 +139,14 @@ class QKPlaneMovie:
         if self.strip is not None:
             self.strip.update(int(self.epochs[t]))
         self.fig.canvas.draw()
-        rgb = np.asarray(self.fig.canvas.buffer_rgba())[..., :3]  # type: ignore[attr-defined]  # Agg, chosen above
-        return np.ascontiguousarray(rgb[: self.size[1], : self.size[0]])
+        return np.asarray(self.fig.canvas.buffer_rgba())[..., :3]  # type: ignore[attr-defined]  # Agg, chosen above
 
-    def frames(self, extra: np.ndarray | None = None) -> Iterator[np.ndarray]:
-        """Every frame in order (the axis limit state carries from frame to frame); snapshot t's
-        frame 1 + extra[t] times."""
-        self.lim = None
-        for t in range(len(self)):
-            frame = self.draw(t)
-            for _ in range(1 + (int(extra[t]) if extra is not None else 0)):
-                yield frame
+    def frames(self) -> Iterator[np.ndarray]:
+        """Every frame in order, one per snapshot: each token a point of one plane
+        (`frame_states`, x + iy) gives the trails and the eased axes."""
+        coords = (self.xy[..., 0] + 1j * self.xy[..., 1])[:, None]  # [T, 1, 12]
+        for t, state in enumerate(frame_states(zip(self.epochs, coords), trail_epochs=self.trail)):
+            yield self.draw(t, state)
 
     def close(self) -> None:
         plt.close(self.fig)
@@ -178,34 +166,22 @@ def ov_coherent_timeline(epochs: np.ndarray, qk: np.ndarray, metrics: dict, conf
     """The strip: the logged accuracy (%), the schedule switch, the epoch from which heads 1
     and 2 (if the run has two) stay opposite (`opposite_over_time`) and the epoch from which the accuracy stays at or
     above ACC_MARK."""
-    events = schedule_events(config, epochs)
     e = first_lasting(epochs, opposite_over_time(qk)) if qk.shape[1] >= 2 else None  # one head: no pair
+    opposite = []
     if e is not None:
-        events.append(
-            Event(
-                e,
-                "orderings opposite",
-                f"epoch {e:,}: heads 1 and 2 order the signal tokens oppositely from here on",
-                colour=OPPOSITE_COLOUR,
-                phase=False,
-            )
-        )
-    curves = []
-    if "acc" in metrics and len(metrics["acc"]):
-        me, acc = np.asarray(metrics["epoch"]), np.asarray(metrics["acc"], float)
-        curves.append(Curve(me, 100 * acc, "accuracy", ACC_COLOUR))
-        e = first_lasting(me, acc >= ACC_MARK)
-        if e is not None:
-            events.append(
-                Event(
-                    e,
-                    f"accuracy ≥ {ACC_MARK:.0%}",
-                    f"epoch {e:,}: accuracy reaches {ACC_MARK:.0%} and stays there",
-                    colour=ACC_COLOUR,
-                    phase=False,
-                )
-            )
-    return Timeline(int(epochs[0]), int(epochs[-1]), events, curves, left_label="accuracy %", left_lim=(0, 100))
+        words = f"epoch {e:,}: heads 1 and 2 order the signal tokens oppositely from here on"
+        opposite.append(Event(e, "orderings opposite", words, colour=OPPOSITE_COLOUR, phase=False))
+    return accuracy_timeline(
+        epochs,
+        metrics,
+        config,
+        key="acc",
+        words="accuracy",
+        marks=(ACC_MARK,),
+        colour=ACC_COLOUR,
+        left_label="accuracy %",
+        events=opposite,
+    )
 
 
 def figcaption(run: Run, label: str, qk: np.ndarray, timeline: Timeline, acc_final: float | None) -> str:
@@ -241,41 +217,33 @@ def make_movie(
     formats,
     fps: float = 24.0,
     hold_s: float = 2.0,
-    trail: int = 1000,
+    trail: float | None = None,
     progress: bool = True,
     event_hold_s: float = EVENT_HOLD_S,
+    basename: str = "qk_plane",
 ) -> EncodeResult:
-    """Render the QK-plane movie of an open run into out_dir/qk_plane.{mp4,webm,gif,png,html}."""
-    from tqdm import tqdm
-
+    """Render the QK-plane movie of an open run into out_dir/basename.{mp4,webm,gif,png,html};
+    `trail` in epochs (None: `frame_states.trail_length`'s rule)."""
     epochs, qk = S.qk_trajectory(run)
     m = run.metrics()
     acc = np.interp(epochs, m["epoch"], m["acc"]) if "acc" in m else None
     timeline = ov_coherent_timeline(epochs, qk, m, run.config)
-    extra = hold_frames(epochs, timeline.events, fps, event_hold_s)
     movie = QKPlaneMovie(
         epochs, qk, acc, trail=trail, title=f"{label}: read-off QK, head 1 vs head 2", timeline=timeline
     )
     caption = figcaption(run, label, qk, timeline, float(m["acc"][-1]) if "acc" in m and len(m["acc"]) else None)
-    bar = tqdm(
-        total=len(movie) + int(extra.sum()) + int(round(hold_s * fps)),
-        desc=f"movie {label}",
-        unit="frame",
-        dynamic_ncols=True,
-        disable=not progress,
-    )
     try:
-        return encode(
-            movie.frames(extra),
+        return write_movie(
+            movie.frames(),
             out_dir,
-            "qk_plane",
+            basename,
+            repeats=hold_frames(epochs, timeline.events, fps, event_hold_s),
             fps=fps,
             hold_s=hold_s,
             formats=formats,
-            on_frame=bar.update,
-            on_stage=bar.set_postfix_str,
             caption=caption,
+            progress=progress,
+            desc=f"movie {label}",
         )
     finally:
-        bar.close()
         movie.close()

@@ -66,7 +66,7 @@ def write_report(
     formats=("mp4", "webm", "gif", "png", "html"),
     fps: float = 24.0,
     hold_s: float = 2.0,
-    trail: int = 1000,
+    trail: float | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
     event_hold_s: float = EVENT_HOLD_S,
