@@ -117,10 +117,14 @@ def _kind(module: nn.Module) -> tuple[str, Callable[[Any], dict[str, torch.Tenso
 class Adapter:
     """Reads one model's head weights. `read()`: the weights now, by run-file name (float32
     copies); `description`: what was found (e.g. "TransformerLens attention: 2 layers x 4
-    heads"); `layers`: each layer's module name."""
+    heads"); `layers`: each layer's module name; `modules`: the attention modules in layer
+    order (empty for a weights function), where the probe reads their patterns."""
 
-    def __init__(self, read: Callable[[], Weights], description: str, layers: list[str]):
+    def __init__(
+        self, read: Callable[[], Weights], description: str, layers: list[str], modules: tuple[nn.Module, ...] = ()
+    ):
         self.read, self.description, self.layers = read, description, layers
+        self.modules = modules
 
 
 def _embeddings(model: nn.Module) -> Callable[[], dict[str, torch.Tensor]]:
@@ -246,4 +250,4 @@ def find_adapter(model: Any) -> Adapter:
             out[k] = _np(w)
         return _check(out, type(model).__name__)
 
-    return Adapter(read, description, [name for name, *_ in found])
+    return Adapter(read, description, [name for name, *_ in found], tuple(module for _, module, *_ in found))

@@ -32,6 +32,8 @@ from headmovies import runfile
 from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.interrupts import deferred_signals
 from headmovies.record.adapters import Adapter, find_adapter
+from headmovies.record.probing import DEFAULT, first_run, make_probe, match_stored
+from headmovies.runfile import probe_records
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from headmovies.runfile.lock import RunLock
 from headmovies.train.new_run import _git_commit, _versions, check_out_path, machine
@@ -116,7 +118,10 @@ class Recorder:
     `force`: replace an existing file; `optimizer`: also checkpointed, every
     `checkpoint_seconds` and at `close`; `tokens`: how many token values of W_E (its first rows)
     and output classes of W_U (its first columns) are stored (default 1,024; the renderers draw
-    the first 128), so that a large vocabulary does not fill the disk (`keep_tokens`).
+    the first 128), so that a large vocabulary does not fill the disk (`keep_tokens`);
+    `probe`: the probe batch run at each snapshot for per-head attention patterns and scores
+    (default: the standard induction probe when W_E is found; None: off; ints [batch,
+    positions]: your own; record/probing.py), `forward`: `fn(tokens)` in place of `model(tokens)`.
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
     holds it (RunLockedError); resume of a missing file, another kind of run, another config or
@@ -138,6 +143,8 @@ class Recorder:
         optimizer: torch.optim.Optimizer | None = None,
         checkpoint_seconds: float = 30.0,
         tokens: int = TOKENS,
+        probe: Any = DEFAULT,
+        forward: Callable[[torch.Tensor], Any] | None = None,
     ):
         self.path = Path(path)
         given: Any = tokens  # checked at run time: a notebook may pass anything
@@ -146,6 +153,8 @@ class Recorder:
         self.tokens = int(given)
         self.model, self.optimizer = model, optimizer
         self.adapter: Adapter = find_adapter(model)
+        self._probe = make_probe(model, self.adapter, probe, forward, self.tokens)  # record/probing.py
+        self._probe_default, self._probe_ran = isinstance(probe, str) and probe == DEFAULT, False
         if config is not None and not isinstance(config, dict):
             raise ConfigError(f"config must be a dict of JSON-able settings, got {type(config).__name__}")
         self.config = dict(config or {})
@@ -213,6 +222,7 @@ class Recorder:
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
         weights = keep_tokens(self.adapter.read(), self.tokens)
+        probe = self._probe_record()
         metrics, self._pending = self._pending, {}
         with deferred_signals() as signals:  # Ctrl-C never lands inside h5py
             if self._rec is None:
@@ -227,19 +237,33 @@ class Recorder:
                     checkpoint=self._checkpoint if self.optimizer is not None else None,
                     checkpoint_seconds=self.checkpoint_seconds,
                     hint="free space, then continue with Recorder(..., resume=True)",
+                    probe=probe,
+                    probe_tokens=None if self._probe is None else self._probe.tokens,
                 )
                 if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
                     checkpoint_path(self.path).unlink(missing_ok=True)
                 self._warn_embeddings(weights)
             else:
                 try:
-                    self._rec.write(epoch, weights, metrics)
+                    self._rec.write(epoch, weights, metrics, probe)
                 except UserError:
                     self._failed = True  # the file keeps its snapshots, incomplete
                     raise
                 self._rec.checkpoint_if_due(epoch, -1)
             self.epoch = epoch
         signals.deliver()
+
+    def _probe_record(self) -> dict[str, np.ndarray] | None:
+        """This snapshot's probe record (record/probing.py), or None with no probe."""
+        if self._probe is None:
+            return None
+        if not self._probe_ran:
+            self._probe_ran = True
+            first = first_run(self._probe, self._probe_default and self._rec is None)
+            if first is None:
+                self._probe = None
+            return first
+        return self._probe.run()
 
     def close(self) -> None:
         """Checkpoint (with an optimizer), mark the run complete, close the file and release its
@@ -333,6 +357,7 @@ class Recorder:
             stored = str(f.attrs["config"])
             epochs = runfile.snapshot_epochs(f)
             shapes = runfile.weight_shapes(f)
+            stored_probe = probe_records.read_tokens(f)
         if kind != EXPERIMENT:
             raise UserError(f"cannot resume: {self.path} is a run of {kind!r}, trained by `headmovies train`")
         if json.loads(stored) != json.loads(self._json):
@@ -345,6 +370,7 @@ class Recorder:
         if not len(epochs):
             raise RunFileError(f"cannot resume: {self.path} holds no snapshot", fix="start over with force=True")
         self._check_same_weights(shapes)
+        self._probe = match_stored(self._probe, stored_probe, self.path)
         keep = int(epochs[-1]) if resume is True else int(resume)
         ckpt = checkpoint_path(self.path)
         if resume is True and self.optimizer is not None and ckpt.exists():

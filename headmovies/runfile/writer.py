@@ -31,7 +31,7 @@ import numpy as np
 
 from headmovies import disk
 from headmovies.errors import DiskFullError, RunFileError, plural
-from headmovies.runfile import schema
+from headmovies.runfile import probe_records, schema
 from headmovies.runfile.schema import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
 
 CHECKSUMS = True  # Fletcher-32 per chunk; False only to measure its cost (bench/runfile_checksums.py)
@@ -109,6 +109,7 @@ def copy_records(
         dst[METRICS].create_dataset(
             name, data=np.full(keep_m, np.nan), maxshape=(None,), chunks=(1024,), dtype=np.float64, fletcher32=CHECKSUMS
         )
+    probe_records.copy(src, dst, keep, CHECKSUMS)
     if SPLIT in src:
         src.copy(src[SPLIT], dst, name=SPLIT)
     else:
@@ -207,15 +208,19 @@ class RunWriter:
         weights: dict[str, np.ndarray],
         metrics: dict[str, float],
         split: dict[str, np.ndarray],
+        probe: dict[str, np.ndarray] | None = None,
+        probe_tokens: np.ndarray | None = None,
     ) -> RunWriter:
         """Build `<path>.partial` holding the first snapshot; `publish()` renames it to `path`
         (`discard()` removes it). `path` must not exist (the caller removes it for --force).
-        `attrs` values that are dicts are stored as JSON strings. Raises DiskFullError, leaving
-        nothing behind, when the disk cannot hold the first snapshot."""
+        `attrs` values that are dicts are stored as JSON strings. `probe`: the first snapshot's
+        probe record and `probe_tokens` its batch (/probe, `probe_records`), or None. Raises
+        DiskFullError, leaving nothing behind, when the disk cannot hold the first snapshot."""
         path = Path(path)
         tmp = partial_path(path)
         tmp.unlink(missing_ok=True)
-        first = _nbytes(weights, metrics) + sum(np.asarray(i).size * 8 for i in split.values())
+        first = _nbytes(weights, metrics) + probe_records.nbytes(probe)
+        first += sum(np.asarray(i).size * 8 for i in split.values())
         disk.require_free(path.parent, first, "the first snapshot", f"nothing was written to {path}")
         f = None
         try:
@@ -249,9 +254,11 @@ class RunWriter:
             grp = f.create_group(SPLIT)
             for name, idx in split.items():
                 grp.create_dataset(name, data=np.asarray(idx, dtype=np.int64))
+            if probe is not None:
+                probe_records.create(f, probe, np.asarray(probe_tokens), CHECKSUMS)
             f.swmr_mode = True
             writer = cls(f, path, tmp)
-            writer._append(epoch, weights, metrics)
+            writer._append(epoch, weights, metrics, probe)
         except BaseException as exc:
             _fail(f, tmp, exc, path, "writing the first snapshot", f"nothing was written to {path}")
         return writer
@@ -330,27 +337,37 @@ class RunWriter:
     def count(self) -> int:
         return int(self.f[SNAPSHOTS][EPOCH].shape[0])
 
-    def append(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
-        """Append one snapshot and its metrics, then flush. Raises DiskFullError before writing
-        when the disk lacks room for it, or when a write fails for lack of room; the file then
-        holds every earlier snapshot, whole, and this writer is closed."""
+    def append(
+        self,
+        epoch: int,
+        weights: dict[str, np.ndarray],
+        metrics: dict[str, float],
+        probe: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        """Append one snapshot, its metrics and its probe record (a run file with /probe), then
+        flush. Raises DiskFullError before writing when the disk lacks room for it, or when a
+        write fails for lack of room; the file then holds every earlier snapshot, whole, and this
+        writer is closed."""
         then = f"{self.path} holds {plural(self.count(), 'complete snapshot')}, through epoch {self.last_epoch()}" + (
             f"; {self.hint}" if self.hint else ""
         )
         try:
-            disk.require_free(self.path.parent, _nbytes(weights, metrics), f"the snapshot at epoch {epoch}", then)
+            need = _nbytes(weights, metrics) + probe_records.nbytes(probe)
+            disk.require_free(self.path.parent, need, f"the snapshot at epoch {epoch}", then)
         except DiskFullError:
             self.close()
             raise
         try:
-            self._append(epoch, weights, metrics)
+            self._append(epoch, weights, metrics, probe)
         except BaseException as exc:
             if not disk.is_full(exc):
                 raise
             self.closed = True  # _fail closes `f`, once: HDF5 crashes on a second flush or close of it
             _fail(self.f, None, exc, self.path, f"writing the snapshot at epoch {epoch}", then)
 
-    def _append(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
+    def _append(
+        self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float], probe: dict | None = None
+    ) -> None:
         # Weights first, epoch last, with a flush between (one flush may reach the file in any
         # object order).
         snaps, mets = self.f[SNAPSHOTS], self.f[METRICS]
@@ -359,6 +376,8 @@ class RunWriter:
             ds = snaps[name]
             ds.resize(t + 1, axis=0)
             ds[t] = w
+        if probe is not None:
+            probe_records.append(self.f, t, probe)
         k = mets[EPOCH].shape[0]
         for name, value in metrics.items():
             ds = mets[name]

@@ -71,15 +71,18 @@ class Recording:
         *,
         epoch: int = 0,
         checkpoint: Checkpoint | None = None,
+        probe: dict[str, np.ndarray] | None = None,
+        probe_tokens: np.ndarray | None = None,
         **kwargs,
     ) -> Recording:
         """A new run file at `path` holding its first snapshot (`weights`, `metrics` at `epoch`),
         with the caller's checkpoint there: built under `<path>.partial`, checkpointed, then
         renamed over any old file, so that a failure on the way leaves the old file (or nothing)
         and `path` never exists without its checkpoint. DiskFullError, leaving nothing, when the
-        disk cannot hold it."""
+        disk cannot hold it. `probe`, `probe_tokens`: the first snapshot's probe record and the
+        probe batch (`train.probe.Probe`), stored under /probe, or None."""
         path = Path(path)
-        writer = RunWriter.create(path, attrs, epoch, weights, metrics, split)
+        writer = RunWriter.create(path, attrs, epoch, weights, metrics, split, probe, probe_tokens)
         try:
             if checkpoint is not None:
                 checkpoint(epoch, f"nothing was written to {path}")
@@ -112,7 +115,13 @@ class Recording:
         """The first snapshot epoch at or after `epoch` still to write (`default` if none)."""
         return min((e for e in self.todo if e >= epoch), default=default)
 
-    def write(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
+    def write(
+        self,
+        epoch: int,
+        weights: dict[str, np.ndarray],
+        metrics: dict[str, float],
+        probe: dict[str, np.ndarray] | None = None,
+    ) -> None:
         """Append the snapshot at `epoch` (weights by name, float32; metrics, float64), then check
         it: UserError when a loss is not finite (the file keeps every snapshot through this one).
         A metric not given is stored as NaN; a new name is added, NaN at the earlier snapshots."""
@@ -121,7 +130,7 @@ class Recording:
             self.writer = self.writer.with_metrics(new)
             self.metric_names += new
         row = {k: float(metrics.get(k, math.nan)) for k in self.metric_names}
-        self.writer.append(epoch, weights, row)
+        self.writer.append(epoch, weights, row, probe)
         self.todo.discard(int(epoch))
         self.metrics = dict(metrics)
         diverged = sorted(k for k, v in metrics.items() if "loss" in k and not np.isfinite(v))
