@@ -330,6 +330,10 @@ class RunWriter:
         writer.hint = self.hint
         return writer
 
+    def has_probe(self) -> bool:
+        """True when the file holds /probe (its snapshots carry probe records)."""
+        return probe_records.has_probe(self.f)
+
     def metric_names(self) -> list[str]:
         """The names of the stored metrics (in the file's order, /metrics/epoch left out)."""
         return [k for k in self.f[METRICS] if k != EPOCH]

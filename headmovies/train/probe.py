@@ -14,13 +14,15 @@ Where each attention layer's pattern [batch, head, query, key] comes from:
 - nanoGPT `CausalSelfAttention` and Hugging Face GPT-2 attention (fused kernels, no pattern):
   recomputed from the captured attention input x [B, T, d_model] through the layer's own
   `c_attn` (W_Q, W_K and their biases): softmax(causal(q k^T / sqrt(d_head)));
-- a module with `attention_pattern(x) -> [B, H, T, T]` (the built-in models): that.
+- a module whose forward takes `return_pattern=True` and then returns (output, pattern) (the
+  built-in induction models): called again so.
 
 Scores from the patterns are `head_scores` (TransformerLens's detectors).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 from collections.abc import Callable
@@ -83,8 +85,8 @@ class _Capture:
             self.handles.append(hook_pattern.register_forward_hook(self._keep_output))
         elif isinstance(m, nn.MultiheadAttention):
             self.handles.append(m.register_forward_hook(self._mha, with_kwargs=True))
-        elif callable(getattr(m, "attention_pattern", None)):
-            self.handles.append(m.register_forward_pre_hook(self._own, with_kwargs=True))
+        elif "return_pattern" in inspect.signature(m.forward).parameters:
+            self.handles.append(m.register_forward_hook(self._own, with_kwargs=True))
         elif hasattr(m, "c_attn"):
             self.handles.append(m.register_forward_pre_hook(self._fused, with_kwargs=True))
         else:
@@ -108,8 +110,14 @@ class _Capture:
     def _fused(self, module, args, kwargs) -> None:
         self.pattern = _fused_pattern(module, self._input(args, kwargs))
 
-    def _own(self, module, args, kwargs) -> None:
-        self.pattern = module.attention_pattern(self._input(args, kwargs))
+    def _own(self, module, args, kwargs, output) -> None:
+        if self.inside:
+            return
+        self.inside = True
+        try:
+            self.pattern = module(*args, **(kwargs | {"return_pattern": True}))[1].detach()
+        finally:
+            self.inside = False
 
     def _mha(self, module, args, kwargs, output) -> None:
         if self.inside:

@@ -130,6 +130,8 @@ class Recording:
             self.writer = self.writer.with_metrics(new)
             self.metric_names += new
         row = {k: float(metrics.get(k, math.nan)) for k in self.metric_names}
+        if probe is not None and not self.writer.has_probe():
+            probe = None  # a run file written before the probe (resumed): weights and metrics only
         self.writer.append(epoch, weights, row, probe)
         self.todo.discard(int(epoch))
         self.metrics = dict(metrics)
