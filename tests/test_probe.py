@@ -267,3 +267,18 @@ def test_huggingface_gpt2_patterns_equal_its_output_attentions():
             record["patterns"][:, layer].astype(np.float32), own[layer].detach().numpy(), atol=1e-3
         )
     assert np.isfinite(record["in_context_score"])  # `.logits` of its output
+
+
+def test_total_spaces_about_200_snapshots(tmp_path):
+    from headmovies.errors import UserError
+    from headmovies.record.recorder import spaced_schedule
+
+    written = [e for e in range(301) if spaced_schedule(300)(e)]
+    assert written[:3] == [0, 2, 4] and written[-1] == 300 and len(written) == 151
+    written = [e for e in range(4001) if spaced_schedule(4000)(e)]
+    assert written[:3] == [0, 20, 40] and written[-1] == 4000 and len(written) == 201
+    assert [e for e in range(11) if spaced_schedule(7)(e)] == list(range(11))
+    with pytest.raises(UserError, match="schedule and total exclude each other"):
+        headmovies.Recorder(tmp_path / "run.h5", BabyGPT(), schedule=[0], total=10)
+    with pytest.raises(UserError, match="total must be a positive int"):
+        headmovies.Recorder(tmp_path / "run.h5", BabyGPT(), total=0)

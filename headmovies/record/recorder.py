@@ -61,6 +61,18 @@ def default_schedule(epoch: int) -> bool:
     return epoch % 25 == 0 if epoch <= 4000 else epoch % 100 == 0
 
 
+SNAPSHOTS_OVER_TOTAL = 200  # Recorder(..., total=N): about this many snapshots over N steps
+
+
+def spaced_schedule(total: int, count: int = SNAPSHOTS_OVER_TOTAL) -> Callable[[int], bool]:
+    """About `count` snapshots spread evenly over epochs 0..total: every total / count epochs
+    rounded (at least 1), and `total` itself. UserError for a total that is not a positive whole number."""
+    if isinstance(total, bool) or not isinstance(total, numbers.Integral) or total < 1:
+        raise UserError(f"total must be a positive int (the steps the loop will run), got {total!r}")
+    every, last = max(1, int(total / count + 0.5)), int(total)
+    return lambda epoch: epoch % every == 0 or epoch == last
+
+
 def _schedule(schedule: Iterable[int] | Callable[[int], bool] | None) -> Callable[[int], bool]:
     if schedule is None:
         return default_schedule
@@ -121,7 +133,9 @@ class Recorder:
     the first 128), so that a large vocabulary does not fill the disk (`keep_tokens`);
     `probe`: the probe batch run at each snapshot for per-head attention patterns and scores
     (default: the standard induction probe when W_E is found; None: off; ints [batch,
-    positions]: your own; record/probing.py), `forward`: `fn(tokens)` in place of `model(tokens)`.
+    positions]: your own; record/probing.py), `forward`: `fn(tokens)` in place of `model(tokens)`;
+    `total`: the steps the loop will run, for a schedule of about 200 snapshots spread over them
+    (in place of `schedule`).
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
     holds it (RunLockedError); resume of a missing file, another kind of run, another config or
@@ -145,6 +159,7 @@ class Recorder:
         tokens: int = TOKENS,
         probe: Any = DEFAULT,
         forward: Callable[[torch.Tensor], Any] | None = None,
+        total: int | None = None,
     ):
         self.path = Path(path)
         given: Any = tokens  # checked at run time: a notebook may pass anything
@@ -158,7 +173,9 @@ class Recorder:
         if config is not None and not isinstance(config, dict):
             raise ConfigError(f"config must be a dict of JSON-able settings, got {type(config).__name__}")
         self.config = dict(config or {})
-        self.due = _schedule(schedule)
+        if total is not None and schedule is not None:
+            raise UserError("schedule and total exclude each other: total=N spaces about 200 snapshots over N steps")
+        self.due = _schedule(schedule) if total is None else spaced_schedule(total)
         self.checkpoint_seconds = checkpoint_seconds
         self.epoch = -1  # the last epoch in the file (after resume: where it continues)
         self._rec: Recording | None = None
