@@ -424,7 +424,7 @@ def test_induction_runs_record_the_probe_scores(tiny_runs):
         assert tokens.shape == (8, 24) and np.array_equal(tokens[:, :12], tokens[:, 12:])
         assert scores["induction"].shape == (5, 2, 4) and np.isfinite(scores["induction"]).all()
         assert run.in_context_scores().shape == (5,) and np.isfinite(run.in_context_scores()).all()
-        patterns = run.patterns(-1)
+        assert run.patterns(-1).shape == (2, 2, 4, 24, 24)  # [S, L, H, P, P]
     task = Induction2L(cfg_of(Induction2L))
     x = task.model.W_E[torch.tensor(tokens[:2])]
     _, own = task.model.blocks[0].attn(x, task.model.W_pos, return_pattern=True)
