@@ -23,12 +23,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_run_arguments(p)
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
     add_movie_arguments(p, fps=12.0)
+    p.add_argument(
+        "--view",
+        choices=("scores", "axes"),
+        help="scores: each head at its probe scores (previous-token, induction), one panel per layer (the default "
+        "for a run with probe scores and no group); axes: the planes above",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from headmovies.render.generic.movie import render_movie
 
     formats, fps, hold = movie_arguments(args)
-    result = render_movie(args.run, args.out, formats=formats, fps=fps, hold_s=hold, **plane_options(args))
+    options = plane_options(args)
+    result = render_movie(args.run, args.out, formats=formats, fps=fps, hold_s=hold, view=args.view, **options)
     print(f"{args.out}: {', '.join(p.name for p in result.paths.values())} ({result.frames} frames)")
     return 0

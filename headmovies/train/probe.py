@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -158,7 +158,7 @@ class Probe:
     def __init__(
         self,
         model: nn.Module,
-        attention: list[nn.Module],
+        attention: Sequence[nn.Module],
         tokens: np.ndarray,
         forward: Callable[[torch.Tensor], Any] | None = None,
         vocab_out: int | None = None,

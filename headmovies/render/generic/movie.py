@@ -20,6 +20,7 @@ from headmovies.render.core.movie_options import FORMATS
 from headmovies.render.core.panels import PanelFigure
 from headmovies.render.generic.heads import Heads, find_heads
 from headmovies.render.generic.planes import Planes, planes_of
+from headmovies.render.generic.score_space import ScoreMovie, score_view
 from headmovies.runfile.reader import Run
 
 MAX_LEGEND = 8  # heads named in the legend (more: colours by layer only)
@@ -133,15 +134,23 @@ def render_movie(
     hold_s: float = 2.0,
     formats: tuple[str, ...] = FORMATS,
     progress: bool = True,
+    view: str | None = None,
 ) -> EncodeResult:
-    """Render `run_path`'s movie into out_dir/basename.{mp4,webm,gif,png,html}. RunFileError
-    for a run without attention weights; UserError for bad panels or basis; EncodeError when
-    ffmpeg fails (nothing is left at a final path)."""
+    """Render `run_path`'s movie into out_dir/basename.{mp4,webm,gif,png,html}: in score space
+    (score_space.py) for a run with probe scores and no group, or with `view` 'scores'; else
+    (or `view` 'axes') in the planes of planes.py. RunFileError for a run without attention
+    weights; UserError for bad panels, basis or view; EncodeError when ffmpeg fails (nothing is
+    left at a final path)."""
     with Run(run_path) as run:
-        movie = GenericMovie(run, group_order, panels, basis)
+        movie: GenericMovie | ScoreMovie
+        if score_view(run, view, group_order, panels, basis):
+            movie = ScoreMovie(run, trail_epochs_of(run.epochs))
+            total, words = movie.total, ScoreMovie.words
+        else:
+            movie = GenericMovie(run, group_order, panels, basis)
+            total, words = movie.heads.total, PLANE_WORDS[movie.planes.kind]
         if progress:
-            heads = plural(movie.heads.total, "head")
-            print(f"{plural(len(run), 'snapshot')}, {heads}, {PLANE_WORDS[movie.planes.kind]}", file=sys.stderr)
+            print(f"{plural(len(run), 'snapshot')}, {plural(total, 'head')}, {words}", file=sys.stderr)
         try:
             return encode(
                 movie.frames(),
@@ -150,7 +159,7 @@ def render_movie(
                 fps=fps,
                 hold_s=hold_s,
                 formats=formats,
-                caption=f"Heads of {run.path.name} ({movie.heads.total}) in {PLANE_WORDS[movie.planes.kind]}, "
+                caption=f"Heads of {run.path.name} ({total}) in {words}, "
                 f"epochs {int(run.epochs[0]):,} to {int(run.epochs[-1]):,}",
             )
         finally:
