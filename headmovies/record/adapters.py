@@ -137,6 +137,9 @@ def _embeddings(model: nn.Module) -> Callable[[], dict[str, torch.Tensor]]:
             value = getattr(model, name, None)
             if isinstance(value, torch.Tensor):
                 out[name] = value
+        pos = getattr(getattr(model, "pos_embed", None), "W_pos", None)  # TransformerBridge's PosEmbedBridge
+        if isinstance(pos, torch.Tensor):
+            out.setdefault("W_pos", pos)
         modules = dict(model.named_modules())
         for key, module in modules.items():
             last = key.rsplit(".", 1)[-1]
