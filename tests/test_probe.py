@@ -282,3 +282,26 @@ def test_total_spaces_about_200_snapshots(tmp_path):
         headmovies.Recorder(tmp_path / "run.h5", BabyGPT(), schedule=[0], total=10)
     with pytest.raises(UserError, match="total must be a positive int"):
         headmovies.Recorder(tmp_path / "run.h5", BabyGPT(), total=0)
+
+
+def test_float16_halves_the_weights_and_reads_as_float32(tmp_path):
+    from headmovies.record.recorder import Recorder
+
+    torch.manual_seed(0)
+    model = BabyGPT(vocab=64, ctx=16, d_model=64)
+    sizes = {}
+    for dtype in ("float32", "float16"):
+        path = tmp_path / f"{dtype}.h5"
+        with Recorder(path, model, schedule=range(8), probe=None, dtype=dtype) as rec:
+            for e in range(8):
+                rec.step(e)
+        sizes[dtype] = path.stat().st_size
+    assert 0.45 < sizes["float16"] / sizes["float32"] < 0.6
+    with Run(tmp_path / "float32.h5") as full, Run(tmp_path / "float16.h5") as half:
+        a, b = full.weights(-1), half.weights(-1)
+        assert b["blocks.0.attn.W_Q"].dtype == np.float32
+        for k in a:
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-3, atol=1e-4)
+            np.testing.assert_array_equal(b[k], a[k].astype(np.float16).astype(np.float32))
+    with pytest.raises(ConfigError, match="dtype must be 'float32' or 'float16'"):
+        Recorder(tmp_path / "x.h5", model, dtype="int8")

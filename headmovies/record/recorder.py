@@ -40,6 +40,7 @@ from headmovies.train.new_run import _git_commit, _versions, check_out_path, mac
 from headmovies.train.recording import Recording
 
 EXPERIMENT = "recorded"  # the root attribute `experiment` of a recorded run
+WEIGHT_DTYPES = {"float32": np.float32, "float16": np.float16}  # Recorder(dtype=...): float16 halves the file
 TOKENS = 1024  # token values of W_E (rows) and W_U (columns) stored by default: renderers draw 128
 
 
@@ -135,7 +136,8 @@ class Recorder:
     (default: the standard induction probe when W_E is found; None: off; ints [batch,
     positions]: your own; record/probing.py), `forward`: `fn(tokens)` in place of `model(tokens)`;
     `total`: the steps the loop will run, for a schedule of about 200 snapshots spread over them
-    (in place of `schedule`).
+    (in place of `schedule`); `dtype`: "float32" (default) or "float16", how the weights are
+    stored (half the size; about 3 significant digits, docs/recording.md; a resumed file keeps its own).
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
     holds it (RunLockedError); resume of a missing file, another kind of run, another config or
@@ -160,12 +162,16 @@ class Recorder:
         probe: Any = DEFAULT,
         forward: Callable[[torch.Tensor], Any] | None = None,
         total: int | None = None,
+        dtype: str = "float32",
     ):
         self.path = Path(path)
         given: Any = tokens  # checked at run time: a notebook may pass anything
         if not isinstance(given, numbers.Integral) or isinstance(given, bool) or given < 1:
             raise ConfigError(f"tokens must be a positive int (token values of W_E and W_U stored), got {given!r}")
         self.tokens = int(given)
+        if str(dtype) not in WEIGHT_DTYPES:
+            raise ConfigError(f"dtype must be 'float32' or 'float16' (how weights are stored), got {dtype!r}")
+        self.dtype = WEIGHT_DTYPES[str(dtype)]
         self.model, self.optimizer = model, optimizer
         self.adapter: Adapter = find_adapter(model)
         self._probe = make_probe(model, self.adapter, probe, forward, self.tokens)  # record/probing.py
@@ -256,6 +262,7 @@ class Recorder:
                     hint="free space, then continue with Recorder(..., resume=True)",
                     probe=probe,
                     probe_tokens=None if self._probe is None else self._probe.tokens,
+                    weight_dtype=self.dtype,
                 )
                 if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
                     checkpoint_path(self.path).unlink(missing_ok=True)

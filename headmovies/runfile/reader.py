@@ -142,7 +142,7 @@ class Run:
         the first bad snapshot's epoch and the dataset otherwise."""
         ds = self.f[SNAPSHOTS][name]
         try:
-            rows = ds[lo:hi]
+            rows = ds[lo:hi].astype(np.float32, copy=False)  # a float16 run file (Recorder(dtype=...)) too
         except Exception:
             for t in range(lo, hi):  # which snapshot: read them one by one
                 try:

@@ -210,11 +210,13 @@ class RunWriter:
         split: dict[str, np.ndarray],
         probe: dict[str, np.ndarray] | None = None,
         probe_tokens: np.ndarray | None = None,
+        weight_dtype: type = np.float32,
     ) -> RunWriter:
         """Build `<path>.partial` holding the first snapshot; `publish()` renames it to `path`
         (`discard()` removes it). `path` must not exist (the caller removes it for --force).
         `attrs` values that are dicts are stored as JSON strings. `probe`: the first snapshot's
-        probe record and `probe_tokens` its batch (/probe, `probe_records`), or None. Raises
+        probe record and `probe_tokens` its batch (/probe, `probe_records`), or None;
+        `weight_dtype`: float32, or float16 for half the size (`Recorder(dtype=...)`). Raises
         DiskFullError, leaving nothing behind, when the disk cannot hold the first snapshot."""
         path = Path(path)
         tmp = partial_path(path)
@@ -236,7 +238,7 @@ class RunWriter:
                     shape=(0, *w.shape),
                     maxshape=(None, *w.shape),
                     chunks=(1, *w.shape),
-                    dtype=np.float32,
+                    dtype=weight_dtype,
                     fletcher32=CHECKSUMS,
                 )
             snaps.create_dataset(

@@ -73,6 +73,7 @@ class Recording:
         checkpoint: Checkpoint | None = None,
         probe: dict[str, np.ndarray] | None = None,
         probe_tokens: np.ndarray | None = None,
+        weight_dtype: type = np.float32,
         **kwargs,
     ) -> Recording:
         """A new run file at `path` holding its first snapshot (`weights`, `metrics` at `epoch`),
@@ -80,9 +81,10 @@ class Recording:
         renamed over any old file, so that a failure on the way leaves the old file (or nothing)
         and `path` never exists without its checkpoint. DiskFullError, leaving nothing, when the
         disk cannot hold it. `probe`, `probe_tokens`: the first snapshot's probe record and the
-        probe batch (`train.probe.Probe`), stored under /probe, or None."""
+        probe batch (`train.probe.Probe`), stored under /probe, or None. `weight_dtype`: how the
+        weights are stored (float32; float16 halves them)."""
         path = Path(path)
-        writer = RunWriter.create(path, attrs, epoch, weights, metrics, split, probe, probe_tokens)
+        writer = RunWriter.create(path, attrs, epoch, weights, metrics, split, probe, probe_tokens, weight_dtype)
         try:
             if checkpoint is not None:
                 checkpoint(epoch, f"nothing was written to {path}")
