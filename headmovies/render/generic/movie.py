@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib import colormaps
@@ -23,7 +24,7 @@ from headmovies.render.generic.planes import Planes, planes_of
 from headmovies.render.generic.score_space import ScoreMovie, score_view
 from headmovies.runfile.reader import Run
 
-MAX_LEGEND = 8  # heads named in the legend (more: colours by layer only)
+MAX_LEGEND = 8  # heads named in the legend (more: one entry per layer, in its colours)
 
 
 def head_colours(heads: Heads) -> np.ndarray:
@@ -37,6 +38,15 @@ def head_colours(heads: Heads) -> np.ndarray:
         cmap = colormaps[maps[layer % len(maps)]]
         out += [cmap(0.45 + 0.5 * h / max(n - 1, 1)) for h in range(n)]
     return np.array(out)
+
+
+def legend_entries(heads: Heads, colours: np.ndarray) -> list[tuple[str, Any]]:
+    """The legend: each head by name (up to MAX_LEGEND heads), else each layer ('layer 2 (16
+    heads)') in the colour of its middle head, so that a run of any size has one."""
+    if heads.total <= MAX_LEGEND:
+        return [(label, colours[h]) for h, label in enumerate(heads.labels)]
+    first = np.cumsum([0, *heads.n_heads])[:-1]
+    return [(f"layer {layer} ({n} heads)", colours[first[layer] + n // 2]) for layer, n in enumerate(heads.n_heads)]
 
 
 def metrics_caption(metrics: dict[str, np.ndarray]) -> Callable[[int], str]:
@@ -97,8 +107,7 @@ class GenericMovie:
         self.planes = planes_of(run, self.heads, panels, basis)
         self.trail_epochs = trail_epochs if trail_epochs is not None else trail_epochs_of(run.epochs)
         colours = head_colours(self.heads)
-        labels = self.heads.labels
-        legend = [(labels[h], colours[h]) for h in range(self.heads.total)] if self.heads.total <= MAX_LEGEND else []
+        legend = legend_entries(self.heads, colours)
         self.figure_header = header(run, self.heads, self.planes)
         self.figure = PanelFigure(
             self.planes.titles,
