@@ -78,3 +78,22 @@ def test_heads_errors_are_one_line(tmp_path):
         rec.step(10)
     out = _heads(str(tmp_path / "run.h5"), "--epoch", "7")
     assert out.returncode == 2 and "no snapshot at epoch 7; the nearest is at 10" in out.stderr
+
+
+def test_damaged_probe_scores_fail_their_checksum_in_one_line(tmp_path):
+    """Bytes of /probe/scores/induction changed on disk: `heads` says which dataset fails its
+    checksum (exit 2), as a damaged weight does."""
+    import h5py
+
+    path = tmp_path / "run.h5"
+    with headmovies.Recorder(path, Model(), schedule=[0, 1]) as rec:
+        rec.step(0)
+        rec.step(1)
+    with h5py.File(path, "r") as f:
+        info = f["probe/scores/induction"].id.get_chunk_info(1)
+    with open(path, "r+b") as fh:
+        fh.seek(info.byte_offset)
+        fh.write(b"\xff\xff\xff\xff")
+    out = _heads(str(path))
+    assert out.returncode == 2 and "/probe/scores/induction fails its checksum" in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1
