@@ -305,3 +305,18 @@ def test_float16_halves_the_weights_and_reads_as_float32(tmp_path):
             np.testing.assert_array_equal(b[k], a[k].astype(np.float16).astype(np.float32))
     with pytest.raises(ConfigError, match="dtype must be 'float32' or 'float16'"):
         Recorder(tmp_path / "x.h5", model, dtype="int8")
+
+
+def test_a_metric_added_later_keeps_the_probe_rows(tmp_path):
+    """A new metric name rebuilds the file (HDF5 adds no dataset under SWMR): /probe comes along,
+    one row per snapshot."""
+    torch.manual_seed(0)
+    model = BabyGPT()
+    path = tmp_path / "run.h5"
+    with headmovies.Recorder(path, model, schedule=[0, 1, 2]) as rec:
+        rec.step(0, train_loss=1.0)
+        rec.step(1, train_loss=1.0, test_acc=0.5)
+        rec.step(2, train_loss=1.0)
+    with Run(path) as run:
+        assert run.head_scores()["induction"].shape == (3, 2, 4) and run.in_context_scores().shape == (3,)
+        np.testing.assert_array_equal(run.metrics()["test_acc"], [np.nan, 0.5, np.nan])
