@@ -153,7 +153,7 @@ def render_movie(
     with Run(run_path) as run:
         movie: GenericMovie | ScoreMovie
         if score_view(run, view, group_order, panels, basis):
-            movie = ScoreMovie(run, trail_epochs_of(run.epochs))
+            movie = ScoreMovie(run, trail_epochs_of(run.epochs), caption=metrics_caption(run.metrics()))
             total, words = movie.total, ScoreMovie.words
         else:
             movie = GenericMovie(run, group_order, panels, basis)

@@ -9,12 +9,13 @@ dashed line marks 0.5, a perfect induction head's score on the repeated probe. U
 panels, a strip of the loss (train_loss, else the first metric named *loss*, else the
 in-context score) over the whole run with the frame's epoch marked; a legend of layer colours
 (any number of heads: each dot carries its own label). Every artist is made once and updated
-per frame.
+per frame. The caption (top right) is the generic movie's: the metrics logged at the frame's
+epoch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from matplotlib import colormaps
@@ -107,6 +108,9 @@ class ScoreFigure:
         wide = head.get_window_extent(self.canvas.get_renderer()).width
         if wide > width - 2 * pad:  # shrink a long header to fit
             head.set_fontsize(10 * (width - 2 * pad) / wide)
+        self.caption_text = self.fig.text(
+            1 - pad / width, 1 - 48 / height, "", ha="right", va="top", fontsize=10, color="#404040"
+        )
         self.epoch_text = self.fig.text(
             pad / width, 1 - 44 / height, "", ha="left", va="top", fontsize=15, weight="bold"
         )
@@ -155,6 +159,7 @@ class ScoreFigure:
         """RGBA uint8 [height, width, 4] of the frame showing `state` (coords [1, N] complex)."""
         z, trail = state.points[0], state.trail[:, 0]  # [N], [K, N]
         self.epoch_text.set_text(f"epoch {state.epoch:,}")
+        self.caption_text.set_text(state.caption)
         for layer, n in enumerate(self.n_heads):
             heads = np.arange(self.first[layer], self.first[layer] + n)
             self.dots[layer].set_offsets(np.c_[z[heads].real, z[heads].imag])
@@ -175,10 +180,10 @@ class ScoreMovie:
 
     words = "score space"
 
-    def __init__(self, run: Run, trail_epochs: float, panel_px: int = 300):
+    def __init__(self, run: Run, trail_epochs: float, panel_px: int = 300, caption: Callable[[int], str] | None = None):
         self.epochs, self.coords, n_heads = score_coordinates(run)
         self.total = sum(n_heads)
-        self.trail_epochs = trail_epochs
+        self.trail_epochs, self.caption = trail_epochs, caption
         top = (float(self.coords.real.max()), float(self.coords.imag.max()))
         limits = (max(0.5, 1.08 * top[0]), max(0.6, 1.08 * top[1]))
         attrs = run.attrs()
@@ -188,7 +193,8 @@ class ScoreMovie:
 
     def frames(self) -> Iterator[np.ndarray]:
         """RGBA uint8 frames, one per snapshot."""
-        for state in frame_states(zip(self.epochs, self.coords), trail_epochs=self.trail_epochs):
+        states = frame_states(zip(self.epochs, self.coords), trail_epochs=self.trail_epochs, caption=self.caption)
+        for state in states:
             yield self.figure.render(state)
 
 
