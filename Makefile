@@ -18,7 +18,7 @@ RUN := data/orbits.h5
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup setup-all browser fault-tools lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen census-score-scale docs-picture docs-picture-induction docs-picture-ov-coherent grokking
+.PHONY: setup setup-all browser fault-tools lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen census-score-scale docs-picture docs-picture-induction docs-picture-ov-coherent grokking induction-bump
 
 # .ready: the package with the test extra (the unit tests, lint); .ready-all: the test-all extra
 # too (Ray, Playwright, TransformerLens: the integration and browser tests, make grokking)
@@ -258,6 +258,18 @@ grokking: setup-all
 	$(HM) movie $(GROKKING_RUN) --out outputs/grokking
 	$(HM) figures $(GROKKING_RUN) --out outputs/grokking/figures
 	$(HM) view $(GROKKING_RUN) --out outputs/grokking
+
+# make induction-bump - heads that change what they do (docs/results/induction-bump.md): a two-layer
+# attention-only TransformerLens model learns repeated spans, recorded with the default probe;
+# `headmovies heads --json` shows induction scores near chance at init and above 0.4 at the end
+INDUCTION_BUMP_RUN := data/induction-bump.h5
+induction-bump: setup
+	mkdir -p outputs
+	$(PY) examples/induction_bump.py --out $(INDUCTION_BUMP_RUN) --threads $(THREADS)
+	$(HM) heads $(INDUCTION_BUMP_RUN) --json > outputs/induction-bump-heads.json
+	$(HM) heads $(INDUCTION_BUMP_RUN)
+	$(HM) movie $(INDUCTION_BUMP_RUN) --out outputs/induction-bump
+	$(HM) figures $(INDUCTION_BUMP_RUN) --out outputs/induction-bump/figures
 
 bench: setup
 	$(PY) bench/train_speed.py

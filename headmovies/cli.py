@@ -22,14 +22,14 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from headmovies import disk
-from headmovies.commands import figures, induction, movie, orbits, ov_coherent, recover, sweep, train, view
+from headmovies.commands import figures, heads, induction, movie, orbits, ov_coherent, recover, sweep, train, view
 from headmovies.errors import UserError, forget_warnings
 from headmovies.parser import Parser
 from headmovies.version import __version__
 
 # The commands, in the order `headmovies --help` lists them: shared ones (those that render any
 # run: movie, figures, view), then one per experiment family (a new family adds its module here).
-COMMANDS = (recover, sweep, train, movie, figures, view, induction, orbits, ov_coherent)
+COMMANDS = (recover, sweep, train, movie, figures, view, heads, induction, orbits, ov_coherent)
 
 
 def build_parser() -> argparse.ArgumentParser:

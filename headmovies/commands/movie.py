@@ -55,6 +55,7 @@ ONLY = {
     "sequences": ("induction",),
     "group_order": ("generic",),
     "basis": ("generic",),
+    "view": ("generic", "induction"),
 }
 
 
@@ -103,6 +104,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sequences", type=int, metavar="N", help="fresh sequences for the mean attention patterns (default 256)"
     )
     add_generic_arguments(p)
+    g = group(p, ["generic", "induction"])
+    g.add_argument(
+        "--view",
+        choices=("scores", "axes"),
+        help="scores: each head at its probe scores (previous-token, induction), one panel per layer (the default "
+        "for a recorded run with probe scores and no group; induction runs record them too); axes: heads in "
+        "irrep planes, a basis or principal axes",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--trail must be a number of epochs >= 0, got {args.trail}")
     family = family_of(args)
     refuse_others(args, family, ONLY)
+    if family == "induction" and args.view == "scores":
+        family = "generic"  # the probe scores an induction run records, drawn as a recorded run's
     fps = fps if fps_given else FPS[family]
     name = args.name or BASENAMES[family]
     progress = not args.no_progress
@@ -130,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
             fps=fps,
             hold_s=hold,
             trail_epochs=args.trail,
+            view=args.view,
             progress=progress,
             **plane_options(args),
         )

@@ -27,6 +27,8 @@ from torch import nn
 
 from headmovies.errors import ModelError
 
+TOKENS = 1024  # token values of W_E (rows) and W_U (columns) stored by default: renderers draw 128
+
 HEAD_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
 Weights = dict[str, np.ndarray]
 
@@ -118,10 +120,14 @@ class Adapter:
     """Reads one model's head weights. `read()`: the weights now, by run-file name (float32
     copies; ModelError when an attention module found at the start was replaced since, or the
     weights no longer fit together); `description`: what was found (e.g. "TransformerLens attention: 2 layers x 4
-    heads"); `layers`: each layer's module name."""
+    heads"); `layers`: each layer's module name; `modules`: the attention modules in layer
+    order (empty for a weights function), where the probe reads their patterns."""
 
-    def __init__(self, read: Callable[[], Weights], description: str, layers: list[str]):
+    def __init__(
+        self, read: Callable[[], Weights], description: str, layers: list[str], modules: tuple[nn.Module, ...] = ()
+    ):
         self.read, self.description, self.layers = read, description, layers
+        self.modules = modules
 
 
 def _embeddings(model: nn.Module) -> Callable[[], dict[str, torch.Tensor]]:
@@ -134,6 +140,9 @@ def _embeddings(model: nn.Module) -> Callable[[], dict[str, torch.Tensor]]:
             value = getattr(model, name, None)
             if isinstance(value, torch.Tensor):
                 out[name] = value
+        pos = getattr(getattr(model, "pos_embed", None), "W_pos", None)  # TransformerBridge's PosEmbedBridge
+        if isinstance(pos, torch.Tensor):
+            out.setdefault("W_pos", pos)
         modules = dict(model.named_modules())
         for key, module in modules.items():
             last = key.rsplit(".", 1)[-1]
@@ -258,4 +267,17 @@ def find_adapter(model: Any) -> Adapter:
             out[k] = _np(w)
         return _check(out, type(model).__name__)
 
-    return Adapter(read, description, [name for name, *_ in found])
+    return Adapter(read, description, [name for name, *_ in found], tuple(module for _, module, *_ in found))
+
+
+def keep_tokens(weights: dict[str, np.ndarray], tokens: int) -> dict[str, np.ndarray]:
+    """`weights` with W_E [d_vocab, d_model] cut to its first `tokens` rows and W_U
+    [d_model, d_vocab_out] to its first `tokens` columns (the token values and output classes
+    the circuits are drawn on); the rest unchanged. A 50,304-token vocabulary at d_model 256 is
+    52 MB a snapshot per matrix whole, 1 MB cut to 1,024 tokens."""
+    out = dict(weights)
+    if "W_E" in out:
+        out["W_E"] = out["W_E"][:tokens]
+    if "W_U" in out:
+        out["W_U"] = out["W_U"][:, :tokens]
+    return out

@@ -31,8 +31,10 @@ import torch
 from headmovies import runfile
 from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.interrupts import deferred_signals
-from headmovies.record.adapters import Adapter, find_adapter
+from headmovies.record.adapters import TOKENS, Adapter, find_adapter, keep_tokens
 from headmovies.record.inputs import as_epoch, check_group_order, check_same_model, metric_name, metric_value
+from headmovies.record.probing import DEFAULT, first_run, make_probe, match_stored
+from headmovies.runfile import probe_records
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from headmovies.runfile.lock import RunLock
 from headmovies.train.config import TrainConfig
@@ -40,20 +42,7 @@ from headmovies.train.new_run import check_out_path, git_commit, machine, versio
 from headmovies.train.recording import Recording
 
 EXPERIMENT = "recorded"  # the root attribute `experiment` of a recorded run
-TOKENS = 1024  # token values of W_E (rows) and W_U (columns) stored by default: renderers draw 128
-
-
-def keep_tokens(weights: dict[str, np.ndarray], tokens: int) -> dict[str, np.ndarray]:
-    """`weights` with W_E [d_vocab, d_model] cut to its first `tokens` rows and W_U
-    [d_model, d_vocab_out] to its first `tokens` columns (the token values and output classes
-    the circuits are drawn on); the rest unchanged. A 50,304-token vocabulary at d_model 256 is
-    52 MB a snapshot per matrix whole, 1 MB cut to 1,024 tokens."""
-    out = dict(weights)
-    if "W_E" in out:
-        out["W_E"] = out["W_E"][:tokens]
-    if "W_U" in out:
-        out["W_U"] = out["W_U"][:, :tokens]
-    return out
+WEIGHT_DTYPES = {"float32": np.float32, "float16": np.float16}  # Recorder(dtype=...): float16 halves the file
 
 
 def default_schedule(epoch: int) -> bool:
@@ -62,6 +51,18 @@ def default_schedule(epoch: int) -> bool:
     if epoch <= TrainConfig.switch_epoch:
         return epoch % TrainConfig.early_every == 0
     return (epoch - TrainConfig.switch_epoch) % TrainConfig.late_every == 0
+
+
+SNAPSHOTS_OVER_TOTAL = 200  # Recorder(..., total=N): about this many snapshots over N steps
+
+
+def spaced_schedule(total: int, count: int = SNAPSHOTS_OVER_TOTAL) -> Callable[[int], bool]:
+    """About `count` snapshots spread evenly over epochs 0..total: every total / count epochs
+    rounded (at least 1), and `total` itself. UserError for a total that is not a positive whole number."""
+    if isinstance(total, bool) or not isinstance(total, numbers.Integral) or total < 1:
+        raise UserError(f"total must be a positive int (the steps the loop will run), got {total!r}")
+    every, last = max(1, int(total / count + 0.5)), int(total)
+    return lambda epoch: epoch % every == 0 or epoch == last
 
 
 def _schedule(schedule: Iterable[int] | Callable[[int], bool] | None) -> Callable[[int], bool]:
@@ -90,7 +91,13 @@ class Recorder:
     `force`: replace an existing file; `optimizer`: also checkpointed, every
     `checkpoint_seconds` and at `close`; `tokens`: how many token values of W_E (its first rows)
     and output classes of W_U (its first columns) are stored (default 1,024; the renderers draw
-    the first 128), so that a large vocabulary does not fill the disk (`keep_tokens`).
+    the first 128), so that a large vocabulary does not fill the disk (`keep_tokens`);
+    `probe`: the probe batch run at each snapshot for per-head attention patterns and scores
+    (default: the standard induction probe when W_E is found; None: off; ints [batch,
+    positions]: your own; record/probing.py), `forward`: `fn(tokens)` in place of `model(tokens)`;
+    `total`: the steps the loop will run, for a schedule of about 200 snapshots spread over them
+    (in place of `schedule`); `dtype`: "float32" (default) or "float16", how the weights are
+    stored (half the size; about 3 significant digits, docs/recording.md; a resumed file keeps its own).
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
     holds it (RunLockedError); resume of a missing file, another kind of run, another config or
@@ -118,18 +125,29 @@ class Recorder:
         optimizer: torch.optim.Optimizer | None = None,
         checkpoint_seconds: float = 30.0,
         tokens: int = TOKENS,
+        probe: Any = DEFAULT,
+        forward: Callable[[torch.Tensor], Any] | None = None,
+        total: int | None = None,
+        dtype: str = "float32",
     ):
         self.path = Path(path)
         given: Any = tokens  # checked at run time: a notebook may pass anything
         if not isinstance(given, numbers.Integral) or isinstance(given, bool) or given < 1:
             raise ConfigError(f"tokens must be a positive int (token values of W_E and W_U stored), got {given!r}")
         self.tokens = int(given)
+        if str(dtype) not in WEIGHT_DTYPES:
+            raise ConfigError(f"dtype must be 'float32' or 'float16' (how weights are stored), got {dtype!r}")
+        self.dtype = WEIGHT_DTYPES[str(dtype)]
         self.model, self.optimizer = model, optimizer
         self.adapter: Adapter = find_adapter(model)
+        self._probe = make_probe(model, self.adapter, probe, forward, self.tokens)  # record/probing.py
+        self._probe_default, self._probe_ran = isinstance(probe, str) and probe == DEFAULT, False
         if config is not None and not isinstance(config, dict):
             raise ConfigError(f"config must be a dict of JSON-able settings, got {type(config).__name__}")
         self.config = dict(config or {})
-        self.due = _schedule(schedule)
+        if total is not None and schedule is not None:
+            raise UserError("schedule and total exclude each other: total=N spaces about 200 snapshots over N steps")
+        self.due = _schedule(schedule) if total is None else spaced_schedule(total)
         self.checkpoint_seconds = checkpoint_seconds
         self.epoch = -1  # the last epoch in the file (after resume: where it continues)
         self._rec: Recording | None = None
@@ -214,6 +232,7 @@ class Recorder:
         except UserError:  # the model changed under the Recorder: the file stays resumable
             self._failed = True
             raise
+        probe = self._probe_record()
         metrics, self._pending = self._pending, {}
         with deferred_signals() as signals:  # Ctrl-C never lands inside h5py
             if self._rec is None:
@@ -229,6 +248,9 @@ class Recorder:
                     checkpoint=self._checkpoint if self.optimizer is not None else None,
                     checkpoint_seconds=self.checkpoint_seconds,
                     hint="free space, then continue with Recorder(..., resume=True)",
+                    probe=probe,
+                    probe_tokens=None if self._probe is None else self._probe.tokens,
+                    weight_dtype=self.dtype,
                 )
                 self._failed = False
                 if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
@@ -237,13 +259,25 @@ class Recorder:
                 self._shapes = {k: tuple(w.shape) for k, w in weights.items()}
             else:
                 try:
-                    self._rec.write(epoch, weights, metrics)
+                    self._rec.write(epoch, weights, metrics, probe)
                 except UserError:
                     self._failed = True  # the file keeps its snapshots, incomplete
                     raise
                 self._rec.checkpoint_if_due(epoch, -1)
             self.epoch = epoch
         signals.deliver()
+
+    def _probe_record(self) -> dict[str, np.ndarray] | None:
+        """This snapshot's probe record (record/probing.py), or None with no probe."""
+        if self._probe is None:
+            return None
+        if not self._probe_ran:
+            self._probe_ran = True
+            first = first_run(self._probe, self._probe_default and self._rec is None)
+            if first is None:
+                self._probe = None
+            return first
+        return self._probe.run()
 
     def close(self) -> None:
         """Checkpoint (with an optimizer), mark the run complete, close the file and release its
@@ -337,6 +371,7 @@ class Recorder:
             stored = str(f.attrs["config"])
             epochs = runfile.snapshot_epochs(f)
             shapes = runfile.weight_shapes(f)
+            stored_probe = probe_records.read_tokens(f)
         if kind != EXPERIMENT:
             raise UserError(f"cannot resume: {self.path} is a run of {kind!r}, trained by `headmovies train`")
         if json.loads(stored) != json.loads(self._json):
@@ -350,6 +385,7 @@ class Recorder:
             raise RunFileError(f"cannot resume: {self.path} holds no snapshot", fix="start over with force=True")
         self._check_same_weights(shapes)
         self._shapes = shapes
+        self._probe = match_stored(self._probe, stored_probe, self.path)
         keep = int(epochs[-1]) if resume is True else int(resume)
         ckpt = checkpoint_path(self.path)
         if resume is True and self.optimizer is not None and ckpt.exists():

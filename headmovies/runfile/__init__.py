@@ -4,6 +4,8 @@
                    (`snapshot_count`) and the reads training needs (`read_snapshot`, ...)
     writer.py      `RunWriter`: streams snapshots in, crash-safe (SWMR), and the copies
                    (`clean_copy` for `recover`, `fork_copy` for forks, resume's copy)
+    copies.py      `copy_records`: a run's records copied into a new file (the writer's copies)
+    probe_records.py  the /probe group: each head's probe patterns and scores per snapshot
     reader.py      `Run`: epochs, metrics, config and weights per snapshot, live or finished
     lock.py        one writer per run file
     checkpoint.py  the checkpoint file beside it (`<run>.ckpt`): its path, atomic replacement,

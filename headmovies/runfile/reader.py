@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from headmovies.errors import RunFileError, warn
-from headmovies.runfile import schema
+from headmovies.runfile import probe_records, schema
 from headmovies.runfile.schema import EPOCH, METRICS, SNAPSHOTS
 
 
@@ -142,7 +142,7 @@ class Run:
         the first bad snapshot's epoch and the dataset otherwise."""
         ds = self.f[SNAPSHOTS][name]
         try:
-            rows = ds[lo:hi]
+            rows = ds[lo:hi].astype(np.float32, copy=False)  # a float16 run file (Recorder(dtype=...)) too
         except Exception:
             for t in range(lo, hi):  # which snapshot: read them one by one
                 try:
@@ -179,6 +179,27 @@ class Run:
             except Exception as exc:
                 raise RunFileError(schema.read_error(self.path, f"{METRICS}/{name}", None, exc)) from None
         return out
+
+    def head_scores(self) -> dict[str, np.ndarray]:
+        """Every head's probe scores at each snapshot (docs/run-file.md, "The probe"): {score name:
+        float32 [T, L, H]} for previous_token, duplicate_token and induction (NaN: a head the
+        layer lacks); {} for a run recorded without a probe. RunFileError for damaged bytes."""
+        rows = probe_records.read(self.f, len(self))
+        return {k.split("/", 1)[1]: v for k, v in rows.items() if k.startswith("scores/")}
+
+    def in_context_scores(self) -> np.ndarray | None:
+        """The probe's in-context score at each snapshot, float32 [T] (nats; NaN where the
+        forward returned no logits), or None without a probe."""
+        return probe_records.read(self.f, len(self)).get("in_context_score")
+
+    def probe_tokens(self) -> np.ndarray | None:
+        """The probe batch, int64 [B, P], or None for a run recorded without a probe."""
+        return probe_records.read_tokens(self.f)
+
+    def patterns(self, t: int) -> np.ndarray | None:
+        """The attention patterns [S, L, H, P, P] (float32; query rows, key columns) on the first
+        S probe sequences at snapshot index t (negative counts from the end), or None."""
+        return probe_records.read_patterns(self.f, range(len(self))[t])
 
     def split(self) -> dict[str, np.ndarray]:
         return schema.read_split(self.f)

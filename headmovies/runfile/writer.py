@@ -30,8 +30,9 @@ import h5py
 import numpy as np
 
 from headmovies import disk
-from headmovies.errors import DiskFullError, RunFileError, plural, warn
-from headmovies.runfile import schema
+from headmovies.errors import DiskFullError, plural
+from headmovies.runfile import probe_records, schema
+from headmovies.runfile.copies import copy_records
 from headmovies.runfile.schema import COMPLETE, EPOCH, METRICS, SNAPSHOTS, SPLIT
 
 CHECKSUMS = True  # Fletcher-32 per chunk; False only to measure its cost (bench/runfile_checksums.py)
@@ -72,81 +73,6 @@ def _nbytes(weights: dict[str, np.ndarray], metrics: dict[str, float]) -> int:
     return sum(np.asarray(w).size * 4 for w in weights.values()) + 8 * (len(metrics) + 2)
 
 
-def copy_records(
-    src: h5py.File,
-    dst: h5py.File,
-    keep_through_epoch: int | None = None,
-    new_metrics: tuple[str, ...] = (),
-    skip_damaged_epochs: bool = False,
-) -> int:
-    """Copy root attributes, /split and every complete snapshot and metric record of `src` (up to
-    and including `keep_through_epoch`, or all) into the empty file `dst`, datasets growable as
-    the writer makes them; /complete is copied (all records) or cleared. `new_metrics`: metric
-    names added, NaN at every record copied. `skip_damaged_epochs` (`recover`): snapshots whose
-    /snapshots/epoch chunk fails its checksum are left out, with a warning naming them
-    (RunFileError if no epoch can be read); otherwise they are a RunFileError. Returns the
-    snapshot count."""
-    count = schema.snapshot_count(src)  # the complete snapshots only
-    if skip_damaged_epochs:
-        index, epochs, lost = schema.readable_epochs(src, count)
-        if lost and not len(index):
-            raise RunFileError(schema.epochs_damaged(src.filename, lost, count, 0))
-        if lost:
-            shown = ", ".join(f"{lo + 1}" if hi == lo + 1 else f"{lo + 1}..{hi}" for lo, hi in lost)
-            warn(
-                f"{src.filename}: /{SNAPSHOTS}/{EPOCH} of the snapshots {shown} (of {count:,}) fails its checksum; "
-                f"the copy leaves out those {plural(count - len(index), 'snapshot')}, whose epochs cannot be read"
-            )
-    else:
-        epochs = schema.snapshot_epochs(src, count)
-        index = np.arange(count)
-    limit = np.inf if keep_through_epoch is None else keep_through_epoch
-    keep = int(np.searchsorted(epochs, limit, side="right"))
-    index = index[:keep]
-    last = epochs[keep - 1] if keep else -1  # metrics only of the snapshots kept
-    keep_m = int(np.searchsorted(src[METRICS][EPOCH][()], last, side="right")) if METRICS in src else 0
-    for key, value in src.attrs.items():
-        dst.attrs[key] = value
-    done = keep_through_epoch is None and schema.is_complete(src)
-    dst.create_dataset(COMPLETE, data=np.array([int(done)], np.int8), maxshape=(1,), chunks=(1,), fletcher32=CHECKSUMS)
-    for group, rows in ((SNAPSHOTS, index), (METRICS, np.arange(keep_m))):
-        n = len(rows)
-        g = dst.create_group(group)
-        found: dict = {}
-        if group == SNAPSHOTS and group in src:
-            found = dict(src[SNAPSHOTS].items())
-        elif group in src:  # nested metric names ('a/b') by their path, created so in the copy
-            found = {EPOCH: src[METRICS][EPOCH], **schema.metric_datasets(src)}
-        for name, ds in found.items():
-            new = g.create_dataset(
-                name,
-                shape=(n, *ds.shape[1:]),
-                maxshape=(None, *ds.shape[1:]),
-                chunks=ds.chunks,
-                dtype=ds.dtype,
-                fletcher32=CHECKSUMS,  # a file written before checksums gains them
-            )
-            for lo in range(0, n, 256):  # bounded memory for long runs
-                sel = rows[lo : lo + 256]
-                try:  # a contiguous block in one read; rows after a damaged epoch chunk one by one
-                    if int(sel[-1]) - int(sel[0]) == len(sel) - 1:
-                        block = ds[int(sel[0]) : int(sel[-1]) + 1]
-                    else:
-                        block = np.stack([ds[int(t)] for t in sel])
-                except OSError as exc:
-                    raise RunFileError(schema.read_error(src.filename, f"{group}/{name}", None, exc)) from None
-                new[lo : lo + len(sel)] = block
-    for name in new_metrics:
-        dst[METRICS].create_dataset(
-            name, data=np.full(keep_m, np.nan), maxshape=(None,), chunks=(1024,), dtype=np.float64, fletcher32=CHECKSUMS
-        )
-    if SPLIT in src:
-        src.copy(src[SPLIT], dst, name=SPLIT)
-    else:
-        dst.create_group(SPLIT)
-    return keep
-
-
 def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike, skip_damaged_epochs: bool = False) -> int:
     """Write every complete snapshot of the run file `src_path` (live, killed or finished) into a
     new, closed run file `out` that any HDF5 tool opens (`h5ls`, a plain `h5py.File`), built under
@@ -162,7 +88,7 @@ def clean_copy(src_path: str | os.PathLike, out: str | os.PathLike, skip_damaged
         f = None
         try:
             f = _new_file(tmp, swmr_ready=False)
-            count = copy_records(src, f, skip_damaged_epochs=skip_damaged_epochs)
+            count = copy_records(src, f, skip_damaged_epochs=skip_damaged_epochs, checksums=CHECKSUMS)
             f.flush()
         except BaseException as exc:
             _fail(f, tmp, exc, out, f"writing {out}", f"{src_path} is unchanged")
@@ -186,7 +112,7 @@ def fork_copy(src: h5py.File, out: str | os.PathLike, through_epoch: int, attrs:
     f = None
     try:
         f = _new_file(tmp)
-        copy_records(src, f, through_epoch)
+        copy_records(src, f, through_epoch, checksums=CHECKSUMS)
         for key, value in attrs.items():
             if value is None:
                 f.attrs.pop(key, None)
@@ -239,15 +165,21 @@ class RunWriter:
         weights: dict[str, np.ndarray],
         metrics: dict[str, float],
         split: dict[str, np.ndarray],
+        probe: dict[str, np.ndarray] | None = None,
+        probe_tokens: np.ndarray | None = None,
+        weight_dtype: type = np.float32,
     ) -> RunWriter:
         """Build `<path>.partial` holding the first snapshot; `publish()` renames it to `path`
         (`discard()` removes it). `path` must not exist (the caller removes it for --force).
-        `attrs` values that are dicts are stored as JSON strings. Raises DiskFullError, leaving
-        nothing behind, when the disk cannot hold the first snapshot."""
+        `attrs` values that are dicts are stored as JSON strings. `probe`: the first snapshot's
+        probe record and `probe_tokens` its batch (/probe, `probe_records`), or None;
+        `weight_dtype`: float32, or float16 for half the size (`Recorder(dtype=...)`). Raises
+        DiskFullError, leaving nothing behind, when the disk cannot hold the first snapshot."""
         path = Path(path)
         tmp = partial_path(path)
         tmp.unlink(missing_ok=True)
-        first = _nbytes(weights, metrics) + sum(np.asarray(i).size * 8 for i in split.values())
+        first = _nbytes(weights, metrics) + probe_records.nbytes(probe)
+        first += sum(np.asarray(i).size * 8 for i in split.values())
         disk.require_free(path.parent, first, "the first snapshot", f"nothing was written to {path}")
         f = None
         try:
@@ -263,7 +195,7 @@ class RunWriter:
                     shape=(0, *w.shape),
                     maxshape=(None, *w.shape),
                     chunks=(1, *w.shape),
-                    dtype=np.float32,
+                    dtype=weight_dtype,
                     fletcher32=CHECKSUMS,
                 )
             snaps.create_dataset(
@@ -281,9 +213,11 @@ class RunWriter:
             grp = f.create_group(SPLIT)
             for name, idx in split.items():
                 grp.create_dataset(name, data=np.asarray(idx, dtype=np.int64))
+            if probe is not None:
+                probe_records.create(f, probe, np.asarray(probe_tokens), CHECKSUMS)
             f.swmr_mode = True
             writer = cls(f, path, tmp)
-            writer._append(epoch, weights, metrics)
+            writer._append(epoch, weights, metrics, probe)
         except BaseException as exc:
             _fail(f, tmp, exc, path, "writing the first snapshot", f"nothing was written to {path}")
         return writer
@@ -331,7 +265,7 @@ class RunWriter:
             f = None
             try:
                 f = _new_file(tmp)
-                copy_records(src, f, keep_through_epoch, tuple(new_metrics))
+                copy_records(src, f, keep_through_epoch, tuple(new_metrics), checksums=CHECKSUMS)
                 for key, value in (attrs or {}).items():
                     f.attrs[key] = value
                 f.swmr_mode = True
@@ -355,6 +289,10 @@ class RunWriter:
         writer.hint = self.hint
         return writer
 
+    def has_probe(self) -> bool:
+        """True when the file holds /probe (its snapshots carry probe records)."""
+        return probe_records.has_probe(self.f)
+
     def metric_names(self) -> list[str]:
         """The names of the stored metrics (in the file's order, /metrics/epoch left out)."""
         return list(schema.metric_datasets(self.f))
@@ -362,27 +300,37 @@ class RunWriter:
     def count(self) -> int:
         return int(self.f[SNAPSHOTS][EPOCH].shape[0])
 
-    def append(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
-        """Append one snapshot and its metrics, then flush. Raises DiskFullError before writing
-        when the disk lacks room for it, or when a write fails for lack of room; the file then
-        holds every earlier snapshot, whole, and this writer is closed."""
+    def append(
+        self,
+        epoch: int,
+        weights: dict[str, np.ndarray],
+        metrics: dict[str, float],
+        probe: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        """Append one snapshot, its metrics and its probe record (a run file with /probe), then
+        flush. Raises DiskFullError before writing when the disk lacks room for it, or when a
+        write fails for lack of room; the file then holds every earlier snapshot, whole, and this
+        writer is closed."""
         then = f"{self.path} holds {plural(self.count(), 'complete snapshot')}, through epoch {self.last_epoch()}" + (
             f"; {self.hint}" if self.hint else ""
         )
         try:
-            disk.require_free(self.path.parent, _nbytes(weights, metrics), f"the snapshot at epoch {epoch}", then)
+            need = _nbytes(weights, metrics) + probe_records.nbytes(probe)
+            disk.require_free(self.path.parent, need, f"the snapshot at epoch {epoch}", then)
         except DiskFullError:
             self.close()
             raise
         try:
-            self._append(epoch, weights, metrics)
+            self._append(epoch, weights, metrics, probe)
         except BaseException as exc:
             if not disk.is_full(exc):
                 raise
             self.closed = True  # _fail closes `f`, once: HDF5 crashes on a second flush or close of it
             _fail(self.f, None, exc, self.path, f"writing the snapshot at epoch {epoch}", then)
 
-    def _append(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
+    def _append(
+        self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float], probe: dict | None = None
+    ) -> None:
         # Weights first, epoch last, with a flush between (one flush may reach the file in any
         # object order).
         snaps, mets = self.f[SNAPSHOTS], self.f[METRICS]
@@ -391,6 +339,8 @@ class RunWriter:
             ds = snaps[name]
             ds.resize(t + 1, axis=0)
             ds[t] = w
+        if probe is not None:
+            probe_records.append(self.f, t, probe)
         k = mets[EPOCH].shape[0]
         for name, value in metrics.items():
             ds = mets[name]

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import cast
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional
@@ -41,6 +42,8 @@ from torch.nn import functional
 from headmovies.errors import ConfigError
 from headmovies.tasks.induction import DEFAULT_POSITIONS, POSITIONS, repeat_blocks, sinusoidal_table
 from headmovies.train.config import TrainConfig, require_memory, require_signs
+from headmovies.train.head_scores import repeated_tokens
+from headmovies.train.probe import DEFAULT_BATCH, Probe
 from headmovies.train.task import Task
 
 
@@ -260,6 +263,18 @@ class InductionTask(Task[InductionConfig]):
             "heldout_loss": float(pred_loss),
             "heldout_acc": float(predictable_accuracy(logits, tokens, L)),
         }
+
+    def probe_tokens(self) -> np.ndarray:
+        """The standard induction probe: 8 sequences of seq_len // 2 random letters repeated twice
+        (head_scores.repeated_tokens, fixed seed), the same for every run."""
+        return repeated_tokens(self.cfg.n_vocab, self.cfg.seq_len // 2, DEFAULT_BATCH)
+
+    def probe_record(self) -> dict[str, np.ndarray]:
+        """Each head's patterns and scores on the probe (train/probe.py), RNG states untouched."""
+        if getattr(self, "_probe", None) is None:
+            attention = [block.attn for block in cast(list[Block], self.model.blocks)]
+            self._probe = Probe(self.model, attention, self.probe_tokens(), vocab_out=self.cfg.n_vocab)
+        return self._probe.run()
 
     def attrs(self) -> dict:
         return {"W_pos": self.model.W_pos.numpy()}

@@ -187,7 +187,7 @@ def _train(
                 task.step(epoch)
                 if rec.due(epoch):
                     metrics = task.evaluate()
-                    rec.write(epoch, task.snapshot(), metrics)  # UserError when a loss diverged
+                    rec.write(epoch, task.snapshot(), metrics, task.probe_record())  # UserError: a loss diverged
                     bar.set_postfix(task.progress(metrics), refresh=False)
                     rec.checkpoint_if_due(epoch, last, stopping)
                     if stopping and epoch < last:  # at the last epoch: mark the run complete first

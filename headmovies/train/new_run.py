@@ -116,6 +116,8 @@ def create(
         checkpoint_seconds=checkpoint_seconds,
         hint=resume_hint(experiment, out),
         diverged_fix=diverged_fix,
+        probe=task.probe_record(),
+        probe_tokens=task.probe_tokens(),
     )
 
 

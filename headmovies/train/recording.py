@@ -71,6 +71,9 @@ class Recording:
         *,
         epoch: int = 0,
         checkpoint: Checkpoint | None = None,
+        probe: dict[str, np.ndarray] | None = None,
+        probe_tokens: np.ndarray | None = None,
+        weight_dtype: type = np.float32,
         **kwargs,
     ) -> Recording:
         """A new run file at `path` holding its first snapshot (`weights`, `metrics` at `epoch`),
@@ -78,9 +81,12 @@ class Recording:
         renamed over any old file, so that a failure on the way leaves the old file (or nothing)
         and `path` never exists without its checkpoint. DiskFullError, leaving nothing, when the
         disk cannot hold it; UserError when a loss in `metrics` is not finite (`check_finite`:
-        the file, closed, keeps that first snapshot and is not marked complete)."""
+        the file, closed, keeps that first snapshot and is not marked complete).
+        `probe`, `probe_tokens`: the first snapshot's probe record and the
+        probe batch (`train.probe.Probe`), stored under /probe, or None. `weight_dtype`: how the
+        weights are stored (float32; float16 halves them)."""
         path = Path(path)
-        writer = RunWriter.create(path, attrs, epoch, weights, metrics, split)
+        writer = RunWriter.create(path, attrs, epoch, weights, metrics, split, probe, probe_tokens, weight_dtype)
         try:
             if checkpoint is not None:
                 checkpoint(epoch, f"nothing was written to {path}")
@@ -118,7 +124,13 @@ class Recording:
         """The first snapshot epoch at or after `epoch` still to write (`default` if none)."""
         return min((e for e in self.todo if e >= epoch), default=default)
 
-    def write(self, epoch: int, weights: dict[str, np.ndarray], metrics: dict[str, float]) -> None:
+    def write(
+        self,
+        epoch: int,
+        weights: dict[str, np.ndarray],
+        metrics: dict[str, float],
+        probe: dict[str, np.ndarray] | None = None,
+    ) -> None:
         """Append the snapshot at `epoch` (weights by name, float32; metrics, float64), then check
         it: UserError when a loss is not finite (the file keeps every snapshot through this one).
         A metric not given is stored as NaN; a new name is added, NaN at the earlier snapshots."""
@@ -127,7 +139,9 @@ class Recording:
             self.writer = self.writer.with_metrics(new)
             self.metric_names += new
         row = {k: float(metrics.get(k, math.nan)) for k in self.metric_names}
-        self.writer.append(epoch, weights, row)
+        if probe is not None and not self.writer.has_probe():
+            probe = None  # a run file written before the probe (resumed): weights and metrics only
+        self.writer.append(epoch, weights, row, probe)
         self.todo.discard(int(epoch))
         self.metrics = dict(metrics)
         self.check_finite(epoch, metrics)

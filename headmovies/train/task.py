@@ -56,6 +56,15 @@ class Task(Generic[C]):
         """Current weights by TransformerLens name, as float32 numpy arrays."""
         return {k: v.detach().cpu().numpy().astype(np.float32) for k, v in self.model.state_dict().items()}
 
+    def probe_record(self) -> dict[str, np.ndarray] | None:
+        """This snapshot's probe record (`train.probe.Probe.run`: per-head patterns and scores on
+        a fixed probe batch, stored under /probe), or None for a task without a probe."""
+        return None
+
+    def probe_tokens(self) -> np.ndarray | None:
+        """The probe batch [B, P] int64 (stored once as /probe/tokens), or None."""
+        return None
+
     def split(self) -> dict[str, np.ndarray]:
         """Index arrays of the data split to store in /split (empty for fresh-batch tasks)."""
         return {}

@@ -318,7 +318,7 @@ def test_a_named_pipe_as_run_file_out_or_config_is_one_line_before_it_is_opened(
         "train --out": (["train", "orbits", "--out", str(fifo), *sets], f"--out {fifo} is a named pipe (FIFO)"),
         "train --force": (["train", "orbits", "--out", str(fifo), "--force", *sets], f"--out {fifo} is a named pipe"),
         "--basis": (
-            ["movie", str(run), "--out", str(tmp_path / "b"), "--basis", str(fifo)],
+            ["movie", str(run), "--out", str(tmp_path / "b"), "--generic", "--basis", str(fifo)],
             f"the basis {fifo} is a named pipe (FIFO)",
         ),
         "--config": (

@@ -413,3 +413,23 @@ def test_attention_movie_has_timeline_holds_and_caption(tiny_runs, tmp_path):
 
     assert iio.imread(folder / "attention.png").shape != iio.imread(folder / "attention_movie.png").shape
     assert "trained 40 epochs on sequences of 24 letters made of a repeated block of 6" in html
+
+
+def test_induction_runs_record_the_probe_scores(tiny_runs):
+    """The built-in runs store the probe (/probe): each head's scores at every snapshot, and
+    patterns equal to the layer's own (return_pattern) on the probe batch."""
+    from headmovies.train.head_scores import head_scores
+
+    with Run(tiny_runs["induction-2l"]) as run:
+        scores, tokens = run.head_scores(), run.probe_tokens()
+        assert tokens.shape == (8, 24) and np.array_equal(tokens[:, :12], tokens[:, 12:])
+        assert scores["induction"].shape == (5, 2, 4) and np.isfinite(scores["induction"]).all()
+        assert run.in_context_scores().shape == (5,) and np.isfinite(run.in_context_scores()).all()
+        assert run.patterns(-1).shape == (2, 2, 4, 24, 24)  # [S, L, H, P, P]
+    task = Induction2L(cfg_of(Induction2L))
+    x = task.model.W_E[torch.tensor(tokens[:2])]
+    _, own = task.model.blocks[0].attn(x, task.model.W_pos, return_pattern=True)
+    record = task.probe_record()
+    np.testing.assert_allclose(record["patterns"][:, 0].astype(np.float32), own.detach().numpy(), atol=1e-3)
+    full = head_scores(record["patterns"].astype(np.float32), tokens[:2])
+    assert full["induction"].shape == (2, 4)

@@ -197,5 +197,10 @@ def test_a_recording_killed_with_sigkill_is_readable_and_resumes_to_the_same_bit
         for k in a[1][e]:
             assert np.array_equal(a[1][e][k], b[1][e][k]), (e, k)
     np.testing.assert_array_equal(a[2]["train_loss"], b[2]["train_loss"])
+    with Run(whole) as one, Run(killed) as two:  # the default probe's records (/probe) too
+        assert one.head_scores()["induction"].shape == (21, 1, 2)
+        for name, scores in one.head_scores().items():
+            np.testing.assert_array_equal(scores, two.head_scores()[name])
+        np.testing.assert_array_equal(one.patterns(-1), two.patterns(-1))
     with Run(killed) as run:
         assert run.complete and json.loads(json.dumps(run.config)) == {"p": 7, "seed": 0}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,9 +20,19 @@ from headmovies.render.core.movie_options import FORMATS
 from headmovies.render.core.panels import PanelFigure, head_colours
 from headmovies.render.generic.heads import Heads, find_heads
 from headmovies.render.generic.planes import Planes, planes_of
+from headmovies.render.generic.score_space import ScoreMovie, score_view
 from headmovies.runfile.reader import Run
 
-MAX_LEGEND = 8  # heads named in the legend (more: colours by layer only)
+MAX_LEGEND = 8  # heads named in the legend (more: one entry per layer, in its colours)
+
+
+def legend_entries(heads: Heads, colours: np.ndarray) -> list[tuple[str, Any]]:
+    """The legend: each head by name (up to MAX_LEGEND heads), else each layer ('layer 2 (16
+    heads)') in the colour of its middle head, so that a run of any size has one."""
+    if heads.total <= MAX_LEGEND:
+        return [(label, colours[h]) for h, label in enumerate(heads.labels)]
+    first = np.cumsum([0, *heads.n_heads])[:-1]
+    return [(f"layer {layer} ({n} heads)", colours[first[layer] + n // 2]) for layer, n in enumerate(heads.n_heads)]
 
 
 def metrics_caption(metrics: dict[str, np.ndarray]) -> Callable[[int], str]:
@@ -75,8 +86,7 @@ class GenericMovie:
         self.planes = planes_of(run, self.heads, panels, basis)
         self.trail_epochs = trail_length(run.epochs, trail_epochs)
         colours = head_colours(self.heads.n_heads)
-        labels = self.heads.labels
-        legend = [(labels[h], colours[h]) for h in range(self.heads.total)] if self.heads.total <= MAX_LEGEND else []
+        legend = legend_entries(self.heads, colours)
         self.figure_header = header(run, self.heads, self.planes)
         self.figure = PanelFigure(
             self.planes.titles,
@@ -113,25 +123,33 @@ def render_movie(
     formats: tuple[str, ...] = FORMATS,
     trail_epochs: float | None = None,
     progress: bool = True,
+    view: str | None = None,
 ) -> EncodeResult:
-    """Render `run_path`'s movie into out_dir/basename.{mp4,webm,gif,png,html}. RunFileError
-    for a run without attention weights; UserError for bad panels or basis; EncodeError when
-    ffmpeg fails (nothing is left at a final path). `trail_epochs`: None for
-    `frame_states.trail_length`'s rule."""
+    """Render `run_path`'s movie into out_dir/basename.{mp4,webm,gif,png,html}: in score space
+    (score_space.py) for a run with probe scores and no group, or with `view` 'scores'; else
+    (or `view` 'axes') in the planes of planes.py. RunFileError for a run without attention
+    weights; UserError for bad panels, basis or view; EncodeError when ffmpeg fails (nothing is
+    left at a final path). `trail_epochs`: None for `frame_states.trail_length`'s rule."""
     with Run(run_path) as run:
-        movie = GenericMovie(run, group_order, panels, basis, trail_epochs=trail_epochs)
-        heads = plural(movie.heads.total, "head")
-        print(f"{plural(len(run), 'snapshot')}, {heads}, {PLANE_WORDS[movie.planes.kind]}", file=sys.stderr)
+        movie: GenericMovie | ScoreMovie
+        trail = trail_length(run.epochs, trail_epochs)
+        if score_view(run, view, group_order, panels, basis):
+            movie = ScoreMovie(run, trail, caption=metrics_caption(run.metrics()))
+            total, words = movie.total, ScoreMovie.words
+        else:
+            movie = GenericMovie(run, group_order, panels, basis, trail_epochs=trail)
+            total, words = movie.heads.total, PLANE_WORDS[movie.planes.kind]
+        print(f"{plural(len(run), 'snapshot')}, {plural(total, 'head')}, {words}", file=sys.stderr)
         try:
             return write_movie(
                 movie.frames(),
                 out_dir,
                 basename,
-                repeats=np.zeros(len(movie.planes.epochs), np.int64),  # no held events: the total for the bar
+                repeats=np.zeros(len(run.epochs), np.int64),  # no held events: the total for the bar
                 fps=fps,
                 hold_s=hold_s,
                 formats=formats,
-                caption=f"Heads of {run.path.name} ({movie.heads.total}) in {PLANE_WORDS[movie.planes.kind]}, "
+                caption=f"Heads of {run.path.name} ({total}) in {words}, "
                 f"epochs {int(run.epochs[0]):,} to {int(run.epochs[-1]):,}",
                 progress=progress,
             )

@@ -1,0 +1,99 @@
+"""`headmovies heads RUN [--epoch E] [--json]`: every head's probe scores at a snapshot, labelled
+L{layer}H{head}, with the strongest head per score; one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+import headmovies
+from headmovies.runfile.reader import Run
+
+ROOT = Path(__file__).resolve().parents[1]
+torch.set_num_threads(1)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.W_E = nn.Parameter(torch.randn(9, 8))
+        self.a0 = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.a1 = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.W_U = nn.Parameter(torch.randn(8, 9))
+
+    def forward(self, tokens):
+        x = self.W_E[tokens]
+        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        for a in (self.a0, self.a1):
+            x = x + a(x, x, x, attn_mask=mask, need_weights=False)[0]
+        return x @ self.W_U
+
+
+def _heads(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "headmovies", "heads", *args], env=env, capture_output=True, text=True)
+
+
+def test_heads_prints_every_heads_scores_and_the_strongest(tmp_path):
+    torch.manual_seed(0)
+    model = Model()
+    path = tmp_path / "run.h5"
+    with headmovies.Recorder(path, model, schedule=[0, 5]) as rec:
+        rec.step(0)
+        with torch.no_grad():
+            model.W_E.mul_(3)
+        rec.step(5)
+    out = _heads(str(path), "--epoch", "0", "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    with Run(path) as run:
+        scores = {k: v[0] for k, v in run.head_scores().items()}
+        ics = float(run.in_context_scores()[0])
+    assert got["epoch"] == 0 and [h["head"] for h in got["heads"]] == ["L0H0", "L0H1", "L1H0", "L1H1"]
+    for h in got["heads"]:
+        for name in ("previous_token", "duplicate_token", "induction"):
+            assert h[name] == round(float(scores[name][h["layer"], h["index"]]), 6)
+    flat = int(np.argmax(scores["induction"]))
+    assert got["strongest"]["induction"]["head"] == f"L{flat // 2}H{flat % 2}"
+    assert got["in_context_score"] == round(ics, 6)
+    text = _heads(str(path))
+    assert text.returncode == 0 and "epoch 5 (snapshot 2)" in text.stdout and "strongest induction: L" in text.stdout
+
+
+def test_heads_errors_are_one_line(tmp_path):
+    path = tmp_path / "plain.h5"
+    with headmovies.Recorder(path, Model(), schedule=[0], probe=None) as rec:
+        rec.step(0)
+    out = _heads(str(path))
+    assert out.returncode == 2 and "holds no probe scores" in out.stderr and out.stderr.count("\n") == 1
+    with headmovies.Recorder(tmp_path / "run.h5", Model(), schedule=[0, 10]) as rec:
+        rec.step(0)
+        rec.step(10)
+    out = _heads(str(tmp_path / "run.h5"), "--epoch", "7")
+    assert out.returncode == 2 and "no snapshot at epoch 7; the nearest is at 10" in out.stderr
+
+
+def test_damaged_probe_scores_fail_their_checksum_in_one_line(tmp_path):
+    """Bytes of /probe/scores/induction changed on disk: `heads` says which dataset fails its
+    checksum (exit 2), as a damaged weight does."""
+    import h5py
+
+    path = tmp_path / "run.h5"
+    with headmovies.Recorder(path, Model(), schedule=[0, 1]) as rec:
+        rec.step(0)
+        rec.step(1)
+    with h5py.File(path, "r") as f:
+        info = f["probe/scores/induction"].id.get_chunk_info(1)
+    with open(path, "r+b") as fh:
+        fh.seek(info.byte_offset)
+        fh.write(b"\xff\xff\xff\xff")
+    out = _heads(str(path))
+    assert out.returncode == 2 and "/probe/scores/induction fails its checksum" in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1
