@@ -28,6 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+# half a perfect head's score: the line `heads` draws under which a head is not called strong
+STRONG = {"previous_token": 0.5, "duplicate_token": 0.5, "induction": 0.25}
+
+
 def _number(x: float) -> float | None:
     return None if not math.isfinite(x) else round(float(x), 6)
 
@@ -42,10 +46,13 @@ def report(path: Path, epoch: int | None) -> dict:
     with Run(path) as run:
         scores = run.head_scores()
         if not scores:
-            raise UserError(
-                f"{path} holds no probe scores: it was recorded without a probe (Recorder(..., probe=None), a model "
-                "without W_E, or a version before the probe)"
+            why = (
+                "it was recorded without a probe (Recorder(..., probe=None), a model without W_E, or a version "
+                "before the probe)"
+                if run.experiment == "recorded"
+                else f"{run.experiment} runs record none (built-in induction runs and a Recorder's default probe do)"
             )
+            raise UserError(f"{path} holds no probe scores: {why}")
         epochs = [int(e) for e in run.epochs]
         t = len(epochs) - 1
         if epoch is not None:
@@ -68,7 +75,8 @@ def report(path: Path, epoch: int | None) -> dict:
     return {
         "run": str(path),
         "epoch": epochs[t],
-        "snapshot": t,
+        "snapshot": t + 1,  # counted from 1, as the text says
+        "snapshots": len(epochs),
         "scores": list(at),
         "heads": heads,
         "strongest": best,
@@ -82,13 +90,19 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1))
         return 0
     names = out["scores"]
-    print(f"{out['run']}: epoch {out['epoch']:,} (snapshot {out['snapshot'] + 1})")
+    print(f"{out['run']}: epoch {out['epoch']:,} (snapshot {out['snapshot']} of {out['snapshots']})")
     print("head    " + "  ".join(f"{n:>15}" for n in names))
     for row in out["heads"]:
         cells = ("—" if row[n] is None else f"{row[n]:.3f}" for n in names)
         print(f"{row['head']:<8}" + "  ".join(f"{c:>15}" for c in cells))
     for n, best in out["strongest"].items():
-        print(f"strongest {n}: {best['head']} ({best['score']:.3f})")
+        strong = [row["head"] for row in out["heads"] if row[n] is not None and row[n] >= STRONG[n]]
+        also = f"; at or above {STRONG[n]:g}: {', '.join(strong)}" if strong else f"; none at or above {STRONG[n]:g}"
+        print(f"strongest {n}: {best['head']} ({best['score']:.3f}){also}")
+    print(
+        "(a perfect head scores 1 for previous_token and duplicate_token and 0.5 for induction, where only the "
+        "probe's second copy can attend to a token after an earlier copy; half of that counts as strong)"
+    )
     if out["in_context_score"] is not None:
         print(f"in-context score: {out['in_context_score']:+.3f} nats (probe loss, second copy minus first)")
     return 0

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import torch
 from torch import nn
@@ -56,7 +57,8 @@ def test_heads_prints_every_heads_scores_and_the_strongest(tmp_path):
     with Run(path) as run:
         scores = {k: v[0] for k, v in run.head_scores().items()}
         ics = float(run.in_context_scores()[0])
-    assert got["epoch"] == 0 and [h["head"] for h in got["heads"]] == ["L0H0", "L0H1", "L1H0", "L1H1"]
+    assert got["epoch"] == 0 and got["snapshot"] == 1
+    assert [h["head"] for h in got["heads"]] == ["L0H0", "L0H1", "L1H0", "L1H1"]
     for h in got["heads"]:
         for name in ("previous_token", "duplicate_token", "induction"):
             assert h[name] == round(float(scores[name][h["layer"], h["index"]]), 6)
@@ -64,7 +66,13 @@ def test_heads_prints_every_heads_scores_and_the_strongest(tmp_path):
     assert got["strongest"]["induction"]["head"] == f"L{flat // 2}H{flat % 2}"
     assert got["in_context_score"] == round(ics, 6)
     text = _heads(str(path))
-    assert text.returncode == 0 and "epoch 5 (snapshot 2)" in text.stdout and "strongest induction: L" in text.stdout
+    assert text.returncode == 0 and "epoch 5 (snapshot 2 of 2)" in text.stdout
+    assert "strongest induction: L" in text.stdout
+    with Run(path) as run:  # the text's verdict: half a perfect score
+        last = {k: v[-1] for k, v in run.head_scores().items()}
+    strong = [f"L{i // 2}H{i % 2}" for i in np.flatnonzero(last["induction"].ravel() >= 0.25)]
+    line = next(x for x in text.stdout.splitlines() if x.startswith("strongest induction"))
+    assert line.endswith(f"at or above 0.25: {', '.join(strong)}" if strong else "none at or above 0.25"), line
 
 
 def test_heads_errors_are_one_line(tmp_path):
@@ -73,6 +81,10 @@ def test_heads_errors_are_one_line(tmp_path):
         rec.step(0)
     out = _heads(str(path))
     assert out.returncode == 2 and "holds no probe scores" in out.stderr and out.stderr.count("\n") == 1
+    with h5py.File(path, "r+") as f:  # as a built-in run without a probe would say it
+        f.attrs["experiment"] = "orbits"
+    out = _heads(str(path))
+    assert out.returncode == 2 and "orbits runs record none" in out.stderr and out.stderr.count("\n") == 1
     with headmovies.Recorder(tmp_path / "run.h5", Model(), schedule=[0, 10]) as rec:
         rec.step(0)
         rec.step(10)
@@ -83,8 +95,6 @@ def test_heads_errors_are_one_line(tmp_path):
 def test_damaged_probe_scores_fail_their_checksum_in_one_line(tmp_path):
     """Bytes of /probe/scores/induction changed on disk: `heads` says which dataset fails its
     checksum (exit 2), as a damaged weight does."""
-    import h5py
-
     path = tmp_path / "run.h5"
     with headmovies.Recorder(path, Model(), schedule=[0, 1]) as rec:
         rec.step(0)
