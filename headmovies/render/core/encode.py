@@ -320,7 +320,8 @@ def write_movie(
 
     from tqdm import tqdm
 
-    with tqdm(total=total, desc=desc, unit="frame", dynamic_ncols=True, disable=not progress) as bar:
+    # disable=None: no bar when stderr is not a terminal (a log file, a pipe)
+    with tqdm(total=total, desc=desc, unit="frame", dynamic_ncols=True, disable=None if progress else True) as bar:
         return encode(
             held(),
             out_dir,

@@ -202,9 +202,8 @@ def over_training(run, n_sequences: int = 256, seed: int = 0, progress: bool = T
         cfg.get("distinct", True),
     )
     epochs, cop, sms, att, names = [], [], [], [], None
-    for epoch, w in tqdm(
-        run.iter_weights(), total=len(run), desc="snapshots", unit="snap", disable=not progress, leave=False
-    ):
+    bar = {"desc": "snapshots", "unit": "snap", "disable": None if progress else True, "leave": False}
+    for epoch, w in tqdm(run.iter_weights(), total=len(run), **bar):
         rows = copying_table(w)
         names = [r["circuit"] for r in rows]
         epochs.append(epoch)

@@ -136,7 +136,9 @@ def make_figures(
         def bar(it):
             from tqdm import tqdm
 
-            return tqdm(it, total=len(run), desc="orbit check per snapshot", unit="snapshot", dynamic_ncols=True)
+            return tqdm(
+                it, total=len(run), desc="orbit check per snapshot", unit="snapshot", dynamic_ncols=True, disable=None
+            )
 
         facts = collect(
             run,

@@ -143,7 +143,7 @@ class OrbitMovie:
             from tqdm import tqdm
 
             desc = "circuits, coordinates" + (", orbit check" if check else "")
-            return tqdm(it, total=len(run), unit="snapshot", dynamic_ncols=True, leave=False, desc=desc)
+            return tqdm(it, total=len(run), unit="snapshot", dynamic_ncols=True, leave=False, desc=desc, disable=None)
 
         facts = collect(run, self.panels, check=check, final=final, progress=bar if progress else None)
         assert facts.coords is not None  # resolve_panels gives one panel or more
