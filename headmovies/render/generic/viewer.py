@@ -17,6 +17,7 @@ The payload's family arrays: qk int8 [M, H, n, n], ov int8 [M, H, n_out, n], sca
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -78,8 +79,9 @@ def heatmap_arrays(run: Run, heads: Heads) -> tuple[list[int], dict[str, np.ndar
 def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[list[Series], list[Event]]:
     """The timeline's curves: up to `MAX_CURVES` logged metrics at the snapshots (accuracies
     from 0 to 1; positive losses, and positive metrics spanning more than a factor `LOG_SPAN`, on a
-    log scale (`Series.log`); each between its extremes; a metric never logged at a snapshot is left out); and an
-    event where an accuracy first reaches 90 %."""
+    log scale (`Series.log`); each between its extremes, every loss on one range, the y-axis' scale;
+    a metric never logged at a snapshot is left out; one logged at some snapshots only is drawn
+    through the values it has); and an event where an accuracy first reaches 90 %."""
     palette = [to_hex(c) for c in colormaps["Dark2"].colors]  # type: ignore[attr-defined]
     series: list[Series] = []
     events: list[Event] = []
@@ -102,6 +104,11 @@ def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[l
             lo, hi = float(seen.min()), float(seen.max())
             hi = hi if hi > lo else lo + 1.0
         series.append(Series(name, colour, values, lo, hi, log))
+    losses = [i for i, s in enumerate(series) if s.log and "loss" in s.label]
+    if losses:  # every loss on one axis, the y-axis': train and validation losses compare
+        lo, hi = min(series[i].lo for i in losses), max(series[i].hi for i in losses)
+        for i in losses:
+            series[i] = replace(series[i], lo=lo, hi=hi, scale=i == losses[0])
     return series, events
 
 

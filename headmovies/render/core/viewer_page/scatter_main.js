@@ -118,6 +118,9 @@
     axis(i) { const p = app.panels[i]; return p.limits ? p.limits[view.t] : null; },
     get snapshot() { return view.t; },
     get epochs() { return app.snaps.epochs.slice(); },
+    // what the timeline drew: each series' points [epoch, value in the metric's units, px, py]
+    // (canvas pixels) and the y-axis' ticks {text, y}
+    get timeline() { return JSON.parse(JSON.stringify(app.tl.drawn || null)); },
     dots(i) {
       const p = app.panels[i], rect = p.canvas.getBoundingClientRect(), snaps = app.snaps;
       return snaps.meta.dots.map((d, k) => {
