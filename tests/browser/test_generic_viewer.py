@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
+from scatter_pages import to_last
 from torch import nn
 
 import headmovies
 from headmovies.render.generic.viewer import render_viewer
+from headmovies.runfile.reader import Run
 
 STEPS, EVERY, VAL_EVERY = 300, 10, 50
 
@@ -46,7 +49,8 @@ def recorded(tmp_path_factory):
     path = folder / "run.h5"
     torch.manual_seed(0)
     model = Model()
-    with headmovies.Recorder(path, model, schedule=range(0, STEPS + 1, EVERY)) as rec:
+    letters = lambda ids: "".join("abcdefghi"[i] for i in ids)  # noqa: E731  (a tokenizer's decode)
+    with headmovies.Recorder(path, model, schedule=range(0, STEPS + 1, EVERY), decode=letters) as rec:
         for e in range(STEPS + 1):
             with torch.no_grad():
                 for p in model.parameters():
@@ -77,4 +81,35 @@ def test_a_metric_logged_every_50_steps_is_drawn_in_its_units(recorded, open_pag
     slope = (ticks["1"] - ticks["2"]) / math.log10(2)
     assert y_of[300] - y_of[0] == pytest.approx(slope * math.log10(val_loss(0) / val_loss(300)), abs=0.01)
     assert y_of[0] == pytest.approx(ticks["2"] - slope * math.log10(val_loss(0) / 2), abs=0.01)
+    assert errors == []
+
+
+def test_the_probe_scores_are_curves_and_each_head_shows_its_pattern(recorded, open_page):
+    run_path, page_path = recorded
+    with Run(run_path) as run:
+        scores = run.head_scores()
+        T = len(run)
+        last_pattern = run.patterns(-1)[0]  # [L, H, P, P]
+        tokens = run.probe_tokens()[0]
+        labels = run.probe_labels()
+    page, errors, _ = open_page(page_path.as_uri())
+    series = {s["label"]: s for s in page.evaluate("window.headmovies.timeline")["series"]}
+    strongest = series["induction (strongest head)"]["points"]
+    assert len(strongest) == T
+    for t in (0, T - 1):
+        assert strongest[t][1] == pytest.approx(float(np.nanmax(scores["induction"][t])), abs=1e-6)
+    page.locator("#legend li[data-head=L1H0]").click()
+    drawn = page.evaluate("window.headmovies.timeline")
+    head = {s["label"]: s for s in drawn["series"]}["previous_token (L1H0)"]["points"]
+    assert [p[1] for p in head] == pytest.approx([float(v) for v in scores["previous_token"][:, 1, 0]], abs=1e-6)
+    assert [t["text"] for t in drawn["rightTicks"]] == ["0", "0.5", "1"]
+    to_last(page)
+    box = page.inner_text("#head-info")
+    assert f"induction score\t{scores['induction'][-1, 1, 0]:.3f}" in box
+    pattern = page.evaluate("window.headmovies.pattern(2)")  # L1H0: the third head
+    assert pattern["epoch"] == STEPS and pattern["positions"] == 64
+    np.testing.assert_allclose(pattern["values"], last_pattern[1, 0, :64, :64], atol=0.5 / 255 + 1e-3)
+    assert pattern["labels"] == labels[:64] == ["abcdefghi"[i] for i in tokens[:64]]
+    assert page.locator("#head-info figure[data-map=pattern] canvas").count() == 1
+    assert "probe: " + " ".join(labels[:64]) in box
     assert errors == []

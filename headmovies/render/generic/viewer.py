@@ -49,6 +49,9 @@ MAP_SNAPSHOTS = 40  # snapshots whose heatmaps the page holds, spread over the r
 MAX_CURVES = 6  # logged metrics drawn on the timeline (sorted by name)
 REACHED = 0.9  # the timeline marks when an accuracy first reaches this
 LOG_SPAN = 100  # a positive metric spanning more than this factor is drawn as log10 (losses always)
+SCORES = ("previous_token", "duplicate_token", "induction")  # the probe's head scores, timeline order
+PATTERN_SNAPSHOTS = 20  # snapshots whose attention patterns on the probe the page holds
+PATTERN_POSITIONS = 64  # the first positions of the probe's first sequence drawn
 
 
 def map_indices(T: int, most: int = MAP_SNAPSHOTS) -> np.ndarray:
@@ -74,6 +77,47 @@ def heatmap_arrays(run: Run, heads: Heads) -> tuple[list[int], dict[str, np.ndar
         ov.append(np.stack([m for m, _ in o]))
         scales.append([[sq, so] for (_, sq), (_, so) in zip(q, o)])
     return epochs, {"qk": np.stack(qk), "ov": np.stack(ov), "scales": np.array(scales, np.float32)}
+
+
+def probe_arrays(run: Run, heads: Heads) -> tuple[dict, dict[str, np.ndarray]]:
+    """The probe's part of the payload, ({} , {}) for a run without a probe: detail {scores:
+    [names], pattern_epochs [M], positions P, tokens [P] (the first probe sequence's token ids),
+    token_labels [P] (decoded strings, or the ids)} and arrays {scores float32 [T, S, H] (NaN:
+    none), patterns uint8 [M, H, P, P] (attention x 255, query rows, key columns; M = 0 when
+    the file holds no patterns)} for heads in `heads.labels` order, the first
+    `PATTERN_POSITIONS` positions of the first sequence at up to `PATTERN_SNAPSHOTS` snapshots."""
+    stored = run.head_scores()
+    tokens = run.probe_tokens()
+    if not stored or tokens is None:
+        return {}, {}
+    names = [n for n in SCORES if n in stored]
+    pick = [(layer, h) for layer, n in enumerate(heads.n_heads) for h in range(n)]
+    T = min(len(stored[n]) for n in names)
+    scores = np.full((T, len(names), heads.total), np.nan, np.float32)
+    for j, n in enumerate(names):
+        for k, (layer, h) in enumerate(pick):
+            if layer < stored[n].shape[1] and h < stored[n].shape[2]:
+                scores[:, j, k] = stored[n][:T, layer, h]
+    P = min(PATTERN_POSITIONS, tokens.shape[1])
+    pattern_epochs, patterns = [], []
+    if T and run.patterns(0) is not None:
+        for t in map_indices(T, PATTERN_SNAPSHOTS):
+            A = run.patterns(int(t))[0]  # [L, H, P, P] of the first sequence
+            pattern_epochs.append(int(run.epochs[t]))
+            patterns.append(np.stack([A[layer, h, :P, :P] for layer, h in pick]))
+    pats = np.zeros((0, heads.total, P, P), np.uint8)
+    if patterns:
+        pats = np.round(np.clip(np.stack(patterns), 0, 1) * 255).astype(np.uint8)
+    ids = [int(i) for i in tokens[0, :P]]
+    decoded = run.probe_labels()
+    detail = {
+        "scores": names,
+        "pattern_epochs": pattern_epochs,
+        "positions": P,
+        "tokens": ids,
+        "token_labels": decoded[:P] if decoded is not None else [str(i) for i in ids],
+    }
+    return detail, {"scores": scores, "patterns": pats}
 
 
 def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[list[Series], list[Event]]:
@@ -134,6 +178,9 @@ def viewer_payload(
     caption = metrics_caption(metrics)
     series, events = metric_curves(epochs, metrics) if "epoch" in metrics else ([], [])
     map_epochs, arrays = heatmap_arrays(run, heads)
+    probe, probe_data = probe_arrays(run, heads)
+    if probe and len(probe_data["scores"]) != T:
+        probe, probe_data = {}, {}  # scores not at every snapshot drawn: left out
     x_label, y_label = planes.axis_labels
     return scatter_payload(
         family="generic",
@@ -155,8 +202,9 @@ def viewer_payload(
             "outputs": heads.outputs,
             "group_order": heads.group_order,
             "layers": len(heads.n_heads),
+            "probe": probe,
         },
-        arrays=arrays,
+        arrays={**arrays, **probe_data},
         trail_epochs=trail_length(epochs),
     )
 

@@ -98,7 +98,18 @@
         ticks.push({ text, y: y(v) });
       }
     }
-    tl.drawn = { series: drawn, ticks, scale: scale ? scale.label ?? "" : null };
+    const right = series.find((c) => c.right && c !== scale), rightTicks = [];
+    if (right) {  // a second scale (a series with `right`): its ticks on the right, linear
+      const span = Math.max(right.hi - right.lo, 1e-12), y = (v) => bottom - (v - right.lo) / span * (bottom - top - 4);
+      ctx.fillStyle = INK.label; ctx.strokeStyle = INK.axis; ctx.textAlign = "left"; ctx.textBaseline = "middle";
+      for (const v of valueTicks(right.lo, right.hi, false)) {
+        const py = Math.round(y(v)) + 0.5;
+        ctx.beginPath(); ctx.moveTo(x1, py); ctx.lineTo(x1 + 3, py); ctx.stroke();
+        ctx.fillText(fmtG(v), x1 + 4, Math.max(top - 2, Math.min(py, bottom - 4)));
+        rightTicks.push({ text: fmtG(v), y: y(v) });
+      }
+    }
+    tl.drawn = { series: drawn, ticks, rightTicks, scale: scale ? scale.label ?? "" : null };
     ctx.font = "10.5px system-ui, sans-serif"; ctx.textBaseline = "top"; ctx.textAlign = "left";
     const marks = (family.marks ? family.marks(app) : meta.events).slice().sort((a, b) => a.epoch - b.epoch);
     const places = labelRows(marks.map((e) => [ax.x(e.epoch), ctx.measureText(e.short).width]), x0, x1, 3);
@@ -155,6 +166,6 @@
     return epochAxis(app).epoch((ev.clientX - rect.left) * app.tl.w / (rect.width || app.tl.w));
   }
 
-  Object.assign(exports, { createTimeline, sizeTimeline, epochAxis, niceStep, labelRows, drawTimeline, timelineNote, valueTicks,
+  Object.assign(exports, { createTimeline, sizeTimeline, epochAxis, niceStep, labelRows, drawTimeline, timelineNote, valueTicks, payloadSeries,
                            timelineEpoch });
 })((globalThis.viewerModules ??= {}).curves = {});
