@@ -113,3 +113,32 @@ def test_the_probe_scores_are_curves_and_each_head_shows_its_pattern(recorded, o
     assert page.locator("#head-info figure[data-map=pattern] canvas").count() == 1
     assert "probe: " + " ".join(labels[:64]) in box
     assert errors == []
+
+
+@pytest.mark.parametrize("width", [1000, 1100])
+def test_the_notebook_viewer_fits_an_output_area_without_cutting_the_right_column(recorded, browser, tmp_path, width):
+    """`headmovies.show(run, "viewer")` in an output area `width` px wide: nothing wider than the
+    frame, the legend and the timeline inside it (stacked under the panels)."""
+    run_path, _ = recorded
+    host = tmp_path / "notebook.html"
+    host.write_text(
+        f'<body style="margin:0"><div style="width:{width}px">{headmovies.show(run_path, "viewer").html}</div>'
+    )
+    ctx = browser.new_context(viewport={"width": width + 200, "height": 1000}, device_scale_factor=1, offline=True)
+    try:
+        page = ctx.new_page()
+        page.goto(host.as_uri())
+        frame = page.frame_locator("iframe")
+        frame.locator("body[data-state=ready]").wait_for(timeout=15000)
+        inner = page.frames[1]
+        fit = inner.evaluate(
+            "({scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth, "
+            "aside: document.querySelector('aside').getBoundingClientRect().right, "
+            "timeline: document.querySelector('#timeline').getBoundingClientRect().right})"
+        )
+        assert fit["scroll"] <= fit["client"] <= width
+        assert fit["aside"] <= fit["client"] and fit["timeline"] <= fit["client"]
+        shot = page.screenshot(clip={"x": 0, "y": 0, "width": width, "height": 900})
+        (tmp_path / f"notebook-{width}.png").write_bytes(shot)
+    finally:
+        ctx.close()
