@@ -100,11 +100,13 @@ def probe_arrays(run: Run, heads: Heads) -> tuple[dict, dict[str, np.ndarray]]:
                 scores[:, j, k] = stored[n][:T, layer, h]
     P = min(PATTERN_POSITIONS, tokens.shape[1])
     pattern_epochs, patterns = [], []
-    if T and run.patterns(0) is not None:
-        for t in map_indices(T, PATTERN_SNAPSHOTS):
-            A = run.patterns(int(t))[0]  # [L, H, P, P] of the first sequence
-            pattern_epochs.append(int(run.epochs[t]))
-            patterns.append(np.stack([A[layer, h, :P, :P] for layer, h in pick]))
+    for t in map_indices(T, PATTERN_SNAPSHOTS) if T else []:
+        stored_patterns = run.patterns(int(t))
+        if stored_patterns is None:  # a file without patterns
+            break
+        A = stored_patterns[0]  # [L, H, P, P] of the first sequence
+        pattern_epochs.append(int(run.epochs[t]))
+        patterns.append(np.stack([A[layer, h, :P, :P] for layer, h in pick]))
     pats = np.zeros((0, heads.total, P, P), np.uint8)
     if patterns:
         pats = np.round(np.clip(np.stack(patterns), 0, 1) * 255).astype(np.uint8)
