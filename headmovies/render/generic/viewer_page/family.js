@@ -95,9 +95,12 @@
     const m = indexAtOrBefore(probe.pattern_epochs, snaps.epochs[app.view.t]), base = (m * snaps.K + k) * P * P;
     const values = new Float64Array(P * P);
     for (let i = 0; i < P * P; i++) values[i] = snaps.arrays.patterns[base + i] / 255;
+    // black: the largest weight past the first query (which can only attend to itself, weight 1)
+    let top = 0;
+    for (let i = P; i < P * P; i++) top = Math.max(top, values[i]);
     const cell = Math.max(2, Math.floor(192 / P));
     const fig = heatmap(values, P, P, `attention on the probe at epoch ${fmtEpoch(probe.pattern_epochs[m])}: query (rows), ` +
-                        "key (columns)", snaps.meta.colours.sequential, { signed: false, cell });  // black: its largest
+                        "key (columns)", snaps.meta.colours.sequential, { signed: false, cell, vmax: top || 1 });
     fig.dataset.map = "pattern";
     fig.dataset.epoch = String(probe.pattern_epochs[m]);
     const readout = el("div", "hover for a query and key", "muted pattern-at");
