@@ -108,3 +108,21 @@ def match_stored(probe: Probe | None, stored: np.ndarray | None, path: Any) -> P
         raise ConfigError(f"cannot resume {path} without a probe: it was recorded with one (leave probe= as it was)")
     probe.tokens = np.asarray(stored, np.int64)
     return probe
+
+
+def decoded(decode, tokens: np.ndarray) -> list[str] | None:
+    """The first sequence of the probe batch `tokens` [B, P] as strings [P], each token decoded
+    alone (`decode([id])`), or None without `decode`. ConfigError naming the token if decode fails
+    or returns something other than a string."""
+    if decode is None:
+        return None
+    out = []
+    for i in np.asarray(tokens)[0]:
+        try:
+            text = decode([int(i)])
+        except Exception as exc:
+            raise ConfigError(f"decode([{int(i)}]) failed on the probe's token {int(i)}: {exc}") from None
+        if not isinstance(text, str):
+            raise ConfigError(f"decode([{int(i)}]) returned {type(text).__name__}, not a string (decode: ids -> text)")
+        out.append(text)
+    return out

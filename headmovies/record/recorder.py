@@ -33,7 +33,7 @@ from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.interrupts import deferred_signals
 from headmovies.record.adapters import TOKENS, Adapter, find_adapter, keep_tokens
 from headmovies.record.inputs import as_epoch, check_group_order, check_same_model, metric_name, metric_value
-from headmovies.record.probing import DEFAULT, first_run, make_probe, match_stored
+from headmovies.record.probing import DEFAULT, decoded, first_run, make_probe, match_stored
 from headmovies.runfile import probe_records
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from headmovies.runfile.lock import RunLock
@@ -97,7 +97,9 @@ class Recorder:
     positions]: your own; record/probing.py), `forward`: `fn(tokens)` in place of `model(tokens)`;
     `total`: the steps the loop will run, for a schedule of about 200 snapshots spread over them
     (in place of `schedule`); `dtype`: "float32" (default) or "float16", how the weights are
-    stored (half the size; about 3 significant digits, docs/recording.md; a resumed file keeps its own).
+    stored (half the size; about 3 significant digits, docs/recording.md; a resumed file keeps its own);
+    `decode`: the tokenizer's decode, list of token ids -> text (nanoGPT's `decode`), called on each
+    token of the first probe sequence alone to store its labels for the viewer.
 
     Errors (all UserError, one line): the file exists without resume/force, or another writer
     holds it (RunLockedError); resume of a missing file, another kind of run, another config or
@@ -129,6 +131,7 @@ class Recorder:
         forward: Callable[[torch.Tensor], Any] | None = None,
         total: int | None = None,
         dtype: str = "float32",
+        decode: Callable[[list[int]], str] | None = None,
     ):
         self.path = Path(path)
         given: Any = tokens  # checked at run time: a notebook may pass anything
@@ -142,6 +145,7 @@ class Recorder:
         self.adapter: Adapter = find_adapter(model)
         self._probe = make_probe(model, self.adapter, probe, forward, self.tokens)  # record/probing.py
         self._probe_default, self._probe_ran = isinstance(probe, str) and probe == DEFAULT, False
+        self._labels = None if self._probe is None else decoded(decode, self._probe.tokens)
         if config is not None and not isinstance(config, dict):
             raise ConfigError(f"config must be a dict of JSON-able settings, got {type(config).__name__}")
         self.config = dict(config or {})
@@ -250,6 +254,7 @@ class Recorder:
                     hint="free space, then continue with Recorder(..., resume=True)",
                     probe=probe,
                     probe_tokens=None if self._probe is None else self._probe.tokens,
+                    probe_labels=self._labels,
                     weight_dtype=self.dtype,
                 )
                 self._failed = False

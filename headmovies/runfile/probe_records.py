@@ -1,6 +1,8 @@
 """The probe's records in a run file: the group /probe (docs/run-file.md, "The probe").
 
-    /probe/tokens                  [B, P] int64, the probe batch (written once)
+    /probe/tokens                  [B, P] int64, the probe batch (written once); its attribute
+                                   `labels`, when the Recorder had `decode`: JSON [P] strings,
+                                   the first sequence's tokens decoded
     /probe/scores/<name>           [T, L, H] float32, per head: previous_token, duplicate_token,
                                    induction (TransformerLens's detectors; NaN: no such head)
     /probe/patterns                [T, S, L, H, P, P] float16, the attention patterns on the
@@ -17,6 +19,8 @@ ignore it. Needs numpy and h5py only.
 
 from __future__ import annotations
 
+import json
+
 import h5py
 import numpy as np
 
@@ -25,6 +29,7 @@ from headmovies.runfile import schema
 
 PROBE = "probe"
 TOKENS = "tokens"  # the one dataset without a time axis
+LABELS = "labels"  # attribute of /probe/tokens: JSON list of the first sequence's decoded tokens
 
 
 def nbytes(row: dict[str, np.ndarray] | None) -> int:
@@ -32,11 +37,17 @@ def nbytes(row: dict[str, np.ndarray] | None) -> int:
     return sum(np.asarray(v).nbytes for v in (row or {}).values())
 
 
-def create(f: h5py.File, row: dict[str, np.ndarray], tokens: np.ndarray, checksums: bool = True) -> None:
+def create(
+    f: h5py.File, row: dict[str, np.ndarray], tokens: np.ndarray, checksums: bool = True, labels: list | None = None
+) -> None:
     """Create /probe in a new file (before SWMR is switched on): /probe/tokens and an empty,
-    growable dataset per name of `row` (one snapshot's arrays, e.g. "scores/induction" [L, H])."""
+    growable dataset per name of `row` (one snapshot's arrays, e.g. "scores/induction" [L, H]);
+    `labels`: the first probe sequence's tokens as strings [P] (`Recorder(decode=...)`), stored
+    as the JSON attribute `labels` of /probe/tokens."""
     g = f.create_group(PROBE)
     g.create_dataset(TOKENS, data=np.asarray(tokens, dtype=np.int64))
+    if labels is not None:
+        g[TOKENS].attrs[LABELS] = json.dumps([str(s) for s in labels])
     for name, value in row.items():
         value = np.asarray(value)
         g.create_dataset(
@@ -74,6 +85,8 @@ def copy(src: h5py.File, dst: h5py.File, keep: int, checksums: bool = True) -> N
         return
     g = dst.create_group(PROBE)
     g.create_dataset(TOKENS, data=src[PROBE][TOKENS][()])
+    for key, value in src[PROBE][TOKENS].attrs.items():
+        g[TOKENS].attrs[key] = value
     for name in _names(src[PROBE]):
         ds = src[PROBE][name]
         try:
@@ -98,6 +111,13 @@ def has_probe(f: h5py.File) -> bool:
 def read_tokens(f: h5py.File) -> np.ndarray | None:
     """The probe batch [B, P] int64, or None for a file without a probe."""
     return f[PROBE][TOKENS][()] if has_probe(f) else None
+
+
+def read_labels(f: h5py.File) -> list[str] | None:
+    """The first probe sequence's tokens as strings [P] (`Recorder(decode=...)`), or None."""
+    if not has_probe(f) or LABELS not in f[PROBE][TOKENS].attrs:
+        return None
+    return [str(s) for s in json.loads(f[PROBE][TOKENS].attrs[LABELS])]
 
 
 def read(

@@ -196,6 +196,11 @@ class Run:
         """The probe batch, int64 [B, P], or None for a run recorded without a probe."""
         return probe_records.read_tokens(self.f)
 
+    def probe_labels(self) -> list[str] | None:
+        """The first probe sequence's tokens as strings [P] (recorded with `Recorder(decode=...)`),
+        or None."""
+        return probe_records.read_labels(self.f)
+
     def patterns(self, t: int) -> np.ndarray | None:
         """The attention patterns [S, L, H, P, P] (float32; query rows, key columns) on the first
         S probe sequences at snapshot index t (negative counts from the end), or None."""

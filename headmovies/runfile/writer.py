@@ -168,12 +168,14 @@ class RunWriter:
         probe: dict[str, np.ndarray] | None = None,
         probe_tokens: np.ndarray | None = None,
         weight_dtype: type = np.float32,
+        probe_labels: list[str] | None = None,
     ) -> RunWriter:
         """Build `<path>.partial` holding the first snapshot; `publish()` renames it to `path`
         (`discard()` removes it). `path` must not exist (the caller removes it for --force).
         `attrs` values that are dicts are stored as JSON strings. `probe`: the first snapshot's
         probe record and `probe_tokens` its batch (/probe, `probe_records`), or None;
-        `weight_dtype`: float32, or float16 for half the size (`Recorder(dtype=...)`). Raises
+        `weight_dtype`: float32, or float16 for half the size (`Recorder(dtype=...)`); `probe_labels`: the
+        first probe sequence's tokens as strings, or None. Raises
         DiskFullError, leaving nothing behind, when the disk cannot hold the first snapshot."""
         path = Path(path)
         tmp = partial_path(path)
@@ -214,7 +216,7 @@ class RunWriter:
             for name, idx in split.items():
                 grp.create_dataset(name, data=np.asarray(idx, dtype=np.int64))
             if probe is not None:
-                probe_records.create(f, probe, np.asarray(probe_tokens), CHECKSUMS)
+                probe_records.create(f, probe, np.asarray(probe_tokens), CHECKSUMS, probe_labels)
             f.swmr_mode = True
             writer = cls(f, path, tmp)
             writer._append(epoch, weights, metrics, probe)

@@ -74,6 +74,7 @@ class Recording:
         probe: dict[str, np.ndarray] | None = None,
         probe_tokens: np.ndarray | None = None,
         weight_dtype: type = np.float32,
+        probe_labels: list[str] | None = None,
         **kwargs,
     ) -> Recording:
         """A new run file at `path` holding its first snapshot (`weights`, `metrics` at `epoch`),
@@ -83,10 +84,13 @@ class Recording:
         disk cannot hold it; UserError when a loss in `metrics` is not finite (`check_finite`:
         the file, closed, keeps that first snapshot and is not marked complete).
         `probe`, `probe_tokens`: the first snapshot's probe record and the
-        probe batch (`train.probe.Probe`), stored under /probe, or None. `weight_dtype`: how the
+        probe batch (`train.probe.Probe`), stored under /probe, or None; `probe_labels`: the first
+        probe sequence's tokens as strings (`Recorder(decode=...)`). `weight_dtype`: how the
         weights are stored (float32; float16 halves them)."""
         path = Path(path)
-        writer = RunWriter.create(path, attrs, epoch, weights, metrics, split, probe, probe_tokens, weight_dtype)
+        writer = RunWriter.create(
+            path, attrs, epoch, weights, metrics, split, probe, probe_tokens, weight_dtype, probe_labels
+        )
         try:
             if checkpoint is not None:
                 checkpoint(epoch, f"nothing was written to {path}")

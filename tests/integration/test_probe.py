@@ -320,3 +320,34 @@ def test_a_metric_added_later_keeps_the_probe_rows(tmp_path):
     with Run(path) as run:
         assert run.head_scores()["induction"].shape == (3, 2, 4) and run.in_context_scores().shape == (3,)
         np.testing.assert_array_equal(run.metrics()["test_acc"], [np.nan, 0.5, np.nan])
+
+
+def test_decode_stores_the_probe_tokens_as_text_through_a_rebuild_and_a_resume(tmp_path):
+    """`decode` (ids -> text, as nanoGPT's) labels the first probe sequence; the labels survive a
+    new metric (the file rebuilt) and a resume; a decode that fails is one ConfigError, no file."""
+    torch.manual_seed(0)
+    model = BabyGPT()
+    own = np.array([[1, 2, 3, 1, 2, 3], [4, 5, 6, 4, 5, 6]])
+    letters = "".join(chr(ord("a") + i) for i in range(26))
+    decode = lambda ids: "".join(letters[i] for i in ids)  # noqa: E731
+
+    def failing(ids):
+        raise ValueError("boom")
+
+    path = tmp_path / "run.h5"
+    with headmovies.Recorder(path, model, schedule=[0, 1, 2], probe=own, decode=decode) as rec:
+        rec.step(0, train_loss=1.0)
+        rec.step(1, train_loss=1.0, val_loss=2.0)
+    with headmovies.Recorder(path, model, schedule=[0, 1, 2], probe=own, resume=True) as rec:
+        rec.step(2, train_loss=1.0)
+    with Run(path) as run:
+        assert run.probe_labels() == ["b", "c", "d", "b", "c", "d"] and len(run) == 3
+    with headmovies.Recorder(tmp_path / "plain.h5", model, schedule=[0], probe=own) as rec:
+        rec.step(0)
+    with Run(tmp_path / "plain.h5") as run:
+        assert run.probe_labels() is None
+    with pytest.raises(ConfigError, match=r"decode\(\[1\]\) failed on the probe's token 1: boom"):
+        headmovies.Recorder(tmp_path / "bad.h5", model, probe=own, decode=failing)
+    with pytest.raises(ConfigError, match=r"returned int, not a string"):
+        headmovies.Recorder(tmp_path / "bad.h5", model, probe=own, decode=lambda ids: ids[0])
+    assert not (tmp_path / "bad.h5").exists()

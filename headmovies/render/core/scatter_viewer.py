@@ -70,7 +70,9 @@ class Dot:
 class Series:
     """A timeline curve, sampled at the snapshots (values [T], NaN where there is none), drawn
     between lo and hi. log: values, lo and hi are log10 of the metric (the page names the
-    range in the metric's own units, "log scale, 0.5 to 4")."""
+    range in the metric's own units, "log scale, 0.5 to 4"). scale: the timeline's y-axis is
+    this curve's (ticks in the metric's units; default the first curve's). The page joins a
+    curve over the snapshots where it has no value and dots each value it has there."""
 
     label: str
     colour: str
@@ -78,6 +80,7 @@ class Series:
     lo: float = 0.0
     hi: float = 1.0
     log: bool = False
+    scale: bool = False
 
 
 def colour_stops(name: str, stops: int = 11) -> list[list[int]]:
@@ -138,7 +141,8 @@ def scatter_payload(
         "planes": [asdict(p) for p in planes],
         "dots": [asdict(d) for d in dots],
         "curves": [
-            {"label": s.label, "colour": to_hex(s.colour), "lo": s.lo, "hi": s.hi, "log": s.log} for s in series
+            {"label": s.label, "colour": to_hex(s.colour), "lo": s.lo, "hi": s.hi, "log": s.log, "scale": s.scale}
+            for s in series
         ],
         "events": event_words(events),
         "trail_epochs": trail_epochs,

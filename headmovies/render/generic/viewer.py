@@ -17,6 +17,7 @@ The payload's family arrays: qk int8 [M, H, n, n], ov int8 [M, H, n_out, n], sca
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,9 @@ MAP_SNAPSHOTS = 40  # snapshots whose heatmaps the page holds, spread over the r
 MAX_CURVES = 6  # logged metrics drawn on the timeline (sorted by name)
 REACHED = 0.9  # the timeline marks when an accuracy first reaches this
 LOG_SPAN = 100  # a positive metric spanning more than this factor is drawn as log10 (losses always)
+SCORES = ("previous_token", "duplicate_token", "induction")  # the probe's head scores, timeline order
+PATTERN_SNAPSHOTS = 20  # snapshots whose attention patterns on the probe the page holds
+PATTERN_POSITIONS = 64  # the first positions of the probe's first sequence drawn
 
 
 def map_indices(T: int, most: int = MAP_SNAPSHOTS) -> np.ndarray:
@@ -75,11 +79,55 @@ def heatmap_arrays(run: Run, heads: Heads) -> tuple[list[int], dict[str, np.ndar
     return epochs, {"qk": np.stack(qk), "ov": np.stack(ov), "scales": np.array(scales, np.float32)}
 
 
+def probe_arrays(run: Run, heads: Heads) -> tuple[dict, dict[str, np.ndarray]]:
+    """The probe's part of the payload, ({} , {}) for a run without a probe: detail {scores:
+    [names], pattern_epochs [M], positions P, tokens [P] (the first probe sequence's token ids),
+    token_labels [P] (decoded strings, or the ids)} and arrays {scores float32 [T, S, H] (NaN:
+    none), patterns uint8 [M, H, P, P] (attention x 255, query rows, key columns; M = 0 when
+    the file holds no patterns)} for heads in `heads.labels` order, the first
+    `PATTERN_POSITIONS` positions of the first sequence at up to `PATTERN_SNAPSHOTS` snapshots."""
+    stored = run.head_scores()
+    tokens = run.probe_tokens()
+    if not stored or tokens is None:
+        return {}, {}
+    names = [n for n in SCORES if n in stored]
+    pick = [(layer, h) for layer, n in enumerate(heads.n_heads) for h in range(n)]
+    T = min(len(stored[n]) for n in names)
+    scores = np.full((T, len(names), heads.total), np.nan, np.float32)
+    for j, n in enumerate(names):
+        for k, (layer, h) in enumerate(pick):
+            if layer < stored[n].shape[1] and h < stored[n].shape[2]:
+                scores[:, j, k] = stored[n][:T, layer, h]
+    P = min(PATTERN_POSITIONS, tokens.shape[1])
+    pattern_epochs, patterns = [], []
+    for t in map_indices(T, PATTERN_SNAPSHOTS) if T else []:
+        stored_patterns = run.patterns(int(t))
+        if stored_patterns is None:  # a file without patterns
+            break
+        A = stored_patterns[0]  # [L, H, P, P] of the first sequence
+        pattern_epochs.append(int(run.epochs[t]))
+        patterns.append(np.stack([A[layer, h, :P, :P] for layer, h in pick]))
+    pats = np.zeros((0, heads.total, P, P), np.uint8)
+    if patterns:
+        pats = np.round(np.clip(np.stack(patterns), 0, 1) * 255).astype(np.uint8)
+    ids = [int(i) for i in tokens[0, :P]]
+    decoded = run.probe_labels()
+    detail = {
+        "scores": names,
+        "pattern_epochs": pattern_epochs,
+        "positions": P,
+        "tokens": ids,
+        "token_labels": decoded[:P] if decoded is not None else [str(i) for i in ids],
+    }
+    return detail, {"scores": scores, "patterns": pats}
+
+
 def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[list[Series], list[Event]]:
     """The timeline's curves: up to `MAX_CURVES` logged metrics at the snapshots (accuracies
     from 0 to 1; positive losses, and positive metrics spanning more than a factor `LOG_SPAN`, on a
-    log scale (`Series.log`); each between its extremes; a metric never logged at a snapshot is left out); and an
-    event where an accuracy first reaches 90 %."""
+    log scale (`Series.log`); each between its extremes, every loss on one range, the y-axis' scale;
+    a metric never logged at a snapshot is left out; one logged at some snapshots only is drawn
+    through the values it has); and an event where an accuracy first reaches 90 %."""
     palette = [to_hex(c) for c in colormaps["Dark2"].colors]  # type: ignore[attr-defined]
     series: list[Series] = []
     events: list[Event] = []
@@ -102,6 +150,11 @@ def metric_curves(epochs: np.ndarray, metrics: dict[str, np.ndarray]) -> tuple[l
             lo, hi = float(seen.min()), float(seen.max())
             hi = hi if hi > lo else lo + 1.0
         series.append(Series(name, colour, values, lo, hi, log))
+    losses = [i for i, s in enumerate(series) if s.log and "loss" in s.label]
+    if losses:  # every loss on one axis, the y-axis': train and validation losses compare
+        lo, hi = min(series[i].lo for i in losses), max(series[i].hi for i in losses)
+        for i in losses:
+            series[i] = replace(series[i], lo=lo, hi=hi, scale=i == losses[0])
     return series, events
 
 
@@ -127,6 +180,9 @@ def viewer_payload(
     caption = metrics_caption(metrics)
     series, events = metric_curves(epochs, metrics) if "epoch" in metrics else ([], [])
     map_epochs, arrays = heatmap_arrays(run, heads)
+    probe, probe_data = probe_arrays(run, heads)
+    if probe and len(probe_data["scores"]) != T:
+        probe, probe_data = {}, {}  # scores not at every snapshot drawn: left out
     x_label, y_label = planes.axis_labels
     return scatter_payload(
         family="generic",
@@ -148,8 +204,9 @@ def viewer_payload(
             "outputs": heads.outputs,
             "group_order": heads.group_order,
             "layers": len(heads.n_heads),
+            "probe": probe,
         },
-        arrays=arrays,
+        arrays={**arrays, **probe_data},
         trail_epochs=trail_length(epochs),
     )
 

@@ -3,7 +3,7 @@
 // events as dashed marks with their labels in rows, and the cursor; click or drag to move.
 "use strict";
 (function (exports) {
-  const { fmtEpoch, fmtNum } = viewerModules.format;
+  const { fmtEpoch, fmtNum, fmtG } = viewerModules.format;
   const INK = { paper: "#fff", future: "#f3f3f3", axis: "#bbb", label: "#666", cursor: "#d00" };
 
   function createTimeline(canvas, h = 150) { return { canvas, w: 0, h, left: 44, right: 16 }; }
@@ -62,10 +62,12 @@
     }
     ctx.textAlign = "left"; ctx.fillText("epoch", 2, bottom + 6);
     const family = app.family || {}, series = family.series ? family.series(app) : payloadSeries(snaps);
+    const drawn = [];
     for (const c of series) {
       const span = Math.max(c.hi - c.lo, 1e-12), y = (v) => bottom - (v - c.lo) / span * (bottom - top - 4);
-      ctx.strokeStyle = c.colour; ctx.lineWidth = c.width ?? 1.6; ctx.beginPath();
+      ctx.strokeStyle = c.colour; ctx.lineWidth = c.width ?? 1.6; ctx.setLineDash(c.dash || []); ctx.beginPath();
       let pen = false, lastY = 0;
+      const pts = [];
       for (let i = 0; i < snaps.T; i++) {
         const v = c.at(i);
         if (!Number.isFinite(v)) { pen = pen && Boolean(c.join); continue; }
@@ -73,15 +75,41 @@
         if (!pen) ctx.moveTo(x, y(v));
         else { if (c.step) ctx.lineTo(x, lastY); ctx.lineTo(x, y(v)); }
         pen = true; lastY = y(v);
+        pts.push([snaps.epochs[i], c.log ? 10 ** v : v, x, y(v)]);
       }
-      ctx.stroke();
+      ctx.stroke(); ctx.setLineDash([]);
+      // a metric logged at fewer snapshots than there are: a dot at each value it has
+      if (c.join && pts.length < snaps.T) {
+        ctx.fillStyle = c.colour;
+        for (const [, , x, py] of pts) { ctx.beginPath(); ctx.arc(x, py, 2, 0, 2 * Math.PI); ctx.fill(); }
+      }
+      drawn.push({ label: c.label ?? "", colour: c.colour, log: Boolean(c.log), points: pts });
     }
-    const scale = series.find((c) => c.scale) || series[0];
+    const scale = series.find((c) => c.scale) || series[0], ticks = [];
     if (scale) {
-      ctx.fillStyle = scale.colour; ctx.textAlign = "right"; ctx.textBaseline = "top";
-      ctx.fillText(scale.hiLabel ?? fmtNum(scale.hi), x0 - 4, top - 2);
-      ctx.fillText(scale.loLabel ?? fmtNum(scale.lo), x0 - 4, bottom - 10);
+      ctx.fillStyle = scale.colour; ctx.strokeStyle = INK.axis; ctx.textAlign = "right"; ctx.textBaseline = "middle";
+      const span = Math.max(scale.hi - scale.lo, 1e-12), y = (v) => bottom - (v - scale.lo) / span * (bottom - top - 4);
+      const marks = scale.hiLabel !== undefined ? [[scale.hi, scale.hiLabel], [scale.lo, scale.loLabel ?? fmtNum(scale.lo)]]
+                    : valueTicks(scale.lo, scale.hi, scale.log).map((v) => [scale.log ? Math.log10(v) : v, fmtG(v)]);
+      for (const [v, text] of marks) {
+        const py = Math.round(y(v)) + 0.5;
+        ctx.beginPath(); ctx.moveTo(x0 - 3, py); ctx.lineTo(x0, py); ctx.stroke();
+        ctx.fillText(text, x0 - 4, Math.max(top - 2, Math.min(py, bottom - 4)));
+        ticks.push({ text, y: y(v) });
+      }
     }
+    const right = series.find((c) => c.right && c !== scale), rightTicks = [];
+    if (right) {  // a second scale (a series with `right`): its ticks on the right, linear
+      const span = Math.max(right.hi - right.lo, 1e-12), y = (v) => bottom - (v - right.lo) / span * (bottom - top - 4);
+      ctx.fillStyle = INK.label; ctx.strokeStyle = INK.axis; ctx.textAlign = "left"; ctx.textBaseline = "middle";
+      for (const v of valueTicks(right.lo, right.hi, false)) {
+        const py = Math.round(y(v)) + 0.5;
+        ctx.beginPath(); ctx.moveTo(x1, py); ctx.lineTo(x1 + 3, py); ctx.stroke();
+        ctx.fillText(fmtG(v), x1 + 4, Math.max(top - 2, Math.min(py, bottom - 4)));
+        rightTicks.push({ text: fmtG(v), y: y(v) });
+      }
+    }
+    tl.drawn = { series: drawn, ticks, rightTicks, scale: scale ? scale.label ?? "" : null };
     ctx.font = "10.5px system-ui, sans-serif"; ctx.textBaseline = "top"; ctx.textAlign = "left";
     const marks = (family.marks ? family.marks(app) : meta.events).slice().sort((a, b) => a.epoch - b.epoch);
     const places = labelRows(marks.map((e) => [ax.x(e.epoch), ctx.measureText(e.short).width]), x0, x1, 3);
@@ -96,10 +124,30 @@
     ctx.beginPath(); ctx.moveTo(cx, top - 2); ctx.lineTo(cx, bottom + 2); ctx.stroke();
   }
 
-  // The payload's curves (meta.curves, values in snaps.curves [T, C]) as series
+  // The payload's curves (meta.curves, values in snaps.curves [T, C]) as series, each joined
+  // over the snapshots where it was not logged (a metric logged every 50 steps, snapshots every 25)
   function payloadSeries(snaps) {
     const C = snaps.meta.curves.length;
-    return snaps.meta.curves.map((c, j) => ({ ...c, at: (i) => snaps.curves[i * C + j] }));
+    return snaps.meta.curves.map((c, j) => ({ join: true, ...c, at: (i) => snaps.curves[i * C + j] }));
+  }
+
+  // Values for the y-axis' ticks between lo and hi, in the metric's units: on a log scale (lo, hi
+  // log10 of the metric) 1, 2 and 5 times powers of 10 (only the powers when those are 3 or
+  // more), else about 3 round steps; the ends where fewer than 2 fall inside
+  function valueTicks(lo, hi, log) {
+    let out = [];
+    if (log) {
+      for (let k = Math.floor(lo); k <= Math.ceil(hi); k++)
+        for (const m of [1, 2, 5]) { const v = m * 10 ** k, l = Math.log10(v); if (l >= lo - 1e-9 && l <= hi + 1e-9) out.push(v); }
+      const powers = out.filter((v) => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9);
+      if (powers.length >= 3) out = powers;
+      if (out.length < 2) out = [10 ** lo, 10 ** hi];
+      return out;
+    }
+    const raw = (hi - lo) / 3, p = 10 ** Math.floor(Math.log10(raw || 1));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * p).find((s) => s >= raw) || 10 * p;
+    for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + 1e-9 * step; v += step) out.push(+v.toPrecision(12));
+    return out.length >= 2 ? out : [lo, hi];
   }
 
   // The words under the timeline, as [text, colour | null] parts: each curve in its colour
@@ -118,6 +166,6 @@
     return epochAxis(app).epoch((ev.clientX - rect.left) * app.tl.w / (rect.width || app.tl.w));
   }
 
-  Object.assign(exports, { createTimeline, sizeTimeline, epochAxis, niceStep, labelRows, drawTimeline, timelineNote,
+  Object.assign(exports, { createTimeline, sizeTimeline, epochAxis, niceStep, labelRows, drawTimeline, timelineNote, valueTicks, payloadSeries,
                            timelineEpoch });
 })((globalThis.viewerModules ??= {}).curves = {});

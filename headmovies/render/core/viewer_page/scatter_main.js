@@ -44,6 +44,9 @@
 
   function layout() {
     scatter.layoutPanels(app);
+    // stacked (viewer.css) when the panels and a column of 360 px do not fit side by side
+    const body = document.body, pad = parseFloat(getComputedStyle(body).paddingLeft) + parseFloat(getComputedStyle(body).paddingRight);
+    body.classList.toggle("stacked", parseFloat($("panels-area").style.width) + 20 + 360 + pad > document.documentElement.clientWidth);
     // the timeline fills its column beside the panels (viewer.css), or spans them when stacked
     const wrap = $("timeline-wrap").clientWidth;
     curves.sizeTimeline(app.tl, wrap > 200 ? Math.min(wrap, 1100) : parseFloat($("panels-area").style.width) || 640);
@@ -118,6 +121,9 @@
     axis(i) { const p = app.panels[i]; return p.limits ? p.limits[view.t] : null; },
     get snapshot() { return view.t; },
     get epochs() { return app.snaps.epochs.slice(); },
+    // what the timeline drew: each series' points [epoch, value in the metric's units, px, py]
+    // (canvas pixels) and the y-axis' ticks {text, y}
+    get timeline() { return JSON.parse(JSON.stringify(app.tl.drawn || null)); },
     dots(i) {
       const p = app.panels[i], rect = p.canvas.getBoundingClientRect(), snaps = app.snaps;
       return snaps.meta.dots.map((d, k) => {
