@@ -121,14 +121,19 @@ def test_the_payloads_hold_every_snapshot(induction, ov):
 
 
 @pytest.mark.slow  # the same two runs
-def test_view_commands_fail_in_one_line_on_the_wrong_run(induction, ov, tmp_path, capsys):
-    assert cli_main(["induction", "view", str(ov[0]), "--out", str(tmp_path / "a")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "not an induction experiment" in err
-    assert cli_main(["ov-coherent", "view", str(induction[0]), "--out", str(tmp_path / "b")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "not 'ov-coherent'" in err
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+def test_the_old_view_spellings_print_a_notice_and_run_view(induction, ov, tmp_path, capsys):
+    """`headmovies induction view` and `headmovies ov-coherent view` are deprecated spellings of
+    `headmovies view`: one line on stderr, then the page `view` writes, in the run's family's look
+    (an ov-coherent run given to `induction view` is drawn as an ov-coherent run)."""
+    for group, run, family in (("induction", induction[0], "induction"), ("ov-coherent", ov[0], "ov-coherent")):
+        args = ["--sequences", "64", "--no-progress"] if family == "induction" else []
+        assert cli_main([group, "view", str(run), "--out", str(tmp_path / "old" / group), *args]) == 0
+        assert capsys.readouterr().err.startswith(f"note: `headmovies {group} view` is now `headmovies view`\n")
+        assert cli_main(["view", str(run), "--out", str(tmp_path / "new" / group), *args]) == 0
+        old, new = (payload_of((tmp_path / d / group / "viewer.html").read_text()) for d in ("old", "new"))
+        assert old == new and old["epochs"]
+    assert cli_main(["induction", "view", str(ov[0]), "--out", str(tmp_path / "crossed")]) == 0
+    assert "source 004" in (tmp_path / "crossed" / "viewer.html").read_text()
 
 
 def test_an_induction_pattern_with_known_offsets_scores_as_it_should():
