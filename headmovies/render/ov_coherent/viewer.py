@@ -30,6 +30,7 @@ import numpy as np
 from matplotlib.colors import to_hex
 
 from headmovies.errors import UserError
+from headmovies.render.core.frame_states import trail_length
 from headmovies.render.core.scatter_viewer import (
     Dot,
     Plane,
@@ -49,7 +50,6 @@ from headmovies.tasks import ov_coherent as ov_task
 PACKAGE = "headmovies.render.ov_coherent.viewer_page"
 MAX_PAIRS = 1  # head-pair planes shown (heads 1 and 2; a third head adds none, to fit the screen)
 MAX_HEADS = 2  # per-head planes shown
-TRAIL_SNAPSHOTS = 12  # trails span about this many snapshots
 
 
 def own_class_logits(R: np.ndarray) -> np.ndarray:
@@ -104,9 +104,10 @@ def planes_of(H: int) -> tuple[list[Plane], list[tuple[str, int, int]]]:
     return planes, kinds
 
 
-def viewer_payload(run: Run) -> dict:
-    """The page's payload (`scatter_payload`) of an open ov-coherent run. UserError (one line)
-    for a run of another experiment or one without snapshots."""
+def viewer_payload(run: Run, trail_epochs: float | None = None) -> dict:
+    """The page's payload (`scatter_payload`) of an open ov-coherent run; its trails span
+    trail_epochs (default `frame_states.trail_length`: a tenth of the run, at most 250). UserError
+    (one line) for a run of another experiment or one without snapshots."""
     analysis.require_run(run)
     if len(run) == 0:
         raise UserError(f"{run.path} has no snapshot yet")
@@ -139,7 +140,6 @@ def viewer_payload(run: Run) -> dict:
         tau = np.array([analysis.kendall_tau(q[0], q[1]) for q in qk])
         series.append(Series("Kendall τ of heads 1 and 2's orders", OPPOSITE_COLOUR, tau, -1.0, 1.0))
     cfg = run.config
-    span = int(epochs[-1] - epochs[0]) if n > 1 else 1
     timeline = ov_coherent_timeline(epochs, qk, metrics, cfg)
     detail = {
         "n_heads": H,
@@ -174,15 +174,18 @@ def viewer_payload(run: Run) -> dict:
         events=timeline.events,
         detail=detail,
         arrays={"qk": xy.astype(np.float32), "ov": ov.astype(np.float32)},
-        trail_epochs=max(1.0, span * TRAIL_SNAPSHOTS / max(n - 1, 1)),
+        trail_epochs=trail_length(epochs, trail_epochs),
     )
 
 
-def make_viewer(run_path: str | Path, out_dir: str | Path, name: str = "viewer") -> ViewerResult:
-    """Write out_dir/name.html, the viewer of an ov-coherent run (whole or not at all). UserError
-    for a run a user can get wrong (missing, another experiment, no snapshot)."""
+def make_viewer(
+    run_path: str | Path, out_dir: str | Path, name: str = "viewer", trail_epochs: float | None = None
+) -> ViewerResult:
+    """Write out_dir/name.html, the viewer of an ov-coherent run (whole or not at all; trails as
+    in `viewer_payload`). UserError for a run a user can get wrong (missing, another experiment,
+    no snapshot)."""
     t0 = time.perf_counter()
     with Run(run_path) as run:
-        payload = viewer_payload(run)
+        payload = viewer_payload(run, trail_epochs)
     path = write_page(payload, PACKAGE, out_dir, name)
     return ViewerResult(path, path.stat().st_size, time.perf_counter() - t0, len(payload["epochs"]))
