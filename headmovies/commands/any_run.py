@@ -1,11 +1,13 @@
 """What the commands that render any run share (`movie`, `figures`, `view`): RUN, the run's
 family, read from its `experiment` (orbits, induction, OV-coherent, or generic for a recorded
 run or any other), each family's options in their own group of `--help`, and the refusal of an
-option the run's family would ignore."""
+option the run's family would ignore; and the old spellings of these commands under a family's
+group (`add_old_spelling`)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -129,3 +131,19 @@ def default_out(run: Path) -> Path:
     """The output folder when --out is not given: one per run beside it (data/a.h5 -> data/a/),
     so that two runs of one folder never overwrite each other's outputs."""
     return run.with_suffix("") if run.suffix else run.parent / f"{run.name}-out"
+
+
+def add_old_spelling(sub, group: str, command) -> None:
+    """`headmovies GROUP NAME ...`, a deprecated spelling of `headmovies NAME` (the command module
+    `command`: movie, figures or view), not listed in GROUP's --help: the same arguments; it
+    prints one line on stderr naming the new spelling, then runs the command."""
+    p = sub.add_parser(
+        command.NAME, description=command.DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    command.add_arguments(p)
+
+    def run(args: argparse.Namespace) -> int:
+        print(f"note: `headmovies {group} {command.NAME}` is now `headmovies {command.NAME}`", file=sys.stderr)
+        return command.run(args)
+
+    p.set_defaults(_action=run)

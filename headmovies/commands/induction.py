@@ -1,11 +1,14 @@
-"""`headmovies induction report|complete|view RUN ...`: the source-003 report from run files,
-completions, and the interactive viewer of one run."""
+"""`headmovies induction report|complete RUN ...`: the source-003 report from run files and
+completions. The viewer of one run is `headmovies view RUN` (commands/view.py); `induction view`
+remains as a deprecated spelling of it."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from headmovies.commands import view as view_command
+from headmovies.commands.any_run import add_old_spelling
 from headmovies.errors import UserError
 from headmovies.render.core.movie_options import add_movie_arguments, movie_arguments
 from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
@@ -25,13 +28,6 @@ Writes into DIR/<run name>/: analysis.md, analysis.json, attention, copying, blo
 training (and composition, attention_no_k_composition) as .png and .svg, and the movie
 attention_movie.{mp4,webm,gif,png,html}; and DIR/summary.md, DIR/summary.json across the runs."""
 MAX_SEQUENCES = 1_000_000  # fresh sequences held at once with their attention patterns (~2 GB)
-VIEW = """\
-Write DIR/viewer.html, one self-contained page (no network, opens from file://) that scrubs
-and plays through the induction RUN: every head a dot with its trail in two planes (attention on
-the previous token against attention at the induction offset; OV copying score against the
-induction attention), a timeline of the held-out accuracy and the run's events, and per head
-its copying score, its attention scores and its mean attention pattern at each snapshot.
-docs/viewer.md, "Induction viewer"."""
 COMPLETE = "Print each run's greedy completion of LETTERS to the context length (24); writes nothing."
 
 
@@ -58,20 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(_action=report)
-    p = sub.add_parser(
-        "view", help="interactive viewer of one induction run (HTML)", description=VIEW, formatter_class=fmt
-    )
-    p.add_argument("run", type=Path, metavar="RUN", help="an induction run file (.h5)")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
-    p.add_argument(
-        "--sequences",
-        type=int,
-        default=256,
-        metavar="N",
-        help="fresh sequences for the attention patterns at each snapshot (default 256)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(_action=view)
+    add_old_spelling(sub, NAME, view_command)
     p = sub.add_parser("complete", help="greedy completions of a prompt", description=COMPLETE, formatter_class=fmt)
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="induction run files (.h5)")
     p.add_argument("--prompt", required=True, metavar="LETTERS", help="capital letters A-Z, e.g. ABCDEF")
@@ -101,14 +84,6 @@ def report(args: argparse.Namespace) -> int:
         event_hold_s=event_hold,
     )
     print(f"{args.out}/summary.md: {len(results)} run{'' if len(results) == 1 else 's'}")
-    return 0
-
-
-def view(args: argparse.Namespace) -> int:
-    from headmovies.render.induction.viewer import make_viewer
-
-    r = make_viewer(args.run, args.out, args.sequences, progress=not args.no_progress)
-    print(f"{r.path}: {r.snapshots} snapshots, {r.bytes / 1e6:.1f} MB, {r.seconds:.1f} s")
     return 0
 
 

@@ -14,7 +14,7 @@ from headmovies import disk
 from headmovies.commands import figures as figures_command
 from headmovies.commands import movie as movie_command
 from headmovies.commands import view as view_command
-from headmovies.commands.any_run import check_panel_words
+from headmovies.commands.any_run import add_old_spelling, check_panel_words
 from headmovies.commands.figures import figure_formats
 from headmovies.commands.orbits_help import CENSUS, CHECK, PANELS_HELP, WATCH
 from headmovies.commands.orbits_help import DESCRIPTION as DESCRIPTION
@@ -56,10 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
     p.set_defaults(_action=check)
 
-    for old in (movie_command, figures_command, view_command):  # deprecated spellings, not listed
-        p = sub.add_parser(old.NAME, description=old.DESCRIPTION, formatter_class=fmt)
-        old.add_arguments(p)
-        p.set_defaults(_action=_deprecated(old))
+    for old in (movie_command, figures_command, view_command):
+        add_old_spelling(sub, NAME, old)
 
     p = sub.add_parser(
         "watch",
@@ -120,14 +118,6 @@ def check(args: argparse.Namespace) -> int:
         report = run_report(r, args.epoch, args.tol, args.dead_tol, args.gauge)
         print(report.to_json() if args.json else f"{r.path}\n{report.text()}")
     return 0
-
-
-def _deprecated(command):
-    def run(args: argparse.Namespace) -> int:
-        print(f"note: `headmovies orbits {command.NAME}` is now `headmovies {command.NAME}`", file=sys.stderr)
-        return command.run(args)
-
-    return run
 
 
 def _progress(it, desc: str = "census"):

@@ -1,11 +1,14 @@
-"""`headmovies ov-coherent report RUN [RUN ...] --out DIR`: the source-004 report from run files;
-`headmovies ov-coherent view RUN --out DIR`: the interactive viewer of one run."""
+"""`headmovies ov-coherent report RUN [RUN ...] --out DIR`: the source-004 report from run files.
+The viewer of one run is `headmovies view RUN` (commands/view.py); `ov-coherent view` remains as
+a deprecated spelling of it."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from headmovies.commands import view as view_command
+from headmovies.commands.any_run import add_old_spelling
 from headmovies.errors import UserError
 from headmovies.render.core.movie_options import add_movie_arguments, movie_arguments
 from headmovies.render.core.timeline import add_timeline_arguments, timeline_arguments
@@ -23,15 +26,6 @@ orderings.png, and per run <name>/analysis.png and <name>/analysis.json; the QK-
 <name>/qk_plane.{mp4,webm,gif,png,html} (needs 2 or more heads) over a timeline (accuracy;
 the frame is held --event-hold seconds where the orderings come to stay opposite and where
 the accuracy comes to stay at or above 99 %). docs/results/ov-coherent.md."""
-
-
-VIEW = """\
-Write DIR/viewer.html, one self-contained page (no network, opens from file://) that scrubs
-and plays through the ov-coherent RUN: every token a dot with its trail in the shared read-off
-planes (head 1's read-off QK score against head 2's; per head its QK score against the logit
-the token adds to its own pairs), a timeline of the accuracy and the run's events, each head's
-preference order of the signal tokens, and per token its scores and the heads' OV tables.
-docs/viewer.md, "OV-coherent viewer"."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,27 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(_action=report)
-    p = sub.add_parser(
-        "view",
-        help="interactive viewer of one ov-coherent run (HTML)",
-        description=VIEW,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("run", type=Path, metavar="RUN", help="an ov-coherent run file (.h5)")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
-    p.set_defaults(_action=view)
+    add_old_spelling(sub, NAME, view_command)
 
 
 def run(args: argparse.Namespace) -> int:
     return args._action(args)
-
-
-def view(args: argparse.Namespace) -> int:
-    from headmovies.render.ov_coherent.viewer import make_viewer
-
-    r = make_viewer(args.run, args.out)
-    print(f"{r.path}: {r.snapshots} snapshots, {r.bytes / 1e6:.1f} MB, {r.seconds:.1f} s")
-    return 0
 
 
 def report(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from headmovies.render.core.circuits import circuits
 from headmovies.render.core.outputs import atomic, write_text
 from headmovies.render.orbits.check import DEAD_TOL, TOL, check_orbits, is_marginal, sig6
 from headmovies.render.orbits.check_run import CIRCUIT_NAMES, group_of, score_scale_of
-from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies, scale_amplitudes
+from headmovies.render.orbits.spectrum import FrequencyGroup, head_frequencies
 from headmovies.render.orbits.stream import orbit_history
 from headmovies.runfile.reader import Run
 from headmovies.sweeps.census_coordinates import final_planes
@@ -69,8 +69,7 @@ def census_row(
             w[hist.dead[t]] = 0
             omega[str(e)] = [int(v) for v in w]
         bias = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol, gauge="bias")  # c: the last snapshot's
-        last = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol)
-        scale_amplitudes(last.groups, score_scale_of(run))
+        last = check_orbits(c["qk"], c["ov"], n, m, tol, dead_tol, score_scale=score_scale_of(run))
         cfg = run.config
         complete = run.complete
         provenance = run_provenance(run)

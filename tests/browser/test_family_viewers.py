@@ -12,6 +12,7 @@ import pytest
 from scatter_pages import check_opens_offline_and_fits, check_play_moves, check_timeline_and_trails, payload_of, to_last
 
 from headmovies.cli import main as cli_main
+from headmovies.render.core.frame_states import trail_length
 from headmovies.render.core.payload import unpack
 from headmovies.render.induction import numpy_model as npm
 from headmovies.render.induction.analysis import over_training
@@ -28,6 +29,9 @@ from headmovies.train.loop import train
 
 INDUCTION = {"epochs": "40", "early_every": "10", "batch_size": "32", "eval_size": "64"}
 OV = {"epochs": "30", "seq_len": "6", "batch": "16", "early_every": "5", "switch_epoch": "20", "late_every": "10"}
+# These runs are short: a tenth of each (the trails' default length, `frame_states.trail_length`)
+# is shorter than one snapshot step, so the pages trail 50 epochs to show the trails box's effect.
+TRAIL = 50
 
 
 def trained(folder, experiment: str, sets: dict) -> str:
@@ -40,14 +44,14 @@ def trained(folder, experiment: str, sets: dict) -> str:
 def induction(tmp_path_factory):
     folder = tmp_path_factory.mktemp("induction_viewer")
     run = trained(folder, "induction-2l", INDUCTION)
-    return run, induction_viewer(run, folder / "out", n_sequences=64)
+    return run, induction_viewer(run, folder / "out", n_sequences=64, trail_epochs=TRAIL)
 
 
 @pytest.fixture(scope="module")
 def ov(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ov_viewer")
     run = trained(folder, "ov-coherent", OV)
-    return run, ov_viewer(run, folder / "out")
+    return run, ov_viewer(run, folder / "out", trail_epochs=TRAIL)
 
 
 def test_induction_viewer_shows_the_analysis_of_the_last_snapshot(induction, open_page):
@@ -121,14 +125,19 @@ def test_the_payloads_hold_every_snapshot(induction, ov):
 
 
 @pytest.mark.slow  # the same two runs
-def test_view_commands_fail_in_one_line_on_the_wrong_run(induction, ov, tmp_path, capsys):
-    assert cli_main(["induction", "view", str(ov[0]), "--out", str(tmp_path / "a")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "not an induction experiment" in err
-    assert cli_main(["ov-coherent", "view", str(induction[0]), "--out", str(tmp_path / "b")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "not 'ov-coherent'" in err
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+def test_the_old_view_spellings_print_a_notice_and_run_view(induction, ov, tmp_path, capsys):
+    """`headmovies induction view` and `headmovies ov-coherent view` are deprecated spellings of
+    `headmovies view`: one line on stderr, then the page `view` writes, in the run's family's look
+    (an ov-coherent run given to `induction view` is drawn as an ov-coherent run)."""
+    for group, run, family in (("induction", induction[0], "induction"), ("ov-coherent", ov[0], "ov-coherent")):
+        args = ["--sequences", "64", "--no-progress"] if family == "induction" else []
+        assert cli_main([group, "view", str(run), "--out", str(tmp_path / "old" / group), *args]) == 0
+        assert capsys.readouterr().err.startswith(f"note: `headmovies {group} view` is now `headmovies view`\n")
+        assert cli_main(["view", str(run), "--out", str(tmp_path / "new" / group), *args]) == 0
+        old, new = (payload_of((tmp_path / d / group / "viewer.html").read_text()) for d in ("old", "new"))
+        assert old == new and old["meta"]["trail_epochs"] == trail_length(np.array(old["epochs"]))
+    assert cli_main(["induction", "view", str(ov[0]), "--out", str(tmp_path / "crossed")]) == 0
+    assert "source 004" in (tmp_path / "crossed" / "viewer.html").read_text()
 
 
 def test_an_induction_pattern_with_known_offsets_scores_as_it_should():
@@ -195,13 +204,13 @@ def test_speeds_ticks_labels_and_signs(js):
     assert js("arg.map(M.format.fmtSigned)", values) == [f"{x:+.2f}" for x in values]
 
 
-@pytest.mark.parametrize("family", ["induction", "ov-coherent"])
-def test_view_help_says_what_it_writes(family, capsys):
+@pytest.mark.parametrize("argv", [["view"], ["induction", "view"], ["ov-coherent", "view"]])
+def test_view_help_says_what_it_writes(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
-        cli_main([family, "view", "--help"])
+        cli_main([*argv, "--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    assert "DIR/viewer.html" in out and "file://" in out and "--out DIR" in out
+    assert "DIR/NAME.html (default viewer.html)" in out and "file://" in out and "--out DIR" in out
 
 
 def test_the_timeline_note_names_each_curve_in_its_colour(js):

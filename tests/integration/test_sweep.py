@@ -645,12 +645,10 @@ def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, 
                 assert row["summary"]["outcome"] == ovc_summary.outcome(full)
             else:
                 full = ind.analyse(run)
-                assert row["summary"]["accuracy"] == full["accuracy"]
-                assert row["summary"]["block_length_accuracy"] == full["block_length_accuracy"]
-                assert row["summary"]["copying"] == {r["circuit"]: r["copying"] for r in full["copying"]}
-                assert row["summary"]["outcome"] == ind_summary.outcome(
-                    full["accuracy"], full["block_length_accuracy"], 6
-                )
+                assert row["summary"]["accuracy"] == full.accuracy
+                assert row["summary"]["block_length_accuracy"] == full.block_length_accuracy
+                assert row["summary"]["copying"] == {r["circuit"]: r["copying"] for r in full.copying}
+                assert row["summary"]["outcome"] == ind_summary.outcome(full.accuracy, full.block_length_accuracy, 6)
     assert (tmp_path / "sw" / "census.png").exists()
 
 

@@ -28,6 +28,7 @@ from headmovies.render.induction.numpy_model import (
     n_layers,
     offset_profile,
 )
+from headmovies.render.induction.results import Ablation, Analysis, Completion, HeadResult
 from headmovies.tasks.induction import (
     BLOCK_LENGTHS,
     SOURCE_PROMPTS,
@@ -99,7 +100,7 @@ def immediate_repeats(completion: str, prompt: str) -> int:
     return sum(a == b for a, b in itertools.pairwise(seq))
 
 
-def completions_table(model: Model, cfg: dict, experiment: str, prompts=SOURCE_PROMPTS) -> list[dict]:
+def completions_table(model: Model, cfg: dict, experiment: str, prompts=SOURCE_PROMPTS) -> list[Completion]:
     """Greedy completions to the context length of each prompt, beside the correct completion
     (None where none exists) and source 003's completion for this variant (None if not printed)."""
     T, L = model.W_pos.shape[0], cfg.get("block_len", 6)
@@ -108,14 +109,14 @@ def completions_table(model: Model, cfg: dict, experiment: str, prompts=SOURCE_P
         ours = decode(greedy_complete(model, encode_prompt(prompt, cfg["n_vocab"], T), T))
         correct = correct_completion(prompt, L, T)
         rows.append(
-            {
-                "prompt": prompt,
-                "completion": ours,
-                "correct": correct,
-                "is_correct": None if correct is None else ours == correct,
-                "source": SOURCE_COMPLETIONS.get(experiment, {}).get(prompt),
-                "immediate_repeats": immediate_repeats(ours, prompt),
-            }
+            Completion(
+                prompt=prompt,
+                completion=ours,
+                correct=correct,
+                is_correct=None if correct is None else ours == correct,
+                source=SOURCE_COMPLETIONS.get(experiment, {}).get(prompt),
+                immediate_repeats=immediate_repeats(ours, prompt),
+            )
         )
     return rows
 
@@ -124,10 +125,10 @@ def _str_keys(d: dict) -> dict:
     return {str(k): v for k, v in d.items()}  # JSON object keys
 
 
-def analyse(run, n_sequences: int = 1024, seed: int = 0) -> dict:
-    """Every final-snapshot analysis of an induction run, JSON-ready (block lengths as string
-    keys), plus the mean attention arrays under the key "_attention" ({"model": [n_layers, H, T, T],
-    "no_k_composition": ... for two layers} float64), which are not JSON."""
+def analyse(run, n_sequences: int = 1024, seed: int = 0) -> Analysis:
+    """Every final-snapshot analysis of an induction run (`results.Analysis`; its `to_dict()` is
+    the JSON form, block lengths as string keys), with the mean attention arrays
+    ({"model": [n_layers, H, T, T], "no_k_composition": ... for two layers} float64)."""
     model = model_at(run)
     cfg, weights = run.config, model.weights
     nl = n_layers(weights)
@@ -135,50 +136,55 @@ def analyse(run, n_sequences: int = 1024, seed: int = 0) -> dict:
     tokens = sample_sequences(np.random.default_rng(seed), n_sequences, cfg["n_vocab"], T, L, cfg.get("distinct", True))
     logits = forward(model, tokens)
     att = {"model": mean_attention(model, tokens)}
-    out = {
-        "experiment": run.experiment,
-        "run": str(run.path),
-        "seed": run.seed,
-        "epoch": int(run.epochs[-1]),
-        "complete": run.complete,
-        "n_layers": nl,
-        "config": cfg,
-        "accuracy": predictable_accuracy(logits, tokens, L),
-        "copying": copying_table(weights),
-        "completions": completions_table(model, cfg, run.experiment),
-        "block_length_accuracy": _str_keys(block_length_accuracy(model, cfg, n=n_sequences, seed=seed)),
-    }
     prof = offset_profile(att["model"], start=L)  # (n_layers, H, T)
-    out["heads"] = [
-        {
-            "head": f"L{li}H{h}",
-            "top_offset": int(np.nanargmax(prof[li, h])),
-            "top_offset_attention": float(np.nanmax(prof[li, h])),
-            "offset_attention": [float(v) for v in prof[li, h, : L + 2]],
-        }
+    heads = [
+        HeadResult(
+            head=f"L{li}H{h}",
+            top_offset=int(np.nanargmax(prof[li, h])),
+            top_offset_attention=float(np.nanmax(prof[li, h])),
+            offset_attention=[float(v) for v in prof[li, h, : L + 2]],
+        )
         for li in range(nl)
         for h in range(prof.shape[1])
     ]
+    smear = None
     if "blocks.0.attn.alpha" in weights:
-        out["smear_sigmoid_alpha"] = [float(1 / (1 + np.exp(-a))) for a in weights["blocks.0.attn.alpha"]]
+        smear = [float(1 / (1 + np.exp(-a))) for a in weights["blocks.0.attn.alpha"]]
+    composition = ablations = None
     if nl >= 2:
         comp = composition_scores(weights, 0, 1)
-        out["composition"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in comp.items()}
-        ablations = {
+        composition = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in comp.items()}
+        removed = {
             "no_k_composition": {"k_composition": False},
             "no_q_composition": {"q_composition": False},
             "no_qk_composition": {"k_composition": False, "q_composition": False},
         }
-        out["ablations"] = {}
-        for name, kw in ablations.items():
-            acc = predictable_accuracy(forward(model, tokens, **kw), tokens, L)
-            out["ablations"][name] = {
-                "accuracy": acc,
-                "block_length_accuracy": _str_keys(block_length_accuracy(model, cfg, n=n_sequences, seed=seed, **kw)),
-            }
+        ablations = {
+            name: Ablation(
+                accuracy=predictable_accuracy(forward(model, tokens, **kw), tokens, L),
+                block_length_accuracy=_str_keys(block_length_accuracy(model, cfg, n=n_sequences, seed=seed, **kw)),
+            )
+            for name, kw in removed.items()
+        }
         att["no_k_composition"] = mean_attention(model, tokens, k_composition=False)
-    out["_attention"] = att
-    return out
+    return Analysis(
+        experiment=run.experiment,
+        run=str(run.path),
+        seed=run.seed,
+        epoch=int(run.epochs[-1]),
+        complete=run.complete,
+        n_layers=nl,
+        config=cfg,
+        accuracy=predictable_accuracy(logits, tokens, L),
+        copying=copying_table(weights),
+        completions=completions_table(model, cfg, run.experiment),
+        block_length_accuracy=_str_keys(block_length_accuracy(model, cfg, n=n_sequences, seed=seed)),
+        heads=heads,
+        smear_sigmoid_alpha=smear,
+        composition=composition,
+        ablations=ablations,
+        attention=att,
+    )
 
 
 def over_training(run, n_sequences: int = 256, seed: int = 0, progress: bool = True) -> dict:

@@ -18,13 +18,14 @@ import numpy as np
 from matplotlib.colors import PowerNorm
 
 from headmovies.render.induction import analysis as ind
+from headmovies.render.induction.results import Analysis
 
 ATT_NORM: dict[str, Any] = dict(vmin=0.0, vmax=1.0, gamma=0.5)  # sqrt colour scale: weak diagonals stay visible
 ATT_CMAP = "magma"
 
 
-def _copy_by_head(result: dict) -> dict[str, dict]:
-    return {r["circuit"]: r for r in result["copying"]}
+def _copy_by_head(result: Analysis) -> dict[str, dict]:
+    return {r["circuit"]: r for r in result.copying}
 
 
 def heatmap_grid(
@@ -73,44 +74,44 @@ def heatmap_grid(
     return fig, images, title
 
 
-def head_titles(result: dict, nl: int, H: int) -> list[list[str]]:
+def head_titles(result: Analysis, nl: int, H: int) -> list[list[str]]:
     cop = _copy_by_head(result)
-    heads = {h["head"]: h for h in result["heads"]}
+    heads = {h.head: h for h in result.heads}
     out = []
     for li in range(nl):
         row = []
         for h in range(H):
             name = f"L{li}H{h}"
-            row.append(f"{name}  copying {cop[name]['copying']:+.2f}\nmost attention {heads[name]['top_offset']} back")
+            row.append(f"{name}  copying {cop[name]['copying']:+.2f}\nmost attention {heads[name].top_offset} back")
         out.append(row)
     return out
 
 
-def attention_figure(result: dict, key: str = "model"):
+def attention_figure(result: Analysis, key: str = "model"):
     """Mean attention of every head on fresh sequences (query by key position)."""
-    att = result["_attention"][key]
+    att = result.attention[key]
     nl, H = att.shape[:2]
     what = "per head" if key == "model" else "with K-composition removed (L1 keys without L0 outputs)"
     fig, _, _ = heatmap_grid(
         att,
         head_titles(result, nl, H),
-        f"{result['experiment']} seed {result['seed']}, epoch {result['epoch']:,}: mean attention {what}",
+        f"{result.experiment} seed {result.seed}, epoch {result.epoch:,}: mean attention {what}",
     )
     return fig
 
 
-def copying_figure(result: dict):
+def copying_figure(result: Analysis):
     """Both copying scores of every head, each layer's sum of heads and the direct path,
     with the values source 003 printed for this variant."""
-    rows = result["copying"]
+    rows = result.copying
     names = [r["circuit"].replace("direct path W_E W_U", "direct path") for r in rows]
     x = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(rows) + 2), 3.6))
     ax.bar(x - 0.2, [r["copying"] for r in rows], 0.4, color="tab:blue", label="Σλ / Σ|λ| (Elhage et al. 2021)")
     wording = "mean Re(λ/|λ|) (source's wording)"
     ax.bar(x + 0.2, [r["source_mean_sign"] for r in rows], 0.4, color="tab:orange", label=wording)
-    source = ind.SOURCE_SCORES.get(result["experiment"])
-    if source and result["config"].get("n_heads") == 4:
+    source = ind.SOURCE_SCORES.get(result.experiment)
+    if source and result.config.get("n_heads") == 4:
         heads = [i for i, r in enumerate(rows) if r["head"] is not None]
         sx = heads[: len(source["heads"])]
         printed = "source 003's printed values"
@@ -124,17 +125,17 @@ def copying_figure(result: dict):
     ax.set_ylim(-1.08, 1.08)
     ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("copying score (+1 copies, −1 suppresses)", fontsize=8)
-    ax.set_title(f"{result['experiment']} seed {result['seed']}: OV-circuit eigenvalue signs", fontsize=9)
+    ax.set_title(f"{result.experiment} seed {result.seed}: OV-circuit eigenvalue signs", fontsize=9)
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     return fig
 
 
-def block_length_figure(result: dict):
+def block_length_figure(result: Analysis):
     """Accuracy on predictable positions by block length (and, for two layers, ablated)."""
-    series = [("model", result["block_length_accuracy"])]
-    for name, ab in result.get("ablations", {}).items():
-        series.append((name.replace("_", " "), ab["block_length_accuracy"]))
+    series = [("model", result.block_length_accuracy)]
+    for name, ab in (result.ablations or {}).items():
+        series.append((name.replace("_", " "), ab.block_length_accuracy))
     lengths = sorted(int(k) for k in series[0][1])
     x = np.arange(len(lengths))
     width = 0.8 / len(series)
@@ -143,13 +144,13 @@ def block_length_figure(result: dict):
     for i, (label, acc) in enumerate(series):
         vals = [acc[str(L)] for L in lengths]
         ax.bar(x + (i - (len(series) - 1) / 2) * width, vals, width, label=label, color=colours[i % 4])
-    ax.set_xticks(x, [f"{L}{' (trained)' if result['config']['block_len'] == L else ''}" for L in lengths])
+    ax.set_xticks(x, [f"{L}{' (trained)' if result.config['block_len'] == L else ''}" for L in lengths])
     ax.set_xlabel("block length")
     ax.set_ylabel("accuracy on predictable positions")
     ax.set_ylim(0, 1.02)
     ax.axhline(1 / 26, color="0.5", lw=0.6, ls=":")
     ax.set_title(
-        f"{result['experiment']} seed {result['seed']}: an induction head solves every length, a fixed offset only one",
+        f"{result.experiment} seed {result.seed}: an induction head solves every length, a fixed offset only one",
         fontsize=8,
     )
     ax.legend(fontsize=7)
@@ -157,9 +158,10 @@ def block_length_figure(result: dict):
     return fig
 
 
-def composition_figure(result: dict):
+def composition_figure(result: Analysis):
     """K-composition (Frobenius) and the source's token-space eigenvalue sign, layer 0 -> layer 1."""
-    comp = result["composition"]
+    comp = result.composition
+    assert comp is not None, "composition scores exist for two layers only"
     panels = [
         (
             "k",
@@ -191,14 +193,12 @@ def composition_figure(result: dict):
         ax.set_ylabel("layer-0 head (writes)", fontsize=7)
         ax.set_title(title, fontsize=8)
         fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.suptitle(
-        f"{result['experiment']} seed {result['seed']}: composition of layer-0 heads into layer-1 heads", fontsize=9
-    )
+    fig.suptitle(f"{result.experiment} seed {result.seed}: composition of layer-0 heads into layer-1 heads", fontsize=9)
     fig.tight_layout()
     return fig
 
 
-def training_figure(result: dict, history: dict, metrics: dict):
+def training_figure(result: Analysis, history: dict, metrics: dict):
     """Loss and accuracy, and both copying scores of every circuit, per snapshot."""
     fig, axes = plt.subplots(1, 3, figsize=(14.5, 3.6))
     ax = axes[0]
@@ -232,6 +232,6 @@ def training_figure(result: dict, history: dict, metrics: dict):
         ax.set_title(title, fontsize=9)
     handles, labels = axes[2].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, loc="center right", frameon=False)
-    fig.suptitle(f"{result['experiment']} seed {result['seed']}", fontsize=10)
+    fig.suptitle(f"{result.experiment} seed {result.seed}", fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.88, 1))
     return fig

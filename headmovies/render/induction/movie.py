@@ -22,6 +22,7 @@ from headmovies.render.core.timeline import (
 )
 from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.induction.figures import heatmap_grid
+from headmovies.render.induction.results import Analysis
 
 ACCURACY_MARKS = (0.5, 0.9)  # timeline events: held-out accuracy reaches these and stays
 ACC_COLOUR = "C0"
@@ -43,14 +44,14 @@ def induction_timeline(epochs: np.ndarray, metrics: dict, config: dict) -> Timel
     )
 
 
-def figcaption(result: dict, config: dict, timeline: Timeline, n_sequences: int) -> str:
+def figcaption(result: Analysis, config: dict, timeline: Timeline, n_sequences: int) -> str:
     """The movie's text alternative: what trained, what each panel shows, when accuracy rose."""
-    nl, H = result["_attention"]["model"].shape[:2] if "_attention" in result else (config.get("n_layers", 1), 0)
+    nl, H = result.attention["model"].shape[:2] if "model" in result.attention else (config.get("n_layers", 1), 0)
     parts = [
         (
             f"An attention-only transformer with {nl} layer{'s' if nl > 1 else ''} of {H} heads trained "
-            f"{int(result['epoch']):,} epochs on sequences of {config.get('seq_len', '?')} letters made of a repeated "
-            f"block of {config.get('block_len', '?')} ({result['experiment']}, seed {result['seed']})."
+            f"{int(result.epoch):,} epochs on sequences of {config.get('seq_len', '?')} letters made of a repeated "
+            f"block of {config.get('block_len', '?')} ({result.experiment}, seed {result.seed})."
         )
     ]
     parts.append(
@@ -64,14 +65,14 @@ def figcaption(result: dict, config: dict, timeline: Timeline, n_sequences: int)
             + " and ".join(f"{e.label.split('≥ ')[1]} from epoch {e.epoch:,}" for e in marks)
             + "."
         )
-    parts.append(f"Final accuracy {result['accuracy']:.1%}.")
+    parts.append(f"Final accuracy {result.accuracy:.1%}.")
     return " ".join(parts)
 
 
 def attention_frames(
     history: dict,
     experiment: str,
-    seed: int,
+    seed: int | None,
     metrics: dict,
     timeline: Timeline | None = None,
     width: float = 10.0,
@@ -116,7 +117,7 @@ def attention_frames(
 
 def make_movie(
     history: dict,
-    result: dict,
+    result: Analysis,
     metrics: dict,
     out_dir: Path,
     label: str,
@@ -136,7 +137,7 @@ def make_movie(
     config = config or {}
     timeline = induction_timeline(history["epoch"], metrics, config)
     return write_movie(
-        attention_frames(history, result["experiment"], result["seed"], metrics, timeline),
+        attention_frames(history, result.experiment, result.seed, metrics, timeline),
         out_dir,
         basename,
         repeats=hold_frames(history["epoch"], timeline.events, fps, event_hold_s),

@@ -5,6 +5,7 @@ movies, and tables across runs (docs/results/induction.md), written into one fol
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
 from headmovies.render.induction import numpy_model
+from headmovies.render.induction.results import Analysis
 from headmovies.runfile.reader import Run
 from headmovies.tasks.induction import BLOCK_LENGTHS, correct_completion, decode, encode_prompt, positions_of
 
@@ -25,24 +27,24 @@ def _fmt(v, spec=".3f") -> str:
     return "—" if v is None else format(v, spec)
 
 
-def run_markdown(r: dict) -> str:
+def run_markdown(r: Analysis) -> str:
     """The per-run tables as Markdown."""
-    source_scores = ind.SOURCE_SCORES.get(r["experiment"], {})
-    source_heads = source_scores.get("heads", []) if r["config"].get("n_heads") == 4 else []
+    source_scores = ind.SOURCE_SCORES.get(r.experiment, {})
+    source_heads = source_scores.get("heads", []) if r.config.get("n_heads") == 4 else []
     out = [
-        f"# {r['experiment']}, seed {r['seed']} (epoch {r['epoch']:,})",
+        f"# {r.experiment}, seed {r.seed} (epoch {r.epoch:,})",
         "",
         (
-            f"Accuracy on predictable positions (targets {r['config']['block_len']}..{r['config']['seq_len'] - 1}) "
-            f"of fresh sequences: **{r['accuracy']:.2%}**. Positions enter {positions_of(r['config'])}; "
-            f"blocks {'of distinct letters' if r['config'].get('distinct', True) else 'with repeats allowed'}."
+            f"Accuracy on predictable positions (targets {r.config['block_len']}..{r.config['seq_len'] - 1}) "
+            f"of fresh sequences: **{r.accuracy:.2%}**. Positions enter {positions_of(r.config)}; "
+            f"blocks {'of distinct letters' if r.config.get('distinct', True) else 'with repeats allowed'}."
         ),
         "",
     ]
-    if "smear_sigmoid_alpha" in r:
+    if r.smear_sigmoid_alpha is not None:
         out += [
             "Smeared keys, sigmoid(alpha) per head (1 = own key only): "
-            + ", ".join(f"L0H{h} {v:.3f}" for h, v in enumerate(r["smear_sigmoid_alpha"])),
+            + ", ".join(f"L0H{h} {v:.3f}" for h, v in enumerate(r.smear_sigmoid_alpha)),
             "",
         ]
     out += [
@@ -57,7 +59,7 @@ def run_markdown(r: dict) -> str:
         "|---|---|---|---|",
     ]
     i = 0
-    for row in r["copying"]:
+    for row in r.copying:
         source = None
         if row["head"] is not None and i < len(source_heads):
             source, i = source_heads[i], i + 1
@@ -68,7 +70,7 @@ def run_markdown(r: dict) -> str:
         out.append(
             f"| {row['circuit']} | {row['copying']:+.3f} | {row['source_mean_sign']:+.3f} | {_fmt(source, '+.3f')} |"
         )
-    L = r["config"]["block_len"]
+    L = r.config["block_len"]
     out += [
         "",
         "## Mean attention by offset (queries at positions ≥ block length)",
@@ -76,10 +78,10 @@ def run_markdown(r: dict) -> str:
         "| head | most attention at offset | its weight | " + " | ".join(f"{d} back" for d in range(L + 2)) + " |",
         "|---|---|---|" + "---|" * (L + 2),
     ]
-    for h in r["heads"]:
+    for h in r.heads:
         out.append(
-            f"| {h['head']} | {h['top_offset']} | {h['top_offset_attention']:.2f} | "
-            + " | ".join(f"{v:.2f}" for v in h["offset_attention"])
+            f"| {h.head} | {h.top_offset} | {h.top_offset_attention:.2f} | "
+            + " | ".join(f"{v:.2f}" for v in h.offset_attention)
             + " |"
         )
     out += [
@@ -89,13 +91,12 @@ def run_markdown(r: dict) -> str:
         "| prompt | completion | correct | ok | source 003's completion | repeats in a row |",
         "|---|---|---|---|---|---|",
     ]
-    for c in r["completions"]:
-        ok = {True: "yes", False: "no", None: "n/a"}[c["is_correct"]]
+    for c in r.completions:
+        ok = {True: "yes", False: "no", None: "n/a"}[c.is_correct]
         out.append(
-            f"| {c['prompt']} | {c['completion']} | {c['correct'] or 'N/A'} | {ok} | {c['source'] or '—'} | "
-            f"{c['immediate_repeats']} |"
+            f"| {c.prompt} | {c.completion} | {c.correct or 'N/A'} | {ok} | {c.source or '—'} | {c.immediate_repeats} |"
         )
-    lengths = sorted(r["block_length_accuracy"], key=int)
+    lengths = sorted(r.block_length_accuracy, key=int)
     out += [
         "",
         "## Accuracy by block length (fresh sequences)",
@@ -103,15 +104,13 @@ def run_markdown(r: dict) -> str:
         "| model | " + " | ".join(f"L={k}" for k in lengths) + " |",
         "|---|" + "---|" * len(lengths),
     ]
-    out.append("| full model | " + " | ".join(f"{r['block_length_accuracy'][k]:.1%}" for k in lengths) + " |")
-    for name, ab in r.get("ablations", {}).items():
+    out.append("| full model | " + " | ".join(f"{r.block_length_accuracy[k]:.1%}" for k in lengths) + " |")
+    for name, ab in (r.ablations or {}).items():
         out.append(
-            f"| {name.replace('_', ' ')} | "
-            + " | ".join(f"{ab['block_length_accuracy'][k]:.1%}" for k in lengths)
-            + " |"
+            f"| {name.replace('_', ' ')} | " + " | ".join(f"{ab.block_length_accuracy[k]:.1%}" for k in lengths) + " |"
         )
-    if "composition" in r:
-        comp = r["composition"]
+    if r.composition is not None:
+        comp = r.composition
         for key, title in (
             (
                 "k",
@@ -139,7 +138,7 @@ def run_markdown(r: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def summary_markdown(results: list[dict]) -> str:
+def summary_markdown(results: list[Analysis]) -> str:
     """One row per run: accuracy, block lengths, copying signs, completions."""
     head = (
         "| run | variant | seed | positions | accuracy | L=4 | L=5 | L=6 | L=7 | L=8 | head copying Σλ/Σ|λ| | "
@@ -147,28 +146,28 @@ def summary_markdown(results: list[dict]) -> str:
     )
     lines = [head.replace("Σ|λ|", "Σ\\|λ\\|"), "|" + "---|" * 14]
     for r in results:
-        heads = " ".join(f"{row['copying']:+.2f}" for row in r["copying"] if row["head"] is not None)
-        direct = r["copying"][-1]["copying"]
-        graded = [c for c in r["completions"] if c["is_correct"] is not None]
-        right = sum(c["is_correct"] for c in graded)
-        bl = r["block_length_accuracy"]
+        heads = " ".join(f"{row['copying']:+.2f}" for row in r.copying if row["head"] is not None)
+        direct = r.copying[-1]["copying"]
+        graded = [c for c in r.completions if c.is_correct is not None]
+        right = sum(bool(c.is_correct) for c in graded)
+        bl = r.block_length_accuracy
         lines.append(
-            f"| {r['name']} | {r['experiment'].removeprefix('induction-')} | {r['seed']} | "
-            f"{positions_of(r['config'])} | {r['accuracy']:.1%} | "
+            f"| {r.name} | {r.experiment.removeprefix('induction-')} | {r.seed} | "
+            f"{positions_of(r.config)} | {r.accuracy:.1%} | "
             + " | ".join(f"{bl[k]:.1%}" for k in ("4", "5", "6", "7", "8"))
             + f" | {heads} | {direct:+.3f} | "
-            f"{right}/{len(graded)} | {sum(c['immediate_repeats'] for c in r['completions'])} |"
+            f"{right}/{len(graded)} | {sum(c.immediate_repeats for c in r.completions)} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def grouped_markdown(results: list[dict]) -> str:
+def grouped_markdown(results: list[Analysis]) -> str:
     """Runs grouped by (variant, positions, distinct letters), over their seeds: the numbers the
     comparison with source 003 in docs/results/induction.md quotes. Ranges are min..max over seeds."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[Analysis]] = {}
     for r in results:
-        c = r["config"]
-        groups.setdefault((r["experiment"], positions_of(c), c.get("distinct", True)), []).append(r)
+        c = r.config
+        groups.setdefault((r.experiment, positions_of(c), c.get("distinct", True)), []).append(r)
 
     def rng(vals, spec):
         lo, hi = min(vals), max(vals)
@@ -185,31 +184,27 @@ def grouped_markdown(results: list[dict]) -> str:
         counts = []
         for r in rs:
             per_layer = []
-            for li in range(r["n_layers"]):
-                sc = [row["copying"] for row in r["copying"] if row["layer"] == li and row["head"] is not None]
+            for li in range(r.n_layers):
+                sc = [row["copying"] for row in r.copying if row["layer"] == li and row["head"] is not None]
                 per_layer.append(f"{sum(v > 0.5 for v in sc)}/{sum(v < -0.5 for v in sc)}")
             counts.append(" · ".join(per_layer))
-        comps = [c for r in rs for c in r["completions"]]
+        comps = [c for r in rs for c in r.completions]
 
         def right(prompts, comps=comps):
-            ok = [c["is_correct"] for c in comps if c["prompt"] in prompts]
+            ok = [c.is_correct for c in comps if c.prompt in prompts]
             return f"{sum(bool(v) for v in ok)}/{len(ok)}"
 
-        repeats = sum(c["immediate_repeats"] for c in comps if c["prompt"] != "AAABBBAAABBB")
-        ood = [np.mean([r["block_length_accuracy"][k] for k in ("4", "5", "7", "8")]) for r in rs]
-        nok = [r["ablations"]["no_k_composition"]["accuracy"] for r in rs if "ablations" in r]
+        repeats = sum(c.immediate_repeats for c in comps if c.prompt != "AAABBBAAABBB")
+        ood = [np.mean([r.block_length_accuracy[k] for k in ("4", "5", "7", "8")]) for r in rs]
+        nok = [r.ablations["no_k_composition"].accuracy for r in rs if r.ablations]
         lines.append(
             f"| {exp.removeprefix('induction-')}{'' if distinct else ' (repeats)'} | {pos} | "
-            f"{len(rs)} | {rng([r['accuracy'] for r in rs], '.1%')} | {rng(ood, '.1%')} | "
-            f"{', '.join(counts)} | {rng([r['copying'][-1]['copying'] for r in rs], '+.3f')} | "
+            f"{len(rs)} | {rng([r.accuracy for r in rs], '.1%')} | {rng(ood, '.1%')} | "
+            f"{', '.join(counts)} | {rng([r.copying[-1]['copying'] for r in rs], '+.3f')} | "
             f"{right({'ABCDEF'})} | {right({'ABCDEFABCDEF', 'XYZRSTXYZRST'})} | "
             f"{right({'AAABBBAAABBB'})} | {repeats} | {rng(nok, '.1%') if nok else '—'} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def _jsonable(r: dict) -> dict:
-    return {k: v for k, v in r.items() if not k.startswith("_")}
 
 
 def completions(paths: list[Path], prompt: str) -> list[str]:
@@ -228,14 +223,14 @@ def completions(paths: list[Path], prompt: str) -> list[str]:
     return lines
 
 
-def _figures(r: dict, history: dict, metrics: dict, folder: Path) -> None:
+def _figures(r: Analysis, history: dict, metrics: dict, folder: Path) -> None:
     from headmovies.render.induction import figures
 
     save_figure(figures.attention_figure(r), folder, "attention", dpi=110)
     save_figure(figures.copying_figure(r), folder, "copying", dpi=110)
     save_figure(figures.block_length_figure(r), folder, "block_length", dpi=110)
     save_figure(figures.training_figure(r, history, metrics), folder, "training", dpi=110)
-    if "composition" in r:
+    if r.composition is not None:
         save_figure(figures.composition_figure(r), folder, "composition", dpi=110)
         save_figure(figures.attention_figure(r, "no_k_composition"), folder, "attention_no_k_composition", dpi=110)
 
@@ -251,7 +246,7 @@ def write_report(
     progress: bool = True,
     log: Callable[[str], None] = print,
     event_hold_s: float = EVENT_HOLD_S,
-) -> list[dict]:
+) -> list[Analysis]:
     """Analyse the last snapshot of each run and write the report (every run is checked before
     anything is written): <name>/analysis.{md,json}, figures as .png and .svg, the attention
     movie (unless `movie` is false), and summary.{md,json} across runs. Returns the results."""
@@ -269,12 +264,11 @@ def write_report(
                 f"{path}: {run.experiment}, {plural(len(run), 'snapshot')} to epoch {run.epochs[-1]:,}"
                 + ("" if run.complete else " (incomplete run)")
             )
-            r = ind.analyse(run, n_sequences=sequences)
-            r["name"] = name
+            r = dataclasses.replace(ind.analyse(run, n_sequences=sequences), name=name)
             history = ind.over_training(run, progress=progress)
             metrics = run.metrics()
             config = run.config
-        write_text(folder / "analysis.json", json.dumps(_jsonable(r), indent=1) + "\n")
+        write_text(folder / "analysis.json", json.dumps(r.to_dict(), indent=1) + "\n")
         write_text(folder / "analysis.md", run_markdown(r))
         _figures(r, history, metrics, folder)
         if movie:
@@ -296,11 +290,11 @@ def write_report(
                 + ", ".join(p.name for p in res.paths.values())
             )
         log(
-            f"  {folder}: accuracy {r['accuracy']:.2%}, block lengths "
-            + ", ".join(f"{k}: {v:.0%}" for k, v in r["block_length_accuracy"].items())
+            f"  {folder}: accuracy {r.accuracy:.2%}, block lengths "
+            + ", ".join(f"{k}: {v:.0%}" for k, v in r.block_length_accuracy.items())
         )
         results.append(r)
-    write_text(out / "summary.json", json.dumps([_jsonable(r) for r in results], indent=1) + "\n")
+    write_text(out / "summary.json", json.dumps([r.to_dict() for r in results], indent=1) + "\n")
     write_text(
         out / "summary.md",
         "# Induction runs\n\n" + summary_markdown(results) + "\n## Over seeds\n\n" + grouped_markdown(results),
@@ -331,15 +325,15 @@ def sweep_summary(run: Run) -> dict:
     Σλ/Σ|λ|, source prompts completed right, accuracies without K/Q-composition (2 layers), and
     "outcome" (`outcome`)."""
     r = ind.analyse(run)
-    graded = [c for c in r["completions"] if c["is_correct"] is not None]
+    graded = [c for c in r.completions if c.is_correct is not None]
     out = {
-        "epoch": r["epoch"],
-        "outcome": outcome(r["accuracy"], r["block_length_accuracy"], r["config"]["block_len"]),
-        "accuracy": r["accuracy"],
-        "block_length_accuracy": r["block_length_accuracy"],
-        "copying": {row["circuit"]: row["copying"] for row in r["copying"]},
-        "prompts_right": f"{sum(c['is_correct'] for c in graded)}/{len(graded)}",
+        "epoch": r.epoch,
+        "outcome": outcome(r.accuracy, r.block_length_accuracy, r.config["block_len"]),
+        "accuracy": r.accuracy,
+        "block_length_accuracy": r.block_length_accuracy,
+        "copying": {row["circuit"]: row["copying"] for row in r.copying},
+        "prompts_right": f"{sum(bool(c.is_correct) for c in graded)}/{len(graded)}",
     }
-    if "ablations" in r:
-        out["ablated_accuracy"] = {k: v["accuracy"] for k, v in r["ablations"].items()}
+    if r.ablations is not None:
+        out["ablated_accuracy"] = {k: v.accuracy for k, v in r.ablations.items()}
     return out

@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.colors import to_hex
 
 from headmovies.errors import UserError
+from headmovies.render.core.frame_states import trail_length
 from headmovies.render.core.panels import head_colours
 from headmovies.render.core.scatter_viewer import (
     Dot,
@@ -44,7 +45,6 @@ from headmovies.runfile.reader import Run
 
 PACKAGE = "headmovies.render.induction.viewer_page"
 N_SEQUENCES = 256  # fresh sequences per snapshot for the attention patterns (as the movie)
-TRAIL_SNAPSHOTS = 12  # trails span about this many snapshots
 INDUCTION_COLOUR = "C3"  # the timeline's curve of the largest induction attention
 
 
@@ -56,9 +56,12 @@ def head_scores(attention: np.ndarray, block_len: int) -> tuple[np.ndarray, np.n
     return prof[..., 1], prof[..., block_len - 1]
 
 
-def viewer_payload(run: Run, n_sequences: int = N_SEQUENCES, progress: bool = False) -> dict:
-    """The page's payload (`scatter_payload`) of an open induction run. UserError (one line)
-    for a run of another experiment or one without snapshots."""
+def viewer_payload(
+    run: Run, n_sequences: int = N_SEQUENCES, progress: bool = False, trail_epochs: float | None = None
+) -> dict:
+    """The page's payload (`scatter_payload`) of an open induction run; its trails span
+    trail_epochs (default `frame_states.trail_length`: a tenth of the run, at most 250). UserError
+    (one line) for a run of another experiment or one without snapshots."""
     check_run(run)
     if len(run) == 0:
         raise UserError(f"{run.path} has no snapshot yet")
@@ -98,7 +101,6 @@ def viewer_payload(run: Run, n_sequences: int = N_SEQUENCES, progress: bool = Fa
         ),
     ]
     dots = [Dot(n, c) for n, c in zip(names, map(to_hex, head_colours([H] * nl)))]
-    span = int(epochs[-1] - epochs[0]) if S > 1 else 1
     series = [Series("held-out accuracy", ACC_COLOUR, acc)] if acc is not None else []
     series.append(Series("the largest induction attention of any head", INDUCTION_COLOUR, ind.max(1)))
     detail = {
@@ -136,7 +138,7 @@ def viewer_payload(run: Run, n_sequences: int = N_SEQUENCES, progress: bool = Fa
         events=timeline.events,
         detail=detail,
         arrays=arrays,
-        trail_epochs=max(1.0, span * TRAIL_SNAPSHOTS / max(S - 1, 1)),
+        trail_epochs=trail_length(epochs, trail_epochs),
     )
 
 
@@ -146,13 +148,15 @@ def make_viewer(
     n_sequences: int = N_SEQUENCES,
     name: str = "viewer",
     progress: bool = False,
+    trail_epochs: float | None = None,
 ) -> ViewerResult:
-    """Write out_dir/name.html, the viewer of an induction run (whole or not at all). UserError
-    for a run a user can get wrong (missing, another experiment, no snapshot)."""
+    """Write out_dir/name.html, the viewer of an induction run (whole or not at all; trails as
+    in `viewer_payload`). UserError for a run a user can get wrong (missing, another
+    experiment, no snapshot)."""
     t0 = time.perf_counter()
     if not 1 <= n_sequences <= 100_000:
         raise UserError(f"--sequences must be in 1..100000, got {n_sequences}")
     with Run(run_path) as run:
-        payload = viewer_payload(run, n_sequences, progress)
+        payload = viewer_payload(run, n_sequences, progress, trail_epochs)
     path = write_page(payload, PACKAGE, out_dir, name)
     return ViewerResult(path, path.stat().st_size, time.perf_counter() - t0, len(payload["epochs"]))

@@ -70,7 +70,7 @@ from headmovies.render.orbits.check_report import (
     is_marginal,
     sig6,
 )
-from headmovies.render.orbits.spectrum import orbit_spectrum
+from headmovies.render.orbits.spectrum import orbit_spectrum, scale_amplitudes
 
 # the report's names, re-exported: callers import the check and its report from here
 __all__ = [
@@ -135,6 +135,7 @@ def check_orbits(
     dead_tol: float = DEAD_TOL,
     gauge: str = "spec",
     group_match: bool = False,
+    score_scale: float = 1.0,
 ) -> OrbitReport:
     """Orbit check of one snapshot (module docstring gives the definition).
 
@@ -146,7 +147,9 @@ def check_orbits(
     "bias" (also remove each head's key-independent OV part; module docstring). group_match: also
     give each frequency group its within-group match error (`spectrum.group_match`; a loop over
     the shifts, costlier than the check, so `orbits check` asks for it and a movie's pass does not).
-    Raises ValueError on mismatched shapes or an unknown gauge.
+    score_scale: the run's attention score scale (`check_run.score_scale_of`): each group's
+    amplitude is the one its softmax sees (`spectrum.scale_amplitudes`). Raises ValueError on
+    mismatched shapes or an unknown gauge.
     """
     if gauge not in GAUGES:
         raise ValueError(f"gauge must be one of {GAUGES}, got {gauge!r}")
@@ -231,7 +234,7 @@ def check_orbits(
         gauge=gauge,
         bias_error=None if bias_error is None else float(bias_error),
         near_misses=near_misses,
-        groups=orbit_spectrum(M, R, n, m, np.isfinite(head_error), match=group_match),
+        groups=scale_amplitudes(orbit_spectrum(M, R, n, m, np.isfinite(head_error), match=group_match), score_scale),
     )
 
 

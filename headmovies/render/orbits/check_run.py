@@ -14,7 +14,6 @@ from headmovies.errors import RunFileError, UserError
 from headmovies.render.core.circuits import circuits
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.panel_choice import recorded_hint
-from headmovies.render.orbits.spectrum import scale_amplitudes
 
 if TYPE_CHECKING:
     from headmovies.runfile.reader import Run
@@ -81,7 +80,8 @@ def run_report(
     n, m = group_of(run)
     t = snapshot_index(run, epoch)
     M, R = snapshot_circuits(run, t)
-    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol, gauge=gauge, group_match=True)
-    scale_amplitudes(report.groups, score_scale_of(run))
+    report = check_orbits(
+        M, R, n, m, tol=tol, dead_tol=dead_tol, gauge=gauge, group_match=True, score_scale=score_scale_of(run)
+    )
     report.epoch = int(run.epochs[t])
     return report

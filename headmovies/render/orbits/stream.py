@@ -36,7 +36,7 @@ from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of, score_scale_of
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
-from headmovies.render.orbits.spectrum import FrequencyGroup, scale_amplitudes
+from headmovies.render.orbits.spectrum import FrequencyGroup
 from headmovies.runfile.reader import Run
 
 CHUNK = 32  # snapshots per HDF5 read
@@ -90,8 +90,7 @@ def final_snapshot(run: Run, tol: float = TOL, dead_tol: float = DEAD_TOL) -> Fi
     report = None
     if M is not None and R is not None and all(k in w for k in CIRCUIT_NAMES):
         n, m = group_of(run)
-        report = check_orbits(M, R, n, m, tol, dead_tol)
-        scale_amplitudes(report.groups, score_scale_of(run))
+        report = check_orbits(M, R, n, m, tol, dead_tol, score_scale=score_scale_of(run))
         report.epoch = int(run.epochs[t])
     return FinalSnapshot(t, int(run.epochs[t]), w, M, R, report)
 
@@ -202,8 +201,7 @@ def _facts(
         centred = {k: (centre_qk if k == "qk" else centre_ov)(circ[k]) for k in {p.circuit for p in panels}}
         coords = np.stack([irrep_coordinate(centred[p.circuit], p.u, p.v) for p in panels])  # [P, H]
     if group is not None and report is None:
-        report = check_orbits(circ["qk"], circ["ov"], *group, tol, dead_tol)
-        scale_amplitudes(report.groups, score_scale)  # r as the run's softmax sees it
+        report = check_orbits(circ["qk"], circ["ov"], *group, tol, dead_tol, score_scale=score_scale)
         report.epoch = int(epoch)
     return Snapshot(
         t, int(epoch), coords, report if group is not None else None, circuit_factors(w) if factors else None

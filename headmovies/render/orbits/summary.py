@@ -18,7 +18,6 @@ from headmovies.render.orbits.spectrum import (
     FrequencyGroup,
     head_frequencies,
     low_high,
-    scale_amplitudes,
     spectrum_text,
 )
 
@@ -40,8 +39,7 @@ def orbit_summary(
     stabiliser size, dead and merged head counts, the six smallest per-head worst-shift errors
     of live heads, the largest |centred QK score|, the frequency groups {w: heads}, and for each
     group of two or more heads its orbit spectrum in brief (`spectrum_brief`)."""
-    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol)
-    scale_amplitudes(report.groups, score_scale)  # r as the run's softmax sees it
+    report = check_orbits(M, R, n, m, tol=tol, dead_tol=dead_tol, score_scale=score_scale)
     live = np.isfinite(report.head_error)
     return {
         "orbit_sizes": [o.size for o in report.orbits],

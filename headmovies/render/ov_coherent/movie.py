@@ -28,10 +28,10 @@ from headmovies.render.core.timeline import (
     hold_frames,
 )
 from headmovies.render.core.timeline_strip import TimelineStrip
-from headmovies.render.ov_coherent import analysis as S
+from headmovies.render.ov_coherent import analysis
 from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords
 from headmovies.runfile.reader import Run
-from headmovies.tasks import ov_coherent as T
+from headmovies.tasks import ov_coherent as ov_task
 
 
 class QKPlaneMovie:
@@ -76,22 +76,23 @@ class QKPlaneMovie:
         ax.plot([0, 0], [-1e9, 1e9], color="0.65", lw=0.6)
         ax.set_xlabel("head 1: read-off QK score − mean noise")
         ax.set_ylabel("head 2: read-off QK score − mean noise")
-        self.trails = {t: ax.plot([], [], color=TOKEN_COLOURS[t], lw=1.2, alpha=0.45)[0] for t in T.SIGNAL}
+        self.trails = {t: ax.plot([], [], color=TOKEN_COLOURS[t], lw=1.2, alpha=0.45)[0] for t in ov_task.SIGNAL}
         self.noise = ax.scatter(
-            np.zeros(len(T.NOISE)), np.zeros(len(T.NOISE)), s=14, c="0.55", label="noise 5-11", zorder=2
+            np.zeros(len(ov_task.NOISE)), np.zeros(len(ov_task.NOISE)), s=14, c="0.55", label="noise 5-11", zorder=2
         )
         self.readoff = ax.scatter([0], [0], s=40, facecolors="none", edgecolors="black", label="read-off", zorder=2)
         self.dots = ax.scatter(
             np.zeros(4),
             np.zeros(4),
             s=70,
-            c=[TOKEN_COLOURS[t] for t in T.SIGNAL],
+            c=[TOKEN_COLOURS[t] for t in ov_task.SIGNAL],
             zorder=4,
             edgecolors="white",
             linewidths=0.6,
         )
         self.labels = [
-            ax.text(0, 0, str(t), fontsize=10, fontweight="bold", color=TOKEN_COLOURS[t], zorder=5) for t in T.SIGNAL
+            ax.text(0, 0, str(t), fontsize=10, fontweight="bold", color=TOKEN_COLOURS[t], zorder=5)
+            for t in ov_task.SIGNAL
         ]
         ax.legend(loc="lower left", fontsize=7, framealpha=0.7)
         self.fig.text(
@@ -118,22 +119,18 @@ class QKPlaneMovie:
         return the frame, uint8 RGB [H, W, 3]."""
         xy = self.xy[t]
         trail = state.trail[:, 0]  # complex [K, 12]
-        for tok in T.SIGNAL:
+        for tok in ov_task.SIGNAL:
             self.trails[tok].set_data(trail[:, tok].real, trail[:, tok].imag)
         lim = float(state.limits[0])
-        for i, tok in enumerate(T.SIGNAL):
+        for i, tok in enumerate(ov_task.SIGNAL):
             self.labels[i].set_position(xy[tok] + 0.035 * lim)
-        self.dots.set_offsets(xy[list(T.SIGNAL)])
-        self.noise.set_offsets(xy[list(T.NOISE)])
-        self.readoff.set_offsets(xy[[T.READOFF]])
+        self.dots.set_offsets(xy[list(ov_task.SIGNAL)])
+        self.noise.set_offsets(xy[list(ov_task.NOISE)])
+        self.readoff.set_offsets(xy[[ov_task.READOFF]])
         self.ax.set_xlim(-lim, lim)
         self.ax.set_ylim(-lim, lim)
-        orders = [S.format_ordering(self.qk[t, h]).replace(" > noise", "").replace(" ", "") for h in range(2)]
-        opp = (
-            "opposite"
-            if S.are_opposite(S.preference_ordering(self.qk[t, 0]), S.preference_ordering(self.qk[t, 1]))
-            else "not opposite"
-        )
+        orders = [analysis.format_ordering(self.qk[t, h]).replace(" > noise", "").replace(" ", "") for h in range(2)]
+        opp = "opposite" if opposite_over_time(self.qk[t : t + 1])[0] else "not opposite"
         acc = f"   acc {self.acc[t]:6.2%}" if self.acc is not None else ""
         self.info.set_text(f"epoch {int(self.epochs[t]):>6d}{acc}\nhead 1: {orders[0]}   head 2: {orders[1]}   ({opp})")
         if self.strip is not None:
@@ -159,7 +156,8 @@ OPPOSITE_COLOUR = "C3"
 
 def opposite_over_time(qk: np.ndarray) -> np.ndarray:
     """bool [T]: heads 1 and 2 order the signal tokens oppositely at each snapshot (qk [T, heads, 12])."""
-    return np.array([S.are_opposite(S.preference_ordering(q[0]), S.preference_ordering(q[1])) for q in qk])
+    order = analysis.preference_ordering
+    return np.array([analysis.are_opposite(order(q[0]), order(q[1])) for q in qk])
 
 
 def ov_coherent_timeline(epochs: np.ndarray, qk: np.ndarray, metrics: dict, config: dict) -> Timeline:
@@ -224,7 +222,7 @@ def make_movie(
 ) -> EncodeResult:
     """Render the QK-plane movie of an open run into out_dir/basename.{mp4,webm,gif,png,html};
     `trail` in epochs (None: `frame_states.trail_length`'s rule)."""
-    epochs, qk = S.qk_trajectory(run)
+    epochs, qk = analysis.qk_trajectory(run)
     m = run.metrics()
     acc = np.interp(epochs, m["epoch"], m["acc"]) if "acc" in m else None
     timeline = ov_coherent_timeline(epochs, qk, m, run.config)

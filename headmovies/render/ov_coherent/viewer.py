@@ -30,6 +30,7 @@ import numpy as np
 from matplotlib.colors import to_hex
 
 from headmovies.errors import UserError
+from headmovies.render.core.frame_states import trail_length
 from headmovies.render.core.scatter_viewer import (
     Dot,
     Plane,
@@ -40,24 +41,23 @@ from headmovies.render.core.scatter_viewer import (
     scatter_payload,
     write_page,
 )
-from headmovies.render.ov_coherent import analysis as S
+from headmovies.render.ov_coherent import analysis
 from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords
 from headmovies.render.ov_coherent.movie import ACC_COLOUR, OPPOSITE_COLOUR, opposite_over_time, ov_coherent_timeline
 from headmovies.runfile.reader import Run
-from headmovies.tasks import ov_coherent as T
+from headmovies.tasks import ov_coherent as ov_task
 
 PACKAGE = "headmovies.render.ov_coherent.viewer_page"
 MAX_PAIRS = 1  # head-pair planes shown (heads 1 and 2; a third head adds none, to fit the screen)
 MAX_HEADS = 2  # per-head planes shown
-TRAIL_SNAPSHOTS = 12  # trails span about this many snapshots
 
 
 def own_class_logits(R: np.ndarray) -> np.ndarray:
     """[..., 12]: per key token b, the mean over the classes containing b of the centred OV
     table R [..., 10, 12] (0 for the read-off and noise, in no class)."""
-    out = np.zeros(R.shape[:-2] + (T.D_VOCAB,))
-    for b in T.SIGNAL:
-        rows = [c for c, pair in enumerate(T.CLASSES) if b in pair]
+    out = np.zeros(R.shape[:-2] + (ov_task.D_VOCAB,))
+    for b in ov_task.SIGNAL:
+        rows = [c for c, pair in enumerate(ov_task.CLASSES) if b in pair]
         out[..., b] = R[..., rows, b].mean(-1)
     return out
 
@@ -65,10 +65,10 @@ def own_class_logits(R: np.ndarray) -> np.ndarray:
 def trajectories(run: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(epochs [S], read-off QK rows [S, H, 12], centred OV tables [S, H, 10, 12]), one pass."""
     epochs, qk, ov = [], [], []
-    for epoch, w in run.iter_weights(list(T.WEIGHT_NAMES)):
+    for epoch, w in run.iter_weights(list(ov_task.WEIGHT_NAMES)):
         epochs.append(epoch)
-        qk.append(S.readoff_qk(w))
-        ov.append(S.ov_tables(w))
+        qk.append(analysis.readoff_qk(w))
+        ov.append(analysis.ov_tables(w))
     return np.array(epochs, np.int64), np.array(qk), np.array(ov)
 
 
@@ -104,10 +104,11 @@ def planes_of(H: int) -> tuple[list[Plane], list[tuple[str, int, int]]]:
     return planes, kinds
 
 
-def viewer_payload(run: Run) -> dict:
-    """The page's payload (`scatter_payload`) of an open ov-coherent run. UserError (one line)
-    for a run of another experiment or one without snapshots."""
-    S.require_run(run)
+def viewer_payload(run: Run, trail_epochs: float | None = None) -> dict:
+    """The page's payload (`scatter_payload`) of an open ov-coherent run; its trails span
+    trail_epochs (default `frame_states.trail_length`: a tenth of the run, at most 250). UserError
+    (one line) for a run of another experiment or one without snapshots."""
+    analysis.require_run(run)
     if len(run) == 0:
         raise UserError(f"{run.path} has no snapshot yet")
     epochs, qk, ov = trajectories(run)
@@ -115,11 +116,11 @@ def viewer_payload(run: Run) -> dict:
     xy = plane_coords(qk)  # (S, H, 12)
     own = own_class_logits(ov)  # (S, H, 12)
     planes, kinds = planes_of(H)
-    coords = np.zeros((n, len(planes), T.D_VOCAB, 2))
+    coords = np.zeros((n, len(planes), ov_task.D_VOCAB, 2))
     for p, (kind, i, j) in enumerate(kinds):
         coords[:, p, :, 0] = xy[:, i]
         coords[:, p, :, 1] = xy[:, j] if kind == "pair" else own[:, i]
-    orderings = [[S.format_ordering(qk[s, h]) for h in range(H)] for s in range(n)]
+    orderings = [[analysis.format_ordering(qk[s, h]) for h in range(H)] for s in range(n)]
     opposite = opposite_over_time(qk).tolist() if H >= 2 else [None] * n
     metrics = run.metrics()
     acc = at_snapshots(epochs, metrics["epoch"], metrics["acc"]) if "acc" in metrics else None
@@ -132,21 +133,20 @@ def viewer_payload(run: Run) -> dict:
             )
         captions.append(" · ".join(words))
     dots = [Dot("R", "#000000", "ring")]  # the read-off
-    dots += [Dot(str(t), to_hex(TOKEN_COLOURS[t])) for t in T.SIGNAL]
-    dots += [Dot(f"noise {t}", "#9a9a9a", "small") for t in T.NOISE]
+    dots += [Dot(str(t), to_hex(TOKEN_COLOURS[t])) for t in ov_task.SIGNAL]
+    dots += [Dot(f"noise {t}", "#9a9a9a", "small") for t in ov_task.NOISE]
     series = [Series("accuracy", ACC_COLOUR, acc)] if acc is not None else []
     if H >= 2:  # -1: opposite orders
-        tau = np.array([S.kendall_tau(q[0], q[1]) for q in qk])
+        tau = np.array([analysis.kendall_tau(q[0], q[1]) for q in qk])
         series.append(Series("Kendall τ of heads 1 and 2's orders", OPPOSITE_COLOUR, tau, -1.0, 1.0))
     cfg = run.config
-    span = int(epochs[-1] - epochs[0]) if n > 1 else 1
     timeline = ov_coherent_timeline(epochs, qk, metrics, cfg)
     detail = {
         "n_heads": H,
         "d_head": int(cfg.get("d_head", 0) or 0),
-        "signal": list(T.SIGNAL),
-        "noise": list(T.NOISE),
-        "classes": [list(c) for c in T.CLASSES],
+        "signal": list(ov_task.SIGNAL),
+        "noise": list(ov_task.NOISE),
+        "classes": [list(c) for c in ov_task.CLASSES],
         "orderings": orderings,
         "opposite": opposite,
     }
@@ -174,15 +174,18 @@ def viewer_payload(run: Run) -> dict:
         events=timeline.events,
         detail=detail,
         arrays={"qk": xy.astype(np.float32), "ov": ov.astype(np.float32)},
-        trail_epochs=max(1.0, span * TRAIL_SNAPSHOTS / max(n - 1, 1)),
+        trail_epochs=trail_length(epochs, trail_epochs),
     )
 
 
-def make_viewer(run_path: str | Path, out_dir: str | Path, name: str = "viewer") -> ViewerResult:
-    """Write out_dir/name.html, the viewer of an ov-coherent run (whole or not at all). UserError
-    for a run a user can get wrong (missing, another experiment, no snapshot)."""
+def make_viewer(
+    run_path: str | Path, out_dir: str | Path, name: str = "viewer", trail_epochs: float | None = None
+) -> ViewerResult:
+    """Write out_dir/name.html, the viewer of an ov-coherent run (whole or not at all; trails as
+    in `viewer_payload`). UserError for a run a user can get wrong (missing, another experiment,
+    no snapshot)."""
     t0 = time.perf_counter()
     with Run(run_path) as run:
-        payload = viewer_payload(run)
+        payload = viewer_payload(run, trail_epochs)
     path = write_page(payload, PACKAGE, out_dir, name)
     return ViewerResult(path, path.stat().st_size, time.perf_counter() - t0, len(payload["epochs"]))
