@@ -12,7 +12,8 @@ classes ordered (1,1), (1,2), (1,3), (1,4), (2,2), ..., (4,4). Loss at the read-
 
 Model: fixed one-hot W_E (d_model = 12) -> one attention layer (n_heads heads of d_head, no
 positional embedding, no biases, no mask: only the last position is read and it sees the whole
-sequence) + residual -> W_U [12, 10]. Adam, fresh batches every step.
+sequence) + residual -> W_U [12, 10]. Adam (AdamW with `weight_decay` > 0), the learning rate
+constant or on a schedule (`lr_factor`), fresh batches every step.
 
 Exact evaluation. Without positions, the read-off's output depends only on how many times each
 token occurs among the keys, so the whole data distribution collapses to (class, noise multiset)
@@ -25,12 +26,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from headmovies.errors import ConfigError
-from headmovies.tasks.ov_coherent import D_VOCAB, N_CLASSES, NOISE, READOFF, SIGNAL, class_table, task_cases
+from headmovies.errors import ConfigError, UserError
+from headmovies.tasks.ov_coherent import (
+    D_VOCAB,
+    N_CLASSES,
+    NOISE,
+    READOFF,
+    SIGNAL,
+    UNIFORM_SIGNAL,
+    class_table,
+    signal_probs,
+    task_cases,
+)
 from headmovies.train.config import TrainConfig, require_memory, require_signs
 from headmovies.train.task import Task
 
@@ -45,6 +57,12 @@ class OVCoherentConfig(TrainConfig):
     lr: float = 1e-3  # Adam
     init_scale: float = 1.0  # multiplies every initial weight
     log_early: bool = True  # snapshots at steps 1, 2, 4, ... too (the orderings form early)
+    weight_decay: float = 0.0  # decoupled (AdamW); 0 = plain Adam
+    lr_schedule: str = "constant"  # constant, cosine or linear decay to 0 at the final step
+    warmup: int = 0  # steps of linear warm-up from 0 to lr, before the schedule's decay
+    signal_weights: str = UNIFORM_SIGNAL  # relative frequency of signal tokens 1-4, e.g. "4,3,2,1"
+    # added after run files existed: stored in the run file's config only when set
+    OMIT_AT_DEFAULT = ("weight_decay", "lr_schedule", "warmup", "signal_weights")
 
     def validate(self) -> None:
         super().validate()
@@ -56,6 +74,16 @@ class OVCoherentConfig(TrainConfig):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)}")
         require_signs(self, positive=("lr", "init_scale"))
+        if self.weight_decay < 0:
+            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        if not 0 <= self.warmup <= self.epochs:
+            raise ConfigError(f"warmup must be in 0..epochs ({self.epochs:,}), got {self.warmup:,}")
+        try:
+            signal_probs(self.signal_weights)
+        except UserError as e:
+            raise ConfigError(str(e)) from None
         require_memory(self.memory_bytes(), "batch, seq_len, n_heads or d_head")
 
     def memory_bytes(self) -> int:
@@ -66,14 +94,36 @@ class OVCoherentConfig(TrainConfig):
         return 16 * params + 14 * B * L * (H * (self.d_head + 1) + 12) + 8 * 65_536 * L
 
 
-def sample_batch(n: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+LR_SCHEDULES = ("constant", "cosine", "linear")
+
+
+def lr_factor(epoch: int, epochs: int, schedule: str = "constant", warmup: int = 0) -> float:
+    """The multiplier of `lr` at optimizer step `epoch` (1..epochs): epoch / warmup during the
+    warm-up, then with u = (epoch - 1 - warmup) / (epochs - warmup) in [0, 1): 1 (constant),
+    (1 + cos(pi u)) / 2 (cosine) or 1 - u (linear). Exactly 1.0 for constant without warm-up."""
+    if epoch <= warmup:
+        return epoch / warmup
+    if schedule == "constant":
+        return 1.0
+    u = (epoch - 1 - warmup) / max(1, epochs - warmup)
+    return 0.5 * (1 + math.cos(math.pi * u)) if schedule == "cosine" else 1 - u
+
+
+def sample_batch(
+    n: int, seq_len: int, generator: torch.Generator, signal_p: np.ndarray | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """n fresh sequences: tokens [n, L] int64 (read-off last) and labels [n] int64 (class index).
 
-    A, B uniform on 1-4 and independent; their two positions a uniform random pair of distinct
-    positions among the first L-1; noise uniform on 5-11 elsewhere. Every draw uses `generator`.
+    A, B independent, uniform on 1-4 (or with probabilities `signal_p` [4]); their two positions
+    a uniform random pair of distinct positions among the first L-1; noise uniform on 5-11
+    elsewhere. Every draw uses `generator`; a uniform `signal_p` draws as None does.
     """
     tokens = torch.randint(NOISE[0], NOISE[-1] + 1, (n, seq_len), generator=generator)
-    signal = torch.randint(SIGNAL[0], SIGNAL[-1] + 1, (n, 2), generator=generator)
+    if signal_p is None or (signal_p == signal_p[0]).all():
+        signal = torch.randint(SIGNAL[0], SIGNAL[-1] + 1, (n, 2), generator=generator)
+    else:
+        p = torch.from_numpy(np.asarray(signal_p, np.float64))
+        signal = SIGNAL[0] + torch.multinomial(p, 2 * n, replacement=True, generator=generator).view(n, 2)
     pos = torch.rand(n, seq_len - 1, generator=generator).argsort(-1)[:, :2]  # (n, 2) distinct
     tokens.scatter_(1, pos, signal)
     tokens[:, -1] = READOFF
@@ -132,18 +182,27 @@ class OVCoherentTask(Task[OVCoherentConfig]):
     def __init__(self, cfg: OVCoherentConfig):
         super().__init__(cfg)
         self.model = ReadoffAttention(cfg.n_heads, cfg.d_head, cfg.init_scale)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
-        cases = task_cases(cfg.seq_len, seed=cfg.seed + 2)  # exact, or a fixed seeded sample for long L
+        if cfg.weight_decay > 0:
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        else:
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.signal_p = signal_probs(cfg.signal_weights)
+        # exact, or a fixed seeded sample for long L
+        cases = task_cases(cfg.seq_len, seed=cfg.seed + 2, signal_weights=cfg.signal_weights)
         self.eval_counts = torch.from_numpy(cases.counts).float()
         self.eval_labels = torch.from_numpy(cases.labels).long()
         self.eval_probs = torch.from_numpy(cases.probs).double()
         self.exact = cases.exact
 
     def step(self, epoch: int) -> None:
-        tokens, labels = sample_batch(self.cfg.batch, self.cfg.seq_len, self.generator)
+        cfg = self.cfg
+        tokens, labels = sample_batch(cfg.batch, cfg.seq_len, self.generator, self.signal_p)
         loss = F.cross_entropy(self.model(tokens), labels)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if cfg.lr_schedule != "constant" or cfg.warmup:
+            for group in self.optimizer.param_groups:
+                group["lr"] = cfg.lr * lr_factor(epoch, cfg.epochs, cfg.lr_schedule, cfg.warmup)
         self.optimizer.step()
 
     @torch.no_grad()
