@@ -222,6 +222,7 @@ def test_run_file_holds_named_weights_and_resume_is_bit_exact(tmp_path):
         (["signal_weights=1,2,3"], "signal_weights"),
         (["signal_weights=1,0,1,1"], "signal_weights"),
         (["signal_weights=a,b,c,d"], "signal_weights"),
+        (["unembed=fixed"], "unembed"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, sets, needle):
@@ -456,3 +457,39 @@ def test_weight_decay_shrinks_weights_the_gradient_does_not_hold():
             task.step(e)
         norms[wd] = task.model.W_V.detach().norm().item() / before
     assert norms[1.0] < 0.9**20 * 2 and norms[0.0] > 0.5
+
+
+def test_default_initialisation_is_drawn_as_before():
+    torch.manual_seed(3)
+    model = P.ReadoffAttention(2, 1, init_scale=0.5)
+    torch.manual_seed(3)
+    want = [0.5 * torch.randn(2, 12, 1) / np.sqrt(12) for _ in range(3)]
+    want += [0.5 * torch.randn(2, 1, 12) / np.sqrt(2), 0.5 * torch.randn(12, 10) / np.sqrt(12)]
+    for name, w in zip(["W_Q", "W_K", "W_V", "W_O", "W_U"], want):
+        assert torch.equal(getattr(model, name).detach(), w), name
+
+
+def test_one_hot_unembedding_is_fixed_and_the_analysis_reads_it(tmp_path):
+    torch.manual_seed(0)
+    model = P.ReadoffAttention(n_heads=2, d_head=1, unembed="one-hot")
+    assert model.W_E.shape == (12, 22) and model.W_U.shape == (22, 10) and not model.W_U.requires_grad
+    np.testing.assert_array_equal(model.W_U[12:].numpy(), np.eye(10))
+    assert not model.W_U[:12].any() and not model.W_Q[:, 12:].any() and not model.W_O[..., :12].any()
+    tokens, _ = P.sample_batch(64, 10, torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        want = model(tokens).numpy()
+    counts = torch.nn.functional.one_hot(tokens, 12).sum(1).numpy()
+    weights = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    np.testing.assert_allclose(S.logits(weights, counts), want, atol=1e-5)
+    assert not S.direct_logits(weights).any()  # the read-off's own embedding adds no class logit
+    run = tmp_path / "onehot.h5"
+    train("ov-coherent", _cfg(epochs=10, unembed="one-hot"), run, progress=False)
+    with Run(run) as r:
+        assert r.config["unembed"] == "one-hot"
+        first, last = r.weights(0), r.weights(-1)
+        np.testing.assert_array_equal(first["W_U"], last["W_U"])  # fixed
+        assert not last["W_Q"][:, 12:].any() and not last["W_O"][..., :12].any()  # no gradient there
+        assert (last["W_O"] != first["W_O"]).any()
+        cases = S.run_cases(r)
+        exact, _ = S.accuracy(S.logits(last, cases.counts).argmax(-1), cases)
+        assert r.metrics()["acc"][-1] == pytest.approx(exact, abs=1e-6)

@@ -61,8 +61,9 @@ class OVCoherentConfig(TrainConfig):
     lr_schedule: str = "constant"  # constant, cosine or linear decay to 0 at the final step
     warmup: int = 0  # steps of linear warm-up from 0 to lr, before the schedule's decay
     signal_weights: str = UNIFORM_SIGNAL  # relative frequency of signal tokens 1-4, e.g. "4,3,2,1"
+    unembed: str = "learned"  # learned W_U, or "one-hot": fixed W_U, class tokens in the residual
     # added after run files existed: stored in the run file's config only when set
-    OMIT_AT_DEFAULT = ("weight_decay", "lr_schedule", "warmup", "signal_weights")
+    OMIT_AT_DEFAULT = ("weight_decay", "lr_schedule", "warmup", "signal_weights", "unembed")
 
     def validate(self) -> None:
         super().validate()
@@ -78,6 +79,8 @@ class OVCoherentConfig(TrainConfig):
             raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ConfigError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        if self.unembed not in UNEMBEDS:
+            raise ConfigError(f"unembed must be one of {', '.join(UNEMBEDS)}, got {self.unembed!r}")
         if not 0 <= self.warmup <= self.epochs:
             raise ConfigError(f"warmup must be in 0..epochs ({self.epochs:,}), got {self.warmup:,}")
         try:
@@ -109,6 +112,11 @@ def lr_factor(epoch: int, epochs: int, schedule: str = "constant", warmup: int =
     return 0.5 * (1 + math.cos(math.pi * u)) if schedule == "cosine" else 1 - u
 
 
+def _rows(w: torch.Tensor, d_model: int) -> torch.Tensor:
+    """[H, 12, d_head] -> [H, d_model, d_head]: w on the 12 input tokens' rows, 0 below."""
+    return torch.cat([w, w.new_zeros(w.shape[0], d_model - w.shape[1], w.shape[2])], 1)
+
+
 def sample_batch(
     n: int, seq_len: int, generator: torch.Generator, signal_p: np.ndarray | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,26 +138,46 @@ def sample_batch(
     return tokens, torch.from_numpy(class_table())[signal[:, 0], signal[:, 1]]
 
 
+UNEMBEDS = ("learned", "one-hot")
+
+
 class ReadoffAttention(nn.Module):
-    """Fixed one-hot W_E [12, 12] -> n_heads heads (W_Q, W_K, W_V [H, 12, d_head], W_O
-    [H, d_head, 12]) + residual -> W_U [12, 10]. Row-vector convention, TransformerLens names."""
+    """Fixed one-hot W_E [12, d_model] -> n_heads heads (W_Q, W_K, W_V [H, d_model, d_head], W_O
+    [H, d_head, d_model]) + residual -> W_U [d_model, 10]. Row-vector convention, TransformerLens names.
+
+    unembed "learned": d_model = 12, W_E the identity, W_U a parameter. "one-hot" (source 004's
+    "one-hot (un)embeddings"): d_model = 22, the 12 input tokens and the 10 class tokens each own
+    a residual direction; W_E = [I_12 | 0] and W_U = [0; I_10] are fixed, so the heads write
+    class logits straight through W_O and the read-off's own embedding adds nothing to them.
+    The rows of W_Q, W_K, W_V no token uses and the columns of W_O no class reads start at 0
+    and get no gradient; the others start as with the learned unembedding."""
 
     W_E: torch.Tensor  # a buffer (register_buffer)
 
-    def __init__(self, n_heads: int, d_head: int, init_scale: float = 1.0):
+    def __init__(self, n_heads: int, d_head: int, init_scale: float = 1.0, unembed: str = "learned"):
         super().__init__()
-        d_model, g = D_VOCAB, init_scale
+        g = init_scale
         self.d_head = d_head
-        self.register_buffer("W_E", torch.eye(D_VOCAB))  # fixed one-hot embedding, stored in snapshots
-        self.W_Q = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
-        self.W_K = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
-        self.W_V = nn.Parameter(g * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
-        self.W_O = nn.Parameter(g * torch.randn(n_heads, d_head, d_model) / math.sqrt(d_head * n_heads))
-        self.W_U = nn.Parameter(g * torch.randn(d_model, N_CLASSES) / math.sqrt(d_model))
+        d_in = D_VOCAB
+        d_model = D_VOCAB if unembed == "learned" else D_VOCAB + N_CLASSES
+        self.register_buffer("W_E", torch.eye(D_VOCAB, d_model))  # fixed one-hot embedding, stored in snapshots
+        self.W_Q = nn.Parameter(g * _rows(torch.randn(n_heads, d_in, d_head), d_model) / math.sqrt(d_in))
+        self.W_K = nn.Parameter(g * _rows(torch.randn(n_heads, d_in, d_head), d_model) / math.sqrt(d_in))
+        self.W_V = nn.Parameter(g * _rows(torch.randn(n_heads, d_in, d_head), d_model) / math.sqrt(d_in))
+        if unembed == "learned":
+            self.W_O = nn.Parameter(g * torch.randn(n_heads, d_head, d_model) / math.sqrt(d_head * n_heads))
+            self.W_U = nn.Parameter(g * torch.randn(d_model, N_CLASSES) / math.sqrt(d_model))
+        else:
+            W_O = torch.zeros(n_heads, d_head, d_model)
+            W_O[..., D_VOCAB:] = g * torch.randn(n_heads, d_head, N_CLASSES) / math.sqrt(d_head * n_heads)
+            self.W_O = nn.Parameter(W_O)
+            W_U = torch.zeros(d_model, N_CLASSES)
+            W_U[D_VOCAB:] = torch.eye(N_CLASSES)
+            self.register_buffer("W_U", W_U)  # fixed one-hot unembedding, stored in snapshots
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [B, L] -> logits at the last (read-off) position [B, 10]."""
-        x = self.W_E[tokens]  # (B, L, d)
+        x = self.W_E[tokens]  # (B, L, d_model)
         q = torch.einsum("bd,hde->bhe", x[:, -1], self.W_Q)  # (B, H, dh) read-off query
         k = torch.einsum("bld,hde->bhle", x, self.W_K)  # (B, H, L, dh)
         v = torch.einsum("bld,hde->bhle", x, self.W_V)
@@ -181,7 +209,7 @@ class OVCoherentTask(Task[OVCoherentConfig]):
 
     def __init__(self, cfg: OVCoherentConfig):
         super().__init__(cfg)
-        self.model = ReadoffAttention(cfg.n_heads, cfg.d_head, cfg.init_scale)
+        self.model = ReadoffAttention(cfg.n_heads, cfg.d_head, cfg.init_scale, cfg.unembed)
         if cfg.weight_decay > 0:
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         else:
