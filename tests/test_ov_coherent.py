@@ -493,3 +493,23 @@ def test_one_hot_unembedding_is_fixed_and_the_analysis_reads_it(tmp_path):
         cases = S.run_cases(r)
         exact, _ = S.accuracy(S.logits(last, cases.counts).argmax(-1), cases)
         assert r.metrics()["acc"][-1] == pytest.approx(exact, abs=1e-6)
+
+
+def test_uniform_attention_control_keeps_every_qk_score_at_zero(tmp_path):
+    run = tmp_path / "uniform.h5"
+    train("ov-coherent", _cfg(epochs=10, uniform_attention="true"), run, progress=False)
+    with Run(run) as r:
+        assert r.config["uniform_attention"] is True
+        first, last = r.weights(0), r.weights(-1)
+        assert not last["W_Q"].any() and not S.readoff_qk(last).any()
+        np.testing.assert_array_equal(first["W_K"], last["W_K"])  # no gradient reaches W_K either
+        assert (first["W_V"] != last["W_V"]).any()
+        att = S.attention(last, T.task_cases(6).counts)
+        np.testing.assert_allclose(att.sum(-1), 1.0)
+        np.testing.assert_allclose(att[:, :, 0], 1 / 6)  # the read-off: one of six equal keys
+    torch.manual_seed(0)
+    a = P.ReadoffAttention(2, 1)
+    torch.manual_seed(0)
+    b = P.ReadoffAttention(2, 1, uniform=True)
+    for name in ("W_K", "W_V", "W_O", "W_U"):  # the other weights start as without the control
+        assert torch.equal(getattr(a, name), getattr(b, name))

@@ -62,8 +62,9 @@ class OVCoherentConfig(TrainConfig):
     warmup: int = 0  # steps of linear warm-up from 0 to lr, before the schedule's decay
     signal_weights: str = UNIFORM_SIGNAL  # relative frequency of signal tokens 1-4, e.g. "4,3,2,1"
     unembed: str = "learned"  # learned W_U, or "one-hot": fixed W_U, class tokens in the residual
+    uniform_attention: bool = False  # a control: W_Q fixed at 0, so every head attends uniformly
     # added after run files existed: stored in the run file's config only when set
-    OMIT_AT_DEFAULT = ("weight_decay", "lr_schedule", "warmup", "signal_weights", "unembed")
+    OMIT_AT_DEFAULT = ("weight_decay", "lr_schedule", "warmup", "signal_weights", "unembed", "uniform_attention")
 
     def validate(self) -> None:
         super().validate()
@@ -149,12 +150,15 @@ class ReadoffAttention(nn.Module):
     "one-hot (un)embeddings"): d_model = 22, the 12 input tokens and the 10 class tokens each own
     a residual direction; W_E = [I_12 | 0] and W_U = [0; I_10] are fixed, so the heads write
     class logits straight through W_O and the read-off's own embedding adds nothing to them.
+    uniform (a control): W_Q is a buffer of zeros, every QK score 0, every head attends uniformly.
     The rows of W_Q, W_K, W_V no token uses and the columns of W_O no class reads start at 0
     and get no gradient; the others start as with the learned unembedding."""
 
     W_E: torch.Tensor  # a buffer (register_buffer)
 
-    def __init__(self, n_heads: int, d_head: int, init_scale: float = 1.0, unembed: str = "learned"):
+    def __init__(
+        self, n_heads: int, d_head: int, init_scale: float = 1.0, unembed: str = "learned", uniform: bool = False
+    ):
         super().__init__()
         g = init_scale
         self.d_head = d_head
@@ -174,6 +178,9 @@ class ReadoffAttention(nn.Module):
             W_U = torch.zeros(d_model, N_CLASSES)
             W_U[D_VOCAB:] = torch.eye(N_CLASSES)
             self.register_buffer("W_U", W_U)  # fixed one-hot unembedding, stored in snapshots
+        if uniform:  # drawn as above (the other weights start as without it), then fixed at 0
+            del self.W_Q
+            self.register_buffer("W_Q", torch.zeros(n_heads, d_model, d_head))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens [B, L] -> logits at the last (read-off) position [B, 10]."""
@@ -209,7 +216,7 @@ class OVCoherentTask(Task[OVCoherentConfig]):
 
     def __init__(self, cfg: OVCoherentConfig):
         super().__init__(cfg)
-        self.model = ReadoffAttention(cfg.n_heads, cfg.d_head, cfg.init_scale, cfg.unembed)
+        self.model = ReadoffAttention(cfg.n_heads, cfg.d_head, cfg.init_scale, cfg.unembed, cfg.uniform_attention)
         if cfg.weight_decay > 0:
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         else:
