@@ -10,8 +10,10 @@ OUT/knobs.png (reversal rate per setting, with 95 % Wilson intervals). Per run, 
 alone (`render.ov_coherent.analysis`): exact accuracy and worst class at the last snapshot,
 reversed orders (yes/no), Kendall τ, the hard-attention agreement, the epoch from which the
 orderings stay as they end (`orderings_settle_epoch`) and the epoch from which the accuracy
-stays at 100 %; and the sharpening test: the exact loss with every head's QK scores doubled,
-over the loss as trained (> 1: the cross-entropy prefers the attention as soft as it is).
+stays at 100 %; and the sharpening tests: d log(loss) / d log(k) at k = 1 with every head's
+QK scores multiplied by k (< 0: the cross-entropy at that point prefers sharper attention),
+over all classes and split into pairs {a,a} and {a,b}, and the exact loss at k = 2 over the
+loss as trained.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from headmovies.render.core.timeline import first_lasting
 from headmovies.render.ov_coherent import analysis as S
 from headmovies.runfile.reader import Run
 from headmovies.sweeps.census_tables import wilson_interval
-from headmovies.tasks.ov_coherent import WEIGHT_NAMES, Cases
+from headmovies.tasks.ov_coherent import CLASSES, WEIGHT_NAMES, Cases
 from headmovies.train.config import config_dict
 from headmovies.train.ov_coherent import OVCoherentConfig
 
@@ -59,14 +61,31 @@ def _value(v) -> str:
     return str(v)
 
 
-def sharpened_loss(weights: dict[str, np.ndarray], cases: Cases, factor: float) -> float:
+def sharpened_loss(
+    weights: dict[str, np.ndarray], cases: Cases, factor: float, select: np.ndarray | None = None
+) -> float:
     """Exact cross-entropy over the task distribution with every head's read-off QK scores
-    multiplied by `factor` (W_Q scaled; OV circuit and readout unchanged)."""
+    multiplied by `factor` (W_Q scaled; OV circuit and readout unchanged): the expectation
+    over all cases, or the probability-weighted sum over the cases where `select` [N] holds."""
     w = dict(weights, W_Q=np.asarray(weights["W_Q"], np.float64) * factor)
     z = S.logits(w, cases.counts)
     z = z - z.max(-1, keepdims=True)
     nll = np.log(np.exp(z).sum(-1)) - z[np.arange(len(cases)), cases.labels]
-    return float(cases.probs @ nll / cases.probs.sum())
+    if select is None:
+        return float(cases.probs @ nll / cases.probs.sum())
+    return float(cases.probs[select] @ nll[select])
+
+
+def sharpening_slopes(weights: dict[str, np.ndarray], cases: Cases, h: float = 0.05) -> dict[str, float]:
+    """d log(loss) / d log(k) at k = 1, k the factor on every QK score (central difference at
+    k = exp(±h)): "all" classes, "equal" pairs {a,a} and "distinct" pairs {a,b}. Negative: the
+    loss falls as the attention sharpens."""
+    equal = np.array([a == b for a, b in CLASSES])[cases.labels]
+    out = {}
+    for key, sel in (("all", None), ("equal", equal), ("distinct", ~equal)):
+        up, down = (sharpened_loss(weights, cases, math.exp(s * h), sel) for s in (1, -1))
+        out[key] = (math.log(up) - math.log(down)) / (2 * h)
+    return out
 
 
 def run_row(path: str | Path) -> dict:
@@ -102,6 +121,7 @@ def run_row(path: str | Path) -> dict:
             "acc_100_from": first_lasting(m["epoch"], np.asarray(m["acc"]) >= 1 - 1e-12),
             "loss": loss,
             "sharpen_ratio": sharpened_loss(w, cases, SHARPEN) / loss,
+            "sharpen_slope": sharpening_slopes(w, cases),
             "machine": run.provenance()["machine"],
         }
 
@@ -139,7 +159,8 @@ def by_setting(rows: list[dict]) -> dict[str, list[dict]]:
 def setting_stats(group: list[dict]) -> dict:
     """Per setting: runs, runs at 100 %, reversed at 100 % (count, seeds, Wilson interval),
     Kendall τ (mean, count < 0), hard-attention agreement (median), settle epoch (median, max),
-    sharpening ratio (median; count > 1), and whether it reaches ALMOST_ALL of 10."""
+    sharpening ratio at k = 2 (median; count > 1) and slope (median; count < 0), and whether it
+    reaches ALMOST_ALL of 10."""
     n = len(group)
     solved = [r for r in group if r["acc"] >= 1 - 1e-12]
     rev = [r for r in solved if r["reversed"]]
@@ -158,6 +179,8 @@ def setting_stats(group: list[dict]) -> dict:
         "settle_max": max(settle) if settle else None,
         "sharpen_median": float(np.median([r["sharpen_ratio"] for r in group])),
         "sharpen_up": sum(r["sharpen_ratio"] > 1 for r in group),
+        "slope_median": float(np.median([r["sharpen_slope"]["all"] for r in group])),
+        "slope_negative": sum(r["sharpen_slope"]["all"] < 0 for r in group),
         "almost_all": len(rev) >= math.ceil(ALMOST_ALL * n / 10),
     }
 
@@ -166,7 +189,7 @@ def knobs_table(rows: list[dict]) -> str:
     """Markdown: one line per setting."""
     head = (
         "| setting | runs | 100 % accurate | reversed at 100 % | reversed seeds | Kendall τ: mean (< 0) | "
-        "hard attention: median | orders settle: median (latest) | loss × QK ×2: median (> 1) |"
+        "hard attention: median | orders settle: median (latest) | d log loss / d log QK: median (< 0) |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, group in by_setting(rows).items():
@@ -175,7 +198,7 @@ def knobs_table(rows: list[dict]) -> str:
         lines.append(
             f"| {name} | {s['runs']} | {s['solved']} | **{s['reversed']}/{s['runs']}** | {seeds} | "
             f"{s['tau_mean']:+.2f} ({s['tau_negative']}) | {s['hard_median']:.0%} | "
-            f"{s['settle_median']:,.0f} ({s['settle_max'] or 0:,}) | {s['sharpen_median']:.2f} ({s['sharpen_up']}) |"
+            f"{s['settle_median']:,.0f} ({s['settle_max'] or 0:,}) | {s['slope_median']:+.1f} ({s['slope_negative']}) |"
         )
     return "\n".join(lines) + "\n"
 
