@@ -22,6 +22,8 @@ def test_settings_are_named_by_the_keys_set_away_from_the_defaults():
     assert K.setting_text(K.setting_of(cfg)) == "epochs=20000, lr=0.003, signal_weights=4,3,2,1"
     cfg = config_dict(OVCoherentConfig(warmup=1000, lr_schedule="cosine", init_scale=3.0))
     assert K.setting_text(K.setting_of(cfg)) == "init_scale=3, lr_schedule=cosine, warmup=1000"
+    cfg = config_dict(OVCoherentConfig(uniform_attention=True))
+    assert K.setting_text(K.setting_of(cfg)) == "uniform_attention=true"
 
 
 def _row(setting, seed, reversed_, acc=1.0, tau=-1.0):

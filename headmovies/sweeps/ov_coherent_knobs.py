@@ -56,6 +56,8 @@ def setting_text(setting: dict) -> str:
 
 
 def _value(v) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)
