@@ -213,7 +213,7 @@ def rate_figure(rows: list[dict]):
     groups = by_setting(rows)
     names = list(groups)
     stats = [setting_stats(groups[k]) for k in names]
-    fig = Figure(figsize=(7.2, 0.3 * len(names) + 1.3), layout="constrained")
+    fig = Figure(figsize=(8.4, 0.3 * len(names) + 1.3), layout="constrained")
     ax = fig.subplots()
     y = np.arange(len(names))[::-1]
     rate = np.array([s["reversed"] / s["runs"] for s in stats])
@@ -230,10 +230,12 @@ def rate_figure(rows: list[dict]):
     ax.axvline(ALMOST_ALL / 10, color="C3", ls="--", lw=1)
     ax.text(ALMOST_ALL / 10, -0.6, " 8 of 10", color="C3", fontsize=8, va="bottom")
     ax.set_yticks(y, names, fontsize=8)
-    ax.set_xlim(0, 1.3)
+    ax.set_xlim(0, 1.42)
     ax.set_xticks(np.linspace(0, 1, 6))
     ax.set_ylim(-0.7, len(names) - 0.3)
-    ax.set_xlabel("share of seeds with exactly reversed orders at 100 % accuracy (95 % Wilson interval)", fontsize=9)
+    ax.set_xlabel(
+        "share of seeds with exactly reversed orders at 100 % accuracy (95 % Wilson interval)", fontsize=9, loc="left"
+    )
     ax.set_title("OV-coherent, 2 heads × d_head 1: reversal rate per setting", fontsize=10)
     return fig
 
