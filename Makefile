@@ -18,7 +18,7 @@ RUN := data/orbits.h5
 THREADS ?= 2
 MOVIE_DIR := outputs/orbits
 
-.PHONY: setup setup-all browser fault-tools lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen census-score-scale docs-picture docs-picture-induction docs-picture-ov-coherent grokking induction-bump
+.PHONY: setup setup-all browser fault-tools lint test test-fast movie viewer retrain train-orbits figures bench clean ov-coherent induction induction-seeds census census-gallery census-screen census-score-scale docs-picture docs-picture-induction docs-picture-ov-coherent grokking induction-bump ov-coherent-knobs docs-picture-ov-coherent-knobs
 
 # .ready: the package with the test extra (the unit tests, lint); .ready-all: the test-all extra
 # too (Ray, Playwright, TransformerLens: the integration and browser tests, make grokking)
@@ -212,6 +212,38 @@ ov-coherent: setup
 		--out data/ov-coherent/h1d4_seed$$s.h5 --set seed=$$s --set n_heads=1 --set d_head=4 --reuse || exit 1; done
 	$(HM) ov-coherent report $(OV_COHERENT_RUNS) --out outputs/ov-coherent
 	for r in $(OV_COHERENT_RUNS); do $(HM) view $$r --out outputs/ov-coherent/$$(basename $$r .h5) || exit 1; done
+
+# make ov-coherent-knobs - the knob sweep of docs/results/ov-coherent.md: seeds 0-9 of each
+# setting, one knob away from the defaults at a time, two combinations and a uniform-attention
+# control (seeds 0-2), one run at a time on one thread (143 runs, 45-60 minutes of one core at
+# 12-16 s a default run; rerunning skips finished runs), then the table, rows and reversal-rate
+# figure (python -m headmovies.sweeps.ov_coherent_knobs) in outputs/ov-coherent-knobs/
+OV_KNOBS := data/sweeps/ov-coherent-knobs
+OV_KNOBS_SEEDS ?= 0-9
+OV_KNOBS_SWEEP = OMP_NUM_THREADS=1 $(HM) sweep ov-coherent --workers 1 --seeds $(OV_KNOBS_SEEDS) --out $(OV_KNOBS)
+
+ov-coherent-knobs: setup
+	$(OV_KNOBS_SWEEP)/default
+	$(OV_KNOBS_SWEEP)/init_scale --grid init_scale=0.1,3
+	$(OV_KNOBS_SWEEP)/lr --grid lr=0.003
+	$(OV_KNOBS_SWEEP)/schedule --set warmup=1000 --grid lr_schedule=cosine
+	$(OV_KNOBS_SWEEP)/weight_decay --grid weight_decay=1
+	$(OV_KNOBS_SWEEP)/epochs --grid epochs=20000
+	$(OV_KNOBS_SWEEP)/batch --grid batch=64,1000
+	$(OV_KNOBS_SWEEP)/seq_len --grid seq_len=6
+	$(OV_KNOBS_SWEEP)/signal --set signal_weights=4,3,2,1
+	$(OV_KNOBS_SWEEP)/unembed --grid unembed=one-hot
+	$(OV_KNOBS_SWEEP)/unembed_lr --set unembed=one-hot --grid lr=0.003
+	$(OV_KNOBS_SWEEP)/unembed_lr_init --set unembed=one-hot --set lr=0.003 --grid init_scale=3
+	OMP_NUM_THREADS=1 $(HM) sweep ov-coherent --workers 1 --seeds 0-2 --out $(OV_KNOBS)/uniform --set uniform_attention=true
+	$(PY) -m headmovies.sweeps.ov_coherent_knobs $(addprefix $(OV_KNOBS)/,default init_scale lr schedule \
+		weight_decay epochs batch seq_len signal unembed unembed_lr unembed_lr_init uniform) --out outputs/ov-coherent-knobs
+
+# make docs-picture-ov-coherent-knobs - the results page's reversal-rate figure (under 0.2 MB)
+docs-picture-ov-coherent-knobs: ov-coherent-knobs
+	cp outputs/ov-coherent-knobs/knobs.png docs/pictures/.partial-ov-coherent-knobs.png
+	mv docs/pictures/.partial-ov-coherent-knobs.png docs/pictures/ov-coherent-knobs.png
+	@ls -l docs/pictures/ov-coherent-knobs.png
 
 # make induction - source 003: train the 1-layer, smeared-key and 2-layer models (seed 0; complete
 # runs are reused), then figures, tables and attention movies under outputs/induction/, and each

@@ -30,7 +30,9 @@ class FamilySummary(NamedTuple):
 SUMMARIES: dict[str, FamilySummary] = {
     "induction": FamilySummary(induction.sweep_summary, induction.SWEEP_OUTCOME),
     "orbits": FamilySummary(orbits.sweep_summary, orbits.SWEEP_OUTCOME, orbits.spectrum_detail, orbits.SWEEP_DETAIL),
-    "ov_coherent": FamilySummary(ov_coherent.sweep_summary, ov_coherent.SWEEP_OUTCOME),
+    "ov_coherent": FamilySummary(
+        ov_coherent.sweep_summary, ov_coherent.SWEEP_OUTCOME, ov_coherent.orderings_detail, ov_coherent.SWEEP_DETAIL
+    ),
 }
 
 

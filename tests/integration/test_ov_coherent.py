@@ -212,7 +212,19 @@ def test_run_file_holds_named_weights_and_resume_is_bit_exact(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "sets, needle", [(["seq_len=2"], "seq_len"), (["n_heads=0"], "n_heads"), (["d_head=0"], "d_head")]
+    "sets, needle",
+    [
+        (["seq_len=2"], "seq_len"),
+        (["n_heads=0"], "n_heads"),
+        (["d_head=0"], "d_head"),
+        (["weight_decay=-1"], "weight_decay"),
+        (["lr_schedule=step"], "lr_schedule"),
+        (["warmup=99999", "epochs=10"], "warmup"),
+        (["signal_weights=1,2,3"], "signal_weights"),
+        (["signal_weights=1,0,1,1"], "signal_weights"),
+        (["signal_weights=a,b,c,d"], "signal_weights"),
+        (["unembed=fixed"], "unembed"),
+    ],
 )
 def test_bad_config_is_one_line_and_exit_2(tmp_path, capsys, sets, needle):
     argv = ["train", "ov-coherent", "--out", str(tmp_path / "x.h5"), "--no-progress"]
@@ -349,3 +361,175 @@ def test_the_analysis_is_typed_and_its_json_keeps_the_stored_keys():
     ]  # fmt: skip
     assert d["heads"][1]["ordering"] == [4, 3, 2, 1] and d["opposite"] is True
     assert json.loads(json.dumps(d)) == d
+
+
+# ------------------------------------------------------------------ sweep knobs and the settle epoch
+
+
+def test_orderings_settle_epoch_is_the_first_snapshot_of_the_final_orderings():
+    epochs = np.array([0, 1, 2, 25, 50, 75])
+    qk = np.zeros((6, 2, 12))
+    qk[:, 0, 1:5] = [4, 3, 2, 1]  # head 1: 1 > 2 > 3 > 4 throughout
+    # head 2 changes at 1 and 25, is back at the final ordering at 2 but leaves it again at 25
+    qk[:, 1, 1:5] = [[1, 2, 3, 4], [4, 3, 2, 1], [1, 2, 3, 4], [1, 3, 2, 4], [1, 2, 3, 4], [1, 2, 3, 4]]
+    assert analysis.orderings_settle_epoch(epochs, qk) == 50
+    assert analysis.orderings_settle_epoch(epochs[:1], qk[:1]) == 0  # one snapshot: settled from it
+    still = qk.copy()
+    still[:, 1, 1:5] = [1, 2, 3, 4]
+    assert analysis.orderings_settle_epoch(epochs, still) == 0  # never changed
+    still[-1, 0, 1:5] = [3, 4, 2, 1]  # head 1 swaps 1 and 2 at the last snapshot
+    assert analysis.orderings_settle_epoch(epochs, still) == 75
+    assert analysis.orderings_settle_epoch(epochs, qk[:, :1]) is None  # one head: no pair of orderings
+
+
+def test_orderings_detail_reads_the_row():
+    from headmovies.render.ov_coherent.summary import orderings_detail
+
+    row = {
+        "orderings": ["1 > 2 > 3 > 4 > noise", "4 > 3 > noise > 2 > 1"],
+        "kendall_tau": -1.0,
+        "hard_attention_agreement": 0.875,
+        "orderings_settle_epoch": 1250,
+    }
+    assert orderings_detail(row) == "1234 / 4321, τ -1.00, hard 87.5%, settled at 1,250"
+    assert orderings_detail({"orderings": ["1 > 2 > 3 > 4"], "kendall_tau": None}) == ""
+
+
+def test_signal_weights_set_token_and_class_frequencies_exactly():
+    np.testing.assert_array_equal(ov_task.signal_probs(), [0.25] * 4)
+    np.testing.assert_allclose(ov_task.signal_probs("4,3,2,1"), [0.4, 0.3, 0.2, 0.1], rtol=1e-15)
+    probs = ov_task.class_probs("4,3,2,1")
+    assert probs.sum() == pytest.approx(1.0, abs=1e-15)
+    assert probs[ov_task.CLASSES.index((1, 1))] == pytest.approx(0.16) and probs[
+        ov_task.CLASSES.index((1, 4))
+    ] == pytest.approx(2 * 0.4 * 0.1)
+    cases = ov_task.task_cases(6, signal_weights="4,3,2,1")
+    np.testing.assert_allclose(np.bincount(cases.labels, cases.probs, 10), probs, rtol=1e-12)
+    # the default weights give the source's distribution bit for bit
+    np.testing.assert_array_equal(ov_task.task_cases(6).probs, ov_task.task_cases(6, signal_weights="2,2,2,2").probs)
+    # the sampled cases of a long context follow the weights too
+    long = ov_task.task_cases(16, signal_weights="4,3,2,1")
+    assert not long.exact
+    mass = np.bincount(long.labels, long.probs, 10)
+    sd = np.sqrt(probs * (1 - probs) / ov_task.SAMPLE_CASES)
+    assert (np.abs(mass - probs) < 5 * sd).all()
+    # and so do the training batches
+    n = 100_000
+    tokens, labels = ov_train.sample_batch(n, 6, torch.Generator().manual_seed(5), ov_task.signal_probs("4,3,2,1"))
+    freq = np.bincount(tokens.numpy().ravel(), minlength=12)[1:5] / (2 * n)
+    np.testing.assert_allclose(freq, [0.4, 0.3, 0.2, 0.1], atol=0.005)
+    is_signal = (tokens >= 1) & (tokens <= 4)
+    assert (is_signal.sum(1) == 2).all()
+    pairs = np.sort(tokens[is_signal].reshape(-1, 2).numpy(), axis=1)
+    assert (labels.numpy() == [ov_task.CLASSES.index((a, b)) for a, b in pairs]).all()
+    # uniform weights draw exactly as before signal_weights existed
+    a = ov_train.sample_batch(64, 10, torch.Generator().manual_seed(7))
+    b = ov_train.sample_batch(64, 10, torch.Generator().manual_seed(7), ov_task.signal_probs("3,3,3,3"))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_lr_factor_schedules():
+    assert [ov_train.lr_factor(e, 4) for e in range(1, 5)] == [1.0] * 4
+    assert [ov_train.lr_factor(e, 4, "linear") for e in range(1, 5)] == [1.0, 0.75, 0.5, 0.25]
+    assert [ov_train.lr_factor(e, 4, "cosine") for e in range(1, 5)] == pytest.approx(
+        [1.0, (1 + np.cos(np.pi / 4)) / 2, 0.5, (1 + np.cos(3 * np.pi / 4)) / 2]
+    )
+    assert [ov_train.lr_factor(e, 6, "linear", warmup=2) for e in range(1, 7)] == [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]
+    assert [ov_train.lr_factor(e, 3, "constant", warmup=3) for e in range(1, 4)] == pytest.approx([1 / 3, 2 / 3, 1.0])
+
+
+def test_new_keys_leave_the_default_run_as_it_was_and_act_when_set(tmp_path):
+    default = _cfg(epochs=5)
+    stored = pconfig.config_dict(default)
+    assert not {"weight_decay", "lr_schedule", "warmup", "signal_weights"} & stored.keys()
+    task = ov_train.OVCoherentTask(default)
+    assert type(task.optimizer) is torch.optim.Adam
+    # set keys are stored in the run file's config and act: AdamW, the lr on its schedule
+    cfg = _cfg(epochs=4, weight_decay=0.5, lr_schedule="linear", signal_weights="4,3,2,1")
+    task = ov_train.OVCoherentTask(cfg)
+    assert type(task.optimizer) is torch.optim.AdamW and task.optimizer.param_groups[0]["weight_decay"] == 0.5
+    lrs = []
+    for e in range(1, 5):
+        task.step(e)
+        lrs.append(task.optimizer.param_groups[0]["lr"])
+    assert lrs == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3])
+    run = tmp_path / "wd.h5"
+    train("ov-coherent", cfg, run, progress=False)
+    with Run(run) as r:
+        assert r.config["weight_decay"] == 0.5 and r.config["lr_schedule"] == "linear"
+        assert r.config["signal_weights"] == "4,3,2,1"
+        cases = analysis.run_cases(r)
+        np.testing.assert_allclose(np.bincount(cases.labels, cases.probs, 10), ov_task.class_probs("4,3,2,1"))
+        # the logged metric is the exact accuracy under the run's own distribution
+        w = r.weights(-1)
+        exact, _ = analysis.accuracy(analysis.logits(w, cases.counts).argmax(-1), cases)
+        assert r.metrics()["acc"][-1] == pytest.approx(exact, abs=1e-6)
+
+
+def test_weight_decay_shrinks_weights_the_gradient_does_not_hold():
+    """With lr 0.1 and weight_decay 1, AdamW multiplies every weight by 0.9 per step besides its
+    Adam step; on a huge initialisation the decay dominates and the norm falls, as without it it does not."""
+    norms = {}
+    for wd in (0.0, 1.0):
+        task = ov_train.OVCoherentTask(_cfg(epochs=20, lr=0.1, weight_decay=wd, init_scale=100))
+        before = task.model.W_V.detach().norm().item()
+        for e in range(1, 21):
+            task.step(e)
+        norms[wd] = task.model.W_V.detach().norm().item() / before
+    assert norms[1.0] < 0.9**20 * 2 and norms[0.0] > 0.5
+
+
+def test_default_initialisation_is_drawn_as_before():
+    torch.manual_seed(3)
+    model = ov_train.ReadoffAttention(2, 1, init_scale=0.5)
+    torch.manual_seed(3)
+    want = [0.5 * torch.randn(2, 12, 1) / np.sqrt(12) for _ in range(3)]
+    want += [0.5 * torch.randn(2, 1, 12) / np.sqrt(2), 0.5 * torch.randn(12, 10) / np.sqrt(12)]
+    for name, w in zip(["W_Q", "W_K", "W_V", "W_O", "W_U"], want):
+        assert torch.equal(getattr(model, name).detach(), w), name
+
+
+def test_one_hot_unembedding_is_fixed_and_the_analysis_reads_it(tmp_path):
+    torch.manual_seed(0)
+    model = ov_train.ReadoffAttention(n_heads=2, d_head=1, unembed="one-hot")
+    assert model.W_E.shape == (12, 22) and model.W_U.shape == (22, 10) and not model.W_U.requires_grad
+    np.testing.assert_array_equal(model.W_U[12:].numpy(), np.eye(10))
+    assert not model.W_U[:12].any() and not model.W_Q[:, 12:].any() and not model.W_O[..., :12].any()
+    tokens, _ = ov_train.sample_batch(64, 10, torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        want = model(tokens).numpy()
+    counts = torch.nn.functional.one_hot(tokens, 12).sum(1).numpy()
+    weights = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    np.testing.assert_allclose(analysis.logits(weights, counts), want, atol=1e-5)
+    assert not analysis.direct_logits(weights).any()  # the read-off's own embedding adds no class logit
+    run = tmp_path / "onehot.h5"
+    train("ov-coherent", _cfg(epochs=10, unembed="one-hot"), run, progress=False)
+    with Run(run) as r:
+        assert r.config["unembed"] == "one-hot"
+        first, last = r.weights(0), r.weights(-1)
+        np.testing.assert_array_equal(first["W_U"], last["W_U"])  # fixed
+        assert not last["W_Q"][:, 12:].any() and not last["W_O"][..., :12].any()  # no gradient there
+        assert (last["W_O"] != first["W_O"]).any()
+        cases = analysis.run_cases(r)
+        exact, _ = analysis.accuracy(analysis.logits(last, cases.counts).argmax(-1), cases)
+        assert r.metrics()["acc"][-1] == pytest.approx(exact, abs=1e-6)
+
+
+def test_uniform_attention_control_keeps_every_qk_score_at_zero(tmp_path):
+    run = tmp_path / "uniform.h5"
+    train("ov-coherent", _cfg(epochs=10, uniform_attention="true"), run, progress=False)
+    with Run(run) as r:
+        assert r.config["uniform_attention"] is True
+        first, last = r.weights(0), r.weights(-1)
+        assert not last["W_Q"].any() and not analysis.readoff_qk(last).any()
+        np.testing.assert_array_equal(first["W_K"], last["W_K"])  # no gradient reaches W_K either
+        assert (first["W_V"] != last["W_V"]).any()
+        att = analysis.attention(last, ov_task.task_cases(6).counts)
+        np.testing.assert_allclose(att.sum(-1), 1.0)
+        np.testing.assert_allclose(att[:, :, 0], 1 / 6)  # the read-off: one of six equal keys
+    torch.manual_seed(0)
+    a = ov_train.ReadoffAttention(2, 1)
+    torch.manual_seed(0)
+    b = ov_train.ReadoffAttention(2, 1, uniform=True)
+    for name in ("W_K", "W_V", "W_O", "W_U"):  # the other weights start as without the control
+        assert torch.equal(getattr(a, name), getattr(b, name))

@@ -252,6 +252,28 @@ def qk_trajectory(run, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
     return np.array(epochs, np.int64), np.array(rows)
 
 
+def orderings_settle_epoch(epochs: np.ndarray, qk: np.ndarray) -> int | None:
+    """The epoch of the first snapshot from which the first two heads' preference orderings
+    (`preference_ordering`, both heads together) never change again, i.e. equal the final
+    snapshot's, from epochs [T] and read-off QK rows qk [T, n_heads, 12]; None with one head.
+    Its resolution is the snapshot schedule's (docs/math.md, "Snapshot schedule")."""
+    if qk.shape[1] < 2 or not len(epochs):
+        return None
+    pairs = [(preference_ordering(q[0]), preference_ordering(q[1])) for q in qk]
+    same = np.array([p == pairs[-1] for p in pairs])
+    changed = np.flatnonzero(~same)
+    return int(epochs[changed[-1] + 1]) if len(changed) else int(epochs[0])
+
+
+def run_cases(run) -> Cases:
+    """The task distribution of `run` (a reader.Run): its seq_len and signal_weights (the
+    defaults for runs that do not store them), exact or the seeded sample (seed 0)."""
+    from headmovies.tasks.ov_coherent import UNIFORM_SIGNAL, task_cases
+
+    cfg = run.config
+    return task_cases(int(cfg.get("seq_len", 10)), signal_weights=str(cfg.get("signal_weights", UNIFORM_SIGNAL)))
+
+
 def require_run(run) -> None:
     """Raise UserError unless `run` (a reader.Run) is an ov-coherent run with the weights needed."""
     if run.experiment != EXPERIMENT:

@@ -90,10 +90,13 @@ def write_report(
         prepare_out_dir(out)
         rows, curves, planes = [], [], []
         names = unique_names(paths)
-        cases_by_len: dict[int, ov_task.Cases] = {}
+        cases_by_task: dict[tuple, ov_task.Cases] = {}
         for r, name in tqdm(list(zip(runs, names)), desc="analyse", unit="run", disable=len(runs) < 2 or not progress):
             L = int(r.config.get("seq_len", 10))
-            cases = cases_by_len.setdefault(L, ov_task.task_cases(L))
+            key = (L, str(r.config.get("signal_weights", ov_task.UNIFORM_SIGNAL)))
+            if key not in cases_by_task:
+                cases_by_task[key] = analysis.run_cases(r)
+            cases = cases_by_task[key]
             w = r.weights(-1, ov_task.WEIGHT_NAMES)
             result = analysis.analyse(w, cases)
             row = {
@@ -152,6 +155,26 @@ SWEEP_OUTCOME = (
 )
 
 
+SWEEP_DETAIL = (
+    "orderings: head 1's and head 2's preference orderings of the signal tokens at the last "
+    "snapshot, Kendall τ between them, the hard-attention agreement (the share of predictions "
+    "that 'all or nothing' attention explains) and the epoch from which the orderings stay as "
+    "they end; empty for rows recorded before these were"
+)
+
+
+def orderings_detail(summary: dict) -> str:
+    """'1234 / 4321, τ -1.00, hard 87.5 %, settled at 1,250' from a sweep row's summary ('' for a
+    row without orderings or Kendall τ, e.g. one head or a row written before they existed)."""
+    if summary.get("kendall_tau") is None or len(summary.get("orderings", [])) < 2:
+        return ""
+    orders = " / ".join("".join(c for c in o if c.isdigit()) for o in summary["orderings"][:2])
+    settle = summary.get("orderings_settle_epoch")
+    return f"{orders}, τ {summary['kendall_tau']:+.2f}, hard {summary['hard_attention_agreement']:.1%}" + (
+        "" if settle is None else f", settled at {settle:,}"
+    )
+
+
 def outcome(result: Analysis) -> str:
     """The SWEEP_OUTCOME label of an `analysis.analyse` result."""
     if result.acc < 1 - 1e-12:
@@ -166,10 +189,12 @@ def outcome(result: Analysis) -> str:
 def sweep_summary(run: Run) -> dict:
     """A sweep row's summary of an ov-coherent run (`analysis.analyse` of its final snapshot,
     exact over the task distribution): accuracy, worst class, each head's ordering and accuracy
-    with it ablated, opposite orderings, Kendall τ, hard-attention agreement, and "outcome"."""
+    with it ablated, opposite orderings, Kendall τ, hard-attention agreement, the epoch from
+    which the two heads' orderings stay as they end ("orderings_settle_epoch", over every
+    snapshot; None with one head), and "outcome"."""
     analysis.require_run(run)
-    cases = ov_task.task_cases(int(run.config.get("seq_len", 10)))
-    r = analysis.analyse(run.weights(-1, ov_task.WEIGHT_NAMES), cases)
+    r = analysis.analyse(run.weights(-1, ov_task.WEIGHT_NAMES), analysis.run_cases(run))
+    epochs, qk = analysis.qk_trajectory(run)
     return {
         "epoch": int(run.epochs[-1]),
         "outcome": outcome(r),
@@ -180,4 +205,5 @@ def sweep_summary(run: Run) -> dict:
         "opposite": r.opposite,
         "kendall_tau": r.kendall_tau,
         "hard_attention_agreement": r.hard_attention_agreement,
+        "orderings_settle_epoch": analysis.orderings_settle_epoch(epochs, qk),
     }
