@@ -96,13 +96,26 @@ def check_same_model(
     replaced attention module is the adapter's ModelError, `adapters.find_adapter`.)"""
     if shapes is None:
         return
-    now = {k: tuple(w.shape) for k, w in weights.items()}
-    for name in sorted(set(now) | set(shapes)):
-        if now.get(name) != shapes.get(name):
-            here = list(now[name]) if name in now else "missing"
-            there = list(shapes[name]) if name in shapes else "missing"
-            raise ModelError(
-                f"the model changed under the Recorder of {path}: at epoch {epoch} its {name} is {here}, "
-                f"in the file {there}; the file keeps its snapshots through epoch {last} (not marked "
-                "complete): record the changed model into a new file, or restore it and resume=True"
+    differs = shape_difference({k: tuple(w.shape) for k, w in weights.items()}, shapes)
+    if differs:
+        name, here, there = differs
+        raise ModelError(
+            f"the model changed under the Recorder of {path}: at epoch {epoch} its {name} is {here}, "
+            f"in the file {there}; the file keeps its snapshots through epoch {last} (not marked "
+            "complete): record the changed model into a new file, or restore it and resume=True"
+        )
+
+
+def shape_difference(
+    now: dict[str, tuple[int, ...]], stored: dict[str, tuple[int, ...]]
+) -> tuple[str, list[int] | str, list[int] | str] | None:
+    """The first weight name (in sorted order) whose shape differs between `now` and `stored`,
+    with each side's shape as a list ("missing" where it has none); None when all agree."""
+    for name in sorted(set(now) | set(stored)):
+        if now.get(name) != stored.get(name):
+            return (
+                name,
+                list(now[name]) if name in now else "missing",
+                list(stored[name]) if name in stored else "missing",
             )
+    return None

@@ -32,7 +32,14 @@ from headmovies import runfile
 from headmovies.errors import ConfigError, RunFileError, UserError, warn
 from headmovies.interrupts import deferred_signals
 from headmovies.record.adapters import TOKENS, Adapter, find_adapter, keep_tokens
-from headmovies.record.inputs import as_epoch, check_group_order, check_same_model, metric_name, metric_value
+from headmovies.record.inputs import (
+    as_epoch,
+    check_group_order,
+    check_same_model,
+    metric_name,
+    metric_value,
+    shape_difference,
+)
 from headmovies.record.probing import DEFAULT, decoded, first_run, make_probe, match_stored
 from headmovies.runfile import probe_records
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
@@ -420,13 +427,12 @@ class Recorder:
         """ConfigError, before the file is touched, when the model's weights differ in name or
         shape from those `stored` in the file being resumed (another model)."""
         now = {k: tuple(w.shape) for k, w in keep_tokens(self.adapter.read(), self.tokens).items()}
-        for name in sorted(set(now) | set(stored)):
-            if now.get(name) != stored.get(name):
-                here = list(now[name]) if name in now else "missing"
-                there = list(stored[name]) if name in stored else "missing"
-                raise ConfigError(
-                    f"cannot resume {self.path} with another model: its {name} is {here}, in the file {there}"
-                )
+        differs = shape_difference(now, stored)
+        if differs:
+            name, here, there = differs
+            raise ConfigError(
+                f"cannot resume {self.path} with another model: its {name} is {here}, in the file {there}"
+            )
 
     def _load_checkpoint(self, ckpt: Path, epochs: np.ndarray) -> int:
         try:
