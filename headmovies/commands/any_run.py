@@ -77,6 +77,18 @@ def add_generic_arguments(p: argparse.ArgumentParser, planes: bool = True) -> No
         )
 
 
+def add_view_argument(p: argparse.ArgumentParser) -> None:
+    """--view scores|axes (`movie`, `view`): score space or planes, for recorded and induction runs."""
+    g = group(p, ["generic", "induction"])
+    g.add_argument(
+        "--view",
+        choices=("scores", "axes"),
+        help="scores: each head at its probe scores (previous-token, induction), one panel per layer (the default "
+        "for a recorded run with probe scores and no group; induction runs record them too); axes: heads in "
+        "irrep planes, a basis or principal axes",
+    )
+
+
 def refuse_others(args: argparse.Namespace, family: str, only: Mapping[str, Sequence[str]]) -> None:
     """UserError (one line) when an option given (not None, not False) serves other families than
     the run's: `only` maps each option's dest to the families it serves."""
