@@ -30,9 +30,9 @@ Writes DIR/NAME.html (default viewer.html): play or scrub the snapshots, each he
 its trail in each plane, a timeline of the logged metrics and the run's events, and a chosen
 head's circuits at that epoch. No server, no network: open the file (file://). A recorded run
 with probe scores and no group: each head at its previous-token and induction scores, one plane
-per layer, as its movie (--view axes: the planes below; --view scores: an induction run's scores
-in this look). Orbit runs: the movie's panels plus any plane chosen in the page, heads coloured where the orbit check
-verifies them (docs/viewer.md). Induction and ov-coherent runs: their family's planes
+per layer, as its movie (--view axes: the planes below; --view scores: an induction run's
+scores in this look). Orbit runs: the movie's panels plus any plane chosen in the page, heads
+coloured where the orbit check verifies them (docs/viewer.md). Induction and ov-coherent runs: their family's planes
 (docs/viewer.md).
 
 {PLANES}"""
