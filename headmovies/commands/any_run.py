@@ -21,10 +21,11 @@ An orbit run (`headmovies train orbits`) is drawn with the orbit look: panels fr
 structure (--panels default|auto|source or planes CIRCUIT:U,V), heads coloured by verified
 orbit, the timeline strip and each frequency group's spectrum (docs/movie.md). An induction or
 ov-coherent run is drawn as its family's report draws it (docs/experiments.md). Any other run
-(a recorded one, or any run with --generic) is drawn generically: heads in irrep planes when
-the tokens carry the cyclic group Z_p (a run recorded with group_order=p, or --group-order P;
---panels names planes such as qk:0,10), else in the planes of --basis, else in principal axes
-fitted once on all snapshots (docs/recording.md, "Rendering")."""
+(a recorded one, or any run with --generic) is drawn generically: in score space when it holds
+probe scores and no group, panels or basis is given (--view scores|axes chooses); else heads in
+irrep planes when the tokens carry the cyclic group Z_p (a run recorded with group_order=p, or
+--group-order P; --panels names planes such as qk:0,10), else in the planes of --basis, else in
+principal axes fitted once on all snapshots (docs/recording.md, "Rendering")."""
 
 
 def family_of(args: argparse.Namespace) -> str:
@@ -75,6 +76,18 @@ def add_generic_arguments(p: argparse.ArgumentParser, planes: bool = True) -> No
             metavar="FILE.npz",
             help="arrays qk [K, n, n] and/or ov [K, n_out, n]: planes of basis matrices (0, 1), (2, 3), ...",
         )
+
+
+def add_view_argument(p: argparse.ArgumentParser) -> None:
+    """--view scores|axes (`movie`, `view`): score space or planes, for recorded and induction runs."""
+    g = group(p, ["generic", "induction"])
+    g.add_argument(
+        "--view",
+        choices=("scores", "axes"),
+        help="scores: each head at its probe scores (previous-token, induction), one panel per layer (the default "
+        "for a recorded run with probe scores and no group; induction runs record them too); axes: heads in "
+        "irrep planes, a basis or principal axes",
+    )
 
 
 def refuse_others(args: argparse.Namespace, family: str, only: Mapping[str, Sequence[str]]) -> None:

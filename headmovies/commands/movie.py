@@ -13,6 +13,7 @@ from headmovies.commands.any_run import (
     PLANES,
     add_generic_arguments,
     add_run_argument,
+    add_view_argument,
     check_name,
     check_panel_words,
     family_of,
@@ -104,14 +105,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--sequences", type=int, metavar="N", help="fresh sequences for the mean attention patterns (default 256)"
     )
     add_generic_arguments(p)
-    g = group(p, ["generic", "induction"])
-    g.add_argument(
-        "--view",
-        choices=("scores", "axes"),
-        help="scores: each head at its probe scores (previous-token, induction), one panel per layer (the default "
-        "for a recorded run with probe scores and no group; induction runs record them too); axes: heads in "
-        "irrep planes, a basis or principal axes",
-    )
+    add_view_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:

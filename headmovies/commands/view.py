@@ -10,6 +10,7 @@ from headmovies.commands.any_run import (
     PLANES,
     add_generic_arguments,
     add_run_argument,
+    add_view_argument,
     check_name,
     check_panel_words,
     default_out,
@@ -19,7 +20,7 @@ from headmovies.commands.any_run import (
     refuse_others,
 )
 from headmovies.commands.figures import add_tolerances, tolerances
-from headmovies.errors import plural
+from headmovies.errors import UserError, plural
 from headmovies.render.core.outputs import check_out_dir
 
 NAME = "view"
@@ -27,9 +28,11 @@ HELP = "the interactive viewer of any run in its family's look (a recorded run t
 DESCRIPTION = f"""\
 Writes DIR/NAME.html (default viewer.html): play or scrub the snapshots, each head a dot with
 its trail in each plane, a timeline of the logged metrics and the run's events, and a chosen
-head's circuits at that epoch. No server, no network: open the file (file://). Orbit runs:
-the movie's panels plus any plane chosen in the page, heads coloured where the orbit check
-verifies them (docs/viewer.md). Induction and ov-coherent runs: their family's planes
+head's circuits at that epoch. No server, no network: open the file (file://). A recorded run
+with probe scores and no group: each head at its previous-token and induction scores, one plane
+per layer, as its movie (--view axes: the planes below; --view scores: an induction run's
+scores in this look). Orbit runs: the movie's panels plus any plane chosen in the page, heads
+coloured where the orbit check verifies them (docs/viewer.md). Induction and ov-coherent runs: their family's planes
 (docs/viewer.md).
 
 {PLANES}"""
@@ -42,6 +45,7 @@ ONLY = {
     "no_progress": ("induction",),
     "group_order": ("generic",),
     "basis": ("generic",),
+    "view": ("generic", "induction"),
 }
 
 
@@ -64,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_generic_arguments(p)
+    add_view_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,11 +79,17 @@ def run(args: argparse.Namespace) -> int:
     check_out_dir(out)
     family = family_of(args)
     refuse_others(args, family, ONLY)
+    if family == "induction" and args.view == "scores":
+        family = "generic"  # the probe scores an induction run records, in the generic viewer
+        if args.name is not None:
+            raise UserError(
+                "--name is not for the generic viewer (--view scores of an induction run): it writes viewer.html"
+            )
     name = args.name or "viewer"
     if family == "generic":
         from headmovies.render.generic.viewer import render_viewer
 
-        print(render_viewer(args.run, out, **plane_options(args)))
+        print(render_viewer(args.run, out, view=args.view, **plane_options(args)))
         return 0
     if family == "orbits":
         from headmovies.render.orbits.viewer import MAX_MB, make_viewer

@@ -1,7 +1,8 @@
 """The generic viewer (render/generic/viewer.py) of a run recorded by `headmovies.Recorder`, in
 Debian's Chromium (the `open_page` fixture, tests/conftest.py): a metric logged every 50 steps
 while snapshots come every 10 is drawn through its values, the y-axis is in the loss' own
-units, and the page shows the probe's scores and attention patterns."""
+units, and the page shows the probe's scores and attention patterns; by default its planes are
+score space, as the movie's (`--view axes`: principal axes)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from scatter_pages import to_last
 from torch import nn
 
 import headmovies
+from headmovies.render.generic.heads import find_heads
+from headmovies.render.generic.planes import planes_of
 from headmovies.render.generic.viewer import render_viewer
 from headmovies.runfile.reader import Run
 
@@ -112,6 +115,55 @@ def test_the_probe_scores_are_curves_and_each_head_shows_its_pattern(recorded, o
     assert pattern["labels"] == labels[:64] == ["abcdefghi"[i] for i in tokens[:64]]
     assert page.locator("#head-info figure[data-map=pattern] canvas").count() == 1
     assert "probe: " + " ".join(labels[:64]) in box
+    assert errors == []
+
+
+def test_the_planes_are_score_space_by_default_and_principal_axes_with_view_axes(recorded, open_page, tmp_path):
+    """One plane per layer, axes fixed 0 to 1: each head's dot in its own layer's plane at its
+    stored (previous-token, induction) scores at the last snapshot, absent from the other's;
+    view="axes" gives the principal-axis planes of planes_of."""
+    run_path, page_path = recorded
+    with Run(run_path) as run:
+        scores = run.head_scores()
+        heads = find_heads(run)
+        planes = planes_of(run, heads)
+    page, errors, _ = open_page(page_path.as_uri())
+    assert [t.strip() for t in page.locator(".panel h2").all_inner_texts()] == [
+        "layer 0 (2 heads)",
+        "layer 1 (2 heads)",
+    ]
+    assert to_last(page) == STEPS
+    for layer in (0, 1):
+        assert page.evaluate(f"window.headmovies.axis({layer})") is None  # fixed axes
+        dots = page.evaluate(f"window.headmovies.dots({layer})")
+        assert [d["label"] for d in dots] == ["L0H0", "L0H1", "L1H0", "L1H1"]
+        for d in dots:
+            if d["label"][1] != str(layer):  # another layer's head: no point here
+                assert d["x"] is None and d["px"] is None
+                continue
+            h = int(d["label"][3])
+            assert d["x"] == pytest.approx(float(scores["previous_token"][-1, layer, h]), abs=1e-6)
+            assert d["y"] == pytest.approx(float(scores["induction"][-1, layer, h]), abs=1e-6)
+    # the dot's place on the canvas: x from 0 to 1 across the plane's inner square
+    box = page.locator(".panel canvas").nth(1).bounding_box()
+    d = page.evaluate("window.headmovies.dots(1)")[2]
+    assert box["x"] + 26 - 1 <= d["px"] <= box["x"] + box["width"] - 26 + 1
+    assert d["px"] == pytest.approx(box["x"] + 26 + d["x"] * (box["width"] - 52), abs=1.0)
+    assert d["py"] == pytest.approx(box["y"] + box["height"] - 26 - d["y"] * (box["height"] - 52), abs=1.0)
+    page.mouse.move(d["px"], d["py"])
+    assert page.inner_text("#head-info").startswith("head L1H0")
+    (tmp_path / "scores.png").write_bytes(page.screenshot(full_page=True))
+    assert errors == []
+
+    axes_path = render_viewer(run_path, tmp_path / "axes", view="axes")
+    page, errors, _ = open_page(axes_path.as_uri())
+    assert [t.strip() for t in page.locator(".panel h2").all_inner_texts()] == planes.titles
+    to_last(page)
+    for p in range(len(planes.titles)):
+        dots = page.evaluate(f"window.headmovies.dots({p})")
+        np.testing.assert_allclose([d["x"] for d in dots], planes.coords[-1, p].real, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose([d["y"] for d in dots], planes.coords[-1, p].imag, rtol=1e-5, atol=1e-7)
+        assert page.evaluate(f"window.headmovies.axis({p})") > 0
     assert errors == []
 
 

@@ -433,3 +433,23 @@ def test_induction_runs_record_the_probe_scores(tiny_runs):
     np.testing.assert_allclose(record["patterns"][:, 0].astype(np.float32), own.detach().numpy(), atol=1e-3)
     full = head_scores(record["patterns"].astype(np.float32), tokens[:2])
     assert full["induction"].shape == (2, 4)
+
+
+def test_view_scores_draws_an_induction_run_in_score_space(tiny_runs, tmp_path, capsys):
+    """`headmovies view RUN --view scores` of a built-in induction run: the generic viewer, one
+    plane per layer, each head at its recorded (previous-token, induction) scores."""
+    from scatter_pages import payload_of
+
+    from headmovies.render.core.payload import unpack
+
+    run = tiny_runs["induction-2l"]
+    assert render_main(["view", str(run), "--out", str(tmp_path / "v"), "--view", "scores"]) == 0
+    data = payload_of((tmp_path / "v" / "viewer.html").read_text())
+    assert data["meta"]["family"] == "generic" and data["meta"]["detail"]["view"] == "scores"
+    assert [p["title"] for p in data["meta"]["planes"]] == ["layer 0 (4 heads)", "layer 1 (4 heads)"]
+    coords = unpack(data["arrays"])["coords"]  # [T, L, 8, 2]
+    with Run(run) as r:
+        scores = r.head_scores()
+    np.testing.assert_allclose(coords[:, 1, 4:, 0], scores["previous_token"][:, 1], rtol=1e-6)
+    np.testing.assert_allclose(coords[:, 1, 4:, 1], scores["induction"][:, 1], rtol=1e-6)
+    assert np.isnan(coords[:, 1, :4]).all() and np.isnan(coords[:, 0, 4:]).all()

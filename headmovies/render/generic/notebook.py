@@ -58,17 +58,26 @@ def show(
     group_order: int | None = None,
     panels: list[str] | None = None,
     basis: dict[str, np.ndarray] | None = None,
+    view: str | None = None,
 ) -> Shown:
     """The movie (`what="movie"`, rendered now to a temporary folder, WebM) or the viewer
     (`what="viewer"`) of the run file `run_path`, for display in Jupyter. UserError for another
-    `what`; RunFileError for a file that is not a run."""
+    `what` or a bad `view`; RunFileError for a file that is not a run. `view`: "scores" (each
+    head at its probe scores, the default for a run with them and no group), "axes" (planes) or None."""
     path = Path(run_path)
     if what == "viewer":
-        return Shown(viewer_html(path, group_order=group_order, panels=panels, basis=basis), what, path)
+        return Shown(viewer_html(path, group_order=group_order, panels=panels, basis=basis, view=view), what, path)
     if what != "movie":
         raise UserError(f"show what={what!r}: expected 'movie' or 'viewer'")
     with tempfile.TemporaryDirectory(prefix="headmovies-show-") as tmp:
         result = render_movie(
-            path, tmp, group_order=group_order, panels=panels, basis=basis, formats=("mp4",), progress=False
+            path,
+            tmp,
+            group_order=group_order,
+            panels=panels,
+            basis=basis,
+            formats=("mp4",),
+            progress=False,
+            view=view,
         )
         return Shown(movie_html(result.paths["mp4"]), what, path)

@@ -2,17 +2,22 @@
 docs/recording.md, "The viewer"): one self-contained HTML page (no server, no network), a family of
 the scatter viewer (render/core/scatter_viewer.py; its own script viewer_page/family.js).
 
-Every head of every layer is a dot with its trail in the movie's planes (`planes.py`: irrep
-planes, a user's basis or principal axes; axes symmetric about 0, eased as the movie's), in the
-movie's head colours, captioned with the run's metrics at each snapshot. The timeline draws the
-logged metrics (accuracies 0 to 1, positive losses and positive metrics spanning more than a
-factor 100 on a log scale, others between their extremes) and marks when an accuracy first reaches
-90 %. A head's pane shows its centred QK [n, n] and OV [n_out, n] circuits as heatmaps at the
-stored snapshot at or before the current one: up to `MAP_SNAPSHOTS` spread over the run, each
+Every head of every layer is a dot with its trail in the movie's planes: for a run with probe
+scores and no group, panels or basis (`score_space.score_view`, the movie's rule), score space,
+one plane per layer holding that layer's heads at (previous-token score, induction score), axes
+fixed 0 to 1 (the other layers' heads have no point there: NaN coordinates, which the page
+neither draws nor picks); else (or `view="axes"`) `planes.py`'s irrep planes, a user's basis or
+principal axes, axes symmetric about 0, eased as the movie's. In the movie's head colours,
+captioned with the run's metrics at each snapshot. The timeline draws the logged metrics
+(accuracies 0 to 1, positive losses and positive metrics spanning more than a factor 100 on a
+log scale, others between their extremes) and marks when an accuracy first reaches 90 %. A
+head's pane shows its centred QK [n, n] and OV [n_out, n] circuits as heatmaps at the stored
+snapshot at or before the current one: up to `MAP_SNAPSHOTS` spread over the run, each
 map int8 (scaled by its own largest |entry|, stored beside it as float32, the heatmap's scale).
 
 The payload's family arrays: qk int8 [M, H, n, n], ov int8 [M, H, n_out, n], scales float32
-[M, H, 2] (QK, OV); detail: heads [H], map_epochs [M], tokens n, outputs n_out, group_order.
+[M, H, 2] (QK, OV); detail: heads [H], map_epochs [M], tokens n, outputs n_out, group_order,
+layers, probe, view ("scores" or "axes").
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from headmovies.render.generic.analysis import first_epoch_at
 from headmovies.render.generic.heads import Heads, find_heads, iter_circuits
 from headmovies.render.generic.movie import header, metrics_caption
 from headmovies.render.generic.planes import planes_of
+from headmovies.render.generic.score_space import AXIS_WORDS, X_SCORE, Y_SCORE, score_view
 from headmovies.runfile.reader import Run
 
 PACKAGE = "headmovies.render.generic.viewer_page"
@@ -166,16 +172,63 @@ def final_epoch(run: Run) -> int:
     return int(planned) if isinstance(planned, int) and not isinstance(planned, bool) and planned > last else last
 
 
+SCORE_AXES = (
+    "Each head of this layer at its scores on the probe (random tokens repeated twice): across, its "
+    "attention to the previous token; up, to the token after the earlier occurrence of the current one "
+    "(induction). 0.5 (dashed): a perfect induction head."
+)
+
+
+def score_planes(run: Run, heads: Heads) -> tuple[np.ndarray, np.ndarray, list[Plane], str]:
+    """Score space for the page: (epochs [T], coords float64 [T, L, H, 2], one `Plane` per layer
+    with axes fixed 0 to 1, the runline's second line). Plane l holds layer l's heads at
+    (previous-token score, induction score); every other head's point there is NaN. T: the
+    snapshots with scores."""
+    stored = run.head_scores()
+    x, y = stored[X_SCORE], stored[Y_SCORE]  # [T, L', H']
+    T, L = len(x), len(heads.n_heads)
+    coords = np.full((T, L, heads.total, 2), np.nan)
+    k = 0
+    for layer, n in enumerate(heads.n_heads):
+        for h in range(n):
+            if layer < x.shape[1] and h < x.shape[2]:
+                coords[:, layer, k] = np.stack([x[:, layer, h], y[:, layer, h]], -1)
+            k += 1
+    planes = [
+        Plane(
+            f"layer {layer} ({plural(n, 'head')})", SCORE_AXES, AXIS_WORDS[X_SCORE], AXIS_WORDS[Y_SCORE], (0, 1), (0, 1)
+        )
+        for layer, n in enumerate(heads.n_heads)
+    ]
+    how = f"{heads.total} heads drawn in score space: each at its probe scores (TransformerLens's head detectors)"
+    return run.epochs[:T].copy(), coords, planes, how
+
+
 def viewer_payload(
-    run: Run, group_order: int | None = None, panels: list[str] | None = None, basis: dict | None = None
+    run: Run,
+    group_order: int | None = None,
+    panels: list[str] | None = None,
+    basis: dict | None = None,
+    view: str | None = None,
 ) -> dict:
-    """The page's payload (`scatter_payload`, module docstring) of an open run. RunFileError for
-    a run without attention weights; UserError for bad panels or basis (`planes_of`)."""
+    """The page's payload (`scatter_payload`, module docstring) of an open run: in score space
+    or in planes as `score_space.score_view(run, view, ...)` decides (view None, "scores" or
+    "axes"). RunFileError for a run without attention weights; UserError for bad panels, basis
+    or view (`planes_of`, `score_view`)."""
     heads = find_heads(run, group_order)
-    planes = planes_of(run, heads, panels, basis)
-    epochs = planes.epochs
+    scores = score_view(run, view, group_order, panels, basis)
+    if scores:
+        epochs, coords, plane_list, how = score_planes(run, heads)
+        what = run.attrs().get("adapter") or f"{run.experiment} run"
+        runline = f"{run.path.name}: {what} · {how}"
+    else:
+        planes = planes_of(run, heads, panels, basis)
+        epochs = planes.epochs
+        coords = np.stack([planes.coords.real, planes.coords.imag], -1)  # [T, P, H, 2]
+        x_label, y_label = planes.axis_labels
+        plane_list = [Plane(title, note, x_label, y_label) for title, note in zip(planes.titles, planes.notes)]
+        runline = header(run, heads, planes).replace("\n", " · ")
     T, H = len(epochs), heads.total
-    coords = np.stack([planes.coords.real, planes.coords.imag], -1)  # [T, P, H, 2]
     metrics = run.metrics()
     caption = metrics_caption(metrics)
     series, events = metric_curves(epochs, metrics) if "epoch" in metrics else ([], [])
@@ -183,17 +236,22 @@ def viewer_payload(
     probe, probe_data = probe_arrays(run, heads)
     if probe and len(probe_data["scores"]) != T:
         probe, probe_data = {}, {}  # scores not at every snapshot drawn: left out
-    x_label, y_label = planes.axis_labels
+    lead = (
+        f"What the {H} attention heads of this model do as it trains: each head at its previous-token and "
+        f"induction scores on the probe, one plane per layer, snapshot by snapshot ({plural(T, 'snapshot')})."
+        if scores
+        else f"How the {H} attention heads of this model move as it trains, snapshot by snapshot "
+        f"({plural(T, 'snapshot')})."
+    )
     return scatter_payload(
         family="generic",
         run_facts=run_facts(run, final_epoch(run)),
-        lead=f"How the {H} attention heads of this model move as it trains, snapshot by snapshot "
-        f"({plural(T, 'snapshot')}).",
-        runline=header(run, heads, planes).replace("\n", " · "),
+        lead=lead,
+        runline=runline,
         epochs=epochs,
         captions=[caption(int(e)) for e in epochs],
         coords=coords,
-        planes=[Plane(title, note, x_label, y_label) for title, note in zip(planes.titles, planes.notes)],
+        planes=plane_list,
         dots=[Dot(label, to_hex(c)) for label, c in zip(heads.labels, head_colours(heads.n_heads))],
         series=series,
         events=events,
@@ -205,6 +263,7 @@ def viewer_payload(
             "group_order": heads.group_order,
             "layers": len(heads.n_heads),
             "probe": probe,
+            "view": "scores" if scores else "axes",
         },
         arrays={**arrays, **probe_data},
         trail_epochs=trail_length(epochs),
@@ -224,8 +283,10 @@ def render_viewer(
     group_order: int | None = None,
     panels: list[str] | None = None,
     basis: dict[str, np.ndarray] | None = None,
+    view: str | None = None,
 ) -> Path:
-    """Write out_dir/viewer.html for `run_path` (whole or not at all); returns its path."""
+    """Write out_dir/viewer.html for `run_path` (whole or not at all); returns its path. `view`:
+    None, "scores" or "axes" (`viewer_payload`)."""
     with Run(run_path) as run:
-        payload = viewer_payload(run, group_order, panels, basis)
+        payload = viewer_payload(run, group_order, panels, basis, view)
     return write_page(payload, PACKAGE, out_dir)

@@ -4,6 +4,8 @@
 // A panel: {spec (meta.planes[i]), index, el, canvas, ctx, size, screen: [K] of [px, py], xy:
 // Float64Array [T, K, 2], limits: [T] | null, bound: [T, K] | null, compute?(xy)}. A dot's style:
 // {kind: "dot" | "ring" | "small", colour, label?, r?, alpha?, fill?, edge?, trail?, rank?}.
+// A dot whose coordinates in a plane are NaN is absent from it: not drawn, no trail, not picked
+// (screen[k] null).
 "use strict";
 (function (exports) {
   const { fmtNum } = viewerModules.format;
@@ -15,8 +17,8 @@
   const RADIUS = { small: 3, ring: 5, dot: 5.5 }, RANK = { small: 0, ring: 1, dot: 2 };
 
   // The grid of P panels: one row beside the legend (about 420 px); one panel alone a little
-  // larger, so that the page is not half empty. {rows, cols, size (px)}; a family may lay out
-  // its own (family.panelGrid)
+  // larger, so that the page is not half empty. {rows, cols, size (px), flow?} (flow: the CSS
+  // grid-auto-flow, default "column"); a family may lay out its own (family.panelGrid)
   function panelGrid(P) {
     const free = Math.max(300, window.innerWidth - 470), cols = Math.max(P, 1);
     return { rows: 1, cols, size: Math.max(220, Math.min(P === 1 ? 480 : 400, Math.floor((free - (P - 1) * GAP) / cols))) };
@@ -62,7 +64,7 @@
     const g = (app.family.panelGrid || panelGrid)(app.snaps.P), grid = $("panels"), custom = $("custom-panels");
     grid.style.gridTemplateColumns = `repeat(${g.cols}, ${g.size}px)`;
     grid.style.gridTemplateRows = `repeat(${g.rows}, auto)`;
-    grid.style.gridAutoFlow = "column";
+    grid.style.gridAutoFlow = g.flow || "column";
     $("panels-area").style.width = `${g.cols * g.size + (g.cols - 1) * GAP}px`;
     if (custom) custom.style.gridTemplateColumns = `repeat(${g.cols}, ${g.size}px)`;
     app.panelSize = g.size;
@@ -157,7 +159,7 @@
       for (const k of order) {
         const st = styles[k], base = st.trail ?? (st.kind === "small" ? 0 : 0.8);
         if (!base) continue;
-        const pts = trailPoints(panel.xy, K, snaps.epochs, t, k, tr);
+        const pts = trailPoints(panel.xy, K, snaps.epochs, t, k, tr).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
         ctx.strokeStyle = st.colour;
         for (let i = 1; i < pts.length; i++) {
           const age = snaps.epochs[t] - (pts[i - 1][2] + pts[i][2]) / 2;
@@ -172,9 +174,11 @@
     const top = view.selected !== null ? view.selected : view.hovered;
     const drawOrder = top === null ? order : order.filter((k) => k !== top).concat([top]);
     ctx.font = "600 11px system-ui, sans-serif"; ctx.textAlign = "left"; ctx.textBaseline = "bottom";
-    const named = styles.filter((st) => st.kind !== "small" && st.label).length <= 6;   // few enough to label them all
+    const present = (k) => Number.isFinite(pointAt(panel.xy, K, t, k)[0]);
+    const named = styles.filter((st, k) => st.kind !== "small" && st.label && present(k)).length <= 6;   // few enough to label them all
     for (const k of drawOrder) {
       const [x, y] = pointAt(panel.xy, K, t, k), st = styles[k], px = f.X(x), py = f.Y(y), r = st.r ?? RADIUS[st.kind];
+      if (!Number.isFinite(x) || !Number.isFinite(y)) { panel.screen[k] = null; continue; }   // absent from this plane
       panel.screen[k] = [px, py];
       if (panel.bound) {                          // a plane computed in the page: the true place lies within this ring
         const ring = panel.bound[t * K + k] / f.L * size / 2;

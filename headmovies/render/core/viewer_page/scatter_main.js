@@ -115,7 +115,8 @@
     document.body.dataset.state = "ready";
   }
 
-  // hooks for tests and the curious: where each dot is drawn, in data and in page pixels, and
+  // hooks for tests and the curious: where each dot is drawn, in data and in page pixels (all
+  // null for a dot absent from the plane), and
   // a plane's axis half-width (null: fixed axes); a family may add or replace some
   const hooks = {
     axis(i) { const p = app.panels[i]; return p.limits ? p.limits[view.t] : null; },
@@ -128,6 +129,7 @@
       const p = app.panels[i], rect = p.canvas.getBoundingClientRect(), snaps = app.snaps;
       return snaps.meta.dots.map((d, k) => {
         const [x, y] = pointAt(p.xy, snaps.K, view.t, k);
+        if (!p.screen[k]) return { dot: k, label: d.label, x: null, y: null, px: null, py: null };   // absent from this plane
         return { dot: k, label: d.label, x, y, px: rect.left + p.canvas.clientLeft + p.screen[k][0],
                  py: rect.top + p.canvas.clientTop + p.screen[k][1] };
       });

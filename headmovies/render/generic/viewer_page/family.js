@@ -7,6 +7,8 @@
 // app: as in scatter_main.js; the payload's arrays qk int8 [M, H, n, n], ov int8
 // [M, H, n_out, n] (127 = the map's scale), scales float32 [M, H, 2] (QK, OV); with a probe
 // (detail.probe) scores float32 [T, S, H] and patterns uint8 [M', H, P, P] (255 = attention 1).
+// Score space (detail.view "scores"): one plane per layer, axes fixed 0 to 1, in rows of up to
+// four, a dashed line at induction score 0.5; a head is absent (NaN) from other layers' planes.
 "use strict";
 (function (exports) {
   const { fmtEpoch } = viewerModules.format;
@@ -16,6 +18,26 @@
   const { payloadSeries, timelineNote: curvesNote } = viewerModules.curves;
   const SCORE_INK = { previous_token: "#1f78b4", duplicate_token: "#8c564b", induction: "#e7298a" };
   const words = (name) => name.replace("_", "-");
+  const PER_ROW = 4, GAP = viewerModules.scatter.GAP;
+  const scoreView = (app) => app.snaps.meta.detail.view === "scores";
+
+  // Score space: up to four planes a row, layer by layer, as the movie lays them out
+  function scoreGrid(P) {
+    const cols = Math.min(Math.max(P, 1), PER_ROW), free = Math.max(300, window.innerWidth - 470);
+    return { rows: Math.ceil(P / cols), cols, flow: "row", size: Math.max(220, Math.min(P === 1 ? 480 : 400, Math.floor((free - (cols - 1) * GAP) / cols))) };
+  }
+
+  // Score space: the dashed line where a perfect induction head sits on the repeated probe
+  function underlay(app, panel, ctx, f) {
+    if (!scoreView(app) || !f.fixed) return;
+    const s = panel.spec, y = f.Y(0.5);
+    ctx.save();
+    ctx.strokeStyle = "#b0b0b0"; ctx.setLineDash([4, 3]); ctx.lineWidth = 1;
+    ctx.beginPath(); ctx.moveTo(f.X(s.x[0]), y); ctx.lineTo(f.X(s.x[1]), y); ctx.stroke();
+    ctx.fillStyle = "#909090"; ctx.font = "10px system-ui, sans-serif"; ctx.textAlign = "right"; ctx.textBaseline = "bottom";
+    ctx.fillText("perfect induction", f.X(s.x[1]) - 3, y - 2);
+    ctx.restore();
+  }
 
   const probeOf = (app) => (app.snaps.meta.detail.probe && app.snaps.meta.detail.probe.scores ? app.snaps.meta.detail.probe : null);
   const focus = (app) => (app.view.hovered !== null ? app.view.hovered : app.view.selected);
@@ -121,6 +143,7 @@
     const table = el("table");
     app.panels.forEach((p) => {
       const i = (t * snaps.K + k) * 2, tr = el("tr");
+      if (!Number.isFinite(p.xy[i])) return;   // absent from this plane (score space: another layer's)
       tr.append(el("td", p.spec.title), el("td", `(${p.xy[i].toPrecision(3)}, ${p.xy[i + 1].toPrecision(3)})`, "num"));
       table.appendChild(tr);
     });
@@ -146,7 +169,10 @@
 
   Object.assign(exports, { legendTitle: "Heads", hint: "Hover over a dot, or click a head's name, to see its QK " +
     "and OV circuits; click to keep it.", legend, detail, series, timelineNote,
-    start(app) { if (probeOf(app)) app.tl.right = 34; },
+    start(app) {
+      if (probeOf(app)) app.tl.right = 34;
+      if (scoreView(app)) { this.panelGrid = scoreGrid; this.underlay = underlay; }
+    },
     hooks: (app) => ({
       // head k's pattern as drawn at the current snapshot: {epoch, positions, labels, values [P][P]}
       pattern(k) {
