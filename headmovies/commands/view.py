@@ -32,8 +32,8 @@ head's circuits at that epoch. No server, no network: open the file (file://). A
 with probe scores and no group: each head at its previous-token and induction scores, one plane
 per layer, as its movie (--view axes: the planes below; --view scores: an induction run's
 scores in this look). Orbit runs: the movie's panels plus any plane chosen in the page, heads
-coloured where the orbit check verifies them (docs/viewer.md). Induction and ov-coherent runs: their family's planes
-(docs/viewer.md).
+coloured where the orbit check verifies them (docs/viewer.md). Induction and ov-coherent runs:
+their family's planes (docs/viewer.md).
 
 {PLANES}"""
 ONLY = {
