@@ -95,7 +95,8 @@ class _Capture:
         elif hasattr(m, "c_attn"):
             # The layer's input, then its own c_attn output (q, k, v: not computed a second time).
             self.handles.append(m.register_forward_pre_hook(self._fused_input, with_kwargs=True))
-            self.handles.append(m.c_attn.register_forward_hook(self._fused_qkv))
+            if isinstance(m.c_attn, nn.Module):
+                self.handles.append(m.c_attn.register_forward_hook(self._fused_qkv))
             self.handles.append(m.register_forward_hook(self._fused, with_kwargs=True))
         else:
             raise ModelError(f"the probe cannot read attention patterns of {type(m).__name__}")
