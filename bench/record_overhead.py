@@ -6,8 +6,9 @@ config: 4 layers x 4 heads, d_model 128, context 64, 65 characters, LayerNorm, G
 dropout 0, AdamW lr 1e-3, batch 12. The data are random characters with repeated spans (the
 cost does not depend on what is learnt). Runs alternate (plain, recorded, plain, ...) so that
 load drifts hit both; each prints its wall time; the summary gives the median overhead and the
-cost of one snapshot (weights, probe, write). The recorded runs use the default schedule (every
-25 steps) unless --total is given.
+cost of one snapshot (weights, probe, write). Last, 30 snapshots and 30 training steps are timed
+directly in one process (steadier than whole runs on a shared machine). The recorded runs use
+the default schedule (every 25 steps) unless --total is given.
 
     .venv/bin/python bench/record_overhead.py [--steps 2000] [--rounds 3] [--threads 2] [--total N]
 
@@ -105,6 +106,33 @@ def run(steps: int, path: Path | None, total: int | None) -> tuple[float, int]:
     return time.perf_counter() - t0, written
 
 
+def direct(n: int, path: Path) -> tuple[float, float]:
+    """Median seconds of one `Recorder.step` that writes a snapshot and of one training step, each
+    timed `n` times in this process (the snapshots on a schedule of every step)."""
+    torch.manual_seed(0)
+    model = GPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(1)
+    rec = headmovies.Recorder(path, model, schedule=list(range(n + 1)), force=True)
+    rec.step(0, train_loss=1.0)  # the first snapshot creates the file
+    snap, train = [], []
+    for step in range(1, n + 1):
+        t0 = time.perf_counter()
+        rec.step(step, train_loss=1.0)
+        snap.append(time.perf_counter() - t0)
+    rec.close()
+    for _ in range(n):
+        t0 = time.perf_counter()
+        x = batch(g)
+        logits = model(x[:, :-1])
+        loss = functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        train.append(time.perf_counter() - t0)
+    return statistics.median(snap), statistics.median(train)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2000, help="training steps per run")
@@ -122,13 +150,25 @@ def main() -> None:
             t, written = run(args.steps, Path(d) / "run.h5", args.total)
             recorded.append(t)
             size = (Path(d) / "run.h5").stat().st_size
-            print(f"round {r + 1}: plain {plain[-1]:.2f} s, recorded {recorded[-1]:.2f} s ({written} snapshots)")
+            pair = 100 * (recorded[-1] - plain[-1]) / plain[-1]
+            print(
+                f"round {r + 1}: plain {plain[-1]:.2f} s, recorded {recorded[-1]:.2f} s "
+                f"({written} snapshots): {pair:+.2f} %"
+            )
     a, b = statistics.median(plain), statistics.median(recorded)
     per = (b - a) / max(written, 1)
+    pairs = statistics.median(100 * (r - p) / p for p, r in zip(plain, recorded, strict=True))
     print(
         f"median: plain {a:.2f} s, recorded {b:.2f} s: overhead {100 * (b - a) / a:+.2f} % "
         f"({1000 * per:.1f} ms a snapshot, {written} snapshots, run file {size / 1e6:.1f} MB); "
+        f"median of the rounds' overheads {pairs:+.2f} %; "
         f"spread of plain runs {100 * (max(plain) - min(plain)) / a:.1f} %"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        snap, step = direct(30, Path(d) / "direct.h5")
+    print(
+        f"timed directly: a snapshot {1000 * snap:.1f} ms, a training step {1000 * step:.1f} ms: "
+        f"{100 * snap / (25 * step):.2f} % at a snapshot every 25 steps"
     )
     if not math.isfinite(a):
         raise SystemExit(1)

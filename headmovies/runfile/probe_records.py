@@ -20,6 +20,7 @@ ignore it. Needs numpy and h5py only.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import h5py
 import numpy as np
@@ -60,11 +61,14 @@ def create(
         )
 
 
-def append(f: h5py.File, t: int, row: dict[str, np.ndarray]) -> None:
-    """Write `row` as row t of each /probe dataset (the writer flushes before the epoch)."""
-    g = f[PROBE]
+def append(
+    f: h5py.File, t: int, row: dict[str, np.ndarray], dataset: Callable[[str], h5py.Dataset] | None = None
+) -> None:
+    """Write `row` as row t of each /probe dataset (the writer flushes before the epoch);
+    `dataset(path)`: the dataset at a path of `f` (the writer's cache of handles), default `f[path]`."""
+    get = dataset if dataset is not None else f.__getitem__
     for name, value in row.items():
-        ds = g[name]
+        ds = get(f"{PROBE}/{name}")
         ds.resize(t + 1, axis=0)
         ds[t] = value
 

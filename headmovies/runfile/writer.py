@@ -155,6 +155,14 @@ class RunWriter:
         self.f, self.path, self.tmp = f, path, tmp
         self.hint = ""
         self.closed = False  # once closed (or given up after a failed write), `f` is never touched again
+        self._datasets: dict[str, h5py.Dataset] = {}  # by path: one lookup per dataset, not per snapshot
+
+    def _dataset(self, path: str) -> h5py.Dataset:
+        """The dataset at `path` of `f`, looked up once (a snapshot writes some 30 of them)."""
+        ds = self._datasets.get(path)
+        if ds is None:
+            ds = self._datasets[path] = self.f[path]
+        return ds
 
     @classmethod
     def create(
@@ -300,7 +308,7 @@ class RunWriter:
         return list(schema.metric_datasets(self.f))
 
     def count(self) -> int:
-        return int(self.f[SNAPSHOTS][EPOCH].shape[0])
+        return int(self._dataset(f"{SNAPSHOTS}/{EPOCH}").shape[0])
 
     def append(
         self,
@@ -335,28 +343,29 @@ class RunWriter:
     ) -> None:
         # Weights first, epoch last, with a flush between (one flush may reach the file in any
         # object order).
-        snaps, mets = self.f[SNAPSHOTS], self.f[METRICS]
-        t = snaps[EPOCH].shape[0]
+        get = self._dataset
+        snap_epoch, met_epoch = get(f"{SNAPSHOTS}/{EPOCH}"), get(f"{METRICS}/{EPOCH}")
+        t = snap_epoch.shape[0]
         for name, w in weights.items():
-            ds = snaps[name]
+            ds = get(f"{SNAPSHOTS}/{name}")
             ds.resize(t + 1, axis=0)
             ds[t] = w
         if probe is not None:
-            probe_records.append(self.f, t, probe)
-        k = mets[EPOCH].shape[0]
+            probe_records.append(self.f, t, probe, get)
+        k = met_epoch.shape[0]
         for name, value in metrics.items():
-            ds = mets[name]
+            ds = get(f"{METRICS}/{name}")
             ds.resize(k + 1, axis=0)
             ds[k] = value
-        mets[EPOCH].resize(k + 1, axis=0)
-        mets[EPOCH][k] = epoch
+        met_epoch.resize(k + 1, axis=0)
+        met_epoch[k] = epoch
         self.f.flush()  # the records reach the file before the epoch that announces them
-        snaps[EPOCH].resize(t + 1, axis=0)
-        snaps[EPOCH][t] = epoch
+        snap_epoch.resize(t + 1, axis=0)
+        snap_epoch[t] = epoch
         self.f.flush()
 
     def last_epoch(self) -> int:
-        ep = self.f[SNAPSHOTS][EPOCH]
+        ep = self._dataset(f"{SNAPSHOTS}/{EPOCH}")
         return int(ep[ep.shape[0] - 1]) if ep.shape[0] else -1
 
     def mark_complete(self) -> None:

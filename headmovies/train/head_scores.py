@@ -70,19 +70,29 @@ DETECTORS = {
 }
 
 
-def head_scores(patterns: np.ndarray, tokens: np.ndarray) -> dict[str, np.ndarray]:
+def detection_patterns(tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """Each score's detection pattern on each probe sequence: {score name: D [B, P, P] float64}
+    for tokens [B, P] ints (a fixed probe's, computed once and passed to `head_scores`)."""
+    return {name: np.stack([detector(t) for t in np.asarray(tokens)]) for name, detector in DETECTORS.items()}
+
+
+def head_scores(
+    patterns: np.ndarray, tokens: np.ndarray, detection: dict[str, np.ndarray] | None = None
+) -> dict[str, np.ndarray]:
     """Every head's scores (module docstring) on a probe batch.
 
     patterns: [B, L, H, P, P] attention (query rows, key columns; NaN rows for heads a layer
-    lacks); tokens: [B, P] ints. Returns {score name: [L, H] float64}, each the mean over the
-    B sequences of sum(A * D) / sum(A)."""
+    lacks); tokens: [B, P] ints; detection: `detection_patterns(tokens)` when already computed.
+    Returns {score name: [L, H] float64}, each the mean over the B sequences of sum(A * D) / sum(A)."""
     A = np.asarray(patterns, dtype=np.float64)
     tokens = np.asarray(tokens)
     if A.ndim != 5 or A.shape[-1] != A.shape[-2] or A.shape[0] != tokens.shape[0] or A.shape[-1] != tokens.shape[1]:
         raise ValueError(f"patterns [B, L, H, P, P] must fit tokens [B, P]: got {A.shape} and {tokens.shape}")
+    if detection is None:
+        detection = detection_patterns(tokens)
     out = {}
-    for name, detector in DETECTORS.items():
-        D = np.stack([detector(t) for t in tokens])  # [B, P, P]
+    for name in DETECTORS:
+        D = detection[name]  # [B, P, P]
         hit = np.einsum("blhqk,bqk->blh", A, D)
         out[name] = (hit / A.sum(axis=(-1, -2))).mean(axis=0)
     return out

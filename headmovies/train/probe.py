@@ -33,20 +33,23 @@ import torch
 from torch import nn
 
 from headmovies.errors import ModelError
-from headmovies.train.head_scores import SCORES, head_scores, in_context_score
+from headmovies.train.head_scores import SCORES, detection_patterns, head_scores, in_context_score
 
 PATTERN_SEQUENCES = 2  # probe sequences whose full patterns are stored (all are scored)
 MAX_POSITIONS = 64  # the default probe's length: 2 x 32 tokens, or the model's context if shorter
 DEFAULT_BATCH = 8  # the default probe's sequences
 
 
-def _fused_pattern(module: Any, x: torch.Tensor) -> torch.Tensor:
-    """nanoGPT / GPT-2 attention's pattern [B, H, T, T] from its input x [B, T, d_model]."""
+def _fused_pattern(module: Any, x: torch.Tensor, qkv: torch.Tensor | None = None) -> torch.Tensor:
+    """nanoGPT / GPT-2 attention's pattern [B, H, T, T] from its input x [B, T, d_model]; `qkv`:
+    `module.c_attn(x)` [B, T, 3 d_model] when the forward already computed it (else computed here)."""
     H = next(
         getattr(module, k) for k in ("n_head", "num_heads", "n_heads") if isinstance(getattr(module, k, None), int)
     )
     B, T, C = x.shape
-    q, k, _ = module.c_attn(x).split(C, dim=2)  # (B, T, C) each, biases included
+    if qkv is None or tuple(qkv.shape) != (B, T, 3 * C):
+        qkv = module.c_attn(x)
+    q, k, _ = qkv.split(C, dim=2)  # (B, T, C) each, biases included
     q = q.view(B, T, H, C // H).transpose(1, 2)  # (B, nh, T, hs)
     k = k.view(B, T, H, C // H).transpose(1, 2)
     att = q @ k.transpose(-2, -1)
@@ -76,6 +79,8 @@ class _Capture:
     def __init__(self, module: nn.Module):
         self.module, self.inside = module, False
         self.pattern: torch.Tensor | None = None
+        self.x: torch.Tensor | None = None  # a fused layer's input and c_attn output, within its forward
+        self.qkv: torch.Tensor | None = None
         self.handles: list[Any] = []
 
     def install(self) -> None:
@@ -88,7 +93,11 @@ class _Capture:
         elif "return_pattern" in inspect.signature(m.forward).parameters:
             self.handles.append(m.register_forward_hook(self._own, with_kwargs=True))
         elif hasattr(m, "c_attn"):
-            self.handles.append(m.register_forward_pre_hook(self._fused, with_kwargs=True))
+            # The layer's input, then its own c_attn output (q, k, v: not computed a second time).
+            self.handles.append(m.register_forward_pre_hook(self._fused_input, with_kwargs=True))
+            if isinstance(m.c_attn, nn.Module):
+                self.handles.append(m.c_attn.register_forward_hook(self._fused_qkv))
+            self.handles.append(m.register_forward_hook(self._fused, with_kwargs=True))
         else:
             raise ModelError(f"the probe cannot read attention patterns of {type(m).__name__}")
 
@@ -107,8 +116,18 @@ class _Capture:
     def _keep_output(self, module, args, output) -> None:
         self.pattern = output.detach()
 
-    def _fused(self, module, args, kwargs) -> None:
-        self.pattern = _fused_pattern(module, self._input(args, kwargs))
+    def _fused_input(self, module, args, kwargs) -> None:
+        self.x, self.qkv, self.inside = self._input(args, kwargs), None, True
+
+    def _fused_qkv(self, module, args, output) -> None:
+        if self.inside and self.qkv is None and isinstance(output, torch.Tensor):
+            self.qkv = output
+
+    def _fused(self, module, args, kwargs, output) -> None:
+        self.inside = False
+        if self.x is not None:
+            self.pattern = _fused_pattern(module, self.x, self.qkv)
+        self.x = self.qkv = None
 
     def _own(self, module, args, kwargs, output) -> None:
         if self.inside:
@@ -174,6 +193,7 @@ class Probe:
         self.forward = forward if forward is not None else model
         self.captures = [_Capture(m) for m in attention]
         self.vocab_out = vocab_out
+        self._detection: tuple[np.ndarray, dict[str, np.ndarray]] | None = None  # (tokens, their D) once computed
 
     def run(self) -> dict[str, np.ndarray]:
         """One snapshot's probe record (class docstring); training mode and RNG states as before."""
@@ -213,7 +233,9 @@ class Probe:
         A = np.full((B, len(patterns), H, P, P), np.nan, np.float32)
         for layer, p in enumerate(patterns):
             A[:, layer, : p.shape[1]] = p.float().cpu().numpy()
-        scores = head_scores(A, self.tokens)
+        if self._detection is None or self._detection[0] is not self.tokens:  # the tokens are fixed: D is
+            self._detection = (self.tokens, detection_patterns(self.tokens))  # computed once, not per snapshot
+        scores = head_scores(A, self.tokens, self._detection[1])
         record = {f"scores/{name}": scores[name].astype(np.float32) for name in SCORES}
         record["patterns"] = A[:PATTERN_SEQUENCES].astype(np.float16)
         ics = np.nan
