@@ -46,7 +46,8 @@ def make_probe(
     tokens: int,
 ) -> Probe | None:
     """The Recorder's Probe (module docstring), or None when off. ConfigError (one line) for a
-    batch that is not ints [batch, positions], or a probe asked of a weights function."""
+    batch that is not ints [batch, positions], holds a token id past W_E's rows or more positions
+    than W_pos's rows, or a probe asked of a weights function."""
     if probe is None:
         return None
     default = isinstance(probe, str) and probe == DEFAULT
@@ -72,6 +73,16 @@ def make_probe(
             raise ConfigError(
                 "probe must be None or token ids, ints >= 0 [batch, positions >= 2]; "
                 f"got {batch.dtype} {list(batch.shape)}"
+            )
+        d_vocab = int(weights["W_E"].shape[0]) if "W_E" in weights else None  # checked now, not at the first step
+        if d_vocab is not None and int(batch.max()) >= d_vocab:
+            raise ConfigError(
+                f"probe token ids must be below the vocabulary's {d_vocab} (W_E's rows); got {batch.max()}"
+            )
+        n_ctx = int(weights["W_pos"].shape[0]) if "W_pos" in weights else None
+        if n_ctx is not None and batch.shape[1] > n_ctx:
+            raise ConfigError(
+                f"probe sequences must fit the model's {n_ctx} positions (W_pos's rows); got {batch.shape[1]}"
             )
     if forward is not None and not callable(forward):
         raise ConfigError(f"forward must be a function tokens -> output, got {type(forward).__name__}")

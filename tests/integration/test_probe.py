@@ -224,6 +224,11 @@ def test_probe_options_and_errors(tmp_path):
         assert run.in_context_scores().shape == (1,)
     with pytest.raises(ConfigError, match="probe must be None or token ids"):
         headmovies.Recorder(tmp_path / "bad.h5", model, probe=[[0.5, 1.5]])
+    with pytest.raises(ConfigError, match="below the vocabulary's"):  # at construction, not the first step
+        headmovies.Recorder(tmp_path / "vocab.h5", model, probe=[[1, 2, 999]])
+    with pytest.raises(ConfigError, match="fit the model's 16 positions"):
+        headmovies.Recorder(tmp_path / "long.h5", model, probe=np.ones((1, 17), np.int64))
+    assert not list(tmp_path.glob("vocab.h5*")) and not list(tmp_path.glob("long.h5*"))  # no file, no lock
     with pytest.raises(ConfigError, match="not a weights function"):
         headmovies.Recorder(tmp_path / "fn.h5", lambda: {"W_E": None}, probe=own)
     calls = []
