@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from scatter_pages import to_last
-from torch import nn
+from tiny_models import TinyAttentionModel as Model
 
 import headmovies
 from headmovies.render.generic.heads import find_heads
@@ -29,21 +29,6 @@ def train_loss(e: int) -> float:
 
 def val_loss(e: int) -> float:
     return 4.2 * 0.995**e
-
-
-class Model(nn.Module):
-    def __init__(self, layers: int = 2):
-        super().__init__()
-        self.W_E = nn.Parameter(torch.randn(9, 8))
-        self.attn = nn.ModuleList(nn.MultiheadAttention(8, 2, batch_first=True) for _ in range(layers))
-        self.W_U = nn.Parameter(torch.randn(8, 9))
-
-    def forward(self, tokens):
-        x = self.W_E[tokens]
-        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
-        for a in self.attn:
-            x = x + a(x, x, x, attn_mask=mask, need_weights=False)[0]
-        return x @ self.W_U
 
 
 @pytest.fixture(scope="module")

@@ -12,29 +12,13 @@ from pathlib import Path
 import h5py
 import numpy as np
 import torch
-from torch import nn
+from tiny_models import TinyAttentionModel as Model
 
 import headmovies
 from headmovies.runfile.reader import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.W_E = nn.Parameter(torch.randn(9, 8))
-        self.a0 = nn.MultiheadAttention(8, 2, batch_first=True)
-        self.a1 = nn.MultiheadAttention(8, 2, batch_first=True)
-        self.W_U = nn.Parameter(torch.randn(8, 9))
-
-    def forward(self, tokens):
-        x = self.W_E[tokens]
-        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
-        for a in (self.a0, self.a1):
-            x = x + a(x, x, x, attn_mask=mask, need_weights=False)[0]
-        return x @ self.W_U
 
 
 def _heads(*args: str) -> subprocess.CompletedProcess:

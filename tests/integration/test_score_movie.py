@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
-from torch import nn
+from tiny_models import TinyAttentionModel as Model
 
 import headmovies
 from headmovies.render.generic.score_space import ScoreMovie, score_coordinates, strip_metric
@@ -20,21 +20,6 @@ from headmovies.runfile.reader import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 torch.set_num_threads(1)
-
-
-class Model(nn.Module):
-    def __init__(self, layers: int):
-        super().__init__()
-        self.W_E = nn.Parameter(torch.randn(9, 8))
-        self.attn = nn.ModuleList(nn.MultiheadAttention(8, 2, batch_first=True) for _ in range(layers))
-        self.W_U = nn.Parameter(torch.randn(8, 9))
-
-    def forward(self, tokens):
-        x = self.W_E[tokens]
-        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
-        for a in self.attn:
-            x = x + a(x, x, x, attn_mask=mask, need_weights=False)[0]
-        return x @ self.W_U
 
 
 def _record(path: Path, layers: int = 3, **kwargs) -> None:
