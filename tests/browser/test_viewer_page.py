@@ -412,7 +412,7 @@ def test_frequency_groups_in_words(js):
         "omega": 6,
         "title": "ω = 6 (orbit size 4): 4 heads 0, 1, 2, 3",
         "spectrum": "|μ̂_k|/Σ|ρ|, k = 1..3: 0.333 0.333 0.333",
-        "detail": "score amplitude r 1.00–1.25 · stabiliser-odd QK ≤ 60.0 %, OV ≤ 0.0 %",
+        "detail": "score amplitude A 1.00–1.25 · stabiliser-odd QK ≤ 60.0 %, OV ≤ 0.0 %",
         "exact": False,
     }
     assert words[1]["exact"] is True and words[1]["spectrum"] == "|μ̂_k|/Σ|ρ|, k = 1..1: 0.000"

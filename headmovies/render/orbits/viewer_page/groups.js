@@ -1,6 +1,6 @@
 // The "Frequency groups" panel: at the current snapshot, each group of live heads at one
 // frequency ω with its orbit spectrum |μ̂_k|/Σ|ρ_h| (k = 1..N_ω − 1; 0 on an exact orbit), the
-// heads' QK score amplitude r and their largest stabiliser-odd fractions (render/orbits/spectrum.py,
+// heads' QK score amplitude A and their largest stabiliser-odd fractions (render/orbits/spectrum.py,
 // docs/math.md "Orbit spectrum"). app: as in family.js. Pure functions first.
 "use strict";
 (function (exports) {
@@ -19,7 +19,7 @@
       omega,
       title: `ω = ${omega} (orbit size ${order}): ${n} head${n === 1 ? "" : "s"} ${heads.join(", ")}`,
       spectrum: `|μ̂_k|/Σ|ρ|, k = 1..${order - 1}: ${spectrum.map(fmtMoment).join(" ")}`,
-      detail: `score amplitude r ${rMin === null ? "–" : rMin.toFixed(2)}–${rMax === null ? "–" : rMax.toFixed(2)}` +
+      detail: `score amplitude A ${rMin === null ? "–" : rMin.toFixed(2)}–${rMax === null ? "–" : rMax.toFixed(2)}` +
               ` · stabiliser-odd QK ≤ ${pct(oddQk)}, OV ≤ ${pct(oddOv)}`,
       exact: spectrum.every((x) => x !== null && x < 1e-3),
     };
