@@ -42,7 +42,6 @@ ONLY = {
     "dead_tol": ("orbits",),
     "name": ("orbits", "induction", "ov-coherent"),
     "sequences": ("induction",),
-    "no_progress": ("induction",),
     "group_order": ("generic",),
     "basis": ("generic",),
     "view": ("generic", "induction"),
@@ -52,6 +51,7 @@ ONLY = {
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_run_argument(p)
     p.add_argument("--out", type=Path, metavar="DIR", help="output folder (created; default for data/a.h5: data/a)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (only induction runs draw one)")
     g = group(p, ["orbits", "induction", "ov-coherent"])
     g.add_argument("--name", help="file name stem of the page (default viewer)")
     g = group(p, ["orbits", "generic"])
@@ -66,7 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--sequences", type=int, metavar="N", help="fresh sequences for the attention patterns (default 256)"
     )
-    g.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_generic_arguments(p)
     add_view_argument(p)
 
