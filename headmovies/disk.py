@@ -38,7 +38,8 @@ def check_folder(folder: str | os.PathLike, may_create: bool = True) -> None:
     folder above it is a folder, writable, and on a disk (not /proc). Creates nothing."""
     folder = Path(folder)  # shown as given; relative paths are checked as they are
     if folder.exists() and not folder.is_dir():
-        raise UserError(f"output folder {folder} is a file; remove it or choose another --out")
+        kind = _kind(folder.stat().st_mode) or "a file"
+        raise UserError(f"output folder {folder} is {kind}; {'remove it or ' * (kind == 'a file')}choose another --out")
     base = _nearest_existing(folder)
     if not base.is_dir():
         raise UserError(f"cannot create output folder {folder}: {base} is a file")

@@ -935,6 +935,10 @@ def _bad_inputs(tmp: Path, runs: Path) -> dict[str, tuple[list[str], str]]:
             train_argv(tmp / "exists.h5" / "x.h5", 20),
             f"output folder {tmp / 'exists.h5'} is a file; remove it or choose another --out",
         ),
+        "view into a device": (
+            ["view", orbit, "--out", "/dev/null"],
+            "output folder /dev/null is a character device; choose another --out",
+        ),
         "train into a missing folder": (
             train_argv(tmp / "nowhere" / "x.h5", 20),
             f"output folder {tmp / 'nowhere'} does not exist; create it first (mkdir -p",
@@ -1024,6 +1028,7 @@ CASES = [
     "checkpoint path a folder",
     "recover into /proc",
     "train under a file",
+    "view into a device",
     "train into a missing folder",
     "recover into a missing folder",
     "sweep under a file",
