@@ -48,10 +48,10 @@ from matplotlib.colors import to_hex
 from headmovies.render.core import scatter_viewer as core_viewer
 from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.outputs import prepare_out_dir, write_text
-from headmovies.render.core.payload import pack, unpack
 from headmovies.render.core.projections import Panel, polygon_order
 from headmovies.render.core.scatter_viewer import colour_stops
 from headmovies.render.core.viewer_page import build
+from headmovies.render.core.viewer_page.build import pack, unpack
 from headmovies.render.orbits.captions import metrics_caption
 from headmovies.render.orbits.check import DEAD_TOL, TOL
 from headmovies.render.orbits.check_run import group_of
@@ -64,7 +64,7 @@ from headmovies.render.orbits.spectrum import FrequencyGroup
 from headmovies.render.orbits.stream import FinalSnapshot, RunInfo, collect, final_snapshot
 from headmovies.runfile.reader import Run
 
-__all__ = ["ViewerData", "make_viewer", "pack", "unpack"]  # pack, unpack: render.core.payload's
+__all__ = ["ViewerData", "make_viewer", "pack", "unpack"]  # pack, unpack: the viewer engine build's
 PAYLOAD_VERSION = 1
 MAX_MB = 5.0  # the default run's page stays under this (docs/viewer.md, "Payload and precision")
 HEATMAP = "RdBu_r"  # the heads' circuits in the page: red positive, blue negative
