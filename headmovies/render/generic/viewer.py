@@ -43,7 +43,7 @@ from headmovies.render.core.scatter_viewer import (
 )
 from headmovies.render.core.timeline import Event
 from headmovies.render.core.viewer_page.build import page
-from headmovies.render.generic.analysis import first_epoch_at
+from headmovies.render.generic.figures import first_epoch_at
 from headmovies.render.generic.heads import Heads, find_heads, iter_circuits
 from headmovies.render.generic.movie import header, metrics_caption
 from headmovies.render.generic.planes import planes_of
