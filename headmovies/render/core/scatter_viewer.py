@@ -44,6 +44,7 @@ from headmovies.runfile.reader import Run
 PAYLOAD_VERSION = 1
 HEATMAP = "RdBu_r"  # signed heatmaps: red positive, blue negative
 SEQUENTIAL = "Greys"  # heatmaps of values from 0 (white) up (attention)
+AXES = {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR}  # the movie's eased axes
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def scatter_payload(
         ],
         "events": event_words(events),
         "trail_epochs": trail_epochs,
-        "axes": {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR},
+        "axes": AXES,
         "colours": {"heatmap": colour_stops(HEATMAP), "sequential": colour_stops(SEQUENTIAL)},
         "detail": detail,
     }
