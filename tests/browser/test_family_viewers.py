@@ -13,7 +13,7 @@ from scatter_pages import check_opens_offline_and_fits, check_play_moves, check_
 
 from headmovies.cli import main as cli_main
 from headmovies.render.core.frame_states import trail_length
-from headmovies.render.core.payload import unpack
+from headmovies.render.core.viewer_page.build import unpack
 from headmovies.render.induction import numpy_model as npm
 from headmovies.render.induction.analysis import over_training
 from headmovies.render.induction.circuit_scores import copying_table

@@ -18,13 +18,13 @@ import pytest
 
 from headmovies.render.core.frame_states import frame_states
 from headmovies.render.core.projections import Panel, irrep_coordinate
+from headmovies.render.core.scatter_viewer import HEATMAP, colour_stops
 from headmovies.render.core.viewer_page import build as core_build
 from headmovies.render.orbits.check import format_error
 from headmovies.render.orbits.viewer import (
     PACKAGE,
     dequantise_rows,
     fourier_rows,
-    heatmap_stops,
     pack,
     plane_words,
     quantise_rows,
@@ -295,7 +295,7 @@ def test_axis_limits_are_the_movie_s(js):
 
 
 def test_heatmap_colours(js):
-    stops = heatmap_stops()
+    stops = colour_stops(HEATMAP)  # RdBu_r's 11 ColorBrewer colours
     assert stops[0] == [5, 48, 97] and stops[5] == [247, 247, 247] and stops[-1] == [103, 0, 31]
     got = js("[-2, -1, 0, 0.1, 1, 3].map((z) => M.heatmap.colourOf(z, arg))", stops)
     assert got == [[5, 48, 97], [5, 48, 97], [247, 247, 247], [250, 233, 223], [103, 0, 31], [103, 0, 31]]

@@ -172,7 +172,7 @@ def test_both_equivariance_errors_in_curves_and_caption(eq_run, tmp_path):
     """New files store eq_error_pooled and eq_error_worst_input; files made before hold the
     pooled error as `eq_error`, which the reader renames, so figures and captions read both."""
     from headmovies.render.orbits.captions import metrics_caption
-    from headmovies.render.orbits.curves_figure import curves_figure
+    from headmovies.render.orbits.history_figures import curves_figure
 
     with Run(eq_run) as run:
         met = run.metrics()
@@ -239,9 +239,8 @@ def test_curves_mark_the_penalty_and_phase_2_from_the_config(tmp_path):
     out = tmp_path / "figs"
     assert make_figures(run, out, formats=("png",), progress=False, log=lambda s: None)
     assert imread(out / "curves.png")[..., :3].std() > 0.05
-    from headmovies.render.orbits.curves_figure import curves_figure
     from headmovies.render.orbits.events import phase_marks
-    from headmovies.render.orbits.history_figures import orbits_over_time_figure
+    from headmovies.render.orbits.history_figures import curves_figure, orbits_over_time_figure
 
     with Run(run) as r:
         met, cfg, history = r.metrics(), r.config, orbit_history(r)

@@ -440,7 +440,7 @@ def test_view_scores_draws_an_induction_run_in_score_space(tiny_runs, tmp_path, 
     plane per layer, each head at its recorded (previous-token, induction) scores."""
     from scatter_pages import payload_of
 
-    from headmovies.render.core.payload import unpack
+    from headmovies.render.core.viewer_page.build import unpack
 
     run = tiny_runs["induction-2l"]
     assert render_main(["view", str(run), "--out", str(tmp_path / "v"), "--view", "scores"]) == 0

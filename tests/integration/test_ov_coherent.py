@@ -13,7 +13,7 @@ import torch
 from headmovies.cli import main as pipeline_main
 from headmovies.cli import main as render_main
 from headmovies.render.ov_coherent import analysis
-from headmovies.render.ov_coherent.results import Analysis, HeadResult
+from headmovies.render.ov_coherent.analysis import Analysis, HeadResult
 from headmovies.runfile.reader import Run
 from headmovies.tasks import ov_coherent as ov_task
 from headmovies.train import config as pconfig
@@ -346,7 +346,7 @@ def test_qk_plane_movie_has_timeline_and_caption(tmp_path):
 
 
 def test_the_analysis_is_typed_and_its_json_keeps_the_stored_keys():
-    """`analyse` returns a `results.Analysis`; its JSON form (analysis.json, summary.json) has the
+    """`analyse` returns an `Analysis`; its JSON form (analysis.json, summary.json) has the
     keys the report has always written, in their order, each head's too."""
     result = analysis.analyse(hand_built(), ov_task.task_cases(10))
     assert isinstance(result, Analysis) and isinstance(result.heads[0], HeadResult)

@@ -14,8 +14,8 @@ import pytest
 import scatter_pages
 
 import headmovies
-from headmovies.render.core.payload import unpack
-from headmovies.render.generic.analysis import frequency_shares, key_frequencies
+from headmovies.render.core.viewer_page.build import unpack
+from headmovies.render.generic.figures import frequency_shares, key_frequencies
 from headmovies.render.generic.heads import find_heads
 from headmovies.render.generic.planes import planes_of, top_irrep_planes
 from headmovies.runfile.reader import Run

@@ -654,7 +654,7 @@ def test_other_experiments_sweep_with_their_own_summaries(tmp_path, experiment, 
 
 def test_induction_and_ov_coherent_outcomes():
     from headmovies.render.induction.summary import outcome as ind_outcome
-    from headmovies.render.ov_coherent.results import Analysis
+    from headmovies.render.ov_coherent.analysis import Analysis
     from headmovies.render.ov_coherent.summary import outcome as ovc_outcome
 
     def ov_result(acc, opposite, kendall_tau):

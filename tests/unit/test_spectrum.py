@@ -136,7 +136,7 @@ def test_the_check_marks_marginal_orbits_and_near_misses(eps, verified, near):
 
 def test_the_spectrum_figure_draws_each_group_over_epochs():
     """Two snapshots: the deformed square (every moment 1/3), then the exact one (0, at the floor)."""
-    from headmovies.render.orbits.spectrum_figure import FLOOR, orbit_spectrum_figure
+    from headmovies.render.orbits.history_figures import FLOOR, orbit_spectrum_figure
 
     heads = [cos_head(6, 1.0, k * np.pi / 2, a) for k, a in enumerate((1, 1, 1, 3))]
     deformed = orbit_spectrum(np.stack([h[0] for h in heads]), np.stack([h[1] for h in heads]), N, MS)

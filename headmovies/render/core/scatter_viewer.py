@@ -16,7 +16,7 @@ The payload, JSON inside the page:
   in epochs, the rescaling rule of symmetric axes (`frame_states`), the heatmap colours, and
   `detail`: whatever the family's script needs (JSON).
 - epochs [T] and captions [T] (a line of words per snapshot).
-- arrays (`core.payload.pack`): coords float32 [T, P, K, 2] (x, y of dot k in plane p),
+- arrays (`viewer_page.build.pack`): coords float32 [T, P, K, 2] (x, y of dot k in plane p),
   curves float32 [T, C] (NaN: no value), and the family's own arrays.
 """
 
@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -33,15 +34,17 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
+from headmovies.errors import UserError
 from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
 from headmovies.render.core.outputs import prepare_out_dir, write_text
-from headmovies.render.core.payload import pack
 from headmovies.render.core.timeline import Event
-from headmovies.render.core.viewer_page.build import page
+from headmovies.render.core.viewer_page.build import pack, page
+from headmovies.runfile.reader import Run
 
 PAYLOAD_VERSION = 1
 HEATMAP = "RdBu_r"  # signed heatmaps: red positive, blue negative
 SEQUENTIAL = "Greys"  # heatmaps of values from 0 (white) up (attention)
+AXES = {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR}  # the movie's eased axes
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,7 @@ def scatter_payload(
         ],
         "events": event_words(events),
         "trail_epochs": trail_epochs,
-        "axes": {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR},
+        "axes": AXES,
         "colours": {"heatmap": colour_stops(HEATMAP), "sequential": colour_stops(SEQUENTIAL)},
         "detail": detail,
     }
@@ -169,6 +172,12 @@ class ViewerResult:
     snapshots: int
 
 
+def require_snapshots(run: Run) -> None:
+    """UserError (one line) for a run file that holds no snapshot yet."""
+    if len(run) == 0:
+        raise UserError(f"{run.path} has no snapshot yet")
+
+
 def run_facts(run, final_epoch: int) -> dict:
     """The payload's run facts of a run file (`runfile.reader.Run`): file name, experiment,
     the run's last epoch `final_epoch` (its timeline's end) and whether it is complete."""
@@ -188,3 +197,17 @@ def write_page(payload: dict, package: str, out_dir: str | Path, name: str = "vi
     out_dir = Path(out_dir)
     prepare_out_dir(out_dir)
     return write_text(out_dir / f"{name}.html", text)
+
+
+def make_viewer(
+    run_path: str | Path, out_dir: str | Path, payload_of: Callable[[Run], dict], package: str, name: str = "viewer"
+) -> ViewerResult:
+    """Write out_dir/name.html (whole or not at all): the page of `package` (a family's
+    viewer_page) with the payload `payload_of(run)` of the run at `run_path`, timed. The errors
+    of `Run` and `payload_of` (UserError for what a user can get wrong) come before anything is
+    written."""
+    t0 = time.perf_counter()
+    with Run(run_path) as run:
+        payload = payload_of(run)
+    path = write_page(payload, package, out_dir, name)
+    return ViewerResult(path, path.stat().st_size, time.perf_counter() - t0, len(payload["epochs"]))

@@ -37,13 +37,13 @@ from headmovies.render.core.scatter_viewer import (
     Plane,
     Series,
     at_snapshots,
+    make_viewer,
     run_facts,
     scatter_payload,
-    write_page,
 )
 from headmovies.render.core.timeline import Event
 from headmovies.render.core.viewer_page.build import page
-from headmovies.render.generic.analysis import first_epoch_at
+from headmovies.render.generic.figures import first_epoch_at
 from headmovies.render.generic.heads import Heads, find_heads, iter_circuits
 from headmovies.render.generic.movie import header, metrics_caption
 from headmovies.render.generic.planes import planes_of
@@ -287,6 +287,6 @@ def render_viewer(
 ) -> Path:
     """Write out_dir/viewer.html for `run_path` (whole or not at all); returns its path. `view`:
     None, "scores" or "axes" (`viewer_payload`)."""
-    with Run(run_path) as run:
-        payload = viewer_payload(run, group_order, panels, basis, view)
-    return write_page(payload, PACKAGE, out_dir)
+    return make_viewer(
+        run_path, out_dir, lambda run: viewer_payload(run, group_order, panels, basis, view), PACKAGE
+    ).path

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.colors import PowerNorm
 
 from headmovies.render.induction import analysis as ind
-from headmovies.render.induction.results import Analysis
+from headmovies.render.induction.analysis import Analysis
 
 ATT_NORM: dict[str, Any] = dict(vmin=0.0, vmax=1.0, gamma=0.5)  # sqrt colour scale: weak diagonals stay visible
 ATT_CMAP = "magma"

@@ -21,8 +21,8 @@ from headmovies.render.core.timeline import (
     hold_frames,
 )
 from headmovies.render.core.timeline_strip import TimelineStrip
+from headmovies.render.induction.analysis import Analysis
 from headmovies.render.induction.figures import heatmap_grid
-from headmovies.render.induction.results import Analysis
 
 ACCURACY_MARKS = (0.5, 0.9)  # timeline events: held-out accuracy reaches these and stays
 ACC_COLOUR = "C0"

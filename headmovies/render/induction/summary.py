@@ -18,7 +18,7 @@ from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.induction import analysis as ind
 from headmovies.render.induction import numpy_model
-from headmovies.render.induction.results import Analysis
+from headmovies.render.induction.analysis import Analysis
 from headmovies.runfile.reader import Run
 from headmovies.tasks.induction import BLOCK_LENGTHS, correct_completion, decode, encode_prompt, positions_of
 

@@ -19,13 +19,13 @@ accuracy, the largest induction attention of any head, and the movie's events
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 from matplotlib.colors import to_hex
 
 from headmovies.errors import UserError
+from headmovies.render.core import scatter_viewer
 from headmovies.render.core.frame_states import trail_length
 from headmovies.render.core.panels import head_colours
 from headmovies.render.core.scatter_viewer import (
@@ -34,9 +34,9 @@ from headmovies.render.core.scatter_viewer import (
     Series,
     ViewerResult,
     at_snapshots,
+    require_snapshots,
     run_facts,
     scatter_payload,
-    write_page,
 )
 from headmovies.render.induction.analysis import over_training
 from headmovies.render.induction.movie import ACC_COLOUR, induction_timeline
@@ -63,8 +63,7 @@ def viewer_payload(
     trail_epochs (default `frame_states.trail_length`: a tenth of the run, at most 250). UserError
     (one line) for a run of another experiment or one without snapshots."""
     check_run(run)
-    if len(run) == 0:
-        raise UserError(f"{run.path} has no snapshot yet")
+    require_snapshots(run)
     cfg = run.config
     L, T = int(cfg["block_len"]), int(cfg["seq_len"])
     hist = over_training(run, n_sequences=n_sequences, progress=progress)
@@ -153,10 +152,8 @@ def make_viewer(
     """Write out_dir/name.html, the viewer of an induction run (whole or not at all; trails as
     in `viewer_payload`). UserError for a run a user can get wrong (missing, another
     experiment, no snapshot)."""
-    t0 = time.perf_counter()
     if not 1 <= n_sequences <= 100_000:
         raise UserError(f"--sequences must be in 1..100000, got {n_sequences}")
-    with Run(run_path) as run:
-        payload = viewer_payload(run, n_sequences, progress, trail_epochs)
-    path = write_page(payload, PACKAGE, out_dir, name)
-    return ViewerResult(path, path.stat().st_size, time.perf_counter() - t0, len(payload["epochs"]))
+    return scatter_viewer.make_viewer(
+        run_path, out_dir, lambda run: viewer_payload(run, n_sequences, progress, trail_epochs), PACKAGE, name
+    )

@@ -13,12 +13,12 @@
                   coloured by their final orbit, the tolerance marked; below, the heads in
                   verified orbits; each final orbit's lock-in epoch marked in both
     orbit_spectrum    each frequency group's orbit spectrum |mu_k| / sum |rho_h| over epochs
-                  (`spectrum_figure`; 0 on an exact orbit)
+                  (0 on an exact orbit)
 
 Each is written as PNG and SVG, under a temporary name renamed when complete, together with
-the orbit report (orbits.json, orbits.txt). Each figure is drawn by its own module
-(`curves_figure`, `check_figures`, `history_figures`; the panels still here, from the movie's
-`PanelFigure`); `make_figures` reads the run once and writes them all. Sources: source 000;
+the orbit report (orbits.json, orbits.txt). The final snapshot's figures are drawn in
+`check_figures`, those over training in `history_figures`, the panels still here (from the
+movie's `PanelFigure`); `make_figures` reads the run once and writes them all. Sources: source 000;
 docs/math.md; docs/movie.md.
 """
 
@@ -41,18 +41,21 @@ from headmovies.render.orbits.captions import AXIS_LABELS, header_text, metrics_
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport
 from headmovies.render.orbits.check_figures import orbit_check_figure, orbit_power_figure
 from headmovies.render.orbits.check_run import group_of
-from headmovies.render.orbits.curves_figure import curves_figure
 from headmovies.render.orbits.events import phase_marks
 from headmovies.render.orbits.head_styles import OrbitLooks
 from headmovies.render.orbits.history import OrbitHistory, SnapshotCheck
-from headmovies.render.orbits.history_figures import orbit_progress_figure, orbits_over_time, orbits_over_time_figure
+from headmovies.render.orbits.history_figures import (
+    curves_figure,
+    orbit_progress_figure,
+    orbit_spectrum_figure,
+    orbits_over_time,
+    orbits_over_time_figure,
+)
 from headmovies.render.orbits.panel_choice import resolve_panels
 from headmovies.render.orbits.spectrum import panel_lines
-from headmovies.render.orbits.spectrum_figure import orbit_spectrum_figure
 from headmovies.render.orbits.stream import RunInfo, collect, final_snapshot
 from headmovies.runfile.reader import Run
 
-NAMES = ("curves", "panels", "orbit_check", "orbit_power", "orbits_over_time", "orbit_progress", "orbit_spectrum")
 PANELS_TRAIL = TRAIL_EPOCHS  # the panels still's trails (epochs), as the movie's default
 
 

@@ -1,22 +1,107 @@
-"""The orbit check of every snapshot, drawn (`history.OrbitHistory`; the `orbits_over_time`
-and `orbit_progress` figures).
-
-    orbits_over_time  heads in verified orbits, by orbit size, at every snapshot
-    orbit_progress    orbit formation as a progress measure: each live head's distance to the
-                      nearest orbit structure (worst-shift match error, log) over epochs, heads
-                      coloured by their final orbit, the tolerance marked; below, the heads in
-                      verified orbits; each final orbit's lock-in epoch marked in both
+"""The figures of a run over training (`figures` lists them): its logged curves (`curves_figure`),
+and the orbit check (`history.OrbitHistory`: `orbits_over_time_figure`, `orbit_progress_figure`)
+and orbit spectrum of every snapshot (`orbit_spectrum_figure`: `spectrum.orbit_spectrum` of each,
+gathered by `stream.collect`). The spectrum has one panel per frequency omega of the final
+snapshot's groups of two or more heads (at most MAX_PANELS, largest groups first): |mu_k| /
+sum |rho_h| for k = 1 .. min(N_omega - 1, MAX_K) over epochs, log scale, with the group's heads
+at each snapshot (its members may change as heads move between frequencies); a verified orbit
+at omega has every curve at 0 (drawn at the floor). Source: docs/math.md, "Orbit spectrum".
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from headmovies.errors import UserError
+from headmovies.render.core.timeline import Event
 from headmovies.render.orbits.check import heads
 from headmovies.render.orbits.colours import DEAD_COLOUR, DEAD_EDGE, OTHER_COLOUR, orbit_colour
 from headmovies.render.orbits.history import OrbitHistory
+from headmovies.render.orbits.spectrum import FrequencyGroup
+
+MARK_COLOUR = "#606060"
+
+PRETTY = {
+    "train_loss": "train cross-entropy",
+    "heldout_loss": "held-out cross-entropy",
+    "eq_loss": "equivariance loss",
+    "train_acc": "train",
+    "heldout_acc": "held-out",
+    "eq_error_pooled": "pooled",
+    "eq_error_worst_input": "worst input",
+}
+EQ_ERRORS = ("eq_error_pooled", "eq_error_worst_input")  # docs/math.md, "Equivariance loss and equivariance errors"
+
+
+def _label(key: str) -> str:
+    return PRETTY.get(key, key.replace("_", " "))
+
+
+def _colour(key: str) -> str | None:
+    """Train blue, held-out orange, equivariance green in every panel."""
+    for prefix, colour in (("train", "C0"), ("heldout", "C1"), ("eq", "C2")):
+        if key.startswith(prefix):
+            return colour
+    return None
+
+
+def curves_figure(metrics: dict[str, np.ndarray], title: str = "", marks: Sequence[Event] = ()) -> Figure:
+    """Loss and equivariance error (log y) and accuracy (%, linear) over epochs, each curve
+    labelled with its final value. metrics: `Run.metrics()` ({'epoch': [K], name: [K]}).
+    marks: changes of the training (`events.phase_marks`: the penalty on, phase 2), a dashed
+    vertical in every panel, numbered; the figure's note under the panels says what each is."""
+    epoch = metrics["epoch"]
+    groups = [
+        ("loss", [k for k in sorted(metrics) if k.endswith("loss")], True),
+        ("accuracy", [k for k in sorted(metrics) if k.endswith("_acc")], False),
+        ("equivariance error", [k for k in EQ_ERRORS if k in metrics], True),
+    ]
+    groups = [g for g in groups if g[1]]
+    if not groups:
+        raise UserError("the run logged no loss, accuracy or equivariance-error metrics to plot")
+    fig = Figure(figsize=(4.2 * len(groups), 3.4), layout="constrained")
+    for ax, (label, keys, log) in zip(fig.subplots(1, len(groups), squeeze=False)[0], groups):
+        for k in keys:
+            y = np.asarray(metrics[k], float)
+            if log:
+                ok = y > 0  # log axes cannot show 0
+                ax.plot(
+                    epoch[ok],
+                    y[ok],
+                    lw=1.5,
+                    color=_colour(k),
+                    ls="--" if k == "eq_error_worst_input" else "-",
+                    label=f"{_label(k)} (final {y[-1]:.2g})",
+                )
+            else:
+                ax.plot(epoch, 100 * y, lw=1.5, color=_colour(k), label=f"{_label(k)} (final {100 * y[-1]:.1f}%)")
+        if log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(-2, 102)
+            ax.set_ylabel("%")
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3, which="both" if log else "major", lw=0.5)
+        for i, e in enumerate(marks):
+            ax.axvline(e.epoch, color=MARK_COLOUR, ls="--", lw=1.0, zorder=1)
+            ax.text(
+                e.epoch, 1.0, f" {i + 1}", transform=ax.get_xaxis_transform(), va="top", fontsize=8, color=MARK_COLOUR
+            )
+        ax.legend(fontsize=8, frameon=False)
+    if marks:
+        fig.supxlabel(
+            "   ".join(f"{i + 1}: epoch {e.epoch:,}, {e.label}" for i, e in enumerate(marks)),
+            fontsize=8,
+            color="#404040",
+        )
+    if title:
+        fig.suptitle(title, fontsize=10, color="#404040")
+    return fig
 
 
 def orbits_over_time(h: OrbitHistory) -> tuple[np.ndarray, dict[int, np.ndarray], np.ndarray]:
@@ -141,5 +226,62 @@ def orbit_progress_figure(h: OrbitHistory, title: str = "") -> Figure:
     ax.set_title(
         title or "orbit formation: each head's distance to the nearest orbit structure, and heads in verified orbits",
         fontsize=10,
+    )
+    return fig
+
+
+MAX_PANELS = 6
+MAX_K = 6
+FLOOR = 1e-4  # drawn floor of the log axis: moments below it are zero to the eye
+
+
+def spectrum_series(
+    groups: Sequence[Sequence[FrequencyGroup]], omega: int, k_max: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(spectrum [T, k_max] with NaN where the group is absent or has no such k, heads [T]) of
+    the group at `omega` in each snapshot's groups."""
+    spec = np.full((len(groups), k_max), np.nan)
+    count = np.zeros(len(groups), int)
+    for t, gs in enumerate(groups):
+        for g in gs:
+            if g.omega == omega:
+                k = min(k_max, len(g.spectrum))
+                spec[t, :k] = g.spectrum[:k]
+                count[t] = len(g.heads)
+    return spec, count
+
+
+def orbit_spectrum_figure(epochs: np.ndarray, groups: Sequence[Sequence[FrequencyGroup]], title: str = "") -> Figure:
+    """The figure from epochs int [T] and each snapshot's frequency groups (`stream.Collected.groups`)."""
+    final = sorted((g for g in groups[-1] if len(g.heads) >= 2), key=lambda g: (-len(g.heads), g.omega))[:MAX_PANELS]
+    cols = min(3, max(1, len(final)))
+    rows = max(1, -(-len(final) // cols))
+    fig = Figure(figsize=(3.8 * cols, 2.8 * rows + 0.4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    for ax in axes[len(final) :]:
+        ax.set_axis_off()
+    if not final:
+        axes[0].set_axis_on()
+        axes[0].text(0.5, 0.5, "no frequency group of two or more live heads", ha="center", va="center")
+        axes[0].set_axis_off()
+    for ax, g in zip(axes, final):
+        k_max = min(g.order - 1, MAX_K)
+        spec, count = spectrum_series(groups, g.omega, k_max)
+        for k in range(k_max):
+            ax.plot(epochs, np.maximum(spec[:, k], FLOOR), lw=1.2, color=orbit_colour(k), label=f"k = {k + 1}")
+        ax.set_yscale("log")
+        ax.set_ylim(FLOOR * 0.8, 1.2)
+        ax.grid(alpha=0.3, lw=0.5)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("|μ̂_k| / Σ|ρ_h|")
+        amplitudes = f"; score amplitude A {g.amplitude.min():.2f}–{g.amplitude.max():.2f}" if len(g.amplitude) else ""
+        ax.set_title(
+            f"ω = {g.omega} (orbit size {g.order}): {len(g.heads)} heads at the end\n"
+            f"{count.min()}–{count.max()} heads over time{amplitudes}",
+            fontsize=8,
+        )
+        ax.legend(fontsize=7, frameon=False, loc="lower left", ncol=2)
+    fig.suptitle(
+        title or "orbit spectrum of each frequency group over epochs (0 for every k on an exact orbit)", fontsize=10
     )
     return fig

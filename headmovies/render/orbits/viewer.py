@@ -46,12 +46,12 @@ import numpy as np
 from matplotlib.colors import to_hex
 
 from headmovies.render.core import scatter_viewer as core_viewer
-from headmovies.render.core.frame_states import EASE, FLOOR, LOOKAHEAD, MARGIN, TRAIL_EPOCHS
+from headmovies.render.core.frame_states import TRAIL_EPOCHS
 from headmovies.render.core.outputs import prepare_out_dir, write_text
-from headmovies.render.core.payload import pack, unpack
 from headmovies.render.core.projections import Panel, polygon_order
-from headmovies.render.core.scatter_viewer import colour_stops
+from headmovies.render.core.scatter_viewer import AXES, HEATMAP, PAYLOAD_VERSION, colour_stops
 from headmovies.render.core.viewer_page import build
+from headmovies.render.core.viewer_page.build import pack, unpack
 from headmovies.render.orbits.captions import metrics_caption
 from headmovies.render.orbits.check import DEAD_TOL, TOL
 from headmovies.render.orbits.check_run import group_of
@@ -64,10 +64,8 @@ from headmovies.render.orbits.spectrum import FrequencyGroup
 from headmovies.render.orbits.stream import FinalSnapshot, RunInfo, collect, final_snapshot
 from headmovies.runfile.reader import Run
 
-__all__ = ["ViewerData", "make_viewer", "pack", "unpack"]  # pack, unpack: render.core.payload's
-PAYLOAD_VERSION = 1
+__all__ = ["ViewerData", "make_viewer", "pack", "unpack"]  # pack, unpack: the viewer engine build's
 MAX_MB = 5.0  # the default run's page stays under this (docs/viewer.md, "Payload and precision")
-HEATMAP = "RdBu_r"  # the heads' circuits in the page: red positive, blue negative
 PACKAGE = "headmovies.render.orbits.viewer_page"  # the orbit family's parts of the page
 
 
@@ -339,10 +337,10 @@ class ViewerData:
                 "other": to_hex(OTHER_COLOUR),
                 "dead": to_hex(DEAD_COLOUR),
                 "dead_edge": to_hex(DEAD_EDGE),
-                "heatmap": heatmap_stops(),
+                "heatmap": colour_stops(HEATMAP),  # the heads' circuits: red positive, blue negative
             },
             "fourier_rows": {"scale_steps": SCALE_STEPS, "zero_code": ZERO_CODE},
-            "axes": {"lookahead": LOOKAHEAD, "ease": EASE, "margin": MARGIN, "floor": FLOOR},
+            "axes": AXES,
         }
 
     def payload(self, live: dict | None = None) -> dict:
@@ -362,12 +360,6 @@ def headline(info: RunInfo, n: int, n_heads: int, tol: float, panel_note: str) -
         f"orbits (heads that a shift of the tokens turns into each other, within {100 * tol:g} %) · "
         f"shown in {panel_note}"
     )
-
-
-def heatmap_stops(stops: int = 11) -> list[list[int]]:
-    """[stops][3] RGB (0..255) of HEATMAP at equally spaced points from -1 to 1 (RdBu_r's 11
-    ColorBrewer colours); the page interpolates linearly between them."""
-    return colour_stops(HEATMAP, stops)
 
 
 @dataclass

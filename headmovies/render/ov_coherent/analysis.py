@@ -18,15 +18,21 @@ Model at the read-off: logits = W_E[0] W_U + sum_h z_h W_O[h] W_U, z_h = sum_b a
 att_h = softmax over the keys of the read-off's QK row M_h[0, :] (docs/math.md, "QK and OV circuits";
 render.core.circuits).
 "Ablating" a head removes its term z_h W_O[h] W_U (zero ablation).
+
+`analyse` returns the typed result (`Analysis`, one `HeadResult` a head) that the report, the
+figures and a sweep's row read; `Analysis.to_dict()` is the JSON form written to analysis.json
+and summary.json (the same keys, in the same order, as the fields).
 """
 
 from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 
 from headmovies.errors import UserError
 from headmovies.render.core.circuits import ov_circuit, qk_circuit
-from headmovies.render.ov_coherent.results import Analysis, HeadResult
 from headmovies.tasks.ov_coherent import (
     CLASSES,
     D_VOCAB,
@@ -38,6 +44,55 @@ from headmovies.tasks.ov_coherent import (
     WEIGHT_NAMES,
     Cases,
 )
+
+
+@dataclass(frozen=True)
+class HeadResult:
+    """One head. head: its number from 1; qk_readoff [12]: its read-off QK row over the tokens;
+    qk_signal_minus_noise [4]: the signal tokens' scores above the noise tokens' mean;
+    ordering: the signal tokens by preference (e.g. [1, 2, 3, 4]) and ordering_text in words
+    ("1 > 2 > 3 > 4 > noise"); ablated_acc and ablated_class_acc [10]: the model's accuracy
+    with this head ablated, overall and per class; ov_signal [10 classes][4 signal tokens]:
+    its centred OV table on the signal tokens."""
+
+    head: int
+    qk_readoff: list[float]
+    qk_signal_minus_noise: list[float]
+    ordering: list[int]
+    ordering_text: str
+    ablated_acc: float
+    ablated_class_acc: list[float]
+    ov_signal: list[list[float]]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One snapshot. acc, class_acc [10], worst_class_acc: accuracy (exact over the task's cases
+    when `exact`); n_heads, d_head: the model's shape; heads: one HeadResult each; opposite:
+    whether the first two heads' orderings are reversed (None with one head) and kendall_tau
+    their rank correlation (None with one head); attention_by_pair [H][4][4]: each head's
+    attention on the signal token pairs; class_contributions [10][2]: each class's logit
+    contribution in the decision plane; hard_attention_agreement, hard_attention_acc: how often
+    the all-or-nothing attention explanation gives the model's prediction, and its accuracy."""
+
+    acc: float
+    class_acc: list[float]
+    worst_class_acc: float
+    exact: bool
+    n_heads: int
+    d_head: int
+    heads: list[HeadResult]
+    opposite: bool | None
+    kendall_tau: float | None
+    attention_by_pair: list
+    class_contributions: list
+    hard_attention_agreement: float
+    hard_attention_acc: float
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the fields in order, each head as a dict."""
+        return dataclasses.asdict(self)
+
 
 EXPERIMENT = EXPERIMENTS[0]
 
@@ -197,7 +252,7 @@ def hard_attention_predictions(
 
 
 def analyse(weights: dict[str, np.ndarray], cases: Cases) -> Analysis:
-    """Everything the report and the figures show for one snapshot (`results.Analysis`):
+    """Everything the report and the figures show for one snapshot (`Analysis`):
     accuracy (overall, per class), per head the read-off QK row, ordering (tuple and words) and
     accuracy with that head ablated, whether the first two heads' orderings are opposite, the
     attention by pair, OV tables on the signal tokens, class contributions, and the agreement of

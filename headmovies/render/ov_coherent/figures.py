@@ -16,7 +16,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from headmovies.render.ov_coherent import analysis
-from headmovies.render.ov_coherent.results import Analysis
+from headmovies.render.ov_coherent.analysis import Analysis
 from headmovies.tasks import ov_coherent as ov_task
 
 TOKEN_COLOURS = {1: "tab:blue", 2: "tab:orange", 3: "tab:green", 4: "tab:red"}

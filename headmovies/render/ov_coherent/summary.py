@@ -14,7 +14,7 @@ import numpy as np
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, unique_names, write_text
 from headmovies.render.core.timeline import EVENT_HOLD_S
 from headmovies.render.ov_coherent import analysis
-from headmovies.render.ov_coherent.results import Analysis
+from headmovies.render.ov_coherent.analysis import Analysis
 from headmovies.runfile.reader import Run
 from headmovies.tasks import ov_coherent as ov_task
 

@@ -23,13 +23,12 @@ and the movie's events (`movie.ov_coherent_timeline`).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 from matplotlib.colors import to_hex
 
-from headmovies.errors import UserError
+from headmovies.render.core import scatter_viewer
 from headmovies.render.core.frame_states import trail_length
 from headmovies.render.core.scatter_viewer import (
     Dot,
@@ -37,9 +36,9 @@ from headmovies.render.core.scatter_viewer import (
     Series,
     ViewerResult,
     at_snapshots,
+    require_snapshots,
     run_facts,
     scatter_payload,
-    write_page,
 )
 from headmovies.render.ov_coherent import analysis
 from headmovies.render.ov_coherent.figures import TOKEN_COLOURS, plane_coords
@@ -109,8 +108,7 @@ def viewer_payload(run: Run, trail_epochs: float | None = None) -> dict:
     trail_epochs (default `frame_states.trail_length`: a tenth of the run, at most 250). UserError
     (one line) for a run of another experiment or one without snapshots."""
     analysis.require_run(run)
-    if len(run) == 0:
-        raise UserError(f"{run.path} has no snapshot yet")
+    require_snapshots(run)
     epochs, qk, ov = trajectories(run)
     n, H = len(epochs), qk.shape[1]
     xy = plane_coords(qk)  # (S, H, 12)
@@ -184,8 +182,4 @@ def make_viewer(
     """Write out_dir/name.html, the viewer of an ov-coherent run (whole or not at all; trails as
     in `viewer_payload`). UserError for a run a user can get wrong (missing, another experiment,
     no snapshot)."""
-    t0 = time.perf_counter()
-    with Run(run_path) as run:
-        payload = viewer_payload(run, trail_epochs)
-    path = write_page(payload, PACKAGE, out_dir, name)
-    return ViewerResult(path, path.stat().st_size, time.perf_counter() - t0, len(payload["epochs"]))
+    return scatter_viewer.make_viewer(run_path, out_dir, lambda run: viewer_payload(run, trail_epochs), PACKAGE, name)

@@ -12,14 +12,21 @@ viewer.html holds the markup and names its parts as a browser would fetch them: 
 per script, in the order they run. `page` puts each part's text in place of its tag, in that
 order, and the payload's JSON in the payload tag, so the page opens from file:// with nothing
 fetched. The same parts always give the same page, byte for byte.
+
+Binary arrays in a payload (docs/viewer.md, "Payload and precision") are packed into JSON-able
+text (`pack`) that the page unpacks with decode.js, and back (`unpack`, for tests and tools).
 """
 
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 import re
+import zlib
 from importlib import resources
+
+import numpy as np
 
 PAGE = "viewer.html"
 CORE = __package__
@@ -79,3 +86,30 @@ def page(payload: dict, package: str = CORE, name: str = PAGE) -> str:
         raise ValueError(f"{name} must hold one {PAYLOAD_TAG}")
     data = json.dumps(payload, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
     return html.replace(PAYLOAD_TAG, PAYLOAD_TAG.replace("></", f">{data}</"), 1)
+
+
+def pack(arrays: dict[str, np.ndarray]) -> dict:
+    """{'manifest': [[name, dtype, shape, byte offset]], 'blob': base64(zlib(bytes))}, each
+    array little-endian and 8-byte aligned in the bytes."""
+    manifest, parts, offset = [], [], 0
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        manifest.append([name, a.dtype.str.lstrip("<|="), list(a.shape), offset])
+        raw = a.tobytes()
+        pad = (-len(raw)) % 8
+        parts.append(raw + b"\0" * pad)
+        offset += len(raw) + pad
+    blob = zlib.compress(b"".join(parts), 6)
+    return {"manifest": manifest, "blob": base64.b64encode(blob).decode("ascii")}
+
+
+def unpack(packed: dict) -> dict[str, np.ndarray]:
+    """Inverse of `pack`."""
+    raw = zlib.decompress(base64.b64decode(packed["blob"]))
+    out = {}
+    for name, dtype, shape, offset in packed["manifest"]:
+        count = int(np.prod(shape)) if shape else 1
+        out[name] = np.frombuffer(raw, dtype=np.dtype(dtype), count=count, offset=offset).reshape(shape)
+    return out
