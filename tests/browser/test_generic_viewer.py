@@ -6,6 +6,7 @@ score space, as the movie's (`--view axes`: principal axes)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -138,6 +139,15 @@ def test_the_planes_are_score_space_by_default_and_principal_axes_with_view_axes
     page.mouse.move(d["px"], d["py"])
     assert page.inner_text("#head-info").startswith("head L1H0")
     (tmp_path / "scores.png").write_bytes(page.screenshot(full_page=True))
+    # labelled dots within 12 px share one label, as the movie's (score_space.label_groups)
+    near = [
+        {"px": 0, "py": 0, "label": "L0H0"},
+        {"px": 100, "py": 0, "label": "L0H1"},
+        {"px": 5, "py": 5, "label": "L0H3"},
+    ]
+    groups = page.evaluate(f"viewerModules.scatter.labelGroups({json.dumps(near)}, 12).map(g => g.map(d => d.label))")
+    assert groups == [["L0H0", "L0H3"], ["L0H1"]]
+    assert page.evaluate('viewerModules.scatter.joinLabels(["L0H0", "L0H3"])') == "L0H0,3"
     assert errors == []
 
     axes_path = render_viewer(run_path, tmp_path / "axes", view="axes")

@@ -8,13 +8,15 @@ The axes are fixed once for the run (scores are fractions of attention: nothing 
 dashed line marks 0.5, a perfect induction head's score on the repeated probe. Under the
 panels, a strip of the loss (train_loss, else the first metric named *loss*, else the
 in-context score) over the whole run with the frame's epoch marked; a legend of layer colours
-(any number of heads: each dot carries its own label). Every artist is made once and updated
+(any number of heads: each dot carries its own label, and heads within LABEL_NEAR pixels of
+each other share one, "L0H0,1,3", as the viewer's do). Every artist is made once and updated
 per frame. The caption (top right) is the generic movie's: the metrics logged at the frame's
 epoch.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -30,6 +32,30 @@ X_SCORE, Y_SCORE = "previous_token", "induction"
 AXIS_WORDS = {X_SCORE: "previous-token score", Y_SCORE: "induction score"}
 PER_ROW = 4  # panels per row
 LAYER_MAPS = ("Blues", "Oranges", "Greens", "Reds", "Purples", "Greys")
+LABEL_NEAR = 24  # px, two label heights: heads this close share one label (the viewer's scatter.js, LABEL_NEAR)
+
+
+def label_groups(points: np.ndarray, near: float = LABEL_NEAR) -> list[list[int]]:
+    """Indices of `points` [N, 2] (pixels) grouped for labelling: each point joins the first
+    group whose first point lies within `near` px, else starts one; groups and members in order."""
+    groups: list[list[int]] = []
+    for i, p in enumerate(points):
+        for g in groups:
+            if np.hypot(*(points[g[0]] - p)) < near:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
+def join_labels(labels: list[str]) -> str:
+    """["L0H0", "L0H2"] -> "L0H0,2" when the labels differ only in a trailing number, else
+    joined by " · " (the viewer's joinLabels)."""
+    pairs = [(m[1], m[2]) for m in (re.fullmatch(r"(.*?)(\d+)", s) for s in labels) if m is not None]
+    if len(labels) > 1 and len(pairs) == len(labels) and all(prefix == pairs[0][0] for prefix, _ in pairs):
+        return pairs[0][0] + ",".join(number for _, number in pairs)
+    return " · ".join(labels)
 
 
 def has_scores(run: Run) -> bool:
@@ -104,6 +130,7 @@ class ScoreFigure:
         self.colours, legend = layer_colours(n_heads)
         self.first = np.cumsum([0, *n_heads])[:-1]
         self.n_heads = n_heads
+        self.px_per_unit = np.array([panel_px / (limits[0] + 0.02), panel_px / (limits[1] + 0.02)])
         head = self.fig.text(pad / width, 1 - 12 / height, header, ha="left", va="top", fontsize=10, color="#606060")
         wide = head.get_window_extent(self.canvas.get_renderer()).width
         if wide > width - 2 * pad:  # shrink a long header to fit
@@ -147,7 +174,8 @@ class ScoreFigure:
                 ax.set_yscale("log")
             ax.set_ylabel(name, fontsize=8, color="#606060")
             ax.tick_params(labelsize=7, colors="#606060")
-            ax.set_xlim(ep.min(), max(ep.max(), ep.min() + 1))
+            span = max(ep.max() - ep.min(), 1)
+            ax.set_xlim(ep.min(), ep.min() + 1.01 * span)  # room for the marker at the last epoch
             self.marker = ax.axvline(ep.min(), color="#d62728", lw=1.2)
         for layer, colour in enumerate(legend):
             x = (pad + layer * 130) / width
@@ -163,9 +191,16 @@ class ScoreFigure:
         for layer, n in enumerate(self.n_heads):
             heads = np.arange(self.first[layer], self.first[layer] + n)
             self.dots[layer].set_offsets(np.c_[z[heads].real, z[heads].imag])
-            for line, label, h in zip(self.trails[layer], self.labels[layer], heads, strict=True):
+            for line, h in zip(self.trails[layer], heads, strict=True):
                 line.set_data(trail[:, h].real, trail[:, h].imag)
+            px = np.c_[z[heads].real, z[heads].imag] * self.px_per_unit
+            for label in self.labels[layer]:
+                label.set_visible(False)
+            for g in label_groups(px):
+                label, h = self.labels[layer][g[0]], heads[g[0]]
+                label.set_text(join_labels([f"L{layer}H{i}" for i in g]))
                 label.set_position((z[h].real + 0.01, z[h].imag + 0.01))
+                label.set_visible(True)
         if self.marker is not None:
             self.marker.set_xdata([state.epoch, state.epoch])
         self.canvas.draw()

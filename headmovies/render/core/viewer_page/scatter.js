@@ -12,6 +12,7 @@
   const { $ } = viewerModules.dom;
   const { axisLimits, pointAt, trailOf, trailPoints } = viewerModules.axes;
   // the look of the planes; a family may change some (family.look)
+  const LABEL_NEAR = 24;   // px, two label heights: labelled dots this close share one label
   const LOOK = { paper: "#fff", cross: "#e4e4e4", label: "#777", chosen: "#111", small: "#9a9a9a", bound: "#999", ring: 9 };
   const GAP = 14, PAD = 26;                          // px between panels; inner margin of fixed axes
   const RADIUS = { small: 3, ring: 5, dot: 5.5 }, RANK = { small: 0, ring: 1, dot: 2 };
@@ -176,6 +177,7 @@
     ctx.font = "600 11px system-ui, sans-serif"; ctx.textAlign = "left"; ctx.textBaseline = "bottom";
     const present = (k) => Number.isFinite(pointAt(panel.xy, K, t, k)[0]);
     const named = styles.filter((st, k) => st.kind !== "small" && st.label && present(k)).length <= 6;   // few enough to label them all
+    const labels = [];
     for (const k of drawOrder) {
       const [x, y] = pointAt(panel.xy, K, t, k), st = styles[k], px = f.X(x), py = f.Y(y), r = st.r ?? RADIUS[st.kind];
       if (!Number.isFinite(x) || !Number.isFinite(y)) { panel.screen[k] = null; continue; }   // absent from this plane
@@ -188,16 +190,37 @@
         }
       }
       drawDot(ctx, px, py, st, r, ink);
-      if (st.label && st.kind !== "small" && (named || k === top)) {     // left of the dot near the right edge
-        const right = px + 8 + ctx.measureText(st.label).width > size;
-        ctx.fillStyle = st.colour; ctx.textAlign = right ? "right" : "left";
-        ctx.fillText(st.label, right ? px - 6 : px + 6, py - 3);
-      }
+      if (st.label && st.kind !== "small" && (named || k === top)) labels.push({ px, py, label: st.label, colour: st.colour });
       if (k === top) {
         ctx.beginPath(); ctx.arc(px, py, ink.ring, 0, 2 * Math.PI);
         ctx.strokeStyle = ink.chosen; ctx.lineWidth = 1.6; ctx.stroke();
       }
     }
+    for (const g of labelGroups(labels, LABEL_NEAR)) {   // left of the dot near the right edge
+      const text = joinLabels(g.map((d) => d.label)), { px, py, colour } = g[0];
+      const right = px + 8 + ctx.measureText(text).width > size;
+      ctx.fillStyle = colour; ctx.textAlign = right ? "right" : "left";
+      ctx.fillText(text, right ? px - 6 : px + 6, py - 3);
+    }
+  }
+
+  // Labels of dots closer than `near` px to a group's first dot, in order: one label per group
+  // (heads that coincide, as all do at initialisation, read as "L0H0,1,2,3", not as a smear)
+  function labelGroups(items, near) {
+    const groups = [];
+    for (const d of items) {
+      const g = groups.find((h) => Math.hypot(h[0].px - d.px, h[0].py - d.py) < near);
+      if (g) g.push(d); else groups.push([d]);
+    }
+    return groups;
+  }
+
+  // ["L0H0", "L0H2"] -> "L0H0,2" when the labels differ only in a trailing number; else joined by " · "
+  function joinLabels(labels) {
+    if (labels.length === 1) return labels[0];
+    const parts = labels.map((s) => /^(.*?)(\d+)$/.exec(s));
+    if (parts.every((m) => m && m[1] === parts[0][1])) return parts[0][1] + parts.map((m) => m[2]).join(",");
+    return labels.join(" · ");
   }
 
   // The dot nearest the mouse, within 10 px (null if none)
@@ -212,5 +235,5 @@
     return best;
   }
 
-  Object.assign(exports, { GAP, panelGrid, makePanel, sizePanel, layoutPanels, fillCoords, frame, drawPanel });
+  Object.assign(exports, { GAP, panelGrid, makePanel, sizePanel, layoutPanels, fillCoords, frame, drawPanel, labelGroups, joinLabels });
 })((globalThis.viewerModules ??= {}).scatter = {});
