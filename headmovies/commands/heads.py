@@ -28,8 +28,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-# half a perfect head's score: the line `heads` draws under which a head is not called strong
-STRONG = {"previous_token": 0.5, "duplicate_token": 0.5, "induction": 0.25}
 
 
 def _number(x: float) -> float | None:
@@ -37,7 +35,7 @@ def _number(x: float) -> float | None:
 
 
 def report(path: Path, epoch: int | None) -> dict:
-    """{"run", "epoch", "snapshot", "scores": [names], "heads": [{"head": "L0H1", "layer", "index",
+    """{"run", "epoch", "snapshot", "snapshots", "complete", "scores": [names], "heads": [{"head": "L0H1", "layer", "index",
     name: score, ...}], "strongest": {name: {"head", "score"}}, "in_context_score": nats or None}.
     UserError for a run without probe records or an epoch that is no snapshot's."""
     from headmovies.runfile.reader import Run
@@ -61,6 +59,7 @@ def report(path: Path, epoch: int | None) -> dict:
                 raise UserError(f"{path} has no snapshot at epoch {epoch}; the nearest is at {near}")
             t = epochs.index(epoch)
         ics = run.in_context_scores()
+        complete = run.complete
     at = {name: scores[name][t] for name in SCORES if name in scores}
     L, H = next(iter(at.values())).shape
     heads = []
@@ -77,6 +76,7 @@ def report(path: Path, epoch: int | None) -> dict:
         "epoch": epochs[t],
         "snapshot": t + 1,  # counted from 1, as the text says
         "snapshots": len(epochs),
+        "complete": complete,  # false: training still writing, or stopped before its end
         "scores": list(at),
         "heads": heads,
         "strongest": best,
@@ -89,8 +89,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
+    from headmovies.runfile.probe_records import STRONG
+
     names = out["scores"]
-    print(f"{out['run']}: epoch {out['epoch']:,} (snapshot {out['snapshot']} of {out['snapshots']})")
+    so_far = "" if out["complete"] else " so far: the run is still being written, or was stopped"
+    print(f"{out['run']}: epoch {out['epoch']:,} (snapshot {out['snapshot']} of {out['snapshots']}{so_far})")
     print("head    " + "  ".join(f"{n:>15}" for n in names))
     for row in out["heads"]:
         cells = ("—" if row[n] is None else f"{row[n]:.3f}" for n in names)

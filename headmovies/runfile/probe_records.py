@@ -29,6 +29,9 @@ from headmovies.errors import RunFileError
 from headmovies.runfile import schema
 
 PROBE = "probe"
+# half a perfect head's score (1 for previous- and duplicate-token, 0.5 for induction on the
+# repeated probe): at or above it a head is called strong (`headmovies heads`, `figures`)
+STRONG = {"previous_token": 0.5, "duplicate_token": 0.5, "induction": 0.25}
 TOKENS = "tokens"  # the one dataset without a time axis
 LABELS = "labels"  # attribute of /probe/tokens: JSON list of the first sequence's decoded tokens
 

@@ -41,7 +41,7 @@ def test_heads_prints_every_heads_scores_and_the_strongest(tmp_path):
     with Run(path) as run:
         scores = {k: v[0] for k, v in run.head_scores().items()}
         ics = float(run.in_context_scores()[0])
-    assert got["epoch"] == 0 and got["snapshot"] == 1
+    assert got["epoch"] == 0 and got["snapshot"] == 1 and got["complete"] is True
     assert [h["head"] for h in got["heads"]] == ["L0H0", "L0H1", "L1H0", "L1H1"]
     for h in got["heads"]:
         for name in ("previous_token", "duplicate_token", "induction"):
@@ -57,6 +57,30 @@ def test_heads_prints_every_heads_scores_and_the_strongest(tmp_path):
     strong = [f"L{i // 2}H{i % 2}" for i in np.flatnonzero(last["induction"].ravel() >= 0.25)]
     line = next(x for x in text.stdout.splitlines() if x.startswith("strongest induction"))
     assert line.endswith(f"at or above 0.25: {', '.join(strong)}" if strong else "none at or above 0.25"), line
+    figures = subprocess.run(  # figures draws the scores over epochs and names the strongest heads
+        [sys.executable, "-m", "headmovies", "figures", str(path), "--out", str(tmp_path / "f")],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+    )
+    assert figures.returncode == 0, figures.stderr
+    assert (tmp_path / "f" / "head_scores.png").stat().st_size > 10_000
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())["head_scores"]
+    assert summary["induction"]["final"] == {
+        f"L{i // 2}H{i % 2}": round(float(v), 4) for i, v in enumerate(last["induction"].ravel())
+    }
+    assert summary["induction"]["strongest"] == got_last_best(text.stdout)
+    with headmovies.Recorder(tmp_path / "live.h5", model, schedule=[0, 5]) as rec:  # read while written
+        rec.step(0)
+        live = _heads(str(tmp_path / "live.h5"))
+        assert live.returncode == 0, live.stderr
+        assert "(snapshot 1 of 1 so far: the run is still being written, or was stopped)" in live.stdout
+        assert json.loads(_heads(str(tmp_path / "live.h5"), "--json").stdout)["complete"] is False
+
+
+def got_last_best(stdout: str) -> str:
+    """The head the text names strongest for induction."""
+    return next(x for x in stdout.splitlines() if x.startswith("strongest induction")).split()[2]
 
 
 def test_heads_errors_are_one_line(tmp_path):

@@ -32,3 +32,22 @@ def test_the_movie_draws_one_label_for_heads_at_one_point():
     shown = [[t.get_text() for t in layer if t.get_visible()] for layer in fig.labels]
     assert shown == [["L0H0,1,3", "L0H2"], ["L1H0", "L1H1"]]
     fig.close()
+
+
+def test_the_score_summary_names_the_strongest_head_and_when_a_head_first_was_strong():
+    """Two layers, layer 1 with one head (NaN pads the other); induction strong (>= 0.25) first at
+    the second snapshot (epoch 10), previous-token never (>= 0.5)."""
+    from headmovies.render.generic.figures import score_summary
+
+    nan = np.nan
+    induction = np.array([[[0.1, 0.0], [0.2, nan]], [[0.1, 0.3], [0.2, nan]], [[0.1, 0.2], [0.4, nan]]])
+    previous = np.full_like(induction, 0.1)
+    previous[:, 1, 1] = nan
+    got = score_summary(np.array([0, 10, 20]), {"induction": induction, "previous_token": previous})
+    assert list(got) == ["previous_token", "induction"]
+    assert got["induction"] == {
+        "final": {"L0H0": 0.1, "L0H1": 0.2, "L1H0": 0.4},
+        "strongest": "L1H0",
+        "first_epoch_strong": 10,
+    }
+    assert got["previous_token"]["first_epoch_strong"] is None

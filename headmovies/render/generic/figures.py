@@ -1,6 +1,8 @@
 """Still figures of any run (`headmovies figures RUN --out DIR`; docs/recording.md): its metrics
-over epochs, every head's centred QK and OV circuits at the last snapshot, and, when the tokens
-carry Z_p, the OV power per input frequency over time; with summary.json (`summary`).
+over epochs, every head's centred QK and OV circuits at the last snapshot, for a run recorded
+with a probe every head's probe scores over epochs (what each head does, and when it changed),
+and, when the tokens carry Z_p, the OV power per input frequency over time; with summary.json
+(`summary`).
 
 The numbers behind them: under a cyclic group Z_p, how the heads' centred OV power spreads over
 the input frequencies, and which frequencies hold it (the "key frequencies" of a grokked
@@ -19,6 +21,8 @@ from matplotlib.figure import Figure
 from headmovies.render.core.outputs import prepare_out_dir, save_figure, write_text
 from headmovies.render.core.projections import fourier_power
 from headmovies.render.generic.heads import Heads, find_heads, head_circuits, iter_circuits
+from headmovies.render.generic.score_space import join_labels, label_groups, layer_colours
+from headmovies.runfile.probe_records import STRONG
 from headmovies.runfile.reader import Run
 
 KEY_SHARE = 0.8  # key frequencies: the fewest that hold this share of the final OV power
@@ -79,6 +83,9 @@ def summary(run: Run, heads: Heads) -> dict:
     for name in [k for k in metrics if k.endswith("acc")]:
         out[f"first_epoch_{name}_50"] = first_epoch_at(metrics, name, 0.5)
         out[f"first_epoch_{name}_90"] = first_epoch_at(metrics, name, 0.9)
+    scores = run.head_scores()
+    if scores:
+        out["head_scores"] = score_summary(run.epochs, scores)
     if heads.group_order:
         epochs, shares = ov_frequency_history(run, heads)
         keys = key_frequencies(shares[-1])
@@ -90,6 +97,68 @@ def summary(run: Run, heads: Heads) -> dict:
             if t % 4 == 0 or t == len(epochs) - 1
         }
     return out
+
+
+def score_summary(epochs: np.ndarray, scores: dict[str, np.ndarray]) -> dict:
+    """Per probe score (previous_token, duplicate_token, induction; `Run.head_scores`, [T, L, H]):
+    {"final": {"L0H1": score}, "strongest": head at the end, "first_epoch_strong": the first
+    snapshot's epoch at which any head reached STRONG[name] (None: never)}."""
+    out: dict = {}
+    for name in [n for n in STRONG if n in scores]:
+        s = scores[name]
+        alive = np.isfinite(s[0])
+        labels = [f"L{layer}H{head}" for layer, head in zip(*np.nonzero(alive), strict=True)]
+        last = s[-1][alive]
+        hit = np.flatnonzero((np.nan_to_num(s[:, alive], nan=-1.0) >= STRONG[name]).any(axis=1))
+        out[name] = {
+            "final": {h: round(float(v), 4) for h, v in zip(labels, last, strict=True)},
+            "strongest": labels[int(np.nanargmax(last))] if np.isfinite(last).any() else None,
+            "first_epoch_strong": int(epochs[hit[0]]) if len(hit) else None,
+        }
+    return out
+
+
+def scores_figure(epochs: np.ndarray, scores: dict[str, np.ndarray], title: str) -> Figure:
+    """One panel per probe score: each head's score over epochs (a shade of its layer's colour,
+    as in the movie), the strong line (STRONG, dashed) and the strongest heads at the end named."""
+    names = [n for n in STRONG if n in scores]  # previous-token, duplicate-token, induction
+    alive = np.isfinite(scores[names[0]][0])  # [L, H]
+    n_heads = [int(row.sum()) for row in alive]
+    colours, _ = layer_colours(n_heads)
+    labels = [f"L{layer}H{head}" for layer, head in zip(*np.nonzero(alive), strict=True)]
+    fig = Figure(figsize=(4.2 * len(names), 3.8))
+    for ax, name in zip(np.atleast_1d(fig.subplots(1, len(names))), names, strict=True):
+        s = scores[name][:, alive]  # [T, N]
+        for h, label in enumerate(labels):
+            ax.plot(epochs, s[:, h], color=colours[h], lw=1.2, label=label)
+        ax.axhline(STRONG[name], color="0.6", lw=0.8, ls="--")
+        ax.text(epochs[0], STRONG[name], " strong", va="bottom", fontsize=7, color="0.45")
+        ends = np.nan_to_num(s[-1], nan=-1.0)
+        order = np.argsort(-ends, kind="stable")
+        points = np.c_[np.zeros(len(order)), ends[order] * 300]  # about 300 px per unit of score
+        for g in label_groups(points)[:3]:  # the three strongest ends, heads within a label's height as one
+            h = order[g[0]]
+            if ends[h] < STRONG[name] / 2:
+                break  # named where a head does something; the legend names the rest
+            text = join_labels([labels[order[i]] for i in sorted(g, key=lambda i: order[i])])
+            text = text if " · " not in text or len(g) <= 2 else f"{len(g)} heads"
+            ann = ax.annotate(
+                text,
+                (epochs[-1], s[-1, h]),
+                xytext=(3, 0),
+                textcoords="offset points",
+                fontsize=7,
+                color=colours[h],
+                va="center",
+            )
+            ann.set_in_layout(False)
+        ax.set(xlabel="epoch", title=name.replace("_", "-") + " score", ylim=(-0.02, 1.02))
+        ax.set_xlim(epochs[0], epochs[-1] + 0.2 * max(epochs[-1] - epochs[0], 1))  # room for the names
+    if len(labels) <= 12:
+        fig.axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle(f"{title}: each head's scores on the probe (TransformerLens's head detectors)", fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def metrics_figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
@@ -166,6 +235,9 @@ def render_figures(run_path: str | Path, out_dir: str | Path, group_order: int |
         figures = {"metrics": metrics_figure(run.metrics(), f"{name}: metrics")}
         last = run.weights(-1, heads.names())
         figures["heads_final"] = heatmaps_figure(heads, last, int(run.epochs[-1]), name)
+        scores = run.head_scores()
+        if scores:
+            figures["head_scores"] = scores_figure(run.epochs, scores, name)
         info = summary(run, heads)
         if heads.group_order:
             epochs, shares = ov_frequency_history(run, heads)

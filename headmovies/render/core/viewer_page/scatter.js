@@ -190,14 +190,14 @@
         }
       }
       drawDot(ctx, px, py, st, r, ink);
-      if (st.label && st.kind !== "small" && (named || k === top)) labels.push({ px, py, label: st.label, colour: st.colour });
+      if (st.label && st.kind !== "small" && (named || k === top)) labels.push({ k, px, py, label: st.label, colour: st.colour });
       if (k === top) {
         ctx.beginPath(); ctx.arc(px, py, ink.ring, 0, 2 * Math.PI);
         ctx.strokeStyle = ink.chosen; ctx.lineWidth = 1.6; ctx.stroke();
       }
     }
     for (const g of labelGroups(labels, LABEL_NEAR)) {   // left of the dot near the right edge
-      const text = joinLabels(g.map((d) => d.label)), { px, py, colour } = g[0];
+      const text = joinLabels(g.slice().sort((a, b) => a.k - b.k).map((d) => d.label)), { px, py, colour } = g[0];
       const right = px + 8 + ctx.measureText(text).width > size;
       ctx.fillStyle = colour; ctx.textAlign = right ? "right" : "left";
       ctx.fillText(text, right ? px - 6 : px + 6, py - 3);
