@@ -28,15 +28,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-
-
 def _number(x: float) -> float | None:
     return None if not math.isfinite(x) else round(float(x), 6)
 
 
 def report(path: Path, epoch: int | None) -> dict:
-    """{"run", "epoch", "snapshot", "snapshots", "complete", "scores": [names], "heads": [{"head": "L0H1", "layer", "index",
-    name: score, ...}], "strongest": {name: {"head", "score"}}, "in_context_score": nats or None}.
+    """{"run", "epoch", "snapshot", "snapshots", "complete", "scores": [names],
+    "heads": [{"head": "L0H1", "layer", "index", name: score, ...}], "strongest": {name: {"head",
+    "score"}}, "in_context_score": nats or None}.
     UserError for a run without probe records or an epoch that is no snapshot's."""
     from headmovies.runfile.reader import Run
     from headmovies.train.head_scores import SCORES, strongest

@@ -16,6 +16,7 @@ from headmovies.commands.any_run import (
     add_view_argument,
     check_name,
     check_panel_words,
+    default_out,
     family_of,
     group,
     plane_options,
@@ -62,7 +63,7 @@ ONLY = {
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_run_argument(p)
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder (created)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="output folder (created; default for data/a.h5: data/a)")
     add_movie_arguments(p, fps=None)
     p.add_argument("--name", default=None, help="file name stem of the outputs (default: the family's NAME)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -109,6 +110,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is None:
+        args.out = default_out(args.run)  # beside the run, as figures and view write theirs
     fps_given = args.fps is not None
     args.fps = args.fps if fps_given else 24.0  # the checks; a family may lower the default below
     formats, fps, hold = movie_arguments(args)  # before the run is read

@@ -26,7 +26,7 @@ def _record(path: Path, gain: float = 1.0) -> Path:
     return path
 
 
-def test_figures_and_view_default_to_a_folder_per_run(tmp_path, capsys):
+def test_figures_view_and_movie_default_to_a_folder_per_run(tmp_path, capsys):
     a, b = _record(tmp_path / "a.h5", 1.0), _record(tmp_path / "b.h5", 0.5)
     for run in (a, b):
         assert cli.main(["figures", str(run)]) == 0
@@ -37,6 +37,8 @@ def test_figures_and_view_default_to_a_folder_per_run(tmp_path, capsys):
         assert (tmp_path / name / "viewer.html").stat().st_size > 1000
     assert not (tmp_path / "figures").exists() and not (tmp_path / "viewer.html").exists()
     out = capsys.readouterr().out.splitlines()
+    assert cli.main(["movie", str(a), "--formats", "png", "--no-progress"]) == 0  # movie too: beside the run
+    assert (tmp_path / "a" / "movie.png").stat().st_size > 1000
     assert out[0].startswith(f"{tmp_path / 'a' / 'figures'}: metrics.png") and out[1] == str(
         tmp_path / "a" / "viewer.html"
     )
