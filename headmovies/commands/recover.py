@@ -31,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from headmovies import runfile
+    from headmovies.runfile.checkpoint import checkpoint_path
     from headmovies.runfile.lock import RunLock, holder
     from headmovies.runfile.schema import epochs_damaged, readable_epochs
     from headmovies.runfile.writer import clean_copy
@@ -50,7 +51,11 @@ def run(args: argparse.Namespace) -> int:
         with RunLock(src, hint="wait for it to finish, or write a copy with --out CLEAN.h5"):
             count = clean_copy(src, src)
         where = f"{src} (replaced in place)"
-        then = f"`headmovies train {experiment} --out {src} --resume` continues it"
+        then = (
+            f"`Recorder({str(src)!r}, ..., resume=True)` continues it"
+            if experiment == "recorded"
+            else f"`headmovies train {experiment} --out {src} --resume` continues it"
+        )
     else:
         if out.is_dir():
             example = out / src.name
@@ -70,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         live = holder(src)
         count = clean_copy(src, out, skip_damaged_epochs=True)
         where = str(out) + (f" (of a live run: {live} is still writing {src})" if live else "")
-        then = f"training continues from {src} and its checkpoint, not from the copy"
+        ckpt = " and its checkpoint" if checkpoint_path(src).exists() else ""
+        then = f"training continues from {src}{ckpt}, not from the copy"
     print(
         f"{where}: {plural(count, 'snapshot')}, closed cleanly; the run is "
         + ("complete" if complete else f"incomplete ({then})")

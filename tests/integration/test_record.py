@@ -204,3 +204,31 @@ def test_a_recording_killed_with_sigkill_is_readable_and_resumes_to_the_same_bit
         np.testing.assert_array_equal(one.patterns(-1), two.patterns(-1))
     with Run(killed) as run:
         assert run.complete and json.loads(json.dumps(run.config)) == {"p": 7, "seed": 0}
+
+
+def test_recover_names_the_recorder_and_a_checkpoint_only_where_there_is_one(tmp_path):
+    """A recorded run killed after two snapshots, recorded without an optimizer (no checkpoint):
+    the copy's message names no checkpoint; in place it says a Recorder(..., resume=True) goes on."""
+    path = tmp_path / "k.h5"
+    script = (
+        "import os, sys, numpy as np, headmovies\n"
+        "W = np.ones((2, 8, 4))\n"
+        "weights = lambda: {0: {'W_Q': W, 'W_K': W, 'W_V': W, 'W_O': np.ones((2, 4, 8))}, 'W_E': np.ones((5, 8))}\n"
+        "rec = headmovies.Recorder(sys.argv[1], weights, schedule=[0, 1, 2])\n"
+        "rec.step(0)\nrec.step(1)\nos._exit(0)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    assert subprocess.run([sys.executable, "-c", script, str(path)], env=env).returncode == 0
+    assert not (tmp_path / "k.h5.ckpt").exists()
+
+    def recover(*argv: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "headmovies", "recover", *argv], env=env, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    copy = recover(str(path), "--out", str(tmp_path / "c.h5"))
+    assert copy.strip().endswith(f"incomplete (training continues from {path}, not from the copy)"), copy
+    in_place = recover(str(path))
+    assert in_place.strip().endswith(f"incomplete (`Recorder({str(path)!r}, ..., resume=True)` continues it)"), in_place
