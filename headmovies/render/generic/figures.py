@@ -202,9 +202,13 @@ def heatmaps_figure(heads: Heads, weights: dict[str, np.ndarray], epoch: int, ti
             ax.imshow(X, cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
-            ax.set_title(f"{label} {c.upper()}", fontsize=8)
-    fig.suptitle(f"{title}: centred circuits at epoch {epoch:,}", fontsize=10)
-    fig.tight_layout()
+            if row == 0:
+                ax.set_title(label, fontsize=8)
+            if h == 0:
+                words = "QK\nquery ↓, key →" if c == "qk" else "OV\noutput ↓, attended →"
+                ax.set_ylabel(words, fontsize=8)
+    fig.suptitle(f"{title}: centred circuits at epoch {epoch:,} (red +, blue −, each on its own scale)", fontsize=10)
+    fig.tight_layout(h_pad=1.5)
     return fig
 
 
