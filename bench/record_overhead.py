@@ -12,8 +12,10 @@ ones), so that load drifts hit both. A recorded block calls `Recorder.step` afte
 the default schedule (a snapshot every 25 steps). Each recorded block's overhead is its wall time
 against the mean of the plain blocks on either side; the summary gives their median and range.
 Every training step and every snapshot (`Recorder.step` that writes) is also timed on its own:
-the median snapshot over 25 median steps is the overhead measured directly. The first snapshot
-(it creates the file) is written before the blocks and reported apart.
+the median snapshot over 25 median steps is the overhead measured directly, and so is each
+snapshot over 25 times the median of the 25 steps just before it (paired in time, so that load
+that changes over seconds cancels). The first snapshot (it creates the file) is written before
+the blocks and reported apart.
 
     .venv/bin/python bench/record_overhead.py [--block 200] [--pairs 5] [--threads 1]
 
@@ -139,7 +141,7 @@ def blocks(block: int, pairs: int, path: Path) -> dict:
     t0 = time.perf_counter()
     rec.step(0, train_loss=1.0)  # the first snapshot creates the file
     first = time.perf_counter() - t0
-    plain, recorded, steps, snaps, written = [], [], [], [], 0
+    plain, recorded, steps, snaps, paired, written = [], [], [], [], [], 0
     step = 0
     for b in range(2 * pairs + 1):
         recording = b % 2 == 1
@@ -154,12 +156,13 @@ def blocks(block: int, pairs: int, path: Path) -> dict:
                 wrote = rec.step(step, train_loss=loss.item())
                 if wrote:
                     snaps.append(time.perf_counter() - t1)
+                    paired.append(snaps[-1] / (EVERY * statistics.median(steps[-EVERY:])))
                     written += 1
             else:
                 loss.item()  # the plain loop reads its loss too
         (recorded if recording else plain).append(time.perf_counter() - t_block)
     rec.close()
-    return dict(plain=plain, recorded=recorded, steps=steps, snaps=snaps, first=first, written=written)
+    return dict(plain=plain, recorded=recorded, steps=steps, snaps=snaps, paired=paired, first=first, written=written)
 
 
 def main() -> None:
@@ -193,10 +196,13 @@ def main() -> None:
         f"range {min(per_block):+.2f} to {max(per_block):+.2f} % over {len(recorded)} recorded blocks; "
         f"plain blocks' spread {spread:.1f} %"
     )
+    pq = statistics.quantiles(r["paired"], n=4)
     print(
         f"timed directly: a snapshot {1000 * snap:.1f} ms (median of {len(r['snaps'])}; quartiles "
         f"{1000 * q[0]:.1f}-{1000 * q[2]:.1f}), a training step {1000 * step:.1f} ms (median of {len(r['steps'])}): "
-        f"{100 * snap / (EVERY * step):.2f} % at a snapshot every {EVERY} steps"
+        f"{100 * snap / (EVERY * step):.2f} % at a snapshot every {EVERY} steps; each snapshot against the "
+        f"median of the {EVERY} steps before it: {100 * statistics.median(r['paired']):.2f} % "
+        f"(quartiles {100 * pq[0]:.2f}-{100 * pq[2]:.2f})"
     )
     print(
         f"first snapshot (creates the file) {1000 * r['first']:.0f} ms; run file {size / 1e6:.1f} MB "
