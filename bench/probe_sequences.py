@@ -1,13 +1,16 @@
 """How the probe's per-head scores depend on the number of probe sequences (docs/recording.md,
-"The probe"): `make induction-bump`'s model and loop (examples/induction_bump.py, same seed,
-corpus and optimizer), with each head's previous-token, duplicate-token and induction score
-taken on each of 64 probe sequences (the default probe's generator: its first 8 sequences are
-the default batch of 8, its first 4 a batch of 4) every `--every` steps.
+"How many probe sequences"): `make induction-bump`'s model and loop (examples/induction_bump.py,
+same seed, corpus and optimizer), with each head's previous-token, duplicate-token and induction
+score taken on each of 64 probe sequences every `--every` steps. The sequences come from the
+default probe's generator, so its first 4 are the Recorder's default probe and its first 8 the
+built-in trainers' (and the Recorder's before 7 December 2026).
 
 It prints, per score, the spread across sequences (standard deviation of one sequence's score,
-over heads and snapshots, largest and median) and how far the mean over the first 4 and the
-first 8 sequences lie from each other and from the mean over all 64, over every head and
-snapshot and over the bump (steps 600-800); `--json` writes the per-sequence scores.
+median and largest over heads and snapshots) and how far the means over the first 4 and the
+first 8 sequences lie from the mean over all 64 and from each other, over every head and
+snapshot and over the bump (steps 600-800); then the largest scores at the steps of
+docs/results/induction-bump.md's table. `--json` writes the per-sequence scores. About 3 min
+on one core.
 
     .venv/bin/python bench/probe_sequences.py [--steps 1500] [--every 8] [--threads 1]
 """
