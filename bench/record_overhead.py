@@ -4,22 +4,33 @@ against the same loop without it (docs/benchmarks.md, "Recording overhead").
 The model and loop are our copy of nanoGPT's (`model.py`, `train.py`) at its CPU "baby GPT"
 config: 4 layers x 4 heads, d_model 128, context 64, 65 characters, LayerNorm, GELU MLP,
 dropout 0, AdamW lr 1e-3, batch 12. The data are random characters with repeated spans (the
-cost does not depend on what is learnt). Runs alternate (plain, recorded, plain, ...) so that
-load drifts hit both; each prints its wall time; the summary gives the median overhead and the
-cost of one snapshot (weights, probe, write). Last, 30 snapshots and 30 training steps are timed
-directly in one process (steadier than whole runs on a shared machine). The recorded runs use
-the default schedule (every 25 steps) unless --total is given.
+cost does not depend on what is learnt).
 
-    .venv/bin/python bench/record_overhead.py [--steps 2000] [--rounds 3] [--threads 2] [--total N]
+One process trains one model through interleaved blocks of `--block` steps, plain and recorded
+in turn (plain, recorded, plain, ..., plain: `--pairs` recorded blocks, each between two plain
+ones), so that load drifts hit both. A recorded block calls `Recorder.step` after every step on
+the default schedule (a snapshot every 25 steps). Each recorded block's overhead is its wall time
+against the mean of the plain blocks on either side; the summary gives their median and range.
+Every training step and every snapshot (`Recorder.step` that writes) is also timed on its own:
+the median snapshot over 25 median steps is the overhead measured directly, and so is each
+snapshot over 25 times the median of the 25 steps just before it (paired in time, so that load
+that changes over seconds cancels). The first snapshot (it creates the file) is written before
+the blocks and reported apart.
 
-Measure on a quiet machine: on a shared one the spread between rounds says how far to trust it.
+    .venv/bin/python bench/record_overhead.py [--block 200] [--pairs 5] [--threads 1]
+
+About 2 min on one idle core at the defaults. It prints the CPU, whether it has AVX-512 and the
+load average before and after: on a shared machine the range between blocks says how far to
+trust the median.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import os
+import platform
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +40,8 @@ from torch import nn
 from torch.nn import functional
 
 import headmovies
+
+EVERY = 25  # the Recorder's default schedule: a snapshot every 25 steps (through 4,000)
 
 
 class CausalSelfAttention(nn.Module):
@@ -83,95 +96,118 @@ def batch(g: torch.Generator, B: int = 12, T: int = 64, V: int = 65) -> torch.Te
     return x
 
 
-def run(steps: int, path: Path | None, total: int | None) -> tuple[float, int]:
-    """Wall seconds of `steps` training steps (recorded into `path` when given), snapshots written."""
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, g: torch.Generator) -> torch.Tensor:
+    """One step of nanoGPT's loop (forward, loss, backward, AdamW); the loss."""
+    x = batch(g)
+    logits = model(x[:, :-1])
+    loss = functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def cpu() -> str:
+    """The CPU's model name (lscpu), cores, and whether it has AVX-512."""
+    name, flags = platform.processor() or "unknown CPU", ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        for line in out.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Model name":
+                name = value.strip()
+            if key.strip() == "Flags":
+                flags = value
+    except OSError:
+        pass
+    avx = "AVX-512" if "avx512f" in flags.split() else "no AVX-512"
+    return f"{name}, {os.cpu_count()} cores, {avx}"
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def blocks(block: int, pairs: int, path: Path) -> dict:
+    """Train through 2 * pairs + 1 blocks of `block` steps, plain and recorded in turn (module
+    docstring). Returns the blocks' wall seconds, every step's and every snapshot's seconds."""
     torch.manual_seed(0)
     model = GPT()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
-    rec = headmovies.Recorder(path, model, total=total, force=True) if path is not None else None
-    written = 0
+    for _ in range(20):  # warm up allocator and kernels
+        train_step(model, opt, g)
+    rec = headmovies.Recorder(path, model, force=True)
     t0 = time.perf_counter()
-    for step in range(1, steps + 1):
-        x = batch(g)
-        logits = model(x[:, :-1])
-        loss = functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if rec is not None:
-            written += rec.step(step, train_loss=loss.item())
-    if rec is not None:
-        rec.close()
-    return time.perf_counter() - t0, written
-
-
-def direct(n: int, path: Path) -> tuple[float, float]:
-    """Median seconds of one `Recorder.step` that writes a snapshot and of one training step, each
-    timed `n` times in this process (the snapshots on a schedule of every step)."""
-    torch.manual_seed(0)
-    model = GPT()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(1)
-    rec = headmovies.Recorder(path, model, schedule=list(range(n + 1)), force=True)
     rec.step(0, train_loss=1.0)  # the first snapshot creates the file
-    snap, train = [], []
-    for step in range(1, n + 1):
-        t0 = time.perf_counter()
-        rec.step(step, train_loss=1.0)
-        snap.append(time.perf_counter() - t0)
+    first = time.perf_counter() - t0
+    plain, recorded, steps, snaps, paired, written = [], [], [], [], [], 0
+    step = 0
+    for b in range(2 * pairs + 1):
+        recording = b % 2 == 1
+        t_block = time.perf_counter()
+        for _ in range(block):
+            step += 1
+            t0 = time.perf_counter()
+            loss = train_step(model, opt, g)
+            t1 = time.perf_counter()
+            steps.append(t1 - t0)
+            if recording:
+                wrote = rec.step(step, train_loss=loss.item())
+                if wrote:
+                    snaps.append(time.perf_counter() - t1)
+                    paired.append(snaps[-1] / (EVERY * statistics.median(steps[-EVERY:])))
+                    written += 1
+            else:
+                loss.item()  # the plain loop reads its loss too
+        (recorded if recording else plain).append(time.perf_counter() - t_block)
     rec.close()
-    for _ in range(n):
-        t0 = time.perf_counter()
-        x = batch(g)
-        logits = model(x[:, :-1])
-        loss = functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        train.append(time.perf_counter() - t0)
-    return statistics.median(snap), statistics.median(train)
+    return dict(plain=plain, recorded=recorded, steps=steps, snaps=snaps, paired=paired, first=first, written=written)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2000, help="training steps per run")
-    ap.add_argument("--rounds", type=int, default=3, help="pairs of runs (plain, recorded)")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads")
-    ap.add_argument("--total", type=int, default=None, help="Recorder(total=N) instead of the default schedule")
+    ap.add_argument("--block", type=int, default=200, help="training steps per block (a multiple of 25)")
+    ap.add_argument("--pairs", type=int, default=5, help="recorded blocks, each between two plain ones")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
     args = ap.parse_args()
+    if args.block < EVERY or args.block % EVERY or args.pairs < 1:
+        raise SystemExit(f"--block must be a multiple of {EVERY} and --pairs at least 1")
     torch.set_num_threads(args.threads)
-    plain, recorded = [], []
-    written = 0
+    print(f"CPU: {cpu()}; torch {torch.__version__}, {args.threads} thread(s); {load()}", flush=True)
+    t_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
-        for r in range(args.rounds):
-            t, _ = run(args.steps, None, args.total)
-            plain.append(t)
-            t, written = run(args.steps, Path(d) / "run.h5", args.total)
-            recorded.append(t)
-            size = (Path(d) / "run.h5").stat().st_size
-            pair = 100 * (recorded[-1] - plain[-1]) / plain[-1]
-            print(
-                f"round {r + 1}: plain {plain[-1]:.2f} s, recorded {recorded[-1]:.2f} s "
-                f"({written} snapshots): {pair:+.2f} %"
-            )
-    a, b = statistics.median(plain), statistics.median(recorded)
-    per = (b - a) / max(written, 1)
-    pairs = statistics.median(100 * (r - p) / p for p, r in zip(plain, recorded, strict=True))
+        r = blocks(args.block, args.pairs, Path(d) / "run.h5")
+        size = (Path(d) / "run.h5").stat().st_size
+    plain, recorded = r["plain"], r["recorded"]
+    per_block = [
+        100 * (rec - (plain[i] + plain[i + 1]) / 2) / ((plain[i] + plain[i + 1]) / 2) for i, rec in enumerate(recorded)
+    ]
+    for i, rec in enumerate(recorded):
+        around = f"plain {plain[i]:.2f} s, recorded {rec:.2f} s, plain {plain[i + 1]:.2f} s"
+        print(f"blocks {2 * i + 1}-{2 * i + 3}: {around}: {per_block[i]:+.2f} %")
+    per_snap = len(r["snaps"]) // len(recorded)
+    snap, step = statistics.median(r["snaps"]), statistics.median(r["steps"])
+    q = statistics.quantiles(r["snaps"], n=4)
+    spread = 100 * (max(plain) - min(plain)) / statistics.median(plain)
     print(
-        f"median: plain {a:.2f} s, recorded {b:.2f} s: overhead {100 * (b - a) / a:+.2f} % "
-        f"({1000 * per:.1f} ms a snapshot, {written} snapshots, run file {size / 1e6:.1f} MB); "
-        f"median of the rounds' overheads {pairs:+.2f} %; "
-        f"spread of plain runs {100 * (max(plain) - min(plain)) / a:.1f} %"
+        f"blocks of {args.block} steps, {per_snap} snapshots each: "
+        f"overhead median {statistics.median(per_block):+.2f} %, "
+        f"range {min(per_block):+.2f} to {max(per_block):+.2f} % over {len(recorded)} recorded blocks; "
+        f"plain blocks' spread {spread:.1f} %"
     )
-    with tempfile.TemporaryDirectory() as d:
-        snap, step = direct(30, Path(d) / "direct.h5")
+    pq = statistics.quantiles(r["paired"], n=4)
     print(
-        f"timed directly: a snapshot {1000 * snap:.1f} ms, a training step {1000 * step:.1f} ms: "
-        f"{100 * snap / (25 * step):.2f} % at a snapshot every 25 steps"
+        f"timed directly: a snapshot {1000 * snap:.1f} ms (median of {len(r['snaps'])}; quartiles "
+        f"{1000 * q[0]:.1f}-{1000 * q[2]:.1f}), a training step {1000 * step:.1f} ms (median of {len(r['steps'])}): "
+        f"{100 * snap / (EVERY * step):.2f} % at a snapshot every {EVERY} steps; each snapshot against the "
+        f"median of the {EVERY} steps before it: {100 * statistics.median(r['paired']):.2f} % "
+        f"(quartiles {100 * pq[0]:.2f}-{100 * pq[2]:.2f})"
     )
-    if not math.isfinite(a):
-        raise SystemExit(1)
+    print(
+        f"first snapshot (creates the file) {1000 * r['first']:.0f} ms; run file {size / 1e6:.1f} MB "
+        f"({r['written'] + 1} snapshots); {time.perf_counter() - t_start:.0f} s in all; {load()}"
+    )
 
 
 if __name__ == "__main__":

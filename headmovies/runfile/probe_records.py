@@ -71,9 +71,7 @@ def append(
     `dataset(path)`: the dataset at a path of `f` (the writer's cache of handles), default `f[path]`."""
     get = dataset if dataset is not None else f.__getitem__
     for name, value in row.items():
-        ds = get(f"{PROBE}/{name}")
-        ds.resize(t + 1, axis=0)
-        ds[t] = value
+        schema.append_row(get(f"{PROBE}/{name}"), t, value)
 
 
 def _names(g: h5py.Group, prefix: str = "") -> list[str]:

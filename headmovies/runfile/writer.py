@@ -347,21 +347,15 @@ class RunWriter:
         snap_epoch, met_epoch = get(f"{SNAPSHOTS}/{EPOCH}"), get(f"{METRICS}/{EPOCH}")
         t = snap_epoch.shape[0]
         for name, w in weights.items():
-            ds = get(f"{SNAPSHOTS}/{name}")
-            ds.resize(t + 1, axis=0)
-            ds[t] = w
+            schema.append_row(get(f"{SNAPSHOTS}/{name}"), t, w)
         if probe is not None:
             probe_records.append(self.f, t, probe, get)
         k = met_epoch.shape[0]
         for name, value in metrics.items():
-            ds = get(f"{METRICS}/{name}")
-            ds.resize(k + 1, axis=0)
-            ds[k] = value
-        met_epoch.resize(k + 1, axis=0)
-        met_epoch[k] = epoch
+            schema.append_row(get(f"{METRICS}/{name}"), k, value)
+        schema.append_row(met_epoch, k, epoch)
         self.f.flush()  # the records reach the file before the epoch that announces them
-        snap_epoch.resize(t + 1, axis=0)
-        snap_epoch[t] = epoch
+        schema.append_row(snap_epoch, t, epoch)
         self.f.flush()
 
     def last_epoch(self) -> int:

@@ -37,7 +37,7 @@ from headmovies.train.head_scores import SCORES, detection_patterns, head_scores
 
 PATTERN_SEQUENCES = 2  # probe sequences whose full patterns are stored (all are scored)
 MAX_POSITIONS = 64  # the default probe's length: 2 x 32 tokens, or the model's context if shorter
-DEFAULT_BATCH = 8  # the default probe's sequences
+DEFAULT_BATCH = 8  # the built-in trainers' probe sequences (the Recorder's default probe: record/probing.py)
 
 
 def _fused_pattern(module: Any, x: torch.Tensor, qkv: torch.Tensor | None = None) -> torch.Tensor:

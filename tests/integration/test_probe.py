@@ -236,7 +236,7 @@ def test_probe_options_and_errors(tmp_path):
         tmp_path / "fw.h5", model, schedule=[0], forward=lambda t: calls.append(t) or model(t)
     ) as rec:
         rec.step(0)
-    assert calls and calls[0].shape == (8, 16)  # the default probe: 8 sequences, W_pos's 16 positions
+    assert calls and calls[0].shape == (4, 16)  # the default probe: 4 sequences, W_pos's 16 positions
 
 
 def test_a_default_probe_that_cannot_run_the_model_warns_and_records_weights(tmp_path, capsys):

@@ -49,10 +49,10 @@ def test_a_transformer_bridge_is_recorded_with_its_probe(tmp_path, monkeypatch):
         np.testing.assert_array_equal(w["W_pos"], wpe.numpy())
         assert w["W_E"].shape == (13, 16) and w["W_U"].shape == (16, 13)
         patterns, tokens = run.patterns(-1), run.probe_tokens()
-        assert tokens.shape == (8, 16) and np.isfinite(run.in_context_scores()).all()
+        assert tokens.shape == (4, 16) and np.isfinite(run.in_context_scores()).all()
     assert bridge.training  # the probe left its mode as it was
     bridge.eval()
     _, cache = bridge.run_with_cache(torch.tensor(tokens[:2]))
     for layer in range(2):
         np.testing.assert_allclose(patterns[:, layer], cache[f"blocks.{layer}.attn.hook_pattern"].numpy(), atol=1e-3)
-    assert repeated_tokens(13, 8, 8).tolist() == tokens.tolist()
+    assert repeated_tokens(13, 8, 4).tolist() == tokens.tolist()
