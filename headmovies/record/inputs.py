@@ -60,7 +60,7 @@ def as_epoch(epoch: Any) -> int:
     else, such as 2.5, a string, -1 or 10**30."""
     try:
         value = int(epoch)
-        whole = bool(value == epoch)
+        whole = bool(value == epoch) and not isinstance(epoch, (bool, np.bool_))  # True is not epoch 1
     except (TypeError, ValueError, RuntimeError):
         whole = False
     if not whole:

@@ -73,9 +73,15 @@ def make_probe(
         batch = np.asarray(probe)
         if batch.ndim == 1:
             batch = batch[None]
-        if batch.ndim != 2 or batch.shape[1] < 2 or not np.issubdtype(batch.dtype, np.integer) or batch.min() < 0:
+        if (
+            batch.ndim != 2
+            or batch.shape[0] < 1
+            or batch.shape[1] < 2
+            or not np.issubdtype(batch.dtype, np.integer)
+            or batch.min() < 0
+        ):
             raise ConfigError(
-                "probe must be None or token ids, ints >= 0 [batch, positions >= 2]; "
+                "probe must be None or token ids, ints >= 0 [batch >= 1, positions >= 2]; "
                 f"got {batch.dtype} {list(batch.shape)}"
             )
         d_vocab = int(weights["W_E"].shape[0]) if "W_E" in weights else None  # checked now, not at the first step

@@ -228,42 +228,39 @@ class Recorder:
         epoch = as_epoch(epoch)
         if epoch <= self.epoch:
             raise UserError(f"epoch {epoch} is not after the last snapshot's, {self.epoch}: epochs must increase")
-        if self._failed:
-            kept = self.path.exists()
-            raise UserError(
-                f"this Recorder of {self.path} stopped after an error "
-                f"({'the file keeps its snapshots' if kept else 'nothing was written'}): fix the cause, then go on "
-                f"with a new Recorder{'(..., resume=True)' if kept else ''}"
-            )
         try:
             weights = keep_tokens(self.adapter.read(), self.tokens)
             if self._rec is None and self.group_order is not None:
                 check_group_order(self.group_order, weights, self.tokens)
             check_same_model(self.path, self._shapes, weights, epoch, self.epoch)
         except UserError:  # the model changed under the Recorder: the file stays resumable
-            self._failed = True
+            self._stop()
             raise
         probe = self._probe_record()
         metrics, self._pending = self._pending, {}
         with deferred_signals() as signals:  # Ctrl-C never lands inside h5py
             if self._rec is None:
                 self._failed = True  # until the first snapshot is written (a full disk, a non-finite loss)
-                self._rec = Recording.create(
-                    self.path,
-                    self._attrs(),
-                    weights,
-                    metrics,
-                    {},
-                    [],
-                    epoch=epoch,
-                    checkpoint=self._checkpoint if self.optimizer is not None else None,
-                    checkpoint_seconds=self.checkpoint_seconds,
-                    hint="free space, then continue with Recorder(..., resume=True)",
-                    probe=probe,
-                    probe_tokens=None if self._probe is None else self._probe.tokens,
-                    probe_labels=self._labels,
-                    weight_dtype=self.dtype,
-                )
+                try:
+                    self._rec = Recording.create(
+                        self.path,
+                        self._attrs(),
+                        weights,
+                        metrics,
+                        {},
+                        [],
+                        epoch=epoch,
+                        checkpoint=self._checkpoint if self.optimizer is not None else None,
+                        checkpoint_seconds=self.checkpoint_seconds,
+                        hint="free space, then continue with Recorder(..., resume=True)",
+                        probe=probe,
+                        probe_tokens=None if self._probe is None else self._probe.tokens,
+                        probe_labels=self._labels,
+                        weight_dtype=self.dtype,
+                    )
+                except BaseException:
+                    self._stop()
+                    raise
                 self._failed = False
                 if self.optimizer is None:  # a replaced run's checkpoint must not resume this one
                     checkpoint_path(self.path).unlink(missing_ok=True)
@@ -273,7 +270,7 @@ class Recorder:
                 try:
                     self._rec.write(epoch, weights, metrics, probe)
                 except UserError:
-                    self._failed = True  # the file keeps its snapshots, incomplete
+                    self._stop()  # the file keeps its snapshots, incomplete
                     raise
                 self._rec.checkpoint_if_due(epoch, -1)
             self.epoch = epoch
@@ -310,7 +307,27 @@ class Recorder:
                 self._lock.release()
                 self._lock = None  # type: ignore[assignment]
 
+    def _stop(self) -> None:
+        """After an error that stops this Recorder: close the file as a killed run's (whole
+        snapshots, not marked complete) and release its lock, so that a new Recorder(...,
+        resume=True) goes on at once, even while this one is still referenced (a notebook's cell)."""
+        self._failed = True
+        try:
+            if self._rec is not None:
+                self._rec.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None  # type: ignore[assignment]
+
     def _require_open(self) -> None:
+        if self._failed and self._lock is None:
+            kept = self.path.exists()
+            raise UserError(
+                f"this Recorder of {self.path} stopped after an error "
+                f"({'the file keeps its snapshots' if kept else 'nothing was written'}): fix the cause, then go on "
+                f"with a new Recorder{'(..., resume=True)' if kept else ''}"
+            )
         if self._lock is None:
             raise UserError(f"this Recorder of {self.path} is closed; to go on, open a new one with resume=True")
 
@@ -318,6 +335,8 @@ class Recorder:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        if self._lock is None:
+            return  # closed, or stopped after an error (`_stop`)
         if exc_type is None:
             self.close()
         else:  # keep the file as a killed run would be: whole snapshots, resumable

@@ -282,12 +282,16 @@ def test_a_transformer_lens_model_that_changes_under_the_recorder_is_a_model_err
         rec.step(2, train_loss=0.8)
     with pytest.raises(UserError, match="stopped after an error"):
         rec.step(3, train_loss=0.7)
-    rec.close()
     with Run(path) as r:
         assert list(r.epochs) == [0, 1] and not r.complete
     model.embed.W_E, model.blocks[0].attn = original_W_E, original_attn
-    with headmovies.Recorder(path, model, schedule=lambda e: True, resume=True) as rec:
-        rec.step(2, train_loss=0.8)
+    # the stopped Recorder let go of the file: a new one resumes while the old is still referenced
+    # (a notebook's earlier cell), and closing the old one afterwards changes nothing
+    with headmovies.Recorder(path, model, schedule=lambda e: True, resume=True) as again:
+        again.step(2, train_loss=0.8)
+        rec.close()
+    with pytest.raises(UserError, match="stopped after an error"):
+        rec.log(train_loss=0.5)
     with Run(path) as r:
         assert list(r.epochs) == [0, 1, 2] and r.complete
 

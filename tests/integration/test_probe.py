@@ -222,8 +222,9 @@ def test_probe_options_and_errors(tmp_path):
         np.testing.assert_array_equal(run.probe_tokens(), own)
         assert run.patterns(-1).shape == (1, 2, 4, 6, 6)
         assert run.in_context_scores().shape == (1,)
-    with pytest.raises(ConfigError, match="probe must be None or token ids"):
-        headmovies.Recorder(tmp_path / "bad.h5", model, probe=[[0.5, 1.5]])
+    for bad in ([[0.5, 1.5]], np.zeros((0, 4), np.int64)):  # not ids; no sequence at all
+        with pytest.raises(ConfigError, match=r"probe must be None or token ids, ints >= 0 \[batch >= 1, "):
+            headmovies.Recorder(tmp_path / "bad.h5", model, probe=bad)
     with pytest.raises(ConfigError, match="below the vocabulary's"):  # at construction, not the first step
         headmovies.Recorder(tmp_path / "vocab.h5", model, probe=[[1, 2, 999]])
     with pytest.raises(ConfigError, match="fit the model's 16 positions"):

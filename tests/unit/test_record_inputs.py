@@ -59,7 +59,8 @@ def test_epochs_must_be_whole_numbers(tmp_path):
     path = tmp_path / "run.h5"
     with _rec(path) as rec:
         assert rec.step(np.int64(0)) and rec.step(torch.tensor(1)) and rec.step(2.0)
-        for bad, shown in ((2.5, "float 2.5"), ("3", "str '3'"), (None, "NoneType None")):
+        bad_epochs = ((2.5, "float 2.5"), ("3", "str '3'"), (None, "NoneType None"), (True, "bool True"))
+        for bad, shown in bad_epochs:
             with pytest.raises(UserError, match=f"epoch must be a whole number \\(a step count\\), got {shown}"):
                 rec.step(bad)
         with pytest.raises(UserError, match=r"got float 3\.5"):
