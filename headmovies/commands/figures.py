@@ -33,7 +33,7 @@ ONLY = {
     "panels": ("orbits",),
     "tol": ("orbits",),
     "dead_tol": ("orbits",),
-    "formats": ("orbits",),
+    "formats": ("orbits", "generic"),
     "no_over_time": ("orbits",),
     "sequences": ("induction",),
     "group_order": ("generic",),
@@ -73,12 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the panels figure's planes: default, auto, source or CIRCUIT:U,V (as the movie's)",
     )
     add_tolerances(g)
-    g.add_argument("--formats", help="png,svg or one of them (default both)")
     g.add_argument(
         "--no-over-time",
         action="store_true",
         help="skip orbits_over_time and orbit_progress (they run the orbit check on every snapshot)",
     )
+    group(p, ["orbits", "generic"]).add_argument("--formats", help="png,svg or one of them (default both)")
     group(p, ["induction"]).add_argument(
         "--sequences", type=int, metavar="N", help="fresh sequences for attention and accuracy (default 1024)"
     )
@@ -128,6 +128,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         from headmovies.render.generic.figures import render_figures
 
-        paths = render_figures(args.run, out, plane_options(args)["group_order"])
+        paths = render_figures(args.run, out, plane_options(args)["group_order"], formats=formats)
         print(f"{out}: {', '.join(p.name for p in paths)}")
     return 0

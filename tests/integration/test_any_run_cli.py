@@ -58,6 +58,8 @@ def test_figures_offers_no_plane_options_it_would_ignore(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: --panels is for orbit runs; ")
     assert cli.main(["figures", str(run), "--out", str(tmp_path / "f"), "--group-order", "5"]) == 0
     assert json.loads((tmp_path / "f" / "summary.json").read_text())["group_order"] == 5
+    assert cli.main(["figures", str(run), "--out", str(tmp_path / "p"), "--formats", "png"]) == 0
+    assert sorted(p.suffix for p in (tmp_path / "p").iterdir()) == [".json", ".png", ".png"]
 
 
 def test_a_basis_that_is_not_an_npz_archive_is_one_line(tmp_path, capsys):

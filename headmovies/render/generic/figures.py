@@ -13,12 +13,13 @@ reaches a level.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from headmovies.render.core.outputs import prepare_out_dir, save_figure, write_text
+from headmovies.render.core.outputs import FIGURE_FORMATS, prepare_out_dir, save_figure, write_text
 from headmovies.render.core.projections import fourier_power
 from headmovies.render.generic.heads import Heads, find_heads, head_circuits, iter_circuits
 from headmovies.render.generic.score_space import join_labels, label_groups, layer_colours
@@ -228,9 +229,11 @@ def frequency_figure(epochs: np.ndarray, shares: np.ndarray, keys: list[int], ti
     return fig
 
 
-def render_figures(run_path: str | Path, out_dir: str | Path, group_order: int | None = None) -> list[Path]:
-    """Write the figures (PNG and SVG) and summary.json of `run_path` into `out_dir`; returns the
-    paths. Everything is read and drawn before the first file is written, so a run that fails to
+def render_figures(
+    run_path: str | Path, out_dir: str | Path, group_order: int | None = None, formats: Sequence[str] = FIGURE_FORMATS
+) -> list[Path]:
+    """Write the figures (in `formats`: png, svg) and summary.json of `run_path` into `out_dir`;
+    returns the paths. Everything is read and drawn before the first file is written, so a run that fails to
     read (RunFileError, e.g. a run without attention weights or a damaged snapshot) leaves
     `out_dir` as it was."""
     with Run(run_path) as run:
@@ -250,6 +253,6 @@ def render_figures(run_path: str | Path, out_dir: str | Path, group_order: int |
     out = prepare_out_dir(out_dir)
     paths: list[Path] = []
     for stem, fig in figures.items():
-        paths += save_figure(fig, out, stem)
+        paths += save_figure(fig, out, stem, formats)
     paths.append(write_text(out / "summary.json", json.dumps(info, indent=1) + "\n"))
     return paths
