@@ -20,7 +20,7 @@ from headmovies.commands.any_run import (
     refuse_others,
 )
 from headmovies.commands.figures import add_tolerances, tolerances
-from headmovies.errors import UserError, plural
+from headmovies.errors import plural
 from headmovies.render.core.outputs import check_out_dir
 
 NAME = "view"
@@ -40,7 +40,6 @@ ONLY = {
     "panels": ("orbits", "generic"),
     "tol": ("orbits",),
     "dead_tol": ("orbits",),
-    "name": ("orbits", "induction", "ov-coherent"),
     "sequences": ("induction",),
     "group_order": ("generic",),
     "basis": ("generic",),
@@ -52,8 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_run_argument(p)
     p.add_argument("--out", type=Path, metavar="DIR", help="output folder (created; default for data/a.h5: data/a)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (only induction runs draw one)")
-    g = group(p, ["orbits", "induction", "ov-coherent"])
-    g.add_argument("--name", help="file name stem of the page (default viewer)")
+    p.add_argument("--name", help="file name stem of the page (default viewer)")
     g = group(p, ["orbits", "generic"])
     g.add_argument(
         "--panels",
@@ -80,15 +78,11 @@ def run(args: argparse.Namespace) -> int:
     refuse_others(args, family, ONLY)
     if family == "induction" and args.view == "scores":
         family = "generic"  # the probe scores an induction run records, in the generic viewer
-        if args.name is not None:
-            raise UserError(
-                "--name is not for the generic viewer (--view scores of an induction run): it writes viewer.html"
-            )
     name = args.name or "viewer"
     if family == "generic":
         from headmovies.render.generic.viewer import render_viewer
 
-        print(render_viewer(args.run, out, view=args.view, **plane_options(args)))
+        print(render_viewer(args.run, out, view=args.view, name=name, **plane_options(args)))
         return 0
     if family == "orbits":
         from headmovies.render.orbits.viewer import MAX_MB, make_viewer

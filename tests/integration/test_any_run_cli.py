@@ -122,9 +122,9 @@ def test_each_run_is_drawn_by_its_family_and_other_families_options_are_refused(
     assert cli.main(["orbits", "movie", str(orbit), "--out", str(tmp_path / "old"), "--panel-px", "220", *fast]) == 0
     assert capsys.readouterr().err.startswith("note: `headmovies orbits movie` is now `headmovies movie`\n")
     assert [p.name for p in (tmp_path / "old").iterdir()] == ["orbits.png"]
-    for run, name in ((orbit, "orbits"), (recorded, "recorded")):  # --no-progress is for every run, as in movie
-        assert cli.main(["view", str(run), "--out", str(tmp_path / "v" / name), "--no-progress"]) == 0
-        assert (tmp_path / "v" / name / "viewer.html").stat().st_size > 1000
+    for run, name in ((orbit, "orbits"), (recorded, "recorded")):  # --no-progress and --name: every run's
+        assert cli.main(["view", str(run), "--out", str(tmp_path / "v"), "--no-progress", "--name", name]) == 0
+        assert (tmp_path / "v" / f"{name}.html").stat().st_size > 1000
 
 
 def test_the_metrics_figure_shows_a_single_value_and_says_when_a_side_is_empty():

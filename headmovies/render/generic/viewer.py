@@ -284,9 +284,10 @@ def render_viewer(
     panels: list[str] | None = None,
     basis: dict[str, np.ndarray] | None = None,
     view: str | None = None,
+    name: str = "viewer",
 ) -> Path:
-    """Write out_dir/viewer.html for `run_path` (whole or not at all); returns its path. `view`:
+    """Write out_dir/NAME.html for `run_path` (whole or not at all); returns its path. `view`:
     None, "scores" or "axes" (`viewer_payload`)."""
     return make_viewer(
-        run_path, out_dir, lambda run: viewer_payload(run, group_order, panels, basis, view), PACKAGE
+        run_path, out_dir, lambda run: viewer_payload(run, group_order, panels, basis, view), PACKAGE, name
     ).path
