@@ -127,19 +127,20 @@ def test_each_run_is_drawn_by_its_family_and_other_families_options_are_refused(
         assert (tmp_path / "v" / f"{name}.html").stat().st_size > 1000
 
 
-def test_the_metrics_figure_shows_a_single_value_and_says_when_a_side_is_empty():
+def test_the_metrics_figure_shows_a_single_value_and_only_the_panels_with_metrics():
     from headmovies.render.generic.figures import metrics_figure
 
     nan = np.nan
     fig = metrics_figure({"epoch": np.array([0, 5]), "train_loss": np.array([nan, 0.5])}, "t")
-    left, right = fig.axes[:2]
-    (line,) = right.lines
+    (ax,) = fig.axes  # no accuracy: one panel, no empty one
+    (line,) = ax.lines
     assert line.get_marker() == "o" and list(line.get_xdata()) == [5] and list(line.get_ydata()) == [0.5]
-    assert [t.get_text() for t in left.texts] == ["no metric named *acc*"] and not right.texts
+    assert ax.get_title() == "losses and other metrics" and ax.get_yscale() == "log"
     fig = metrics_figure({"epoch": np.array([0])}, "t")  # a run with no metrics
-    assert [t.get_text() for ax in fig.axes[:2] for t in ax.texts] == ["no metric named *acc*", "no other metric"]
-    fig = metrics_figure({"epoch": np.array([0, 5]), "acc": np.array([0.1, 0.9])}, "t")
-    assert fig.axes[0].lines[0].get_marker() in ("None", None, "")
+    assert [t.get_text() for ax in fig.axes for t in ax.texts] == ["no metric logged"]
+    fig = metrics_figure({"epoch": np.array([0, 5]), "acc": np.array([0.1, 0.9]), "loss": np.array([2.0, -1.0])}, "t")
+    assert [ax.get_title() for ax in fig.axes] == ["accuracies", "losses and other metrics"]
+    assert fig.axes[0].lines[0].get_marker() in ("None", None, "") and fig.axes[1].get_yscale() == "linear"
 
 
 def test_help_names_frequencies_omega_as_the_docs_do(capsys):

@@ -163,26 +163,28 @@ def scores_figure(epochs: np.ndarray, scores: dict[str, np.ndarray], title: str)
 
 
 def metrics_figure(metrics: dict[str, np.ndarray], title: str) -> Figure:
-    """Accuracies (left) and losses and other metrics (right, log scale) over epochs; a metric
-    with one finite value is a dot, and an empty side says that no metric went there."""
-    fig = Figure(figsize=(10, 3.6))
-    left, right = fig.subplots(1, 2)
+    """Accuracies (metrics named *acc*, 0 to 1) and the other metrics (losses and the rest, log
+    scale when all positive) over epochs, a panel each, only the panels that have a metric (one
+    panel saying "no metric logged" for a run without any); a metric with one finite value is a dot."""
     names = sorted(k for k in metrics if k != "epoch")
-    for k in names:
-        ax = left if "acc" in k else right
-        ok = np.isfinite(metrics[k])
-        ax.plot(metrics["epoch"][ok], metrics[k][ok], label=k, marker="o" if ok.sum() == 1 else None)  # 1: a dot
-    left.set(xlabel="epoch", ylabel="accuracy", ylim=(-0.02, 1.02), title="accuracies")
-    right.set(xlabel="epoch", title="losses and other metrics")
-    if any("acc" not in k for k in names) and all(
-        (metrics[k][np.isfinite(metrics[k])] > 0).all() for k in names if "acc" not in k
-    ):
-        right.set_yscale("log")
-    for ax, none in ((left, "no metric named *acc*"), (right, "no other metric")):
+    sides = [(side, [k for k in names if ("acc" in k) == (side == "accuracies")]) for side in ("accuracies", "other")]
+    sides = [(side, ks) for side, ks in sides if ks] or [("none", [])]
+    fig = Figure(figsize=(5 * len(sides), 3.6))
+    for ax, (side, keys) in zip(np.atleast_1d(fig.subplots(1, len(sides))), sides, strict=True):
+        for k in keys:
+            ok = np.isfinite(metrics[k])
+            ax.plot(metrics["epoch"][ok], metrics[k][ok], label=k, marker="o" if ok.sum() == 1 else None)  # 1: a dot
+        ax.set(xlabel="epoch")
+        if side == "accuracies":
+            ax.set(ylabel="accuracy", ylim=(-0.02, 1.02), title="accuracies")
+        elif side == "other":
+            ax.set(title="losses and other metrics")
+            if all((metrics[k][np.isfinite(metrics[k])] > 0).all() for k in keys):
+                ax.set_yscale("log")
         if ax.lines:
             ax.legend(fontsize=8)
         else:
-            ax.text(0.5, 0.5, none, transform=ax.transAxes, ha="center", va="center", color="0.4")
+            ax.text(0.5, 0.5, "no metric logged", transform=ax.transAxes, ha="center", va="center", color="0.4")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
