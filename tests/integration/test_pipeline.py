@@ -348,9 +348,11 @@ def test_sequence_equivariance_loss_vanishes_only_for_an_equivariant_layer():
 
 def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
     """eq_loss and seq_eq_loss gather with index_select (fast) where the census runs were trained
-    with advanced indexing; the runs reproduce only if both give the same gradients to the bit.
-    Here with the default run's shapes (p = 24, 32 heads, 16 sequences of length 6: each QK cell
-    collects about 24 terms, so a different summation order would show)."""
+    with advanced indexing, and seq_eq_loss sums attention per key token with scatter_add where
+    they had a product with one-hot tokens; the runs reproduce only if both give the same
+    gradients to the bit. Here with the default run's shapes (p = 24, 32 heads, 16 sequences of
+    length 6: each QK cell collects about 24 terms, so a different summation order would show),
+    one sequence with a token four times (three additions whose order would show)."""
     from headmovies.tasks.orbits import M_SHIFT
     from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed
 
@@ -358,6 +360,7 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
     g = torch.Generator().manual_seed(0)
     M0, R0 = torch.randn(H, n, n, generator=g), torch.randn(H, n, n, generator=g)
     x = torch.randint(0, n, (B, L), generator=g)
+    x[0] = torch.tensor([3, 3, 7, 3, 1, 3])
 
     grads = []
     for f in (seq_eq_loss, seq_eq_loss_indexed):  # M[:, t_i, t_j] as the census code has it
