@@ -109,14 +109,18 @@ def seq_eq_loss(
     # M[:, t_i, t_j] as index_select on flat (query, key) cells: the same values, and its backward
     # (index_add_) sums the same terms in the same order as advanced indexing's, 8x faster
     cell = (t[:, :, None] * n + t[:, None, :]).reshape(-1)
-    score = M.reshape(M.shape[0], n * n).index_select(1, cell).view(-1, n * B, L, L)  # (H, pB, L, L)
+    H = M.shape[0]
+    score = M.reshape(H, n * n).index_select(1, cell).view(H, n * B, L, L)  # (H, pB, L, L)
+    # softmax over keys j in the memory order (pB, L, H, L) that the per-token sum reads: the same
+    # elementwise values and sums over j as in (H, pB, L, L), without strided passes
+    score = score.permute(1, 2, 0, 3).contiguous()  # (pB, L, H, L)
     e = (score - score.amax(-1, keepdim=True).detach()).exp()  # softmax (faster
     att = e / e.sum(-1, keepdim=True)  # than .softmax for small L)
-    # attention per key token: on_token[s, i, h, t_j] += att[h, s, i, j], j in order, as the one-hot
+    # attention per key token: on_token[s, i, h, t_j] += att[s, i, h, j], j in order, as the one-hot
     # product att @ one_hot(t) sums it (`seq_eq_loss_indexed`), and its backward gathers where that
     # product's sums over tokens add exact zeros: the same bits, without the (pB, L*H, L) x (L, n) bmm
-    index = t[:, None, None, :].expand(n * B, L, M.shape[0], L)  # (pB, L, H, L): token of key j
-    on_token = att.new_zeros(n * B, L, M.shape[0], n).scatter_add_(3, index, att.permute(1, 2, 0, 3))
+    index = t[:, None, None, :].expand(n * B, L, H, L)  # (pB, L, H, L): token of key j
+    on_token = att.new_zeros(n * B, L, H, n).scatter_add_(3, index, att)  # (pB, L, H, n)
     logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])  # sum over heads, tokens
     logits = logits.view(n * B, L, -1)  # (pB, L, n)
     if direct is not None:
