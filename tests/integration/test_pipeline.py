@@ -446,6 +446,34 @@ def test_only_grid_term_epochs_use_more_threads(overlap):
     assert seen == [2] * 4 + [1] * 4 and task.overlapped_steps == (4 if overlap else 0)
 
 
+def test_grid_term_gives_the_same_gradients_on_one_thread_and_on_two():
+    """An overlapped second-phase step widens its grid term from one torch thread to `threads`
+    once the sequence terms are done (`OrbitTask._grid_term_grads`), so its bits must not depend
+    on the thread count. Default shapes, after a few first-phase steps; widened before the grid
+    attention's backward, where a step widens it."""
+    import threading
+
+    from headmovies.train.orbits.config import OrbitConfig
+    from headmovies.train.orbits.task import OrbitTask
+
+    task = OrbitTask(OrbitConfig())
+    task.threads = 2
+    before = torch.get_num_threads()
+    try:
+        for epoch in (3000, 3001, 3002):
+            task.step(epoch)
+        narrow = task._grid_term_grads(10.0)
+        assert torch.get_num_threads() == 1
+        waiting = threading.Event()
+        waiting.set()
+        wide = task._grid_term_grads(10.0, waiting)
+        assert torch.get_num_threads() == 2  # it widened
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(narrow, wide))
+    assert float(narrow[0].abs().max()) > 0 and float(narrow[1].abs().max()) > 0
+
+
 @pytest.mark.slow
 def test_train_says_whether_overlap_took_effect(tmp_path, capsys):
     """The closing line counts the overlapped epochs, so a user sees `--overlap` work (or not)."""
