@@ -47,10 +47,10 @@ from torch.nn import functional
 
 from headmovies.runfile.writer import RunWriter
 from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets
-from headmovies.train.config import snapshot_count
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed
 from headmovies.train.orbits.task import OrbitTask
+from headmovies.train.schedule import config_schedule
 
 
 class ReferenceTrainer:
@@ -205,7 +205,7 @@ def report(cfg: OrbitConfig, threads: int, t: dict[str, float]) -> None:
     print(f"metrics evaluation: {t['eval'] * 1e3:.2f} ms per snapshot = {t['eval'] / interval:.2%} of training time")
     first = cfg.refine_start if cfg.refines() else cfg.epochs
     second = cfg.epochs - first
-    snaps = snapshot_count(cfg.epochs, cfg.early_every, cfg.switch_epoch, cfg.late_every, cfg.log_early)
+    snaps = len(config_schedule(cfg))
     t1, t2, t3 = first * t["ours"], second * (t["over"] if threads > 1 else t["two"]), snaps * (t["eval"] + t["write"])
     print(
         f"default run's training, estimated: {t1 + t2 + t3:.0f} s = first phase {first:,} x {t['ours'] * 1e3:.1f} ms "
