@@ -17,7 +17,6 @@ import torch
 
 from headmovies.errors import UserError
 from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
-from headmovies.train.orbits.attention import GridAttention
 from headmovies.train.orbits.config import OrbitConfig, seq_lengths
 from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
 from headmovies.train.orbits.impose import RULE, impose_orbits
@@ -108,6 +107,7 @@ class OrbitTask(Task[OrbitConfig]):
             cfg.score_scale,
             cfg.qk_init,
             cfg.frozen_embed,
+            cfg.grid_kernel == "compiled",
         )
         self.optimizer = torch.optim.AdamW(
             param_groups(self.model, cfg.qk_decay), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
@@ -265,7 +265,7 @@ class OrbitTask(Task[OrbitConfig]):
                 _use_threads(self.threads)
 
         with torch.enable_grad():
-            logits = GridAttention.apply(M, R)
+            logits = self.model.grid_attention.apply(M, R)
             logits.register_hook(widen)  # runs just before the grid attention's backward
             _, _, ce, eq = self._losses(logits)
             widen()
