@@ -1,6 +1,8 @@
 """Training speed of the orbit experiment: our grid trainer vs a straightforward reference.
 
-Prints, from one run at one config (default: d_model 128, d_head 4, 32 heads, p 24, 30 % split):
+Prints the CPU (model name, AVX-512 or not) and the load average before and after, then for each
+thread count (default 1 and 2, the same count for both trainers), from one run at one config
+(default: d_model 128, d_head 4, 32 heads, p 24, 30 % split):
   - epochs/s of the reference: per-sample forward (embed, 32-head attention with per-sample
     projections, unembed) on the whole train split, plus the equivariance term on 4,096 random
     inputs with one random shift each; AdamW step;
@@ -14,18 +16,31 @@ Prints, from one run at one config (default: d_model 128, d_head 4, 32 heads, p 
     advanced indexing M[:, t_i, t_j] (the straightforward way, bit for bit the same gradients)
     against ours (index_select on flat cells);
   - the streaming overhead: time to append one snapshot to a SWMR run file (and, separately, to
-    evaluate the snapshot's metrics) as a fraction of the training time between two snapshots.
-Timings interleave the two trainers (ours, reference, ours, ...) so that load drifts hit both.
+    evaluate the snapshot's metrics) as a fraction of the training time between two snapshots;
+  - an estimate of the default run's training time at that thread count (`make movie` trains
+    on 2): every first-phase epoch at epoch 3,000's cost (an upper bound: epochs before eq_start
+    have no equivariance term), every second-phase epoch at epoch 12,000's (overlapped when the
+    count is 2 or more, as `train` does on two cores), and one metrics evaluation and snapshot
+    append per snapshot of the schedule.
+Timings interleave the two trainers (ours, reference, ours, ...) so that load drifts hit both;
+each figure is the best of `--rounds` rounds. On a shared machine, read the load average first.
 
-    .venv/bin/python bench/train_speed.py [--epochs 30] [--rounds 3] [--threads N]
+    .venv/bin/python bench/train_speed.py [--epochs 30] [--rounds 3] [--threads 1,2]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
+import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+# as `headmovies train` does (headmovies/cli.py): sleeping OpenMP threads, so that two torch
+# threads beside other work do not spin (set before torch is imported)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 from torch.nn import functional
@@ -35,6 +50,7 @@ from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed
 from headmovies.train.orbits.task import OrbitTask
+from headmovies.train.schedule import config_schedule
 
 
 class ReferenceTrainer:
@@ -75,22 +91,38 @@ def seconds_per_call(fn, n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--epochs", type=int, default=30, help="timed epochs per trainer per round")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best round is reported)")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    cfg = OrbitConfig()
+def cpu_line() -> str:
+    """'CPU: <model name>, AVX-512 yes|no, N cores' from lscpu (or /proc/cpuinfo)."""
+    model, flags = platform.processor() or "unknown", ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        model = fields.get("Model name", model).strip()
+        flags = fields.get("Flags", "")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    if not flags and Path("/proc/cpuinfo").exists():
+        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")), "")
+    avx512 = "yes" if "avx512f" in flags.split() else "no"
+    return f"CPU: {model}, AVX-512 {avx512}, {os.cpu_count()} cores"
+
+
+def load_line() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average: {one:.2f}, {five:.2f}, {fifteen:.2f} (1, 5, 15 min)"
+
+
+def measure(cfg: OrbitConfig, threads: int, epochs: int, rounds: int) -> dict[str, float]:
+    """Best-of-rounds seconds per call of each timed piece at `threads` torch threads."""
+    torch.set_num_threads(threads)
     torch.manual_seed(0)
     ours = OrbitTask(cfg)
     torch.manual_seed(0)
     ref = ReferenceTrainer(OrbitTask(cfg))
     torch.manual_seed(0)
     overlapped = OrbitTask(cfg)
-    overlapped.overlap = True
+    ours.threads = overlapped.threads = threads
+    overlapped.overlap = threads > 1
     phase1, phase2 = 3000, 12000  # lambda at eq_weight; second phase with its sequence term
     M, R = (c.detach().requires_grad_() for c in ours.model.circuits())
     x = torch.randint(0, cfg.p, (cfg.eq_seq_batch, 6), generator=torch.Generator().manual_seed(0))
@@ -101,22 +133,28 @@ def main() -> None:
     def seq_ref():
         return seq_eq_loss_indexed(M, R, x).backward()
 
-    for _ in range(3):  # warm up
-        ours.step(phase1)
-        ref.step()
-        ours.step(phase2)
-        overlapped.step(phase2)
-        seq_ours()
-        seq_ref()
-    t_ours, t_ref, t_two, t_over, t_seq, t_seq_ref = [], [], [], [], [], []
-    for _ in range(args.rounds):
-        t_ours.append(seconds_per_call(lambda: ours.step(phase1), args.epochs))
-        t_ref.append(seconds_per_call(ref.step, max(3, args.epochs // 10)))
-        t_two.append(seconds_per_call(lambda: ours.step(phase2), args.epochs))
-        t_over.append(seconds_per_call(lambda: overlapped.step(phase2), args.epochs))
-        t_seq.append(seconds_per_call(seq_ours, args.epochs))
-        t_seq_ref.append(seconds_per_call(seq_ref, args.epochs))
-    t_ours, t_ref, t_two, t_over, t_seq, t_seq_ref = map(min, (t_ours, t_ref, t_two, t_over, t_seq, t_seq_ref))
+    def step(task: OrbitTask, epoch: int):
+        def run():
+            task.step(epoch)
+            torch.set_num_threads(threads)  # a second-phase step leaves this thread on one
+
+        return run
+
+    pieces = {
+        "ours": (step(ours, phase1), epochs),
+        "ref": (ref.step, max(3, epochs // 10)),
+        "two": (step(ours, phase2), epochs),
+        "over": (step(overlapped, phase2), epochs),
+        "seq": (seq_ours, epochs),
+        "seq_ref": (seq_ref, epochs),
+    }
+    for fn, _ in pieces.values():  # warm up
+        for _ in range(3):
+            fn()
+    best = {name: float("inf") for name in pieces}
+    for _ in range(rounds):
+        for name, (fn, n) in pieces.items():
+            best[name] = min(best[name], seconds_per_call(fn, n))
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.h5"
@@ -129,36 +167,70 @@ def main() -> None:
             ours.split(),
         )
         metrics = ours.evaluate()
-        t_write = seconds_per_call(lambda: writer.append(0, ours.snapshot(), metrics), 40)
-        t_eval = seconds_per_call(ours.evaluate, 10)
+        best["write"] = seconds_per_call(lambda: writer.append(0, ours.snapshot(), metrics), 40)
+        best["eval"] = seconds_per_call(ours.evaluate, 10)
         writer.close()
-    interval = cfg.early_every * t_ours  # training time between two snapshots (densest part of the schedule)
+    return best
+
+
+def report(cfg: OrbitConfig, threads: int, t: dict[str, float]) -> None:
+    interval = cfg.early_every * t["ours"]  # training time between two snapshots (densest part of the schedule)
+    print(f"--- {threads} torch thread{'s' if threads > 1 else ''}, both trainers")
     print(
-        f"config: p={cfg.p} n_heads={cfg.n_heads} d_model={cfg.d_model} d_head={cfg.d_head} "
-        f"train_frac={cfg.train_frac} threads={torch.get_num_threads()}"
-    )
-    print(f"reference (per-sample, eq term on 4096 inputs): {1 / t_ref:8.1f} epochs/s  ({t_ref * 1e3:7.1f} ms/epoch)")
-    print(
-        f"ours (p^3 grid, eq term on all inputs x shifts): {1 / t_ours:8.1f} epochs/s  ({t_ours * 1e3:7.1f} ms/epoch)"
-    )
-    print(f"speed-up: {t_ref / t_ours:.1f}x")
-    print(
-        f"ours, second phase (+ length-6 sequence term, OV-bias penalty): {t_two * 1e3:7.1f} ms/epoch "
-        f"({t_two / t_ours:.2f}x the first phase's)"
+        f"reference (per-sample, eq term on 4096 inputs): {1 / t['ref']:8.1f} epochs/s  "
+        f"({t['ref'] * 1e3:7.1f} ms/epoch)"
     )
     print(
-        f"ours, second phase overlapped (grid term in a second thread): {t_over * 1e3:7.1f} ms/epoch "
-        f"({t_two / t_over:.2f}x faster than one after the other)"
+        f"ours (p^3 grid, eq term on all inputs x shifts): {1 / t['ours']:8.1f} epochs/s  "
+        f"({t['ours'] * 1e3:7.1f} ms/epoch)"
+    )
+    print(f"speed-up, same threads: {t['ref'] / t['ours']:.1f}x")
+    print(
+        f"ours, second phase (+ length-6 sequence term, OV-bias penalty): {t['two'] * 1e3:7.1f} ms/epoch "
+        f"({t['two'] / t['ours']:.2f}x the first phase's)"
+    )
+    if threads > 1:
+        print(
+            f"ours, second phase overlapped (grid term in a second thread): {t['over'] * 1e3:7.1f} ms/epoch "
+            f"({t['two'] / t['over']:.2f}x faster than one after the other)"
+        )
+    print(
+        f"sequence term forward + backward: {t['seq_ref'] * 1e3:.2f} ms with advanced indexing and one-hot "
+        f"tokens, {t['seq'] * 1e3:.2f} ms with index_select and scatter_add ({t['seq_ref'] / t['seq']:.2f}x)"
     )
     print(
-        f"sequence term forward + backward: {t_seq_ref * 1e3:.2f} ms with advanced indexing, "
-        f"{t_seq * 1e3:.2f} ms with index_select ({t_seq_ref / t_seq:.2f}x)"
-    )
-    print(
-        f"streaming: {t_write * 1e3:.2f} ms per snapshot append = {t_write / interval:.2%} of training time "
+        f"streaming: {t['write'] * 1e3:.2f} ms per snapshot append = {t['write'] / interval:.2%} of training time "
         f"at one snapshot per {cfg.early_every} epochs"
     )
-    print(f"metrics evaluation: {t_eval * 1e3:.2f} ms per snapshot = {t_eval / interval:.2%} of training time")
+    print(f"metrics evaluation: {t['eval'] * 1e3:.2f} ms per snapshot = {t['eval'] / interval:.2%} of training time")
+    first = cfg.refine_start if cfg.refines() else cfg.epochs
+    second = cfg.epochs - first
+    snaps = len(config_schedule(cfg))
+    t1, t2, t3 = first * t["ours"], second * (t["over"] if threads > 1 else t["two"]), snaps * (t["eval"] + t["write"])
+    print(
+        f"default run's training, estimated: {t1 + t2 + t3:.0f} s = first phase {first:,} x {t['ours'] * 1e3:.1f} ms "
+        f"({t1:.0f} s) + second phase {second:,} x {(t2 / max(1, second)) * 1e3:.1f} ms ({t2:.0f} s) "
+        f"+ {snaps} snapshots' metrics and appends ({t3:.0f} s)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=30, help="timed epochs per trainer per round")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best round is reported)")
+    ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts (default 1,2)")
+    args = ap.parse_args()
+    counts = [int(n) for n in args.threads.split(",") if n]
+    cfg = OrbitConfig()
+    print(cpu_line())
+    print(load_line(), "at the start")
+    print(
+        f"config: p={cfg.p} n_heads={cfg.n_heads} d_model={cfg.d_model} d_head={cfg.d_head} "
+        f"train_frac={cfg.train_frac}; torch {torch.__version__}"
+    )
+    for threads in counts:
+        report(cfg, threads, measure(cfg, threads, args.epochs, args.rounds))
+    print(load_line(), "at the end")
 
 
 if __name__ == "__main__":

@@ -348,9 +348,11 @@ def test_sequence_equivariance_loss_vanishes_only_for_an_equivariant_layer():
 
 def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
     """eq_loss and seq_eq_loss gather with index_select (fast) where the census runs were trained
-    with advanced indexing; the runs reproduce only if both give the same gradients to the bit.
-    Here with the default run's shapes (p = 24, 32 heads, 16 sequences of length 6: each QK cell
-    collects about 24 terms, so a different summation order would show)."""
+    with advanced indexing, and seq_eq_loss sums attention per key token with scatter_add where
+    they had a product with one-hot tokens; the runs reproduce only if both give the same
+    gradients to the bit. Here with the default run's shapes (p = 24, 32 heads, 16 sequences of
+    length 6: each QK cell collects about 24 terms, so a different summation order would show),
+    one sequence with a token four times (three additions whose order would show)."""
     from headmovies.tasks.orbits import M_SHIFT
     from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed
 
@@ -358,6 +360,7 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
     g = torch.Generator().manual_seed(0)
     M0, R0 = torch.randn(H, n, n, generator=g), torch.randn(H, n, n, generator=g)
     x = torch.randint(0, n, (B, L), generator=g)
+    x[0] = torch.tensor([3, 3, 7, 3, 1, 3])
 
     grads = []
     for f in (seq_eq_loss, seq_eq_loss_indexed):  # M[:, t_i, t_j] as the census code has it
@@ -441,6 +444,65 @@ def test_only_grid_term_epochs_use_more_threads(overlap):
     finally:
         torch.set_num_threads(1)
     assert seen == [2] * 4 + [1] * 4 and task.overlapped_steps == (4 if overlap else 0)
+
+
+def test_grid_term_gives_the_same_gradients_on_one_thread_and_on_two():
+    """An overlapped second-phase step widens its grid term from one torch thread to `threads`
+    once the sequence terms are done (`OrbitTask._grid_term_grads`), so its bits must not depend
+    on the thread count. Default shapes, after a few first-phase steps; widened before the grid
+    attention's backward, where a step widens it."""
+    import threading
+
+    from headmovies.train.orbits.config import OrbitConfig
+    from headmovies.train.orbits.task import OrbitTask
+
+    task = OrbitTask(OrbitConfig())
+    task.threads = 2
+    before = torch.get_num_threads()
+    try:
+        for epoch in (3000, 3001, 3002):
+            task.step(epoch)
+        narrow = task._grid_term_grads(10.0)
+        assert torch.get_num_threads() == 1
+        waiting = threading.Event()
+        waiting.set()
+        wide = task._grid_term_grads(10.0, waiting)
+        assert torch.get_num_threads() == 2  # it widened
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(narrow, wide))
+    assert float(narrow[0].abs().max()) > 0 and float(narrow[1].abs().max()) > 0
+
+
+@pytest.mark.slow
+def test_compiled_grid_kernel_agrees_with_the_hand_written_one():
+    """grid_kernel=compiled (torch.compile of the same forward and backward; compiling takes tens
+    of seconds) rounds differently, so its runs are other runs, but the same model: values and
+    gradients within 1e-5 of the hand-written kernel's (relative to the largest), and a default-
+    shape task's weights within 1e-4 after three steps of the first phase."""
+    from headmovies.train.orbits.attention import CompiledGridAttention, GridAttention
+    from headmovies.train.orbits.config import OrbitConfig
+    from headmovies.train.orbits.task import OrbitTask
+
+    g = torch.Generator().manual_seed(0)
+    M0, R0 = 3 * torch.randn(32, 24, 24, generator=g), torch.randn(32, 24, 24, generator=g).mT
+    grad = torch.randn(24, 24, 24, 24, generator=g)
+    res = []
+    for kernel in (GridAttention, CompiledGridAttention):
+        M, R = M0.clone().requires_grad_(), R0.clone().requires_grad_()
+        kernel.apply(M, R).backward(grad)
+        res.append((kernel.apply(M0, R0), M.grad, R.grad))
+    for ours, compiled in zip(*res):
+        assert float((compiled - ours).abs().max()) <= 1e-5 * float(ours.abs().max())
+
+    tasks = [OrbitTask(OrbitConfig(grid_kernel=k)) for k in ("eager", "compiled")]
+    tasks[1].model.load_state_dict(tasks[0].model.state_dict())
+    for epoch in (3000, 3001, 3002):
+        for task in tasks:
+            task.step(epoch)
+    with torch.no_grad():
+        for a, b in zip(*(t.model.parameters() for t in tasks)):
+            assert float((a - b).abs().max()) <= 1e-4 * float(a.abs().max())
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """The levers (docs/experiments.md, "Levers") as orbit config keys (score_scale, qk_decay, qk_init, frozen_embed),
-each on a case with a known answer; their storage (only when set) and batched training's refusal."""
+each on a case with a known answer; their storage (only when set) and batched training's refusal;
+the grid_kernel key's checks and storage."""
 
 from __future__ import annotations
 
@@ -144,3 +145,20 @@ def test_batched_lever_runs_equal_their_single_runs_bit_for_bit(qk_decay):
     for epoch in range(1, cfgs[0].epochs + 1):
         other.step(epoch)
     assert not torch.equal(other.sync(0).model.W_Q, batch.sync(0).model.W_Q)
+
+
+def test_compiled_grid_kernel_needs_a_cpp_compiler(monkeypatch, tmp_path):
+    """grid_kernel=compiled runs the grid attention through torch.compile, which builds C++: with
+    no compiler on PATH the config is refused at once (one line), not at the first step."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no c++, g++ or clang++
+    with pytest.raises(ConfigError, match="grid_kernel=compiled needs a C\\+\\+ compiler"):
+        cfg_of(grid_kernel="compiled")
+    cfg_of(grid_kernel="eager")  # the default needs none
+    with pytest.raises(ConfigError, match="grid_kernel must be one of"):
+        cfg_of(grid_kernel="fast")
+
+
+def test_compiled_grid_kernel_is_stored_only_when_set_and_trains_alone():
+    assert "grid_kernel" not in config_dict(OrbitConfig())
+    assert config_dict(OrbitConfig(grid_kernel="compiled"))["grid_kernel"] == "compiled"
+    assert batch_key(OrbitConfig(grid_kernel="compiled")) is None  # the batch has only the eager kernel

@@ -74,7 +74,7 @@ MAX_BATCH = 32
 
 
 # Levers (`OrbitConfig.levers`) that the batch does not implement: runs with one train alone.
-UNBATCHED_LEVERS = ("frozen_embed", "impose_orbit_at")
+UNBATCHED_LEVERS = ("frozen_embed", "impose_orbit_at", "grid_kernel")
 
 
 def unbatched_levers(cfg: OrbitConfig) -> list[str]:

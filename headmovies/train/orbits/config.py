@@ -4,6 +4,7 @@ estimate. docs/experiments.md lists every key; docs/notebook/ says why these def
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
 
 from headmovies.errors import ConfigError
@@ -53,8 +54,10 @@ class OrbitConfig(TrainConfig):
     # W_U one-hot classes (read from coordinates n..2n-1), both frozen: a shift permutes coordinates
     impose_orbit_at: int = 0  # at this epoch project each fitting frequency group onto its
     # nearest exact orbit (train/orbits/impose.py) and train on; 0: never (an experiment, labelled)
+    grid_kernel: str = "eager"  # "compiled": the grid attention through torch.compile (needs a C++
+    # compiler; compiles for tens of seconds at the first step; faster on a CPU, other bits: another run)
 
-    OMIT_AT_DEFAULT = ("score_scale", "qk_decay", "qk_init", "frozen_embed", "impose_orbit_at")
+    OMIT_AT_DEFAULT = ("score_scale", "qk_decay", "qk_init", "frozen_embed", "impose_orbit_at", "grid_kernel")
 
     def levers(self) -> list[str]:
         """'key=value' of each lever key (OMIT_AT_DEFAULT) not at its default."""
@@ -100,10 +103,17 @@ class OrbitConfig(TrainConfig):
             raise ConfigError(f"refine_start must be >= 0 (0: no second phase), got {self.refine_start}")
         if self.refine_lr <= 0 or self.refine_weight_decay < 0 or self.refine_eq_weight < 0 or self.refine_ramp < 0:
             raise ConfigError("refine_lr must be > 0; refine_weight_decay, refine_eq_weight and refine_ramp >= 0")
-        choices = {"split": ("random", "orbit"), "eq_inputs": ("all", "train"), "lr_schedule": ("constant", "cosine")}
+        choices = {
+            "split": ("random", "orbit"),
+            "eq_inputs": ("all", "train"),
+            "lr_schedule": ("constant", "cosine"),
+            "grid_kernel": ("eager", "compiled"),
+        }
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ConfigError(f"{key} must be one of {allowed}, got {getattr(self, key)!r}")
+        if self.grid_kernel == "compiled" and not any(shutil.which(c) for c in ("c++", "g++", "clang++")):
+            raise ConfigError("grid_kernel=compiled needs a C++ compiler (c++, g++ or clang++ on PATH); none found")
         require_memory(self.memory_bytes(), "p, n_heads, d_model, d_head, eq_seq_batch or the sequence lengths")
 
     def memory_bytes(self) -> int:

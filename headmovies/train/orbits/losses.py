@@ -109,11 +109,18 @@ def seq_eq_loss(
     # M[:, t_i, t_j] as index_select on flat (query, key) cells: the same values, and its backward
     # (index_add_) sums the same terms in the same order as advanced indexing's, 8x faster
     cell = (t[:, :, None] * n + t[:, None, :]).reshape(-1)
-    score = M.reshape(M.shape[0], n * n).index_select(1, cell).view(-1, n * B, L, L)  # (H, pB, L, L)
+    H = M.shape[0]
+    score = M.reshape(H, n * n).index_select(1, cell).view(H, n * B, L, L)  # (H, pB, L, L)
+    # softmax over keys j in the memory order (pB, L, H, L) that the per-token sum reads: the same
+    # elementwise values and sums over j as in (H, pB, L, L), without strided passes
+    score = score.permute(1, 2, 0, 3).contiguous()  # (pB, L, H, L)
     e = (score - score.amax(-1, keepdim=True).detach()).exp()  # softmax (faster
     att = e / e.sum(-1, keepdim=True)  # than .softmax for small L)
-    onehot = functional.one_hot(t, n).to(att.dtype)  # (pB, L, n)
-    on_token = torch.einsum("hnij,njb->nihb", att, onehot)  # attention per key token
+    # attention per key token: on_token[s, i, h, t_j] += att[s, i, h, j], j in order, as the one-hot
+    # product att @ one_hot(t) sums it (`seq_eq_loss_indexed`), and its backward gathers where that
+    # product's sums over tokens add exact zeros: the same bits, without the (pB, L*H, L) x (L, n) bmm
+    index = t[:, None, None, :].expand(n * B, L, H, L)  # (pB, L, H, L): token of key j
+    on_token = att.new_zeros(n * B, L, H, n).scatter_add_(3, index, att)  # (pB, L, H, n)
     logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])  # sum over heads, tokens
     logits = logits.view(n * B, L, -1)  # (pB, L, n)
     if direct is not None:
@@ -127,9 +134,10 @@ def seq_eq_loss(
 
 
 def seq_eq_loss_indexed(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """`seq_eq_loss` (no residual) with its QK gather written as advanced indexing M[:, t_i, t_j],
-    the form the census's first runs were trained with: the reference that tests and
-    bench/train_speed.py hold `seq_eq_loss` to (the same loss and gradients, bit for bit)."""
+    """`seq_eq_loss` (no residual) with its QK gather written as advanced indexing M[:, t_i, t_j]
+    and its attention per key token as a product with one-hot tokens, the form the census's first
+    runs were trained with: the reference that tests and bench/train_speed.py hold `seq_eq_loss`
+    to (the same loss and gradients, bit for bit)."""
     n, B, L = M.shape[-1], x.shape[0], x.shape[1]
     t = ((x[None] + torch.arange(n)[:, None, None]) % n).reshape(n * B, L)
     score = M[:, t[:, :, None], t[:, None, :]]

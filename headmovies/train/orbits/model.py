@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from headmovies.train.orbits.attention import GridAttention
+from headmovies.train.orbits.attention import CompiledGridAttention, GridAttention
 
 
 def qk_ov(
@@ -51,7 +51,9 @@ class AttentionLayer(nn.Module):
     coordinates 0..n-1 (times sqrt(d_model), today's row norm) and W_U one-hot classes read from
     coordinates n..2n-1 (column norm 1, as today's), neither trainable: a shift of tokens and
     classes is then a permutation of coordinates, which AdamW and weight decay commute with.
-    The random draws are the same either way (same later weights for the same seed)."""
+    The random draws are the same either way (same later weights for the same seed). compiled:
+    the grid attention through torch.compile (`attention.CompiledGridAttention`, config
+    grid_kernel), faster on a CPU and not the same bits."""
 
     def __init__(
         self,
@@ -64,9 +66,12 @@ class AttentionLayer(nn.Module):
         score_scale: float = 1.0,
         qk_init: float = 1.0,
         frozen_embed: bool = False,
+        compiled: bool = False,
     ):
         super().__init__()
         self.n, self.residual, self.d_head, self.score_scale = n, residual, d_head, score_scale
+        # the grid attention's kernel: hand-written (the default) or through torch.compile (other bits)
+        self.grid_attention = CompiledGridAttention if compiled else GridAttention
         g = init_scale
         self.W_E = nn.Parameter(g * torch.randn(n, d_model))
         self.W_Q = nn.Parameter(g * qk_init * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
@@ -95,7 +100,7 @@ class AttentionLayer(nn.Module):
     def grid_logits(self) -> torch.Tensor:
         """Logits G [a, b, c, class] at a query token a with keys {a, b, c}, for all n^3 cells."""
         M, R = self.circuits()
-        out = GridAttention.apply(M, R)  # (n, n, n, n_out)
+        out = self.grid_attention.apply(M, R)  # (n, n, n, n_out)
         if self.residual:
             out = out + (self.W_E @ self.W_U)[:, None, None, :]
         return out

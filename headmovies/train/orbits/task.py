@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -16,7 +17,6 @@ import torch
 
 from headmovies.errors import UserError
 from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
-from headmovies.train.orbits.attention import GridAttention
 from headmovies.train.orbits.config import OrbitConfig, seq_lengths
 from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
 from headmovies.train.orbits.impose import RULE, impose_orbits
@@ -47,19 +47,21 @@ def _use_threads(n: int) -> None:
 
 class _Precomputed(torch.autograd.Function):
     """A loss term on the circuits (M, R) whose gradients another thread computes: forward
-    returns 0 (a step never reads its loss's value), backward waits for the future's (dM, dR)."""
+    returns 0 (a step never reads its loss's value), backward sets `waiting` (this thread's core
+    is free from now on) and waits for the future's (dM, dR)."""
 
     @staticmethod
-    def forward(ctx, M: torch.Tensor, R: torch.Tensor, future: Future) -> torch.Tensor:
-        ctx.future = future
+    def forward(ctx, M: torch.Tensor, R: torch.Tensor, future: Future, waiting: threading.Event) -> torch.Tensor:
+        ctx.future, ctx.waiting = future, waiting
         return M.new_zeros(())
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
+        ctx.waiting.set()
         dM, dR = ctx.future.result()
         if not bool(grad == 1):  # a step's loss is a plain sum: grad is exactly 1
             dM, dR = grad * dM, grad * dR
-        return dM, dR, None
+        return dM, dR, None, None
 
 
 def decay_groups(params: list, qk: list, qk_decay: bool = True) -> list:
@@ -105,6 +107,7 @@ class OrbitTask(Task[OrbitConfig]):
             cfg.score_scale,
             cfg.qk_init,
             cfg.frozen_embed,
+            cfg.grid_kernel == "compiled",
         )
         self.optimizer = torch.optim.AdamW(
             param_groups(self.model, cfg.qk_decay), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
@@ -220,8 +223,9 @@ class OrbitTask(Task[OrbitConfig]):
             # the grid term in a second thread while this one does the sequence terms: its
             # gradients w.r.t. (M, R) enter the graph where the grid term's would, so autograd
             # adds the same terms in the same order (the same bits; tests/integration/test_pipeline.py)
-            grid = _grid_pool().submit(self._grid_term_grads, lam)
-            loss = _Precomputed.apply(*self.model.circuits(), grid)
+            waiting = threading.Event()
+            grid = _grid_pool().submit(self._grid_term_grads, lam, waiting)
+            loss = _Precomputed.apply(*self.model.circuits(), grid, waiting)
             self.overlapped_steps += 1
         else:
             _, _, ce, eq = self._losses(self.model.grid_logits(), with_eq=lam > 0)
@@ -244,13 +248,27 @@ class OrbitTask(Task[OrbitConfig]):
         """Set every optimizer group's lr and weight decay (0 in the no_decay group of qk_decay=false)."""
         set_hyperparameters(self.optimizer, lr, weight_decay)
 
-    def _grid_term_grads(self, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gradients of ce + lam * eq w.r.t. the circuits (M, R): `step`'s grid term, run alone."""
+    def _grid_term_grads(self, lam: float, waiting: threading.Event | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gradients of ce + lam * eq w.r.t. the circuits (M, R): `step`'s grid term, run alone.
+
+        On one torch thread, widened to `threads` for the grid attention's backward (most of the
+        term) once `waiting` is set (the other thread has nothing left to do but wait for this
+        one): the grid term's bits do not depend on the thread count (tested), so a step with
+        sequence terms keeps both cores busy to its end."""
+        _use_threads(1)
         with torch.no_grad():
             M, R = self.model.circuits()
         M.requires_grad_(), R.requires_grad_()
+
+        def widen(*_) -> None:
+            if waiting is not None and waiting.is_set():
+                _use_threads(self.threads)
+
         with torch.enable_grad():
-            _, _, ce, eq = self._losses(GridAttention.apply(M, R))
+            logits = self.model.grid_attention.apply(M, R)
+            logits.register_hook(widen)  # runs just before the grid attention's backward
+            _, _, ce, eq = self._losses(logits)
+            widen()
             dM, dR = torch.autograd.grad(ce + lam * eq, (M, R))
             return dM, dR
 
