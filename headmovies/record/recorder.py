@@ -41,47 +41,15 @@ from headmovies.record.inputs import (
     shape_difference,
 )
 from headmovies.record.probing import DEFAULT, decoded, first_run, make_probe, match_stored
+from headmovies.record.schedules import as_schedule, spaced_schedule
 from headmovies.runfile import probe_records
 from headmovies.runfile.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from headmovies.runfile.lock import RunLock
-from headmovies.train.config import TrainConfig
 from headmovies.train.new_run import check_out_path, git_commit, machine, versions
 from headmovies.train.recording import Recording
 
 EXPERIMENT = "recorded"  # the root attribute `experiment` of a recorded run
 WEIGHT_DTYPES = {"float32": np.float32, "float16": np.float16}  # Recorder(dtype=...): float16 halves the file
-
-
-def default_schedule(epoch: int) -> bool:
-    """The training configs' default snapshot schedule (`TrainConfig`'s early_every, switch_epoch
-    and late_every; source 000's) without an end: every 25 epochs through 4000, then every 100."""
-    if epoch <= TrainConfig.switch_epoch:
-        return epoch % TrainConfig.early_every == 0
-    return (epoch - TrainConfig.switch_epoch) % TrainConfig.late_every == 0
-
-
-SNAPSHOTS_OVER_TOTAL = 200  # Recorder(..., total=N): about this many snapshots over N steps
-
-
-def spaced_schedule(total: int, count: int = SNAPSHOTS_OVER_TOTAL) -> Callable[[int], bool]:
-    """About `count` snapshots spread evenly over epochs 0..total: every total / count epochs
-    rounded (at least 1), and `total` itself. UserError for a total that is not a positive whole number."""
-    if isinstance(total, bool) or not isinstance(total, numbers.Integral) or total < 1:
-        raise UserError(f"total must be a positive int (the steps the loop will run), got {total!r}")
-    every, last = max(1, int(total / count + 0.5)), int(total)
-    return lambda epoch: epoch % every == 0 or epoch == last
-
-
-def _schedule(schedule: Iterable[int] | Callable[[int], bool] | None) -> Callable[[int], bool]:
-    if schedule is None:
-        return default_schedule
-    if callable(schedule):
-        return schedule
-    try:
-        epochs = {int(e) for e in schedule}
-    except (TypeError, ValueError):
-        raise UserError("schedule must be None, a list of epochs or a function epoch -> bool") from None
-    return epochs.__contains__
 
 
 class Recorder:
@@ -158,7 +126,7 @@ class Recorder:
         self.config = dict(config or {})
         if total is not None and schedule is not None:
             raise UserError("schedule and total exclude each other: total=N spaces about 200 snapshots over N steps")
-        self.due = _schedule(schedule) if total is None else spaced_schedule(total)
+        self.due = as_schedule(schedule) if total is None else spaced_schedule(total)
         self.checkpoint_seconds = checkpoint_seconds
         self.epoch = -1  # the last epoch in the file (after resume: where it continues)
         self._rec: Recording | None = None

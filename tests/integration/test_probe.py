@@ -277,7 +277,7 @@ def test_huggingface_gpt2_patterns_equal_its_output_attentions():
 
 def test_total_spaces_about_200_snapshots(tmp_path):
     from headmovies.errors import UserError
-    from headmovies.record.recorder import spaced_schedule
+    from headmovies.record.schedules import spaced_schedule
 
     written = [e for e in range(301) if spaced_schedule(300)(e)]
     assert written[:3] == [0, 2, 4] and written[-1] == 300 and len(written) == 151

@@ -105,6 +105,7 @@ def test_lever_keys_are_stored_only_when_set():
         OrbitConfig, sets={k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in {}.items()}
     )
     assert back.levers() == [] and OrbitConfig(score_scale=2.0).levers() == ["score_scale=2.0"]
+    assert OrbitConfig(grid_kernel="compiled").levers() == []  # how the term is computed, not a lever
 
 
 def test_batched_training_leaves_frozen_embed_and_imposed_runs_alone_and_refuses_them():

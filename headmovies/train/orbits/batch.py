@@ -73,13 +73,15 @@ BATCH_ELEMENTS = 2**18
 MAX_BATCH = 32
 
 
-# Levers (`OrbitConfig.levers`) that the batch does not implement: runs with one train alone.
+# Optional keys (`OrbitConfig.OMIT_AT_DEFAULT`) the batch does not implement: runs that set one
+# train alone (two levers, and grid_kernel, which the batch computes one way only)
 UNBATCHED_LEVERS = ("frozen_embed", "impose_orbit_at", "grid_kernel")
 
 
 def unbatched_levers(cfg: OrbitConfig) -> list[str]:
-    """'key=value' of each lever of `cfg` that the batch does not implement (UNBATCHED_LEVERS)."""
-    return [lever for lever in cfg.levers() if lever.split("=")[0] in UNBATCHED_LEVERS]
+    """'key=value' of each key of UNBATCHED_LEVERS that `cfg` sets away from its default."""
+    default = OrbitConfig()
+    return [f"{k}={getattr(cfg, k)}" for k in UNBATCHED_LEVERS if getattr(cfg, k) != getattr(default, k)]
 
 
 def batch_key(cfg: OrbitConfig) -> tuple | None:

@@ -60,9 +60,11 @@ class OrbitConfig(TrainConfig):
     OMIT_AT_DEFAULT = ("score_scale", "qk_decay", "qk_init", "frozen_embed", "impose_orbit_at", "grid_kernel")
 
     def levers(self) -> list[str]:
-        """'key=value' of each lever key (OMIT_AT_DEFAULT) not at its default."""
+        """'key=value' of each lever key (OMIT_AT_DEFAULT but grid_kernel, which changes how the
+        grid term is computed, not the objective) not at its default."""
         default = OrbitConfig()
-        return [f"{k}={getattr(self, k)}" for k in self.OMIT_AT_DEFAULT if getattr(self, k) != getattr(default, k)]
+        keys = [k for k in self.OMIT_AT_DEFAULT if k != "grid_kernel"]
+        return [f"{k}={getattr(self, k)}" for k in keys if getattr(self, k) != getattr(default, k)]
 
     def validate(self) -> None:
         super().validate()
