@@ -372,10 +372,11 @@ class PanelFigure:
                 raise TypeError(f"a slowly changing artist is a marker, a line or a text, got {a!r}")
         return tuple(key)
 
-    def render(self, state: FrameState, rgba: bool = False) -> np.ndarray:
+    def render(self, state: FrameState, rgba: bool = False, copy: bool = True) -> np.ndarray:
         """The frame as uint8 RGB [height, width, 3] (a copy of the canvas buffer); with
         `rgba`, [height, width, 4] (a plain memory copy, ~5x cheaper than dropping alpha, which
-        the encoder does for free).
+        the encoder does for free); with `rgba` and not `copy`, the canvas buffer itself (valid
+        until the next frame is drawn).
 
         Blitting: text is the costly part of a frame (~8 ms per line), so the artists that
         change only at a few frames (legend, event labels and banner) are drawn into the cached
@@ -395,7 +396,7 @@ class PanelFigure:
         else:
             self.canvas.draw()
         buf = np.asarray(self.canvas.buffer_rgba())
-        return buf.copy() if rgba else np.array(buf[..., :3])
+        return (buf.copy() if copy else buf) if rgba else np.array(buf[..., :3])
 
     def _clear_of_scale(self, p: int) -> None:
         """Panel p's bottom-left lines at the bottom, or lifted by the axes span's height where

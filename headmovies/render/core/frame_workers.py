@@ -1,0 +1,120 @@
+"""Frames drawn in worker processes, handed back in order (docs/movie.md, "Encoding").
+
+`frames_in_workers(draw_every, count, shape, workers)` forks `workers` processes; worker k
+calls `draw_every(k, workers)`, which yields frames k, k + workers, k + 2·workers, ... of the
+movie (each worker owns its own figure: the one it inherited at the fork), and copies each
+into one of `SLOTS` frame buffers of shared memory that are its own. The parent yields the
+frames in movie order straight from those buffers, while the encoder (another process) runs,
+so drawing and encoding share every core. A frame yielded is valid until the next one is
+asked for (its buffer is then handed back to its worker); `encode` writes each frame to ffmpeg
+before asking for the next one. Memory: workers × SLOTS frames, whatever the movie's length.
+
+A frame's pixels do not depend on which frames its figure drew before (every artist is set
+from the frame's state, and the blitted background is redrawn whenever what it shows changes),
+so frames drawn in workers are the same pixels as frames drawn in one process (tested).
+
+Workers are forked (POSIX), so the movie's prepared state is shared, not pickled; the run
+file is closed before frames are drawn. They ignore Ctrl-C (the parent stops them), die with
+the parent (Linux: parent-death signal), and an error in one is raised in the parent as a
+RuntimeError with the worker's traceback. Where fork is missing, one process draws.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+SLOTS = 2  # frame buffers per worker: one being drawn while the other waits for the encoder
+
+
+def default_workers() -> int:
+    """Worker processes for drawing on this machine: 1 (draw in this process) up to 2 cores,
+    where drawing and encoding in one process already keep both busy (docs/benchmarks.md);
+    else a core for every two, at most 4."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 1 if cores <= 2 else min(4, cores // 2)
+
+
+def can_fork() -> bool:
+    return "fork" in mp.get_all_start_methods()
+
+
+def frames_in_workers(
+    draw_every: Callable[[int, int], Iterator[np.ndarray]],
+    count: int,
+    shape: tuple[int, ...],
+    workers: int,
+) -> Iterator[np.ndarray]:
+    """The `count` uint8 frames of `shape` ([H, W, C]) that `draw_every(k, workers)` yields in
+    worker k (frames k, k + workers, ...), in movie order. With workers <= 1 or no fork, drawn
+    here (`draw_every(0, 1)`). RuntimeError when a worker fails or draws a wrong frame."""
+    if workers <= 1 or count <= 1 or not can_fork():
+        yield from draw_every(0, 1)
+        return
+    workers = min(workers, count)
+    ctx = mp.get_context("fork")
+    size = int(np.prod(shape))
+    buffers = [ctx.RawArray(ctypes.c_uint8, SLOTS * size) for _ in range(workers)]
+    slots = [np.frombuffer(memoryview(b), np.uint8).reshape(SLOTS, *shape) for b in buffers]
+    pipes = [ctx.Pipe() for _ in range(workers)]
+    procs = [
+        ctx.Process(target=_worker, args=(draw_every, k, workers, slots[k], pipes[k][1]), daemon=True)
+        for k in range(workers)
+    ]
+    try:
+        for p in procs:
+            p.start()
+        for _, child in pipes:
+            child.close()
+        for t in range(count):
+            k, n = t % workers, t // workers
+            prev = t - 1  # the consumer asks for the next frame: the previous one is written
+            if prev >= 0 and prev + SLOTS * workers < count:  # its buffer has another frame to hold
+                pipes[prev % workers][0].send(prev)
+            try:
+                msg = pipes[k][0].recv()
+            except EOFError:
+                raise RuntimeError(f"frame worker {k} died (exit code {procs[k].exitcode})") from None
+            if msg[0] == "error":
+                raise RuntimeError(f"frame worker {k} failed:\n{msg[1]}")
+            yield slots[k][n % SLOTS]
+        for p in procs:
+            p.join()
+    finally:
+        for p in procs:  # stopped early (an error, Ctrl-C) or done
+            if p.is_alive():
+                p.kill()
+            if p.pid is not None:
+                p.join()
+        for parent, _ in pipes:
+            parent.close()
+
+
+def _worker(draw_every, k: int, workers: int, slots: np.ndarray, conn) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # die with the parent (1 = PR_SET_PDEATHSIG)
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    try:
+        for n, frame in enumerate(draw_every(k, workers)):
+            if n >= SLOTS:
+                conn.recv()  # wait until the frame last drawn into this slot is encoded
+            if frame.shape != slots.shape[1:] or frame.dtype != np.uint8:
+                raise ValueError(f"frame {frame.dtype} {frame.shape}, expected uint8 {slots.shape[1:]}")
+            np.copyto(slots[n % SLOTS], frame)
+            conn.send(("frame", n))
+    except (BrokenPipeError, EOFError):  # the parent stopped
+        pass
+    except BaseException:
+        with contextlib.suppress(OSError):
+            conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()

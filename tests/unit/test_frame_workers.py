@@ -1,0 +1,73 @@
+"""Frames drawn in worker processes: the same pixels as one process draws, in movie order, with
+bounded memory; a failing worker is an error in the parent, and no worker outlives a stopped
+movie."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import numpy as np
+import pytest
+
+from headmovies.cli import main
+from headmovies.render.core.frame_workers import SLOTS, frames_in_workers
+from headmovies.render.orbits.movie import OrbitMovie
+from headmovies.runfile.reader import Run
+
+from equivariant import equivariant_run
+
+EPOCHS = np.array([0, 25, 50, 75, 100, 200, 300, 400, 500, 600])
+
+
+def numbered(k: int, step: int, count: int = 11, fail_at: int | None = None):
+    """Frames k, k + step, ... of a movie whose frame t is filled with t."""
+    for t in range(k, count, step):
+        if t == fail_at:
+            raise ValueError(f"no frame {t}")
+        yield np.full((4, 6, 3), t, np.uint8)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 11, 20])
+def test_frames_come_back_in_movie_order(workers):
+    got = [int(f[0, 0, 0]) for f in frames_in_workers(numbered, 11, (4, 6, 3), workers)]
+    assert got == list(range(11))  # 11 > SLOTS * workers for 2 and 3: buffers are reused
+    assert SLOTS * 3 < 11 and mp.active_children() == []
+
+
+def test_a_failing_worker_is_an_error_here_and_stops_every_worker():
+    frames = frames_in_workers(lambda k, s: numbered(k, s, fail_at=5), 11, (4, 6, 3), 2)
+    with pytest.raises(RuntimeError, match=r"frame worker 1 failed:(.|\n)*ValueError: no frame 5"):
+        list(frames)
+    assert mp.active_children() == []
+
+
+def test_a_movie_stopped_early_leaves_no_worker():
+    frames = frames_in_workers(numbered, 11, (4, 6, 3), 3)
+    assert int(next(frames)[0, 0, 0]) == 0 and int(next(frames)[0, 0, 0]) == 1
+    frames.close()  # what an encoder error or Ctrl-C does to the generator
+    assert mp.active_children() == []
+
+
+@pytest.fixture(scope="module")
+def run_path(tmp_path_factory):
+    return equivariant_run(tmp_path_factory.mktemp("run") / "workers.h5", EPOCHS, extra_heads=3)
+
+
+@pytest.fixture(scope="module")
+def movie(run_path):
+    with Run(run_path) as run:
+        mv = OrbitMovie(run, panel_px=240, fps=8, event_hold_s=1.0)
+    yield mv
+    mv.close()
+
+
+def test_orbit_movie_frames_drawn_in_workers_are_the_same_pixels(movie):
+    one = [f.copy() for f in movie.frames(1)]
+    assert len(one) == len(EPOCHS) and not np.array_equal(one[0], one[-1])
+    for workers in (2, 3):
+        assert all(np.array_equal(a, b) for a, b in zip(one, movie.frames(workers), strict=True))
+
+
+def test_workers_out_of_range_is_one_line(tmp_path, capsys, run_path):
+    assert main(["movie", str(run_path), "--out", str(tmp_path), "--workers", "0"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--workers must be in 1..64, got 0")
