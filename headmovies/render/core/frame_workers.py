@@ -100,6 +100,7 @@ def frames_in_workers(
 
 def _worker(draw_every, k: int, workers: int, slots: np.ndarray, conn) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's unwinding handler: just stop
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):  # die with the parent (1 = PR_SET_PDEATHSIG)
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
