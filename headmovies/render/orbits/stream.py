@@ -19,8 +19,13 @@ factors are larger, H x 4 x n x d_head each).
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+import signal
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +37,7 @@ from headmovies.render.core.circuits import (
     ov_circuit,
     qk_circuit,
 )
+from headmovies.render.core.frame_workers import can_fork
 from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of, score_scale_of
@@ -102,6 +108,7 @@ class Snapshot:
     index, epoch: which snapshot. coords: complex [P, H], X^(u, v) of each head's centred
     circuit in each panel's plane (None without panels). report: its orbit report (None
     unless asked). factors: float64 [H, 4, n, d_head], `circuit_factors` (None unless asked).
+    circuits: {'qk': M, 'ov': R}, each [H, n, n] uncentred (None unless asked).
     """
 
     index: int
@@ -109,6 +116,7 @@ class Snapshot:
     coords: np.ndarray | None
     report: OrbitReport | None
     factors: np.ndarray | None
+    circuits: dict[str, np.ndarray] | None = None
 
 
 def snapshot_facts(
@@ -122,12 +130,14 @@ def snapshot_facts(
     indices: np.ndarray | None = None,
     final: FinalSnapshot | None = None,
     chunk: int = CHUNK,
+    circuits: bool = False,
 ) -> Iterator[Snapshot]:
     """The facts of each snapshot of an open run (or of the given increasing indices), in order:
     irrep coordinates in `panels`, with `check` the orbit report (tolerances `tol`, `dead_tol`),
-    with `factors` the factored circuits. Each snapshot is read once, in chunks of `chunk`, and
-    its circuits computed once; `final` (from `final_snapshot`) is used instead of reading it."""
-    kinds = {p.circuit for p in panels} | ({"qk", "ov"} if check else set())
+    with `factors` the factored circuits, with `circuits` the QK and OV circuits. Each snapshot
+    is read once, in chunks of `chunk`, and its circuits computed once; `final` (from
+    `final_snapshot`) is used instead of reading it."""
+    kinds = {p.circuit for p in panels} | ({"qk", "ov"} if check or circuits else set())
     names = sorted({w for k in kinds for w in CIRCUIT_WEIGHTS[k]} | (set(CIRCUIT_NAMES) if factors else set()))
     group = group_of(run) if check else None
     score_scale = score_scale_of(run)
@@ -156,6 +166,7 @@ def snapshot_facts(
                 tol=tol,
                 dead_tol=dead_tol,
                 score_scale=score_scale,
+                keep=circuits,
             )
         else:
             _, (epoch, w) = next(weights)
@@ -172,6 +183,7 @@ def snapshot_facts(
                 tol=tol,
                 dead_tol=dead_tol,
                 score_scale=score_scale,
+                keep=circuits,
             )
 
 
@@ -189,9 +201,10 @@ def _facts(
     tol: float,
     dead_tol: float,
     score_scale: float = 1.0,
+    keep: bool = False,
 ) -> Snapshot:
     """One snapshot's facts from its weights `w` (and any circuits or report already computed);
-    its orbit report when `group` ((n, m) of the run) is given."""
+    its orbit report when `group` ((n, m) of the run) is given; its circuits with `keep`."""
     if "qk" in kinds and "qk" not in circ:
         circ["qk"] = qk_circuit(w["W_E"], w["W_Q"], w["W_K"])  # [H, n, n]
     if "ov" in kinds and "ov" not in circ:
@@ -204,7 +217,12 @@ def _facts(
         report = check_orbits(circ["qk"], circ["ov"], *group, tol, dead_tol, score_scale=score_scale)
         report.epoch = int(epoch)
     return Snapshot(
-        t, int(epoch), coords, report if group is not None else None, circuit_factors(w) if factors else None
+        t,
+        int(epoch),
+        coords,
+        report if group is not None else None,
+        circuit_factors(w) if factors else None,
+        circ if keep else None,
     )
 
 
@@ -234,11 +252,21 @@ def collect(
     indices: np.ndarray | None = None,
     final: FinalSnapshot | None = None,
     progress: Callable[[Iterable], Iterable] | None = None,
+    workers: int | None = None,
 ) -> Collected:
     """`snapshot_facts` gathered into arrays. `progress`, if given, wraps the snapshot
-    iterator (e.g. tqdm)."""
-    facts: Iterable[Snapshot] = snapshot_facts(
-        run, panels, check=check, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final
+    iterator (e.g. tqdm). With `check`, the orbit checks run in `workers` forked processes
+    while this one reads the snapshots (`checked_in_workers`; None: `check_workers()`), when
+    there are at least 4 snapshots a worker (a live view's few new ones are checked here)."""
+    workers = check_workers() if workers is None else workers
+    facts: Iterable[Snapshot] = (
+        checked_in_workers(
+            run, panels, workers, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final
+        )
+        if check and workers > 1 and can_fork() and (len(run) if indices is None else len(indices)) >= 4 * workers
+        else snapshot_facts(
+            run, panels, check=check, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final
+        )
     )
     if progress is not None:
         facts = progress(facts)
@@ -263,6 +291,69 @@ def collect(
         np.array(F) if factors else None,
         groups if check else None,
     )
+
+
+def check_workers() -> int:
+    """Processes for the orbit checks of a pass: one per core, at most 4 (1: in this process)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
+def checked_in_workers(
+    run: Run,
+    panels: Sequence[Panel],
+    workers: int,
+    *,
+    factors: bool = False,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+    indices: np.ndarray | None = None,
+    final: FinalSnapshot | None = None,
+) -> Iterator[Snapshot]:
+    """`snapshot_facts` with the orbit check, each snapshot's check run in one of `workers`
+    forked processes while this one reads the next snapshots and computes their circuits and
+    coordinates: the same reports, in order (the same orbits; errors may differ in the last bits,
+    as numpy's vectorised sums depend on memory alignment). Only circuits go to the workers
+    (they never touch the run file); at most 4 snapshots a worker are in flight. The workers ignore Ctrl-C and
+    are stopped when the pass ends or fails."""
+    check_tolerances(tol, dead_tol)
+    group, scale = group_of(run), score_scale_of(run)
+    done = final.report if final is not None and final.report is not None else None
+    if done is not None and (done.tol, done.dead_tol) != (tol, dead_tol):
+        done = None
+    with mp.get_context("fork").Pool(workers, initializer=_quiet) as pool:
+        pending: deque = deque()
+        facts = snapshot_facts(
+            run, panels, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final, circuits=True
+        )
+        for s in facts:
+            assert s.circuits is not None  # circuits=True
+            if done is not None and final is not None and s.index == final.index:
+                job: Any = done
+            else:
+                job = pool.apply_async(_check, (s.circuits["qk"], s.circuits["ov"], group, tol, dead_tol, scale))
+            s.circuits = None
+            pending.append((s, job))
+            while len(pending) > 4 * workers:
+                yield _with_report(*pending.popleft())
+        while pending:
+            yield _with_report(*pending.popleft())
+
+
+def _quiet() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pass stops its workers on Ctrl-C
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _check(M, R, group: tuple[int, int], tol: float, dead_tol: float, scale: float) -> OrbitReport:
+    n, m = group
+    return check_orbits(M, R, n, m, tol, dead_tol, score_scale=scale)
+
+
+def _with_report(s: Snapshot, job) -> Snapshot:
+    s.report = job if isinstance(job, OrbitReport) else job.get()
+    s.report.epoch = s.epoch
+    return s
 
 
 def orbit_history(
