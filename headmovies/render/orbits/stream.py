@@ -7,7 +7,9 @@ colours, timeline, progress figures, the viewer's orbits) and the factored circu
 (`render.core.circuits.circuit_factors`; the viewer's heatmaps and free planes).
 `snapshot_facts` reads the snapshots in chunks (`Run.iter_weights`), computes each one's QK
 and OV circuits once (`render.core.circuits`) and derives all of these from them; `collect`
-gathers them for the whole run, or for the snapshots a live run added since the last call.
+gathers them for the whole run, or for the snapshots a live run added since the last call;
+with the check, each snapshot's check runs in forked worker processes while the pass reads
+on (`checked_in_workers`).
 
 The final snapshot comes first, on its own (`final_snapshot`): its orbit check chooses the
 panels (`panel_choice.resolve_panels`) before the pass can project onto them, and the pass
@@ -294,7 +296,10 @@ def collect(
 
 
 def check_workers() -> int:
-    """Processes for the orbit checks of a pass: one per core, at most 4 (1: in this process)."""
+    """Processes for the orbit checks of a pass: one per core, at most 4; 1 (in this process)
+    inside a worker process (a sweep's or census's runs are already spread over the cores)."""
+    if mp.parent_process() is not None:
+        return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(4, cores))
 
@@ -362,10 +367,15 @@ def orbit_history(
     dead_tol: float = DEAD_TOL,
     progress: Callable[[Iterable], Iterable] | None = None,
     indices: np.ndarray | None = None,
+    workers: int = 1,
 ) -> OrbitHistory:
     """The orbit check (`check.check_orbits`) of every snapshot of an open run (or of the
-    snapshot indices given, in increasing order). `progress`, if given, wraps the iterator."""
-    history = collect(run, (), check=True, tol=tol, dead_tol=dead_tol, indices=indices, progress=progress).history
+    snapshot indices given, in increasing order). `progress`, if given, wraps the iterator.
+    `workers`: processes for the checks (1, the default: here; the census checks many runs at
+    once)."""
+    history = collect(
+        run, (), check=True, tol=tol, dead_tol=dead_tol, indices=indices, progress=progress, workers=workers
+    ).history
     assert history is not None  # check=True
     return history
 
