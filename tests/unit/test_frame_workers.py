@@ -5,6 +5,7 @@ movie."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 
 import numpy as np
 import pytest
@@ -100,3 +101,19 @@ def test_orbit_checks_in_workers_are_the_same_as_here(run_path):
         assert np.array_equal(h.dead, o.dead) and np.array_equal(h.in_orbit, o.in_orbit)
         lines = [panel_lines(g, SOURCE_PANELS, 24, 2) for g in here.groups]
         assert lines == [panel_lines(g, SOURCE_PANELS, 24, 2) for g in other.groups]
+
+
+def test_a_worker_with_frames_to_spare_does_not_hang_the_movie():
+    got = [int(f[0, 0, 0]) for f in frames_in_workers(lambda k, s: numbered(k, s, count=40), 9, (4, 6, 3), 2)]
+    assert got == list(range(9)) and mp.active_children() == []
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang():
+    def dying(k, step):
+        if k == 0:
+            os._exit(3)
+        yield from numbered(k, step)
+
+    with pytest.raises(RuntimeError, match="frame worker 0 died"):
+        list(frames_in_workers(dying, 11, (4, 6, 3), 3))
+    assert mp.active_children() == []

@@ -66,9 +66,10 @@ def frames_in_workers(
     slots = [np.frombuffer(memoryview(b), np.uint8).reshape(SLOTS, *shape) for b in buffers]
     pipes = [ctx.Pipe() for _ in range(workers)]
     procs = [
-        ctx.Process(target=_worker, args=(draw_every, k, workers, slots[k], pipes[k][1]), daemon=True)
+        ctx.Process(target=_worker, args=(draw_every, k, workers, slots[k], pipes[k][1], pipes), daemon=True)
         for k in range(workers)
     ]
+    done = False
     try:
         for p in procs:
             p.start()
@@ -86,19 +87,23 @@ def frames_in_workers(
             if msg[0] == "error":
                 raise RuntimeError(f"frame worker {k} failed:\n{msg[1]}")
             yield slots[k][n % SLOTS]
-        for p in procs:
-            p.join()
+        done = True
     finally:
-        for p in procs:  # stopped early (an error, Ctrl-C) or done
+        for parent, _ in pipes:  # a worker still waiting for a buffer reads the end of its pipe
+            parent.close()
+        for p in procs:  # done: each exits on its own; stopped early (an error, Ctrl-C): killed
+            if p.pid is not None:
+                p.join(timeout=10 if done else 0)
             if p.is_alive():
                 p.kill()
-            if p.pid is not None:
                 p.join()
-        for parent, _ in pipes:
-            parent.close()
 
 
-def _worker(draw_every, k: int, workers: int, slots: np.ndarray, conn) -> None:
+def _worker(draw_every, k: int, workers: int, slots: np.ndarray, conn, pipes) -> None:
+    for parent, child in pipes:  # every other end inherited at the fork: each pipe ends when its owners close it
+        parent.close()
+        if child is not conn:
+            child.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the command's unwinding handler: just stop
     if sys.platform.startswith("linux"):
