@@ -117,3 +117,22 @@ def test_a_worker_that_dies_is_an_error_not_a_hang():
     with pytest.raises(RuntimeError, match="frame worker 0 died"):
         list(frames_in_workers(dying, 11, (4, 6, 3), 3))
     assert mp.active_children() == []
+
+
+def test_forked_map_keeps_order_and_stops_its_workers():
+    from headmovies.render.core.frame_workers import forked_map
+
+    assert list(forked_map(lambda x: x * x, range(30), 3, ahead=2)) == [x * x for x in range(30)]
+    with pytest.raises(RuntimeError, match=r"worker 1 failed:(.|\n)*ZeroDivisionError"):
+        list(forked_map(lambda x: 1 / (x - 4), range(30), 3))
+    squares = forked_map(lambda x: x * x, range(30), 2)
+    assert next(squares) == 0
+    squares.close()  # the pass failed on its own side (a damaged snapshot): workers are killed
+
+    def broken():
+        yield 1
+        raise OSError("damaged bytes")
+
+    with pytest.raises(OSError, match="damaged bytes"):
+        list(forked_map(lambda x: x, broken(), 2))
+    assert mp.active_children() == []

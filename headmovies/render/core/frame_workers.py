@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -99,8 +99,10 @@ def frames_in_workers(
                 p.join()
 
 
-def _worker(draw_every, k: int, workers: int, slots: np.ndarray, conn, pipes) -> None:
-    for parent, child in pipes:  # every other end inherited at the fork: each pipe ends when its owners close it
+def _worker_setup(conn, pipes) -> None:
+    """In a worker: close the pipe ends inherited at the fork but `conn` (each pipe ends when its
+    two owners close it), leave Ctrl-C to the parent, stop on SIGTERM, die with the parent."""
+    for parent, child in pipes:
         parent.close()
         if child is not conn:
             child.close()
@@ -109,6 +111,10 @@ def _worker(draw_every, k: int, workers: int, slots: np.ndarray, conn, pipes) ->
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):  # die with the parent (1 = PR_SET_PDEATHSIG)
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+def _worker(draw_every, k: int, workers: int, slots: np.ndarray, conn, pipes) -> None:
+    _worker_setup(conn, pipes)
     try:
         for n, frame in enumerate(draw_every(k, workers)):
             if n >= SLOTS:
@@ -122,5 +128,75 @@ def _worker(draw_every, k: int, workers: int, slots: np.ndarray, conn, pipes) ->
     except BaseException:
         with contextlib.suppress(OSError):
             conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def forked_map(fn: Callable, items: Iterable, workers: int, ahead: int = 4) -> Iterator:
+    """fn(item) for each of `items`, computed in `workers` forked processes (item i in worker
+    i mod workers), yielded in order; at most `ahead` items a worker in flight, so `items` is
+    read lazily (memory bounded). Items and results are pickled; `fn` is inherited at the fork.
+    RuntimeError when a worker fails or dies; the workers are killed (SIGKILL, which no lock or
+    handler can hold up) when the iteration ends early, and end on their own when it is done."""
+    ctx = mp.get_context("fork")
+    pipes = [ctx.Pipe() for _ in range(workers)]
+    procs = [ctx.Process(target=_map_worker, args=(fn, pipes[k][1], pipes), daemon=True) for k in range(workers)]
+    done = False
+    try:
+        for p in procs:
+            p.start()
+        for _, child in pipes:
+            child.close()
+        sent = got = 0
+        items = iter(items)
+        more = True
+        while True:
+            while more and sent - got < ahead * workers:
+                item = next(items, _END)
+                if item is _END:
+                    more = False
+                    break
+                pipes[sent % workers][0].send(item)
+                sent += 1
+            if got == sent:
+                break
+            try:
+                ok, value = pipes[got % workers][0].recv()
+            except EOFError:
+                raise RuntimeError(f"worker {got % workers} died (exit code {procs[got % workers].exitcode})") from None
+            if not ok:
+                raise RuntimeError(f"worker {got % workers} failed:\n{value}")
+            got += 1
+            yield value
+        done = True
+    finally:
+        for parent, _ in pipes:  # the workers read the end of their pipes and exit
+            parent.close()
+        for p in procs:
+            if p.pid is not None:
+                p.join(timeout=10 if done else 0)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+_END = object()
+
+
+def _map_worker(fn, conn, pipes) -> None:
+    _worker_setup(conn, pipes)
+    try:
+        while True:
+            try:
+                item = conn.recv()
+            except EOFError:  # the parent is done
+                return
+            try:
+                result = (True, fn(item))
+            except Exception:
+                result = (False, traceback.format_exc())
+            conn.send(result)
+    except (BrokenPipeError, EOFError):
+        pass
     finally:
         conn.close()

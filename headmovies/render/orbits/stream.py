@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -39,7 +37,7 @@ from headmovies.render.core.circuits import (
     ov_circuit,
     qk_circuit,
 )
-from headmovies.render.core.frame_workers import can_fork
+from headmovies.render.core.frame_workers import can_fork, forked_map
 from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of, score_scale_of
@@ -319,46 +317,40 @@ def checked_in_workers(
     forked processes while this one reads the next snapshots and computes their circuits and
     coordinates: the same reports, in order (the same orbits; errors may differ in the last bits,
     as numpy's vectorised sums depend on memory alignment). Only circuits go to the workers
-    (they never touch the run file); at most 4 snapshots a worker are in flight. The workers ignore Ctrl-C and
-    are stopped when the pass ends or fails."""
+    (they never touch the run file); at most 4 snapshots a worker are in flight
+    (`frame_workers.forked_map`: the workers ignore Ctrl-C and are killed when the pass fails)."""
     check_tolerances(tol, dead_tol)
     group, scale = group_of(run), score_scale_of(run)
     done = final.report if final is not None and final.report is not None else None
     if done is not None and (done.tol, done.dead_tol) != (tol, dead_tol):
         done = None
-    with mp.get_context("fork").Pool(workers, initializer=_quiet) as pool:
-        pending: deque = deque()
-        facts = snapshot_facts(
-            run, panels, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final, circuits=True
-        )
+    facts = snapshot_facts(
+        run, panels, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final, circuits=True
+    )
+    pending: deque[Snapshot] = deque()
+
+    def jobs() -> Iterator[tuple | None]:
         for s in facts:
             assert s.circuits is not None  # circuits=True
-            if done is not None and final is not None and s.index == final.index:
-                job: Any = done
-            else:
-                job = pool.apply_async(_check, (s.circuits["qk"], s.circuits["ov"], group, tol, dead_tol, scale))
+            own = done is not None and final is not None and s.index == final.index
+            job = None if own else (s.circuits["qk"], s.circuits["ov"], group, tol, dead_tol, scale)
             s.circuits = None
-            pending.append((s, job))
-            while len(pending) > 4 * workers:
-                yield _with_report(*pending.popleft())
-        while pending:
-            yield _with_report(*pending.popleft())
+            pending.append(s)
+            yield job
+
+    for report in forked_map(_check, jobs(), workers):
+        s = pending.popleft()
+        s.report = done if report is None else report
+        assert s.report is not None
+        s.report.epoch = s.epoch
+        yield s
 
 
-def _quiet() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pass stops its workers on Ctrl-C
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _check(M, R, group: tuple[int, int], tol: float, dead_tol: float, scale: float) -> OrbitReport:
-    n, m = group
+def _check(job: tuple | None) -> OrbitReport | None:
+    if job is None:  # the final snapshot: checked before the pass
+        return None
+    M, R, (n, m), tol, dead_tol, scale = job
     return check_orbits(M, R, n, m, tol, dead_tol, score_scale=scale)
-
-
-def _with_report(s: Snapshot, job) -> Snapshot:
-    s.report = job if isinstance(job, OrbitReport) else job.get()
-    s.report.epoch = s.epoch
-    return s
 
 
 def orbit_history(
