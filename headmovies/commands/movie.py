@@ -105,8 +105,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="processes drawing frames while the encoder runs, 1 to 64 (default: 1 up to 2 cores, "
-        "else one for every two cores, at most 4); the frames are the same",
+        help="processes drawing frames while the encoder runs, 1 to 64 (default: one per core, at most 4; "
+        "1 draws in the command's own process); the frames are the same",
     )
     g = group(p, ["induction"])
     g.add_argument(

@@ -36,11 +36,13 @@ SLOTS = 2  # frame buffers per worker: one being drawn while the other waits for
 
 
 def default_workers() -> int:
-    """Worker processes for drawing on this machine: 1 (draw in this process) up to 2 cores,
-    where drawing and encoding in one process already keep both busy (docs/benchmarks.md);
-    else a core for every two, at most 4."""
+    """Worker processes for drawing on this machine: one per core, at most 4 (1 on one core:
+    draw in this process). On an idle 2-core machine 2 workers drew and encoded the default
+    movie 1.2-1.5x as fast as one process, and 3 no faster than 2 (docs/benchmarks.md)."""
+    if mp.parent_process() is not None:  # inside a worker (a sweep's): its siblings share the cores
+        return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return 1 if cores <= 2 else min(4, cores // 2)
+    return 1 if cores < 2 else min(4, cores)
 
 
 def can_fork() -> bool:

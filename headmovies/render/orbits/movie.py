@@ -277,7 +277,7 @@ def make_movie(
     CIRCUIT:U,V planes. One frame per snapshot; the frame of each held event (phase change,
     orbit verified) shown `event_hold_s` seconds; the last frame held `hold_s` seconds. `layout`:
     'wide' (landscape, the default) or 'tall' (portrait). `workers`: processes drawing frames
-    (None: `frame_workers.default_workers()`, 1 on 2 cores). The
+    (None: `frame_workers.default_workers()`, one per core, at most 4). The
     HTML snippet's figcaption is generated from the run (`captions.figcaption`). Every check
     that can fail on user input (formats, run file, weights, output folder) runs before any
     frame is drawn; errors are UserError (one line).
