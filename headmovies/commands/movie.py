@@ -54,6 +54,7 @@ ONLY = {
     "crf": ("orbits",),
     "no_timeline": ("orbits",),
     "no_orbit_colours": ("orbits",),
+    "workers": ("orbits",),
     "sequences": ("induction",),
     "group_order": ("generic",),
     "basis": ("generic",),
@@ -101,6 +102,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--crf", type=int, help="H.264 quality, lower is better (default 20)")
     g.add_argument("--no-timeline", action="store_true", help="no timeline strip beside the panels")
     g.add_argument("--no-orbit-colours", action="store_true", help="draw every head in one colour")
+    g.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes drawing frames while the encoder runs, 1 to 64 (default: one per core, at most 4; "
+        "1 draws in the command's own process); the frames are the same",
+    )
     g = group(p, ["induction"])
     g.add_argument(
         "--sequences", type=int, metavar="N", help="fresh sequences for the mean attention patterns (default 256)"
@@ -213,6 +221,8 @@ def _orbits(args: argparse.Namespace, formats, fps: float, hold: float, event_ho
     crf = Quality.mp4_crf if args.crf is None else args.crf
     if not 0 <= crf <= 51:
         raise UserError(f"--crf must be in 0..51 (H.264), got {crf}")
+    if args.workers is not None and not 1 <= args.workers <= 64:
+        raise UserError(f"--workers must be in 1..64, got {args.workers}")
     t0 = time.perf_counter()
     result = make_movie(
         args.run,
@@ -231,6 +241,7 @@ def _orbits(args: argparse.Namespace, formats, fps: float, hold: float, event_ho
         timeline=not args.no_timeline,
         layout=layout,
         log=lambda s: print(s, file=sys.stderr),
+        workers=args.workers,
     )
     _say(result, t0)
     return 0

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba, to_rgba_array
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -32,6 +31,7 @@ from matplotlib.text import Text
 
 from headmovies.render.core.frame_layout import MIN_PANEL_PX, frame_layout, grid_shape
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, FrameState, Look
+from headmovies.render.core.text_cache import CachedTextCanvas
 from headmovies.render.core.timeline import Epochs, Timeline, strip_px
 from headmovies.render.core.timeline_strip import TimelineStrip
 from headmovies.render.core.trails import TrailCollection
@@ -126,7 +126,7 @@ class PanelFigure:
         pad, header_lines, note_lines = lay.pad, lay.header_lines, max((n.count("\n") + 1 for n in notes), default=0)
         width, height = self.size = lay.size
         self.fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi, facecolor="white")
-        self.canvas = FigureCanvasAgg(self.fig)
+        self.canvas = CachedTextCanvas(self.fig)  # same pixels as FigureCanvasAgg, text drawn faster
         if self.canvas.get_width_height() != (width, height):
             raise RuntimeError(f"figure is {self.canvas.get_width_height()} px, expected {(width, height)}")
 
@@ -372,10 +372,11 @@ class PanelFigure:
                 raise TypeError(f"a slowly changing artist is a marker, a line or a text, got {a!r}")
         return tuple(key)
 
-    def render(self, state: FrameState, rgba: bool = False) -> np.ndarray:
+    def render(self, state: FrameState, rgba: bool = False, copy: bool = True) -> np.ndarray:
         """The frame as uint8 RGB [height, width, 3] (a copy of the canvas buffer); with
         `rgba`, [height, width, 4] (a plain memory copy, ~5x cheaper than dropping alpha, which
-        the encoder does for free).
+        the encoder does for free); with `rgba` and not `copy`, the canvas buffer itself (valid
+        until the next frame is drawn).
 
         Blitting: text is the costly part of a frame (~8 ms per line), so the artists that
         change only at a few frames (legend, event labels and banner) are drawn into the cached
@@ -395,7 +396,7 @@ class PanelFigure:
         else:
             self.canvas.draw()
         buf = np.asarray(self.canvas.buffer_rgba())
-        return buf.copy() if rgba else np.array(buf[..., :3])
+        return (buf.copy() if copy else buf) if rgba else np.array(buf[..., :3])
 
     def _clear_of_scale(self, p: int) -> None:
         """Panel p's bottom-left lines at the bottom, or lifted by the axes span's height where

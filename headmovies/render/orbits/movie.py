@@ -23,6 +23,7 @@ import numpy as np
 from headmovies.render.core.encode import EncodeResult, Quality, write_movie
 from headmovies.render.core.frame_layout import PANEL_PX
 from headmovies.render.core.frame_states import TRAIL_EPOCHS, frame_states
+from headmovies.render.core.frame_workers import default_workers, frames_in_workers
 from headmovies.render.core.movie_options import FORMATS, parse_formats
 from headmovies.render.core.outputs import prepare_out_dir
 from headmovies.render.core.panels import PanelFigure
@@ -233,11 +234,18 @@ class OrbitMovie:
                 state.panel_text = self.panel_lines[t]
             yield state
 
-    def frames(self) -> Iterator[np.ndarray]:
+    def frames(self, workers: int = 1) -> Iterator[np.ndarray]:
         """RGBA uint8 frames [height, width, 4], one per snapshot (`write_movie` repeats frame t
-        1 + extra[t] times)."""
-        for state in self.states():
-            yield self.figure.render(state, rgba=True)
+        1 + extra[t] times). `workers` > 1: drawn in that many forked processes
+        (`frame_workers`), the same pixels; each frame is then valid until the next is asked for."""
+        w, h = self.figure.size
+        return frames_in_workers(self._frames_every, len(self.epochs), (h, w, 4), workers)
+
+    def _frames_every(self, k: int, step: int) -> Iterator[np.ndarray]:
+        """Frames k, k + step, k + 2·step, ... (each figure's frame is drawn from its state alone)."""
+        for t, state in enumerate(self.states()):
+            if t % step == k:
+                yield self.figure.render(state, rgba=True, copy=step == 1)
 
     def close(self) -> None:
         self.figure.close()
@@ -260,6 +268,7 @@ def make_movie(
     timeline: bool = True,
     layout: str = "wide",
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+    workers: int | None = None,
 ) -> EncodeResult:
     """Render the orbit movie of `run_path` into `out_dir/basename.{mp4,webm,gif,png,html}`.
 
@@ -267,7 +276,8 @@ def make_movie(
     four when the run's orbits show in them, else automatic), ['auto'], ['source'], or
     CIRCUIT:U,V planes. One frame per snapshot; the frame of each held event (phase change,
     orbit verified) shown `event_hold_s` seconds; the last frame held `hold_s` seconds. `layout`:
-    'wide' (landscape, the default) or 'tall' (portrait). The
+    'wide' (landscape, the default) or 'tall' (portrait). `workers`: processes drawing frames
+    (None: `frame_workers.default_workers()`, one per core, at most 4). The
     HTML snippet's figcaption is generated from the run (`captions.figcaption`). Every check
     that can fail on user input (formats, run file, weights, output folder) runs before any
     frame is drawn; errors are UserError (one line).
@@ -290,7 +300,7 @@ def make_movie(
             f"held {event_hold_s:g} s: {held or 'nothing'}"
         )
         result = write_movie(
-            movie.frames(),
+            movie.frames(default_workers() if workers is None else workers),
             out_dir,
             basename,
             repeats=movie.extra,

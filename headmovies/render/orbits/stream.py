@@ -7,7 +7,9 @@ colours, timeline, progress figures, the viewer's orbits) and the factored circu
 (`render.core.circuits.circuit_factors`; the viewer's heatmaps and free planes).
 `snapshot_facts` reads the snapshots in chunks (`Run.iter_weights`), computes each one's QK
 and OV circuits once (`render.core.circuits`) and derives all of these from them; `collect`
-gathers them for the whole run, or for the snapshots a live run added since the last call.
+gathers them for the whole run, or for the snapshots a live run added since the last call;
+with the check, each snapshot's check runs in forked worker processes while the pass reads
+on (`checked_in_workers`).
 
 The final snapshot comes first, on its own (`final_snapshot`): its orbit check chooses the
 panels (`panel_choice.resolve_panels`) before the pass can project onto them, and the pass
@@ -19,6 +21,9 @@ factors are larger, H x 4 x n x d_head each).
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -32,6 +37,7 @@ from headmovies.render.core.circuits import (
     ov_circuit,
     qk_circuit,
 )
+from headmovies.render.core.frame_workers import can_fork, forked_map
 from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of, score_scale_of
@@ -102,6 +108,7 @@ class Snapshot:
     index, epoch: which snapshot. coords: complex [P, H], X^(u, v) of each head's centred
     circuit in each panel's plane (None without panels). report: its orbit report (None
     unless asked). factors: float64 [H, 4, n, d_head], `circuit_factors` (None unless asked).
+    circuits: {'qk': M, 'ov': R}, each [H, n, n] uncentred (None unless asked).
     """
 
     index: int
@@ -109,6 +116,7 @@ class Snapshot:
     coords: np.ndarray | None
     report: OrbitReport | None
     factors: np.ndarray | None
+    circuits: dict[str, np.ndarray] | None = None
 
 
 def snapshot_facts(
@@ -122,12 +130,14 @@ def snapshot_facts(
     indices: np.ndarray | None = None,
     final: FinalSnapshot | None = None,
     chunk: int = CHUNK,
+    circuits: bool = False,
 ) -> Iterator[Snapshot]:
     """The facts of each snapshot of an open run (or of the given increasing indices), in order:
     irrep coordinates in `panels`, with `check` the orbit report (tolerances `tol`, `dead_tol`),
-    with `factors` the factored circuits. Each snapshot is read once, in chunks of `chunk`, and
-    its circuits computed once; `final` (from `final_snapshot`) is used instead of reading it."""
-    kinds = {p.circuit for p in panels} | ({"qk", "ov"} if check else set())
+    with `factors` the factored circuits, with `circuits` the QK and OV circuits. Each snapshot
+    is read once, in chunks of `chunk`, and its circuits computed once; `final` (from
+    `final_snapshot`) is used instead of reading it."""
+    kinds = {p.circuit for p in panels} | ({"qk", "ov"} if check or circuits else set())
     names = sorted({w for k in kinds for w in CIRCUIT_WEIGHTS[k]} | (set(CIRCUIT_NAMES) if factors else set()))
     group = group_of(run) if check else None
     score_scale = score_scale_of(run)
@@ -156,6 +166,7 @@ def snapshot_facts(
                 tol=tol,
                 dead_tol=dead_tol,
                 score_scale=score_scale,
+                keep=circuits,
             )
         else:
             _, (epoch, w) = next(weights)
@@ -172,6 +183,7 @@ def snapshot_facts(
                 tol=tol,
                 dead_tol=dead_tol,
                 score_scale=score_scale,
+                keep=circuits,
             )
 
 
@@ -189,9 +201,10 @@ def _facts(
     tol: float,
     dead_tol: float,
     score_scale: float = 1.0,
+    keep: bool = False,
 ) -> Snapshot:
     """One snapshot's facts from its weights `w` (and any circuits or report already computed);
-    its orbit report when `group` ((n, m) of the run) is given."""
+    its orbit report when `group` ((n, m) of the run) is given; its circuits with `keep`."""
     if "qk" in kinds and "qk" not in circ:
         circ["qk"] = qk_circuit(w["W_E"], w["W_Q"], w["W_K"])  # [H, n, n]
     if "ov" in kinds and "ov" not in circ:
@@ -204,7 +217,12 @@ def _facts(
         report = check_orbits(circ["qk"], circ["ov"], *group, tol, dead_tol, score_scale=score_scale)
         report.epoch = int(epoch)
     return Snapshot(
-        t, int(epoch), coords, report if group is not None else None, circuit_factors(w) if factors else None
+        t,
+        int(epoch),
+        coords,
+        report if group is not None else None,
+        circuit_factors(w) if factors else None,
+        circ if keep else None,
     )
 
 
@@ -234,11 +252,21 @@ def collect(
     indices: np.ndarray | None = None,
     final: FinalSnapshot | None = None,
     progress: Callable[[Iterable], Iterable] | None = None,
+    workers: int | None = None,
 ) -> Collected:
     """`snapshot_facts` gathered into arrays. `progress`, if given, wraps the snapshot
-    iterator (e.g. tqdm)."""
-    facts: Iterable[Snapshot] = snapshot_facts(
-        run, panels, check=check, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final
+    iterator (e.g. tqdm). With `check`, the orbit checks run in `workers` forked processes
+    while this one reads the snapshots (`checked_in_workers`; None: `check_workers()`), when
+    there are at least 4 snapshots a worker (a live view's few new ones are checked here)."""
+    workers = check_workers() if workers is None else workers
+    facts: Iterable[Snapshot] = (
+        checked_in_workers(
+            run, panels, workers, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final
+        )
+        if check and workers > 1 and can_fork() and (len(run) if indices is None else len(indices)) >= 4 * workers
+        else snapshot_facts(
+            run, panels, check=check, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final
+        )
     )
     if progress is not None:
         facts = progress(facts)
@@ -265,16 +293,81 @@ def collect(
     )
 
 
+def check_workers() -> int:
+    """Processes for the orbit checks of a pass: one per core, at most 4; 1 (in this process)
+    inside a worker process (a sweep's or census's runs are already spread over the cores)."""
+    if mp.parent_process() is not None:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
+def checked_in_workers(
+    run: Run,
+    panels: Sequence[Panel],
+    workers: int,
+    *,
+    factors: bool = False,
+    tol: float = TOL,
+    dead_tol: float = DEAD_TOL,
+    indices: np.ndarray | None = None,
+    final: FinalSnapshot | None = None,
+) -> Iterator[Snapshot]:
+    """`snapshot_facts` with the orbit check, each snapshot's check run in one of `workers`
+    forked processes while this one reads the next snapshots and computes their circuits and
+    coordinates: the same reports, in order (the same orbits; errors may differ in the last bits,
+    as numpy's vectorised sums depend on memory alignment). Only circuits go to the workers
+    (they never touch the run file); at most 4 snapshots a worker are in flight
+    (`frame_workers.forked_map`: the workers ignore Ctrl-C and are killed when the pass fails)."""
+    check_tolerances(tol, dead_tol)
+    group, scale = group_of(run), score_scale_of(run)
+    done = final.report if final is not None and final.report is not None else None
+    if done is not None and (done.tol, done.dead_tol) != (tol, dead_tol):
+        done = None
+    facts = snapshot_facts(
+        run, panels, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final, circuits=True
+    )
+    pending: deque[Snapshot] = deque()
+
+    def jobs() -> Iterator[tuple | None]:
+        for s in facts:
+            assert s.circuits is not None  # circuits=True
+            own = done is not None and final is not None and s.index == final.index
+            job = None if own else (s.circuits["qk"], s.circuits["ov"], group, tol, dead_tol, scale)
+            s.circuits = None
+            pending.append(s)
+            yield job
+
+    for report in forked_map(_check, jobs(), workers):
+        s = pending.popleft()
+        s.report = done if report is None else report
+        assert s.report is not None
+        s.report.epoch = s.epoch
+        yield s
+
+
+def _check(job: tuple | None) -> OrbitReport | None:
+    if job is None:  # the final snapshot: checked before the pass
+        return None
+    M, R, (n, m), tol, dead_tol, scale = job
+    return check_orbits(M, R, n, m, tol, dead_tol, score_scale=scale)
+
+
 def orbit_history(
     run: Run,
     tol: float = TOL,
     dead_tol: float = DEAD_TOL,
     progress: Callable[[Iterable], Iterable] | None = None,
     indices: np.ndarray | None = None,
+    workers: int = 1,
 ) -> OrbitHistory:
     """The orbit check (`check.check_orbits`) of every snapshot of an open run (or of the
-    snapshot indices given, in increasing order). `progress`, if given, wraps the iterator."""
-    history = collect(run, (), check=True, tol=tol, dead_tol=dead_tol, indices=indices, progress=progress).history
+    snapshot indices given, in increasing order). `progress`, if given, wraps the iterator.
+    `workers`: processes for the checks (1, the default: here; the census checks many runs at
+    once)."""
+    history = collect(
+        run, (), check=True, tol=tol, dead_tol=dead_tol, indices=indices, progress=progress, workers=workers
+    ).history
     assert history is not None  # check=True
     return history
 
