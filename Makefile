@@ -92,7 +92,14 @@ test: setup-all browser fault-tools
 test-fast: setup
 	$(PY) -m pytest tests/unit -m "not slow"
 
+# The first phase (to epoch 10,000, the grid term alone) with OpenMP's active waits, without
+# which its THREADS threads gain nothing (11.9 against 21.8 ms an epoch on two idle cores); the
+# second phase in a second process with passive waits, since its two overlapped terms would
+# spin on each other's core. --reuse resumes the stopped run exactly: the same run bit for bit
+# (docs/benchmarks.md, "Threads"). With THREADS=1 the waits change nothing.
+REFINE_START := 10000
 train-orbits: setup
+	OMP_WAIT_POLICY=ACTIVE $(HM) train orbits --out $(RUN) --reuse --threads $(THREADS) --stop-at $(REFINE_START)
 	$(HM) train orbits --out $(RUN) --reuse --threads $(THREADS)
 
 movie: train-orbits
