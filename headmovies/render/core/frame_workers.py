@@ -36,9 +36,10 @@ SLOTS = 2  # frame buffers per worker: one being drawn while the other waits for
 
 
 def default_workers() -> int:
-    """Worker processes for drawing on this machine: one per core, at most 4 (1 on one core:
-    draw in this process). On an idle 2-core machine 2 workers drew and encoded the default
-    movie 1.2-1.5x as fast as one process, and 3 no faster than 2 (docs/benchmarks.md)."""
+    """Worker processes for drawing on this machine, and for the orbit checks of a pass
+    (`render.orbits.stream.collect`): one per core, at most 4 (1 on one core: work in this
+    process). On an idle 2-core machine 2 workers drew and encoded the default movie 1.2-1.5x
+    as fast as one process, and 3 no faster than 2 (docs/benchmarks.md)."""
     if mp.parent_process() is not None:  # inside a worker (a sweep's): its siblings share the cores
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -21,11 +21,10 @@ factors are larger, H x 4 x n x d_head each).
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from headmovies.render.core.circuits import (
     ov_circuit,
     qk_circuit,
 )
-from headmovies.render.core.frame_workers import can_fork, forked_map
+from headmovies.render.core.frame_workers import can_fork, default_workers, forked_map
 from headmovies.render.core.projections import Panel, irrep_coordinate
 from headmovies.render.orbits.check import DEAD_TOL, TOL, OrbitReport, check_orbits
 from headmovies.render.orbits.check_run import CIRCUIT_NAMES, check_tolerances, group_of, score_scale_of
@@ -145,6 +144,17 @@ def snapshot_facts(
     cached = final if final is not None and final.index in idx else None
     read = idx[idx != cached.index] if cached is not None else idx
     weights = zip(read, run.iter_weights(names, chunk=chunk, indices=read)) if len(read) else iter(())
+    facts_of = partial(
+        _facts,
+        panels=panels,
+        kinds=kinds,
+        group=group,
+        factors=factors,
+        tol=tol,
+        dead_tol=dead_tol,
+        score_scale=score_scale,
+        keep=circuits,
+    )
     for t in idx:
         if cached is not None and t == cached.index:
             circ = {k: c for k, c in (("qk", cached.M), ("ov", cached.R)) if k in kinds}
@@ -153,38 +163,10 @@ def snapshot_facts(
                 if cached.report is not None and (cached.report.tol, cached.report.dead_tol) == (tol, dead_tol)
                 else None
             )
-            yield _facts(
-                cached.index,
-                cached.epoch,
-                cached.weights,
-                circ=circ,
-                report=report,
-                panels=panels,
-                kinds=kinds,
-                group=group,
-                factors=factors,
-                tol=tol,
-                dead_tol=dead_tol,
-                score_scale=score_scale,
-                keep=circuits,
-            )
+            yield facts_of(cached.index, cached.epoch, cached.weights, circ=circ, report=report)
         else:
             _, (epoch, w) = next(weights)
-            yield _facts(
-                int(t),
-                epoch,
-                w,
-                circ={},
-                report=None,
-                panels=panels,
-                kinds=kinds,
-                group=group,
-                factors=factors,
-                tol=tol,
-                dead_tol=dead_tol,
-                score_scale=score_scale,
-                keep=circuits,
-            )
+            yield facts_of(int(t), epoch, w, circ={}, report=None)
 
 
 def _facts(
@@ -256,9 +238,9 @@ def collect(
 ) -> Collected:
     """`snapshot_facts` gathered into arrays. `progress`, if given, wraps the snapshot
     iterator (e.g. tqdm). With `check`, the orbit checks run in `workers` forked processes
-    while this one reads the snapshots (`checked_in_workers`; None: `check_workers()`), when
+    while this one reads the snapshots (`checked_in_workers`; None: `frame_workers.default_workers()`), when
     there are at least 4 snapshots a worker (a live view's few new ones are checked here)."""
-    workers = check_workers() if workers is None else workers
+    workers = default_workers() if workers is None else workers
     facts: Iterable[Snapshot] = (
         checked_in_workers(
             run, panels, workers, factors=factors, tol=tol, dead_tol=dead_tol, indices=indices, final=final
@@ -291,15 +273,6 @@ def collect(
         np.array(F) if factors else None,
         groups if check else None,
     )
-
-
-def check_workers() -> int:
-    """Processes for the orbit checks of a pass: one per core, at most 4; 1 (in this process)
-    inside a worker process (a sweep's or census's runs are already spread over the cores)."""
-    if mp.parent_process() is not None:
-        return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(4, cores))
 
 
 def checked_in_workers(
