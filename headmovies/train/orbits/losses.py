@@ -15,6 +15,7 @@ import torch
 from torch.nn import functional
 
 from headmovies.tasks.orbits import M_SHIFT
+from headmovies.train.orbits.seq_attention import SeqAttention
 
 
 def orbit_gather_index(n: int, m: int) -> torch.Tensor:
@@ -110,18 +111,13 @@ def seq_eq_loss(
     # (index_add_) sums the same terms in the same order as advanced indexing's, 8x faster
     cell = (t[:, :, None] * n + t[:, None, :]).reshape(-1)
     H = M.shape[0]
-    score = M.reshape(H, n * n).index_select(1, cell).view(H, n * B, L, L)  # (H, pB, L, L)
-    # softmax over keys j in the memory order (pB, L, H, L) that the per-token sum reads: the same
-    # elementwise values and sums over j as in (H, pB, L, L), without strided passes
-    score = score.permute(1, 2, 0, 3).contiguous()  # (pB, L, H, L)
-    e = (score - score.amax(-1, keepdim=True).detach()).exp()  # softmax (faster
-    att = e / e.sum(-1, keepdim=True)  # than .softmax for small L)
     # attention per key token: on_token[s, i, h, t_j] += att[s, i, h, j], j in order, as the one-hot
     # product att @ one_hot(t) sums it (`seq_eq_loss_indexed`), and its backward gathers where that
     # product's sums over tokens add exact zeros: the same bits, without the (pB, L*H, L) x (L, n) bmm
     index = t[:, None, None, :].expand(n * B, L, H, L)  # (pB, L, H, L): token of key j
-    on_token = att.new_zeros(n * B, L, H, n).scatter_add_(3, index, att)  # (pB, L, H, n)
-    logits = on_token.reshape(n * B * L, -1) @ OV.reshape(-1, OV.shape[-1])  # sum over heads, tokens
+    # softmax, per-token sum and the product with OV (sum over heads, tokens) in one autograd
+    # Function: the same operations and bits, its backward written out (seq_attention.py)
+    logits = SeqAttention.apply(M.reshape(H, n * n), OV.reshape(-1, OV.shape[-1]), cell, index)
     logits = logits.view(n * B, L, -1)  # (pB, L, n)
     if direct is not None:
         logits = logits + (direct[0] @ direct[1])[t]

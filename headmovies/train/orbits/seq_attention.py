@@ -1,0 +1,93 @@
+"""The attention of `losses.seq_eq_loss` on token sequences, from the circuits to the logits, as
+one autograd Function (`SeqAttention`) whose backward is written out by hand.
+
+It runs the operations autograd would run for the plain form (index_select, softmax as
+e / e.sum(-1), scatter_add per key token, one product with the OV circuit), on the same tensors
+in the same memory layouts, so its values and gradients are the plain form's bit for bit
+(tests/integration/test_pipeline.py). What it saves: the softmax backward reuses the forward's
+attention for e / s (autograd computes it again) and folds two passes; the two largest tensors
+of the term (the attention per key token [pB, L, H, n] and its gradient, ~7 MB each at the
+default shapes) live in buffers reused from step to step, where fresh ones would cost a page
+fault per 4 kB each time (the allocator hands memory of that size back to the system).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+# free buffers by shape; a forward takes one for the attention per key token and its backward
+# gives it back, so that a batch of runs (each with its own term before one backward) holds one each
+_FREE: dict[tuple, list[torch.Tensor]] = {}
+_LOCK = threading.Lock()
+_KEEP = 4  # free buffers kept per shape
+
+
+def _take(shape: tuple, like: torch.Tensor) -> torch.Tensor:
+    """A buffer of `shape` (contents undefined) with like's dtype and device."""
+    key = (*shape, like.dtype, like.device)
+    with _LOCK:
+        free = _FREE.get(key)
+        if free:
+            return free.pop()
+    return like.new_empty(shape)
+
+
+def _give(buf: torch.Tensor) -> None:
+    key = (*buf.shape, buf.dtype, buf.device)
+    with _LOCK:
+        free = _FREE.setdefault(key, [])
+        if len(free) < _KEEP:
+            free.append(buf)
+
+
+class SeqAttention(torch.autograd.Function):
+    """Logits [pB * L, n_out] of the layer on pB sequences of length L, without a residual.
+
+    M2: the QK table as [H, n * n] (query-major cells); OV2: the key-major OV circuit as
+    [H * n, n_out]; cell [pB * L * L] (int64): the QK cell (t_i * n + t_j) of each (sequence,
+    query i, key j); index [pB, L, H, L] (int64): the token of key j, expanded over queries and
+    heads. Backward gives (dM2, dOV2); backward may run once per forward (no retain_graph)."""
+
+    @staticmethod
+    def forward(ctx, M2: torch.Tensor, OV2: torch.Tensor, cell: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        pB, L, H, _ = index.shape
+        n = OV2.shape[0] // H
+        # softmax over keys j in the memory order (pB, L, H, L) that the per-token sum reads
+        score = M2.index_select(1, cell).view(H, pB, L, L).permute(1, 2, 0, 3).contiguous()
+        mx = score.amax(-1, keepdim=True)
+        e = score.sub_(mx).exp_()
+        s = e.sum(-1, keepdim=True)
+        att = e / s
+        # attention per key token: on_token[p, i, h, t_j] += att[p, i, h, j], j in order
+        on_token = _take((pB, L, H, n), att).zero_().scatter_add_(3, index, att)
+        logits = on_token.view(pB * L, H * n) @ OV2
+        if any(ctx.needs_input_grad):
+            ctx.save_for_backward(M2, OV2, cell, index, e, s, att, on_token)
+            ctx.given_back = False
+        else:
+            _give(on_token)
+        return logits
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        if ctx.given_back:
+            raise RuntimeError("SeqAttention's backward runs once per forward (its buffer is reused)")
+        M2, OV2, cell, index, e, s, att, on_token = ctx.saved_tensors
+        pB, L, H, n = on_token.shape
+        # the product's backward as autograd's mm takes it (mat1.t() @ grad, grad @ mat2.t())
+        dOV2 = on_token.view(pB * L, H * n).t().mm(g)
+        d_token = torch.mm(g, OV2.t(), out=on_token.view(pB * L, H * n))  # on_token is read: reuse it
+        d_att = d_token.view(pB, L, H, n).gather(3, index)  # scatter_add's backward
+        _give(on_token)
+        ctx.given_back = True
+        # att = e / s, s = e.sum(-1): autograd's division backward, d_e = d_att / s (direct) and
+        # d_s = sum_j -d_att * ((e / s) / s), in which e / s is att, bit for bit; -a * b = -(a * b)
+        # and a sum of negated terms is the negated sum, exactly
+        t = att.div_(s).mul_(d_att)
+        d_s = t.sum(-1, keepdim=True).neg_()
+        d_score = torch.div(d_att, s, out=t).add_(d_s).mul_(e)  # + d_s from the sum, x e from exp
+        d_cells = d_score.permute(2, 0, 1, 3).reshape(H, pB * L * L)
+        dM2 = torch.zeros_like(M2).index_add_(1, cell, d_cells)  # index_select's backward
+        return dM2, dOV2, None, None
