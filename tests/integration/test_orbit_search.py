@@ -150,6 +150,31 @@ def test_prune_heads_zeroes_exactly_the_heads_below_the_fraction():
     assert task.prune_heads(0.49) == [2, 3] and task.model.W_O[1].any()
 
 
+def test_ov_bias_penalty_gives_the_rolled_forms_value_and_gradient_bit_for_bit():
+    """ov_bias_penalty takes its n rolls as one index_select and adds their gradients by hand;
+    the default run was trained with n torch.roll calls, so both must give the same bits. Default
+    shapes (32 heads, n = 24, m = 2) and a small odd case, at three scales."""
+    from headmovies.tasks.orbits import M_SHIFT
+
+    def rolled(R: torch.Tensor, m: int) -> torch.Tensor:
+        OV = R.mT
+        beta = (OV - OV.mean(-1, keepdim=True)).mean(1)
+        invariant = torch.stack([torch.roll(beta, m * s, -1) for s in range(beta.shape[-1])]).mean(0)
+        return OV.shape[1] * (beta - invariant).pow(2).sum()
+
+    gen = torch.Generator().manual_seed(0)
+    for (H, n, m), scale in zip([(32, 24, M_SHIFT), (3, 7, 3)] * 3, [1.0, 1.0, 1e-3, 1e-3, 30.0, 30.0]):
+        R0 = scale * torch.randn(H, n, n, generator=gen)
+        out = []
+        for penalty in (ov_bias_penalty, rolled):
+            R = R0.clone().requires_grad_()
+            loss = penalty(R, m)
+            loss.backward()
+            out.append((loss.detach(), R.grad))
+        assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1]), (H, n, scale)
+        assert float(out[0][1].abs().max()) > 0
+
+
 def test_ov_bias_penalty_is_the_shift_moved_part_of_each_heads_key_independent_column():
     """p = 6, m = 2: shift-invariant outputs are frequencies 0 and 3 (constant and alternating).
     A key-independent column made of those costs nothing; a frequency-1 column c costs p ||c||^2,

@@ -10,6 +10,8 @@ and *all* shifts costs one gather (`orbit_gather_index`).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 from torch.nn import functional
@@ -87,9 +89,46 @@ def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
     OV = R.mT  # key-major: the memory order the circuit was computed in
     centred = OV - OV.mean(-1, keepdim=True)
     beta = centred.mean(1)  # (H, n_out)
-    n_out = beta.shape[-1]
-    invariant = torch.stack([torch.roll(beta, m * s, -1) for s in range(n_out)]).mean(0)
-    return OV.shape[1] * (beta - invariant).pow(2).sum()
+    return _MovedBias.apply(beta, m, OV.shape[1])
+
+
+@functools.lru_cache(maxsize=16)
+def _roll_index(H: int, n: int, m: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat indices into a [H, n] table b: forward [n * H * n] with b.flatten()[forward] =
+    stack_s roll(b, m s) (s = 0 .. n-1), and back, the rolls back roll(b, -m s) for s = n-1 .. 0."""
+    s, h, k = (
+        torch.arange(n, device=device)[:, None, None],
+        torch.arange(H, device=device)[:, None],
+        torch.arange(n, device=device),
+    )
+    return (h * n + (k - m * s) % n).reshape(-1), (h * n + (k + m * s.flip(0)) % n).reshape(-1)
+
+
+class _MovedBias(torch.autograd.Function):
+    """N * ||beta - mean_s roll(beta, m s)||^2 of beta [H, n], its rolls one index_select. The
+    same bits as the form with n torch.roll calls (`stack(rolls).mean(0)`), values and gradient:
+    the backward adds the direct term and then the n rolled-back terms in the order autograd
+    accumulates them (s = n-1 first), two terms at a time (tests/integration/test_orbit_search.py)."""
+
+    @staticmethod
+    def forward(ctx, beta: torch.Tensor, m: int, N: int) -> torch.Tensor:
+        H, n = beta.shape
+        invariant = beta.reshape(-1).index_select(0, _roll_index(H, n, m, beta.device)[0]).view(n, H, n).mean(0)
+        d = beta - invariant
+        ctx.save_for_backward(d)
+        ctx.m, ctx.N = m, N
+        return N * d.pow(2).sum()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (d,) = ctx.saved_tensors
+        H, n = d.shape
+        d_beta = (grad * ctx.N).expand(d.shape) * (2 * d)  # through N * sum and pow(2)
+        d_roll = -d_beta / n  # each roll's share of the mean (the same for every s)
+        rolled_back = d_roll.reshape(-1).index_select(0, _roll_index(H, n, ctx.m, d.device)[1]).view(n, H, n)
+        for term in rolled_back:  # sequential, as autograd adds them (cumsum would add in double)
+            d_beta += term
+        return d_beta, None, None
 
 
 def seq_eq_loss(
