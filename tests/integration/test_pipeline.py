@@ -388,6 +388,33 @@ def test_index_select_gathers_give_advanced_indexings_gradients_bit_for_bit():
     assert all(torch.equal(a, b) for a, b in zip(*grads))
 
 
+def test_sequence_terms_in_flight_together_keep_their_own_buffers():
+    """seq_eq_loss reuses its large tensors from call to call (seq_attention.py): two terms
+    built before one backward (a batch of runs does so) must each keep theirs, and give the
+    gradients of two separate backwards; a second backward through one term is refused."""
+    from headmovies.train.orbits.losses import seq_eq_loss
+
+    n, H, B, L = 24, 32, 16, 6
+    g = torch.Generator().manual_seed(1)
+    M0, R0 = torch.randn(H, n, n, generator=g), torch.randn(H, n, n, generator=g)
+    xs = [torch.randint(0, n, (B, L), generator=g) for _ in range(2)]
+    apart = []
+    for x in xs:
+        M, R = M0.clone().requires_grad_(), R0.clone().requires_grad_()
+        seq_eq_loss(M, R, x).backward()
+        apart.append((M.grad, R.grad))
+    M, R = M0.clone().requires_grad_(), R0.clone().requires_grad_()
+    first, second = (seq_eq_loss(M, R, x) for x in xs)
+    with torch.no_grad():
+        assert torch.equal(seq_eq_loss(M, R, xs[0]), first.detach())  # a third call between them
+    (first + second).backward()
+    assert torch.equal(M.grad, apart[0][0] + apart[1][0]) and torch.equal(R.grad, apart[0][1] + apart[1][1])
+    loss = seq_eq_loss(M, R, xs[0])
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="once per forward"):
+        loss.backward()
+
+
 @pytest.mark.slow
 def test_overlapped_step_trains_the_same_run_bit_for_bit():
     """`train --overlap` computes the grid term in a second thread beside the sequence terms; its

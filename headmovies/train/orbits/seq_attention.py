@@ -5,10 +5,11 @@ It runs the operations autograd would run for the plain form (index_select, soft
 e / e.sum(-1), scatter_add per key token, one product with the OV circuit), on the same tensors
 in the same memory layouts, so its values and gradients are the plain form's bit for bit
 (tests/integration/test_pipeline.py). What it saves: the softmax backward reuses the forward's
-attention for e / s (autograd computes it again) and folds two passes; the two largest tensors
-of the term (the attention per key token [pB, L, H, n] and its gradient, ~7 MB each at the
-default shapes) live in buffers reused from step to step, where fresh ones would cost a page
-fault per 4 kB each time (the allocator hands memory of that size back to the system).
+attention for e / s (autograd computes it again) and folds two passes; the term's large
+tensors (the attention per key token [pB, L, H, n] and its gradient, ~7 MB at the default
+shapes, and the scores, attention and their gradients [pB, L, H, L], ~1.8 MB each) live in
+buffers reused from step to step, where fresh ones cost a page fault per 4 kB each time (the
+allocator hands memory of these sizes back to the system). Times: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import threading
 
 import torch
 
-# free buffers by shape; a forward takes one for the attention per key token and its backward
-# gives it back, so that a batch of runs (each with its own term before one backward) holds one each
+# free buffers by shape, dtype and device; a forward takes those its backward needs and the
+# backward gives them back, so that terms in flight together (a batch of runs builds one per
+# instance before one backward) each hold their own
 _FREE: dict[tuple, list[torch.Tensor]] = {}
 _LOCK = threading.Lock()
 _KEEP = 4  # free buffers kept per shape
@@ -55,39 +57,44 @@ class SeqAttention(torch.autograd.Function):
         pB, L, H, _ = index.shape
         n = OV2.shape[0] // H
         # softmax over keys j in the memory order (pB, L, H, L) that the per-token sum reads
-        score = M2.index_select(1, cell).view(H, pB, L, L).permute(1, 2, 0, 3).contiguous()
-        mx = score.amax(-1, keepdim=True)
-        e = score.sub_(mx).exp_()
+        cells = torch.index_select(M2, 1, cell, out=_take((H, pB * L * L), M2))  # (H, pB, L, L)
+        score = _take(index.shape, M2).copy_(cells.view(H, pB, L, L).permute(1, 2, 0, 3))  # .contiguous()
+        _give(cells)
+        e = score.sub_(score.amax(-1, keepdim=True)).exp_()
         s = e.sum(-1, keepdim=True)
-        att = e / s
+        att = torch.div(e, s, out=_take(index.shape, M2))
         # attention per key token: on_token[p, i, h, t_j] += att[p, i, h, j], j in order
-        on_token = _take((pB, L, H, n), att).zero_().scatter_add_(3, index, att)
+        on_token = _take((pB, L, H, n), M2).zero_().scatter_add_(3, index, att)
         logits = on_token.view(pB * L, H * n) @ OV2
         if any(ctx.needs_input_grad):
             ctx.save_for_backward(M2, OV2, cell, index, e, s, att, on_token)
             ctx.given_back = False
         else:
-            _give(on_token)
+            for buf in (e, att, on_token):
+                _give(buf)
         return logits
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         if ctx.given_back:
-            raise RuntimeError("SeqAttention's backward runs once per forward (its buffer is reused)")
+            raise RuntimeError("SeqAttention's backward runs once per forward (its buffers are reused)")
+        ctx.given_back = True
         M2, OV2, cell, index, e, s, att, on_token = ctx.saved_tensors
         pB, L, H, n = on_token.shape
         # the product's backward as autograd's mm takes it (mat1.t() @ grad, grad @ mat2.t())
         dOV2 = on_token.view(pB * L, H * n).t().mm(g)
         d_token = torch.mm(g, OV2.t(), out=on_token.view(pB * L, H * n))  # on_token is read: reuse it
-        d_att = d_token.view(pB, L, H, n).gather(3, index)  # scatter_add's backward
+        d_att = torch.gather(d_token.view(pB, L, H, n), 3, index, out=_take(index.shape, M2))  # scatter_add's
         _give(on_token)
-        ctx.given_back = True
         # att = e / s, s = e.sum(-1): autograd's division backward, d_e = d_att / s (direct) and
         # d_s = sum_j -d_att * ((e / s) / s), in which e / s is att, bit for bit; -a * b = -(a * b)
         # and a sum of negated terms is the negated sum, exactly
         t = att.div_(s).mul_(d_att)
         d_s = t.sum(-1, keepdim=True).neg_()
         d_score = torch.div(d_att, s, out=t).add_(d_s).mul_(e)  # + d_s from the sum, x e from exp
-        d_cells = d_score.permute(2, 0, 1, 3).reshape(H, pB * L * L)
+        # (H, pB * L * L), as autograd's reshape copies it
+        d_cells = d_att.view(H, pB, L, L).copy_(d_score.permute(2, 0, 1, 3)).view(H, -1)
         dM2 = torch.zeros_like(M2).index_add_(1, cell, d_cells)  # index_select's backward
+        for buf in (e, att, d_att):
+            _give(buf)
         return dM2, dOV2, None, None
