@@ -14,6 +14,7 @@ allocator hands memory of these sizes back to the system). Times: docs/benchmark
 
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
@@ -23,25 +24,42 @@ import torch
 # instance before one backward) each hold their own
 _FREE: dict[tuple, list[torch.Tensor]] = {}
 _LOCK = threading.Lock()
-_KEEP = 4  # free buffers kept per shape
+_KEEP = 4  # free buffers kept per shape ...
+_KEEP_BYTES = 256 * 2**20  # ... and in all (the default shapes keep about 14 MB)
+_kept = 0  # bytes of the free buffers
+
+
+def _reset_after_fork() -> None:
+    global _LOCK, _kept
+    _LOCK, _kept = threading.Lock(), 0
+    _FREE.clear()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _take(shape: tuple, like: torch.Tensor) -> torch.Tensor:
     """A buffer of `shape` (contents undefined) with like's dtype and device."""
+    global _kept
     key = (*shape, like.dtype, like.device)
     with _LOCK:
         free = _FREE.get(key)
         if free:
-            return free.pop()
+            buf = free.pop()
+            _kept -= buf.nbytes
+            return buf
     return like.new_empty(shape)
 
 
 def _give(buf: torch.Tensor) -> None:
+    """Keep `buf` for a later `_take`, unless that would keep more than _KEEP or _KEEP_BYTES."""
+    global _kept
     key = (*buf.shape, buf.dtype, buf.device)
     with _LOCK:
         free = _FREE.setdefault(key, [])
-        if len(free) < _KEEP:
+        if len(free) < _KEEP and _kept + buf.nbytes <= _KEEP_BYTES:
             free.append(buf)
+            _kept += buf.nbytes
 
 
 class SeqAttention(torch.autograd.Function):
