@@ -5,9 +5,9 @@ process (no image files, no second render) that writes, in a single pass,
 
     <basename>.mp4   H.264, yuv420p, +faststart (the `moov` box before `mdat`), quality-based CRF
     <basename>.webm  VP9, yuv420p, constant quality (CRF, b:v 0)
-    and, for the GIF, a lossless FFV1 copy at GIF size plus its palette (palettegen),
+    and, for the GIF, a lossless QuickTime RLE copy at GIF size plus its palette (palettegen),
 
-then a second, cheap ffmpeg pass turns the FFV1 copy + palette into a looping GIF
+then a second, cheap ffmpeg pass turns that copy + palette into a looping GIF
 (paletteuse; one palette for the whole movie). The poster PNG is the last frame; the HTML
 snippet (`render.core.snippet`) is a <figure> with the <video> (MP4 first, then WebM) and a
 <figcaption>.
@@ -51,6 +51,10 @@ from headmovies.render.core.outputs import prepare_out_dir, remove_stale_work, w
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
+# the GIF's lossless copy between the two passes: QuickTime RLE codes only the rows that changed
+# since the previous frame, so it took a third of FFV1's CPU time to write and read the default
+# movie's copy, for a smaller file and the same pixels (docs/benchmarks.md, "Rendering")
+GIF_COPY = "gif.mov"
 
 
 @dataclass(frozen=True)
@@ -399,7 +403,7 @@ def _start(
             )
             parts = small.split()
             copy, stats = parts[0], parts[1]
-            outs.append(copy.output(str(work / "gif.mkv"), f="matroska", vcodec="ffv1"))
+            outs.append(copy.output(str(work / GIF_COPY), f="mov", vcodec="qtrle"))
             outs.append(
                 stats.filter("palettegen", stats_mode="full").output(
                     str(work / "palette.png"), f="image2", update=1, **{"frames:v": 1}
@@ -420,7 +424,7 @@ def _start(
 def _gif_args(exe: str, work: Path, out: Path, q: Quality) -> list[str]:
     import ffmpeg
 
-    movie = ffmpeg.input(str(work / "gif.mkv")).video
+    movie = ffmpeg.input(str(work / GIF_COPY)).video
     palette = ffmpeg.input(str(work / "palette.png")).video
     return (
         ffmpeg.filter([movie, palette], "paletteuse", dither=q.gif_dither, diff_mode="rectangle")
