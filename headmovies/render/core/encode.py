@@ -369,10 +369,18 @@ def _start(
     src = ffmpeg.input(
         "pipe:", format="rawvideo", pix_fmt="rgb24" if channels == 3 else "rgba", s=f"{w}x{h}", framerate=fps
     ).video
-    branches = src.split() if len(movies) > 1 or "gif" in movies else None
+    videos = [f for f in movies if f != "gif"]
+    top = src.split() if videos and "gif" in movies else None  # [0]: the videos, [1]: the GIF
+    video_src = top[0] if top is not None else src
+    streams = {"gif": top[1] if top is not None else src}
+    if len(videos) > 1:  # MP4 and WebM share one conversion to yuv420p (the one each would make)
+        yuv = video_src.filter("format", "yuv420p").split()
+        streams.update({f: yuv[i] for i, f in enumerate(videos)})
+    elif videos:
+        streams[videos[0]] = video_src
     outs = []
-    for i, f in enumerate(movies):
-        stream = branches[i] if branches is not None else src
+    for f in movies:
+        stream = streams[f]
         if f == "mp4":
             outs.append(
                 stream.output(
