@@ -51,9 +51,8 @@ from headmovies.render.core.outputs import prepare_out_dir, remove_stale_work, w
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
-# the GIF's lossless copy between the two passes: QuickTime RLE codes only the rows that changed
-# since the previous frame, so it took a third of FFV1's CPU time to write and read the default
-# movie's copy, for a smaller file and the same pixels (docs/benchmarks.md, "Rendering")
+# the GIF's lossless copy between its passes: QuickTime RLE (rows changed since the last frame),
+# a third of FFV1's CPU time to write and read, a smaller file (docs/benchmarks.md, "Rendering")
 GIF_COPY = "gif.mov"
 
 
