@@ -2,7 +2,8 @@
 the MP4 and GIF byte for byte, the WebM (whose muxer writes different bytes each run) frame for
 frame. The plain commands are the encoder's settings without its shortcuts: each video converts
 the RGBA frames to yuv420p on its own, and the GIF is scaled as packed RGBA and kept losslessly
-in FFV1 between its two passes."""
+in FFV1 between its two passes. Each runs a filter graph (`-filter_complex`) as the encoder
+does: ffmpeg 4.2 converts to yuv420p otherwise without one."""
 
 from __future__ import annotations
 
@@ -43,16 +44,17 @@ def plain(args: list[str], stdin: bytes | None = None) -> bytes:
 def reference(exe: str, raw: bytes, w: int, h: int, q: Quality, out: Path) -> dict[str, Path]:
     """The movies from plain ffmpeg commands, one a format (the GIF in two passes)."""
     src = ["-f", "rawvideo", "-pix_fmt", "rgba", "-s", f"{w}x{h}", "-framerate", str(FPS), "-i", "pipe:"]
+    graph = ["-filter_complex", "[0:v]null[v]", "-map", "[v]"]
     mp4, webm, gif = out / "ref.mp4", out / "ref.webm", out / "ref.gif"
     x264 = ["-vcodec", "libx264", "-preset", q.mp4_preset, "-crf", str(q.mp4_crf), "-pix_fmt", "yuv420p"]
-    plain([exe, *src, *x264, "-movflags", "+faststart", "-f", "mp4", str(mp4), *QUIET], raw)
+    plain([exe, *src, *graph, *x264, "-movflags", "+faststart", "-f", "mp4", str(mp4), *QUIET], raw)
     vp9 = ["-vcodec", "libvpx-vp9", "-crf", str(q.webm_crf), "-b:v", "0", "-pix_fmt", "yuv420p"]
     vp9 += ["-deadline", q.webm_deadline, "-cpu-used", str(q.webm_cpu_used), "-row-mt", "1"]
-    plain([exe, *src, *vp9, "-f", "webm", str(webm), *QUIET], raw)
-    graph = f"[0:v]scale={q.gif_width}:-2:flags=lanczos,split=2[copy][stats];[stats]palettegen=stats_mode=full[pal]"
+    plain([exe, *src, *graph, *vp9, "-f", "webm", str(webm), *QUIET], raw)
+    gif_graph = f"[0:v]scale={q.gif_width}:-2:flags=lanczos,split=2[copy][stats];[stats]palettegen=stats_mode=full[pal]"
     copy, palette = out / "copy.mkv", out / "palette.png"
     plain(
-        [exe, *src, "-filter_complex", graph, "-map", "[copy]", "-vcodec", "ffv1", str(copy), *QUIET[:-1]]
+        [exe, *src, "-filter_complex", gif_graph, "-map", "[copy]", "-vcodec", "ffv1", str(copy), *QUIET[:-1]]
         + ["-map", "[pal]", "-frames:v", "1", "-update", "1", str(palette), "-y"],
         raw,
     )

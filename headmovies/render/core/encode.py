@@ -51,8 +51,8 @@ from headmovies.render.core.outputs import prepare_out_dir, remove_stale_work, w
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
-# the GIF's lossless copy between its passes: QuickTime RLE (rows changed since the last frame),
-# a third of FFV1's CPU time to write and read, a smaller file (docs/benchmarks.md, "Rendering")
+# the GIF's lossless copy between its passes: QuickTime RLE, every frame a key frame (ffmpeg
+# < 4.3 decodes no frame from an unchanged one), a third of FFV1's CPU time (docs/benchmarks.md)
 GIF_COPY = "gif.mov"
 
 
@@ -412,7 +412,7 @@ def _start(
             # not four packed channels, in half the CPU time, the same pixels (docs/benchmarks.md)
             parts = small.filter("format", "gbrp").split()
             copy, stats = parts[0], parts[1]
-            outs.append(copy.output(str(work / GIF_COPY), f="mov", vcodec="qtrle"))
+            outs.append(copy.output(str(work / GIF_COPY), f="mov", vcodec="qtrle", g=1))
             outs.append(
                 stats.filter("palettegen", stats_mode="full").output(
                     str(work / "palette.png"), f="image2", update=1, **{"frames:v": 1}
