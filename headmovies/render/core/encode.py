@@ -5,9 +5,9 @@ process (no image files, no second render) that writes, in a single pass,
 
     <basename>.mp4   H.264, yuv420p, +faststart (the `moov` box before `mdat`), quality-based CRF
     <basename>.webm  VP9, yuv420p, constant quality (CRF, b:v 0)
-    and, for the GIF, a lossless FFV1 copy at GIF size plus its palette (palettegen),
+    and, for the GIF, a lossless QuickTime RLE copy at GIF size plus its palette (palettegen),
 
-then a second, cheap ffmpeg pass turns the FFV1 copy + palette into a looping GIF
+then a second, cheap ffmpeg pass turns that copy + palette into a looping GIF
 (paletteuse; one palette for the whole movie). The poster PNG is the last frame; the HTML
 snippet (`render.core.snippet`) is a <figure> with the <video> (MP4 first, then WebM) and a
 <figcaption>.
@@ -51,6 +51,9 @@ from headmovies.render.core.outputs import prepare_out_dir, remove_stale_work, w
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
+# the GIF's lossless copy between its passes: QuickTime RLE, every frame a key frame (ffmpeg
+# < 4.3 decodes no frame from an unchanged one), a third of FFV1's CPU time (docs/benchmarks.md)
+GIF_COPY = "gif.mov"
 
 
 @dataclass(frozen=True)
@@ -365,10 +368,18 @@ def _start(
     src = ffmpeg.input(
         "pipe:", format="rawvideo", pix_fmt="rgb24" if channels == 3 else "rgba", s=f"{w}x{h}", framerate=fps
     ).video
-    branches = src.split() if len(movies) > 1 or "gif" in movies else None
+    videos = [f for f in movies if f != "gif"]
+    top = src.split() if videos and "gif" in movies else None  # [0]: the videos, [1]: the GIF
+    video_src = top[0] if top is not None else src
+    streams = {"gif": top[1] if top is not None else src}
+    if len(videos) > 1:  # MP4 and WebM share one conversion to yuv420p (the one each would make)
+        yuv = video_src.filter("format", "yuv420p").split()
+        streams.update({f: yuv[i] for i, f in enumerate(videos)})
+    elif videos:
+        streams[videos[0]] = video_src
     outs = []
-    for i, f in enumerate(movies):
-        stream = branches[i] if branches is not None else src
+    for f in movies:
+        stream = streams[f]
         if f == "mp4":
             outs.append(
                 stream.output(
@@ -397,9 +408,11 @@ def _start(
             small = (
                 stream.filter("scale", q.gif_width, -2, flags="lanczos") if q.gif_width and q.gif_width < w else stream
             )
-            parts = small.split()
+            # to planar RGB, alpha dropped (as by every movie): the scaler then writes three planes,
+            # not four packed channels, in half the CPU time, the same pixels (docs/benchmarks.md)
+            parts = small.filter("format", "gbrp").split()
             copy, stats = parts[0], parts[1]
-            outs.append(copy.output(str(work / "gif.mkv"), f="matroska", vcodec="ffv1"))
+            outs.append(copy.output(str(work / GIF_COPY), f="mov", vcodec="qtrle", g=1))
             outs.append(
                 stats.filter("palettegen", stats_mode="full").output(
                     str(work / "palette.png"), f="image2", update=1, **{"frames:v": 1}
@@ -420,7 +433,7 @@ def _start(
 def _gif_args(exe: str, work: Path, out: Path, q: Quality) -> list[str]:
     import ffmpeg
 
-    movie = ffmpeg.input(str(work / "gif.mkv")).video
+    movie = ffmpeg.input(str(work / GIF_COPY)).video
     palette = ffmpeg.input(str(work / "palette.png")).video
     return (
         ffmpeg.filter([movie, palette], "paletteuse", dither=q.gif_dither, diff_mode="rectangle")
