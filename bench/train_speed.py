@@ -24,8 +24,12 @@ thread count (default 1 and 2, the same count for both trainers), from one run a
     append per snapshot of the schedule.
 Timings interleave the two trainers (ours, reference, ours, ...) so that load drifts hit both;
 each figure is the best of `--rounds` rounds. On a shared machine, read the load average first.
+OpenMP's threads sleep at barriers (OMP_WAIT_POLICY=PASSIVE, as `headmovies train` sets) unless
+the environment says otherwise: `make movie` trains its first phase with OMP_WAIT_POLICY=ACTIVE,
+so run the script that way too to time that phase's two threads.
 
     .venv/bin/python bench/train_speed.py [--epochs 30] [--rounds 3] [--threads 1,2]
+    OMP_WAIT_POLICY=ACTIVE .venv/bin/python bench/train_speed.py --threads 2
 """
 
 from __future__ import annotations
@@ -122,7 +126,9 @@ def measure(cfg: OrbitConfig, threads: int, epochs: int, rounds: int) -> dict[st
     torch.manual_seed(0)
     overlapped = OrbitTask(cfg)
     ours.threads = overlapped.threads = threads
-    overlapped.overlap = threads > 1
+    # the overlapped step's second thread: not under active waits, where its idle OpenMP threads
+    # would spin on a core beside every other piece (`make movie` overlaps only with passive waits)
+    overlapped.overlap = threads > 1 and not active_waits()
     phase1, phase2 = 3000, 12000  # lambda at eq_weight; second phase with its sequence term
     M, R = (c.detach().requires_grad_() for c in ours.model.circuits())
     x = torch.randint(0, cfg.p, (cfg.eq_seq_batch, 6), generator=torch.Generator().manual_seed(0))
@@ -144,7 +150,7 @@ def measure(cfg: OrbitConfig, threads: int, epochs: int, rounds: int) -> dict[st
         "ours": (step(ours, phase1), epochs),
         "ref": (ref.step, max(3, epochs // 10)),
         "two": (step(ours, phase2), epochs),
-        "over": (step(overlapped, phase2), epochs),
+        **({"over": (step(overlapped, phase2), epochs)} if overlapped.overlap else {}),
         "seq": (seq_ours, epochs),
         "seq_ref": (seq_ref, epochs),
     }
@@ -189,7 +195,7 @@ def report(cfg: OrbitConfig, threads: int, t: dict[str, float]) -> None:
         f"ours, second phase (+ length-6 sequence term, OV-bias penalty): {t['two'] * 1e3:7.1f} ms/epoch "
         f"({t['two'] / t['ours']:.2f}x the first phase's)"
     )
-    if threads > 1:
+    if "over" in t:
         print(
             f"ours, second phase overlapped (grid term in a second thread): {t['over'] * 1e3:7.1f} ms/epoch "
             f"({t['two'] / t['over']:.2f}x faster than one after the other)"
@@ -206,12 +212,17 @@ def report(cfg: OrbitConfig, threads: int, t: dict[str, float]) -> None:
     first = cfg.refine_start if cfg.refines() else cfg.epochs
     second = cfg.epochs - first
     snaps = len(config_schedule(cfg))
-    t1, t2, t3 = first * t["ours"], second * (t["over"] if threads > 1 else t["two"]), snaps * (t["eval"] + t["write"])
+    t1, t2, t3 = first * t["ours"], second * t.get("over", t["two"]), snaps * (t["eval"] + t["write"])
     print(
         f"default run's training, estimated: {t1 + t2 + t3:.0f} s = first phase {first:,} x {t['ours'] * 1e3:.1f} ms "
         f"({t1:.0f} s) + second phase {second:,} x {(t2 / max(1, second)) * 1e3:.1f} ms ({t2:.0f} s) "
         f"+ {snaps} snapshots' metrics and appends ({t3:.0f} s)"
     )
+
+
+def active_waits() -> bool:
+    """Whether OpenMP's idle threads spin (OMP_WAIT_POLICY=ACTIVE) rather than sleep."""
+    return os.environ["OMP_WAIT_POLICY"].upper() == "ACTIVE"
 
 
 def main() -> None:
@@ -226,7 +237,7 @@ def main() -> None:
     print(load_line(), "at the start")
     print(
         f"config: p={cfg.p} n_heads={cfg.n_heads} d_model={cfg.d_model} d_head={cfg.d_head} "
-        f"train_frac={cfg.train_frac}; torch {torch.__version__}"
+        f"train_frac={cfg.train_frac}; torch {torch.__version__}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}"
     )
     for threads in counts:
         report(cfg, threads, measure(cfg, threads, args.epochs, args.rounds))
