@@ -52,8 +52,11 @@ def _take(shape: tuple, like: torch.Tensor) -> torch.Tensor:
 
 
 def _give(buf: torch.Tensor) -> None:
-    """Keep `buf` for a later `_take`, unless that would keep more than _KEEP or _KEEP_BYTES."""
+    """Keep `buf` for a later `_take`, unless that would keep more than _KEEP or _KEEP_BYTES, or
+    it was made under torch.inference_mode (it cannot be written outside)."""
     global _kept
+    if buf.is_inference():
+        return
     key = (*buf.shape, buf.dtype, buf.device)
     with _LOCK:
         free = _FREE.setdefault(key, [])
