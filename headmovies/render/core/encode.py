@@ -34,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -78,6 +79,17 @@ class EncodeResult:
     size: tuple[int, int]  # (width, height) in pixels
     fps: float
     ffmpeg: str = field(repr=False, default="")
+
+
+@functools.cache
+def ffmpeg_version(exe: str) -> tuple[int, int] | None:
+    """(major, minor) of the ffmpeg at `exe`, None where its banner names no release (a git build)."""
+    try:
+        out = subprocess.run([exe, "-version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.match(r"ffmpeg version n?(\d+)\.(\d+)", out)
+    return (int(found[1]), int(found[2])) if found else None
 
 
 @functools.cache
