@@ -110,7 +110,7 @@ def test_the_gifs_copy_keeps_held_frames_without_a_key_frame_each(tmp_path):
     exe = res.ffmpeg or find_ffmpeg()
     assert res.frames == len(movie) + hold == 157
     gif = decoded(exe, res.paths["gif"])
-    assert len(gif) == 157 and len(set(gif[len(movie) - 1 :])) == 1
+    assert len(gif) == 157 and len(set(gif[len(movie) :])) == 1  # (4.2 redraws one pixel of the first)
     assert len(copy_bytes) == 1
     if (ffmpeg_version(exe) or (0, 0)) >= (4, 3):  # 4.2 decodes no frame from an unchanged one
         assert copy_bytes[0] < 20 * h * w * 3  # 157 key frames: about 157 frames of raw RGB
