@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headmovies.render.core.encode import Quality, encode, find_ffmpeg
+from headmovies.render.core.encode import Quality, encode, ffmpeg_version, find_ffmpeg
 
 FPS = 10
 QUIET = ["-hide_banner", "-loglevel", "error", "-nostdin", "-y"]
@@ -87,3 +87,30 @@ def test_one_pass_movies_equal_plain_ffmpeg_ones(tmp_path):
     assert res.paths["gif"].read_bytes() == ref["gif"].read_bytes()
     fast, slow = decoded(exe, res.paths["webm"]), decoded(exe, ref["webm"])
     assert len(fast) == 14 and fast == slow
+
+
+def test_the_gifs_copy_keeps_held_frames_without_a_key_frame_each(tmp_path):
+    """The GIF's lossless copy between its passes holds a held frame as a change from the frame
+    before (a few bytes), not as a key frame of its own, where the ffmpeg decodes such frames
+    (4.3 and later): a long hold took the disk of a whole frame per held frame (187 MB for the
+    default movie). Every held frame still reaches the GIF."""
+    movie = frames(n=6)
+    h, w = movie[0].shape[:2]
+    q = replace(Quality(), gif_width=None)
+    hold = 150
+    copy_bytes = []
+
+    def stage(text: str) -> None:
+        if text == "gif palette pass":  # the first pass has ended: the copy is whole
+            copy_bytes.extend(p.stat().st_size for p in (tmp_path / "out").glob(".m.encoding-*/gif.mov"))
+
+    res = encode(
+        iter(movie), tmp_path / "out", "m", fps=FPS, hold_s=hold / FPS, formats=["gif"], quality=q, on_stage=stage
+    )
+    exe = res.ffmpeg or find_ffmpeg()
+    assert res.frames == len(movie) + hold == 157
+    gif = decoded(exe, res.paths["gif"])
+    assert len(gif) == 157 and len(set(gif[len(movie) :])) == 1  # (4.2 redraws one pixel of the first)
+    assert len(copy_bytes) == 1
+    if (ffmpeg_version(exe) or (0, 0)) >= (4, 3):  # 4.2 decodes no frame from an unchanged one
+        assert copy_bytes[0] < 20 * h * w * 3  # 157 key frames: about 157 frames of raw RGB

@@ -46,13 +46,15 @@ import numpy as np
 
 from headmovies import disk
 from headmovies.errors import DiskFullError, EncodeError, UserError
+from headmovies.render.core.ffmpeg_exe import ffmpeg_version, find_ffmpeg
 from headmovies.render.core.movie_options import FORMATS, check_gif_fps, parse_formats
 from headmovies.render.core.outputs import prepare_out_dir, remove_stale_work, work_folder
 from headmovies.render.core.snippet import html_snippet, mp4_codec
 
 _ENCODERS = {"mp4": "libx264", "webm": "libvpx-vp9"}
-# the GIF's lossless copy between its passes: QuickTime RLE, every frame a key frame (ffmpeg
-# < 4.3 decodes no frame from an unchanged one), a third of FFV1's CPU time (docs/benchmarks.md)
+# the GIF's lossless copy between its passes: QuickTime RLE, a third of FFV1's CPU time (docs/
+# benchmarks.md); every frame a key frame only for an ffmpeg before 4.3 (or of no known release),
+# which decodes no frame from an unchanged one: a held frame is otherwise a few bytes, not a frame
 GIF_COPY = "gif.mov"
 
 
@@ -78,35 +80,6 @@ class EncodeResult:
     size: tuple[int, int]  # (width, height) in pixels
     fps: float
     ffmpeg: str = field(repr=False, default="")
-
-
-@functools.cache
-def _encoders_of(exe: str) -> frozenset[str]:
-    try:
-        out = subprocess.run([exe, "-hide_banner", "-encoders"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return frozenset()
-    return frozenset(line.split()[1] for line in out.splitlines() if len(line.split()) > 1 and line.startswith(" V"))
-
-
-def find_ffmpeg(encoders: Iterable[str] = ("libx264", "libvpx-vp9")) -> str:
-    """Path of an ffmpeg that has `encoders`: the one on PATH if it does, else imageio-ffmpeg's."""
-    need = set(encoders)
-    system = shutil.which("ffmpeg")
-    if system and need <= _encoders_of(system):
-        return system
-    try:
-        import imageio_ffmpeg
-
-        bundled = imageio_ffmpeg.get_ffmpeg_exe()
-    except Exception as exc:  # not installed, or no binary for this platform
-        if system:
-            return system
-        raise EncodeError(f"no ffmpeg found ({exc}); install ffmpeg or `pip install imageio-ffmpeg`") from None
-    missing = need - _encoders_of(bundled)
-    if missing:
-        raise EncodeError(f"ffmpeg at {bundled} lacks encoders {sorted(missing)}")
-    return bundled
 
 
 def _tail(path: Path, default: str) -> str:
@@ -412,7 +385,8 @@ def _start(
             # not four packed channels, in half the CPU time, the same pixels (docs/benchmarks.md)
             parts = small.filter("format", "gbrp").split()
             copy, stats = parts[0], parts[1]
-            outs.append(copy.output(str(work / GIF_COPY), f="mov", vcodec="qtrle", g=1))
+            keys = {"g": 1} if (ffmpeg_version(exe) or (0, 0)) < (4, 3) else {}
+            outs.append(copy.output(str(work / GIF_COPY), f="mov", vcodec="qtrle", **keys))
             outs.append(
                 stats.filter("palettegen", stats_mode="full").output(
                     str(work / "palette.png"), f="image2", update=1, **{"frames:v": 1}

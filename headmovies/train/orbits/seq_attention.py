@@ -52,8 +52,11 @@ def _take(shape: tuple, like: torch.Tensor) -> torch.Tensor:
 
 
 def _give(buf: torch.Tensor) -> None:
-    """Keep `buf` for a later `_take`, unless that would keep more than _KEEP or _KEEP_BYTES."""
+    """Keep `buf` for a later `_take`, unless that would keep more than _KEEP or _KEEP_BYTES, or
+    it was made under torch.inference_mode (it cannot be written outside)."""
     global _kept
+    if buf.is_inference():
+        return
     key = (*buf.shape, buf.dtype, buf.device)
     with _LOCK:
         free = _FREE.setdefault(key, [])
@@ -62,31 +65,50 @@ def _give(buf: torch.Tensor) -> None:
             _kept += buf.nbytes
 
 
+def _attend(M2: torch.Tensor, OV2: torch.Tensor, cell: torch.Tensor, index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """SeqAttention's forward: (e, s, att, on_token, logits), the first four in pool buffers."""
+    pB, L, H, _ = index.shape
+    n = OV2.shape[0] // H
+    # softmax over keys j in the memory order (pB, L, H, L) that the per-token sum reads
+    cells = torch.index_select(M2, 1, cell, out=_take((H, pB * L * L), M2))  # (H, pB, L, L)
+    score = _take(index.shape, M2).copy_(cells.view(H, pB, L, L).permute(1, 2, 0, 3))  # .contiguous()
+    _give(cells)
+    e = score.sub_(score.amax(-1, keepdim=True)).exp_()
+    s = e.sum(-1, keepdim=True)
+    att = torch.div(e, s, out=_take(index.shape, M2))
+    # attention per key token: on_token[p, i, h, t_j] += att[p, i, h, j], j in order
+    on_token = _take((pB, L, H, n), M2).zero_().scatter_add_(3, index, att)
+    return e, s, att, on_token, on_token.view(pB * L, H * n) @ OV2
+
+
+def _plain(M2: torch.Tensor, OV2: torch.Tensor, cell: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """SeqAttention's logits through autograd's own operations (no buffers): the form whose
+    gradients the hand-written backward reproduces, differentiated where a gradient needs a
+    graph of its own (create_graph)."""
+    pB, L, H, _ = index.shape
+    score = M2.index_select(1, cell).view(H, pB, L, L).permute(1, 2, 0, 3)
+    e = (score - score.amax(-1, keepdim=True).detach()).exp()
+    att = e / e.sum(-1, keepdim=True)
+    on_token = att.new_zeros(pB, L, H, OV2.shape[0] // H).scatter_add(3, index, att)
+    return on_token.view(pB * L, -1) @ OV2
+
+
 class SeqAttention(torch.autograd.Function):
     """Logits [pB * L, n_out] of the layer on pB sequences of length L, without a residual.
 
     M2: the QK table as [H, n * n] (query-major cells); OV2: the key-major OV circuit as
     [H * n, n_out]; cell [pB * L * L] (int64): the QK cell (t_i * n + t_j) of each (sequence,
     query i, key j); index [pB, L, H, L] (int64): the token of key j, expanded over queries and
-    heads. Backward gives (dM2, dOV2); backward may run once per forward (no retain_graph)."""
+    heads. Backward gives (dM2, dOV2). The first backward reuses the forward's buffers; a second
+    one (retain_graph) computes them again, the same bits; with create_graph the gradients are
+    `_plain`'s, through autograd, so that they can be differentiated again."""
 
     @staticmethod
     def forward(ctx, M2: torch.Tensor, OV2: torch.Tensor, cell: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        pB, L, H, _ = index.shape
-        n = OV2.shape[0] // H
-        # softmax over keys j in the memory order (pB, L, H, L) that the per-token sum reads
-        cells = torch.index_select(M2, 1, cell, out=_take((H, pB * L * L), M2))  # (H, pB, L, L)
-        score = _take(index.shape, M2).copy_(cells.view(H, pB, L, L).permute(1, 2, 0, 3))  # .contiguous()
-        _give(cells)
-        e = score.sub_(score.amax(-1, keepdim=True)).exp_()
-        s = e.sum(-1, keepdim=True)
-        att = torch.div(e, s, out=_take(index.shape, M2))
-        # attention per key token: on_token[p, i, h, t_j] += att[p, i, h, j], j in order
-        on_token = _take((pB, L, H, n), M2).zero_().scatter_add_(3, index, att)
-        logits = on_token.view(pB * L, H * n) @ OV2
+        e, s, att, on_token, logits = _attend(M2, OV2, cell, index)
         if any(ctx.needs_input_grad):
-            ctx.save_for_backward(M2, OV2, cell, index, e, s, att, on_token)
-            ctx.given_back = False
+            ctx.save_for_backward(M2, OV2, cell, index)
+            ctx.kept = (e, s, att, on_token)  # not saved tensors: the backward writes over them
         else:
             for buf in (e, att, on_token):
                 _give(buf)
@@ -94,10 +116,17 @@ class SeqAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
-        if ctx.given_back:
-            raise RuntimeError("SeqAttention's backward runs once per forward (its buffers are reused)")
-        ctx.given_back = True
-        M2, OV2, cell, index, e, s, att, on_token = ctx.saved_tensors
+        M2, OV2, cell, index = ctx.saved_tensors
+        kept, ctx.kept = ctx.kept, None
+        if torch.is_grad_enabled():  # create_graph: gradients with a graph, from the plain form
+            if kept is not None:
+                for buf in (kept[0], kept[2], kept[3]):
+                    _give(buf)
+            need = ctx.needs_input_grad[:2]
+            wrt = [x for x, k in zip((M2, OV2), need) if k]
+            got = iter(torch.autograd.grad(_plain(M2, OV2, cell, index), wrt, g, create_graph=True))
+            return (next(got) if need[0] else None, next(got) if need[1] else None, None, None)
+        e, s, att, on_token = kept if kept is not None else _attend(M2, OV2, cell, index)[:4]
         pB, L, H, n = on_token.shape
         # the product's backward as autograd's mm takes it (mat1.t() @ grad, grad @ mat2.t())
         dOV2 = on_token.view(pB * L, H * n).t().mm(g)
