@@ -72,12 +72,7 @@ def frames_in_workers(
         ctx.Process(target=_worker, args=(draw_every, k, workers, slots[k], pipes[k][1], pipes), daemon=True)
         for k in range(workers)
     ]
-    done = False
-    try:
-        for p in procs:
-            p.start()
-        for _, child in pipes:
-            child.close()
+    with _running(procs, pipes):
         for t in range(count):
             k, n = t % workers, t // workers
             prev = t - 1  # the consumer asks for the next frame: the previous one is written
@@ -90,11 +85,27 @@ def frames_in_workers(
             if msg[0] == "error":
                 raise RuntimeError(f"frame worker {k} failed:\n{msg[1]}")
             yield slots[k][n % SLOTS]
+
+
+@contextlib.contextmanager
+def _running(procs: list, pipes: list) -> Iterator[None]:
+    """Start the forked `procs` and close the parent's copies of their pipe ends; on leaving,
+    close the parent's ends (a worker waiting on its pipe reads the end and exits). Left
+    normally, each worker ends on its own (10 s at most); left by an error or an early stop (a
+    consumer that stops iterating, Ctrl-C) they are killed (SIGKILL, which no lock or handler
+    can hold up)."""
+    done = False
+    try:
+        for p in procs:
+            p.start()
+        for _, child in pipes:
+            child.close()
+        yield
         done = True
     finally:
-        for parent, _ in pipes:  # a worker still waiting for a buffer reads the end of its pipe
+        for parent, _ in pipes:
             parent.close()
-        for p in procs:  # done: each exits on its own; stopped early (an error, Ctrl-C): killed
+        for p in procs:
             if p.pid is not None:
                 p.join(timeout=10 if done else 0)
             if p.is_alive():
@@ -144,12 +155,7 @@ def forked_map(fn: Callable, items: Iterable, workers: int, ahead: int = 4) -> I
     ctx = mp.get_context("fork")
     pipes = [ctx.Pipe() for _ in range(workers)]
     procs = [ctx.Process(target=_map_worker, args=(fn, pipes[k][1], pipes), daemon=True) for k in range(workers)]
-    done = False
-    try:
-        for p in procs:
-            p.start()
-        for _, child in pipes:
-            child.close()
+    with _running(procs, pipes):
         sent = got = 0
         items = iter(items)
         more = True
@@ -171,16 +177,6 @@ def forked_map(fn: Callable, items: Iterable, workers: int, ahead: int = 4) -> I
                 raise RuntimeError(f"worker {got % workers} failed:\n{value}")
             got += 1
             yield value
-        done = True
-    finally:
-        for parent, _ in pipes:  # the workers read the end of their pipes and exit
-            parent.close()
-        for p in procs:
-            if p.pid is not None:
-                p.join(timeout=10 if done else 0)
-            if p.is_alive():
-                p.kill()
-                p.join()
 
 
 _END = object()
