@@ -158,10 +158,13 @@ CENSUS_SEEDS ?= 0-199
 CENSUS_CHUNK ?= 10
 SCREEN_SEEDS ?= 200-299
 SCREEN_EPOCH ?= 1500
-SEED_OBJECTIVE := --set refine_prune=0 --set refine_ov_bias_weight=0
+# The census's rows were trained with the eager grid kernel (the default before 2026-12-08): every
+# census sweep keeps it, so that its runs resume, its forks match and its rows stay one experiment.
+CENSUS_KERNEL := --set grid_kernel=eager
+SEED_OBJECTIVE := --set refine_prune=0 --set refine_ov_bias_weight=0 $(CENSUS_KERNEL)
 CENSUS := data/census
 CENSUS_DIRS := $(CENSUS)/seed-objective $(CENSUS)/with-additions $(CENSUS)/prune-only $(CENSUS)/bias-only
-FORK := --fork-from $(CENSUS)/seed-objective
+FORK := --fork-from $(CENSUS)/seed-objective $(CENSUS_KERNEL)
 
 census: setup
 	@s='$(CENSUS_SEEDS)'; case "$$s" in *[!0-9-]*|-*|*-|*-*-*|"") \

@@ -35,8 +35,10 @@ def refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
     diff = changed_keys(old, new)
     if not diff:
         return
-    shown = ", ".join(f"{k}={old.get(k, '(absent)')} (this sweep: {new.get(k, '(absent)')})" for k in diff[:4])
-    fix = " ".join(f"--set {k}={old[k]}" for k in diff[:4] if k in old)
+    # a key the file lacks has the value it had before the key existed (`TrainConfig.ABSENT_MEANS`)
+    was = {k: old.get(k, getattr(cfg, "ABSENT_MEANS", {}).get(k, "(absent)")) for k in diff}
+    shown = ", ".join(f"{k}={was[k]} (this sweep: {new.get(k, '(absent)')})" for k in diff[:4])
+    fix = " ".join(f"--set {k}={was[k]}" for k in diff[:4] if was[k] != "(absent)")
     raise UserError(
         f"{path} was trained with {shown}{' …' if len(diff) > 4 else ''}; a sweep does not replace "
         f"it: rerun with {fix} (the defaults may have changed since), or choose a new --out"

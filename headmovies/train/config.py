@@ -60,9 +60,12 @@ class TrainConfig:
     switch_epoch: int = 4000
     late_every: int = 100  # ... then every this many epochs to the final epoch
     log_early: bool = False  # also snapshot at epochs 1, 2, 4, ... below early_every
-    # keys added after run files existed: stored (`config_dict`) only when not at their default,
-    # so a run of the defaults writes the same config, and the same file, as before they existed
+    # keys added after run files existed: stored (`config_dict`) only when not at the value a
+    # file without them means (their default, or ABSENT_MEANS), so a run with that value writes
+    # the same config, and the same file, as before they existed
     OMIT_AT_DEFAULT: typing.ClassVar[tuple[str, ...]] = ()
+    # keys of OMIT_AT_DEFAULT whose default changed since: the value a file without them means
+    ABSENT_MEANS: typing.ClassVar[dict[str, typing.Any]] = {}
 
     def validate(self) -> None:
         """Raise ConfigError if a value is out of range; experiments extend this (and bound their
@@ -176,12 +179,15 @@ def describe(cls: type) -> str:
 
 def stored_config(cfg) -> dict:
     """The config's keys and values as run files and checkpoints store them: the dataclass as a
-    dict, less the keys of its class's OMIT_AT_DEFAULT while at their default (a file without
-    them reads back as the default, and a default run's file is what it was before they existed)."""
+    dict, less the keys of its class's OMIT_AT_DEFAULT while at the value a file without them
+    means: their default, or the class's ABSENT_MEANS for a key whose default changed (a file
+    without them keeps its meaning, and a run with those values writes the file it wrote before
+    they existed)."""
     d = dataclasses.asdict(cfg)
     fields = {f.name: f for f in dataclasses.fields(cfg)}
+    absent = getattr(cfg, "ABSENT_MEANS", {})
     for key in getattr(cfg, "OMIT_AT_DEFAULT", ()):
-        if key in d and d[key] == fields[key].default:
+        if key in d and d[key] == absent.get(key, fields[key].default):
             del d[key]
     return d
 

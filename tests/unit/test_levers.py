@@ -1,6 +1,6 @@
 """The levers (docs/experiments.md, "Levers") as orbit config keys (score_scale, qk_decay, qk_init, frozen_embed),
 each on a case with a known answer; their storage (only when set) and batched training's refusal;
-the grid_kernel key's checks and storage."""
+the grid_kernel key's checks and storage (its kernels: test_fused_kernels.py)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,8 @@ def test_frozen_embed_needs_room_for_two_blocks():
 
 def test_lever_keys_are_stored_only_when_set():
     default = config_dict(OrbitConfig())
-    assert not set(OrbitConfig.OMIT_AT_DEFAULT) & set(default)
+    # grid_kernel's default is written: a file without it means the kernel of older runs
+    assert set(OrbitConfig.OMIT_AT_DEFAULT) & set(default) == {"grid_kernel"}
     set_ = config_dict(OrbitConfig(score_scale=2.0, qk_decay=False))
     assert (set_["score_scale"], set_["qk_decay"]) == (2.0, False) and "qk_init" not in set_
     # a stored config without them reads back as the defaults
@@ -154,12 +155,19 @@ def test_compiled_grid_kernel_needs_a_cpp_compiler(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no c++, g++ or clang++
     with pytest.raises(ConfigError, match="grid_kernel=compiled needs a C\\+\\+ compiler"):
         cfg_of(grid_kernel="compiled")
-    cfg_of(grid_kernel="eager")  # the default needs none
+    cfg_of(grid_kernel="eager")  # the others need none
+    cfg_of(grid_kernel="fused")
     with pytest.raises(ConfigError, match="grid_kernel must be one of"):
         cfg_of(grid_kernel="fast")
 
 
-def test_compiled_grid_kernel_is_stored_only_when_set_and_trains_alone():
-    assert "grid_kernel" not in config_dict(OrbitConfig())
+def test_grid_kernel_is_stored_unless_eager_and_trains_alone_only_when_compiled():
+    """The fused kernel is the default since 2026-12-08; run files from before have no
+    grid_kernel key and were trained with the eager kernel, so a file without the key means
+    eager: eager is the value left out, the default is written."""
+    assert config_dict(OrbitConfig())["grid_kernel"] == "fused"
+    assert "grid_kernel" not in config_dict(OrbitConfig(grid_kernel="eager"))
     assert config_dict(OrbitConfig(grid_kernel="compiled"))["grid_kernel"] == "compiled"
-    assert batch_key(OrbitConfig(grid_kernel="compiled")) is None  # the batch has only the eager kernel
+    assert batch_key(OrbitConfig(grid_kernel="compiled")) is None  # the batch has no compiled kernel
+    keys = {k: batch_key(OrbitConfig(grid_kernel=k)) for k in ("fused", "eager")}
+    assert None not in keys.values() and keys["fused"] != keys["eager"]  # batched, never together

@@ -110,3 +110,92 @@ class CompiledGridAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):
         return _compiled("backward", grid_backward)(g.contiguous(), *ctx.saved_tensors)
+
+
+# Above this spread of QK scores within a row of M (max - min over keys), `fused_forward`'s
+# exponentials shifted by the row's maximum could underflow for all three keys of a cell
+# (exp(-87) is float32's smallest normal number): such rows take the per-cell maximum instead.
+FUSED_MAX_SPREAD = 60.0
+
+
+def fused_forward(M: torch.Tensor, R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`FusedGridAttention`'s forward: (G [..., n, n, n, n_out], A_1 [..., a, b, c, H] cell-major,
+    D [..., a, b, H, n_out]) with D[a, b, h] = R[h, :, b] - R[h, :, a].
+
+    The attention sums to 1 over the three keys, so G[a, b, c] = C[a] + T[a, b, c] + T[a, c, b]
+    with C[a] = sum_h R[h, :, a] and T[a, b, c] = sum_h A_1[h, a, b, c] D[a, b, h]: one batched
+    product per (a, b) and three passes over the [H, n^3] attention, all in the memory order the
+    product reads (head last)."""
+    H, n, n_out = M.shape[-3], M.shape[-1], R.shape[-2]
+    lead = M.shape[:-3]
+    Mc = M.movedim(-3, -1)  # (..., a, k, h)
+    top = Mc.amax(-2, keepdim=True)
+    E = (Mc - top).exp_().contiguous()  # (..., a, k, h), each row's largest entry 1
+    a1 = torch.add(E[..., :, :, None, :], E[..., :, None, :, :])  # (..., a, b, c, h)
+    a1 += torch.diagonal(E, dim1=-3, dim2=-2).transpose(-1, -2)[..., :, None, None, :]
+    a1.reciprocal_().mul_(E[..., :, :, None, :])
+    # per run (a batch's instances each as alone): a wide row takes the per-cell maximum instead
+    wide = ((top - Mc.amin(-2, keepdim=True)) > FUSED_MAX_SPREAD).flatten(-3).any(-1)  # (...)
+    if bool(wide.any()):
+        s0 = torch.diagonal(Mc, dim1=-3, dim2=-2).transpose(-1, -2)[..., :, None, None, :]  # (..., a, 1, 1, h)
+        s1, s2 = Mc[..., :, :, None, :], Mc[..., :, None, :, :]
+        mx = torch.maximum(torch.maximum(s0, s1), s2)
+        safe = (s1 - mx).exp_()
+        z = (s0 - mx).exp_()
+        z += safe
+        z += (s2 - mx).exp_()
+        safe /= z
+        a1 = torch.where(wide[..., None, None, None, None], safe, a1).contiguous()
+    Rk = R.movedim(-1, -3).contiguous()  # (..., key, h, x)
+    D = torch.sub(Rk[..., None, :, :, :], Rk[..., :, None, :, :], out=M.new_empty(*lead, n, n, H, n_out))
+    T = torch.bmm(a1.view(-1, n, H), D.view(-1, H, n_out)).view(*lead, n, n, n, n_out)
+    out = torch.add(T, T.transpose(-3, -2))
+    out += Rk.sum(-2)[..., :, None, None, :]
+    return out, a1, D
+
+
+def fused_backward(g: torch.Tensor, a1: torch.Tensor, D: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`FusedGridAttention`'s backward: (dM [..., H, n, n], dR [..., H, n_out, n]) from the
+    gradient g of G and `fused_forward`'s A_1, D.
+
+    With G = C + T + T^T (b, c swapped), dL/dT = g + g^T =: g_s, dL/dA_1 = g_s D (per (a, b))
+    and dL/dD = A_1^T g_s. The softmax backward, with the attention on the query's own token
+    eliminated (A_0 = 1 - A_1 - A_2) and A_2 = A_1^T, gives per cell P = A_1 dL/dA_1,
+    dM[a, b] = sum_c (P - A_1 (P + P^T)) and, on the diagonal, minus that row's sum over b."""
+    n, H, n_out = a1.shape[-2], a1.shape[-1], g.shape[-1]
+    lead = a1.shape[:-4]
+    g = g.contiguous()
+    gs = torch.add(g, g.transpose(-3, -2))  # (..., a, b, c, x)
+    P = torch.bmm(gs.view(-1, n, n_out), D.view(-1, H, n_out).mT).view(a1.shape)
+    dD = torch.bmm(a1.view(-1, n, H).mT, gs.view(-1, n, n_out)).view(D.shape)  # (..., a, b, h, x)
+    P *= a1
+    rows = torch.addcmul(P, a1, torch.add(P, P.transpose(-3, -2)), value=-1).sum(-2)  # (..., a, b, h)
+    diagonal = torch.diagonal(rows, dim1=-3, dim2=-2)  # (..., h, a) view
+    diagonal -= rows.sum(-2).transpose(-1, -2)
+    dRk = dD.sum(-4) - dD.sum(-3) + g.sum((-3, -2))[..., :, None, :]  # (..., key, h, x)
+    del lead
+    return rows.movedim(-1, -3), dRk.movedim(-3, -1)
+
+
+class FusedGridAttention(torch.autograd.Function):
+    """`GridAttention`'s values and gradients (to float32 rounding, not the same bits) with about
+    a third of its passes over the grid (config grid_kernel = "fused", the default since
+    2026-12-08): `fused_forward`, `fused_backward`. Same shapes, the same leading instance axis."""
+
+    @staticmethod
+    def forward(ctx, M: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+        out, a1, D = fused_forward(M, R)
+        ctx.save_for_backward(a1, D)
+        return out
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        return fused_backward(g, *ctx.saved_tensors)
+
+
+# config grid_kernel -> the grid attention's autograd Function
+GRID_KERNELS: dict[str, type[torch.autograd.Function]] = {
+    "fused": FusedGridAttention,
+    "eager": GridAttention,
+    "compiled": CompiledGridAttention,
+}

@@ -33,10 +33,16 @@ from __future__ import annotations
 import torch
 
 from headmovies.tasks.orbits import M_SHIFT
-from headmovies.train.orbits.attention import GridAttention
+from headmovies.train.orbits.attention import GRID_KERNELS
 from headmovies.train.orbits.config import OrbitConfig
-from headmovies.train.orbits.losses import grid_losses, ov_bias_penalty, seq_eq_loss
-from headmovies.train.orbits.model import qk_ov
+from headmovies.train.orbits.losses import (
+    FusedGridLosses,
+    grid_losses,
+    ov_bias_penalty,
+    seq_eq_loss,
+    seq_eq_loss_fused,
+)
+from headmovies.train.orbits.model import qk_ov, qk_ov_factors
 from headmovies.train.orbits.task import OrbitTask, decay_groups, set_hyperparameters
 
 # Config keys every instance of a batch shares; the rest may differ per instance.
@@ -60,8 +66,9 @@ SHARED_KEYS = (
     "early_every",
     "switch_epoch",
     "late_every",
-    "log_early",
-)  # snapshots
+    "log_early",  # snapshots
+    "grid_kernel",
+)
 
 PARAMS = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")  # `model.AttentionLayer`'s parameters, in its order
 
@@ -74,14 +81,17 @@ MAX_BATCH = 32
 
 
 # Optional keys (`OrbitConfig.OMIT_AT_DEFAULT`) the batch does not implement: runs that set one
-# train alone (two levers, and grid_kernel, which the batch computes one way only)
-UNBATCHED_LEVERS = ("frozen_embed", "impose_orbit_at", "grid_kernel")
+# train alone (two levers), and the grid kernels it does (the others train alone)
+UNBATCHED_LEVERS = ("frozen_embed", "impose_orbit_at")
+BATCHED_KERNELS = ("fused", "eager")
 
 
 def unbatched_levers(cfg: OrbitConfig) -> list[str]:
-    """'key=value' of each key of UNBATCHED_LEVERS that `cfg` sets away from its default."""
+    """'key=value' of each key of UNBATCHED_LEVERS that `cfg` sets away from its default, and of
+    a grid_kernel the batch does not compute."""
     default = OrbitConfig()
-    return [f"{k}={getattr(cfg, k)}" for k in UNBATCHED_LEVERS if getattr(cfg, k) != getattr(default, k)]
+    levers = [f"{k}={getattr(cfg, k)}" for k in UNBATCHED_LEVERS if getattr(cfg, k) != getattr(default, k)]
+    return levers + ([] if cfg.grid_kernel in BATCHED_KERNELS else [f"grid_kernel={cfg.grid_kernel}"])
 
 
 def batch_key(cfg: OrbitConfig) -> tuple | None:
@@ -136,6 +146,7 @@ class OrbitBatch:
         self._leaves: list[list[torch.Tensor]] | None = None
         v0 = views[0]
         self.gather = v0.gather.to(dev)  # depends on n only
+        self.inverse = v0.inverse.to(dev)
         self.target = v0.target.to(dev)
         self.w_train = torch.stack([v.w_train for v in views]).to(dev)  # (B, a, b, c)
         self.w_eq = torch.stack([v.w_eq for v in views]).to(dev)  # (B, a, orbit)
@@ -173,7 +184,7 @@ class OrbitBatch:
     def grid_logits(self) -> torch.Tensor:
         """Logits G [B, a, b, c, class] of every instance."""
         M, R = self.circuits()
-        out = GridAttention.apply(M, R)  # (B, n, n, n, n_out)
+        out = GRID_KERNELS[self.cfg.grid_kernel].apply(M, R)  # (B, n, n, n, n_out)
         if self.cfg.residual:
             # per instance, as the single run adds it: the gradient of the direct path then sums
             # over (b, c) with the single run's shapes; a batched broadcast sums in another
@@ -182,7 +193,11 @@ class OrbitBatch:
         return out
 
     def _losses(self, logits: torch.Tensor, with_eq: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-instance (ce, eq) [B] of `OrbitTask._losses`."""
+        """Per-instance (ce, eq) [B] of `OrbitTask._train_losses`."""
+        if self.cfg.grid_kernel == "fused":
+            return FusedGridLosses.apply(
+                logits, self.target, self.w_train, self.gather, self.inverse, self.w_eq, with_eq
+            )
         return grid_losses(logits, self.target, self.w_train, self.gather, self.w_eq, with_eq)[2:]
 
     def step(self, epoch: int) -> None:
@@ -218,16 +233,23 @@ class OrbitBatch:
     def _seq_eq_loss(self, L: int, active: list[int]) -> torch.Tensor:
         """[B]: `losses.seq_eq_loss` of each active instance on sequences drawn from its own
         generator (as its single run draws them), 0 for the others (which draw nothing)."""
-        M, R = self.circuits()
-        OV = R.mT  # slice the key-major product, so gradients reach it in the single run's layout
+        fused = self.cfg.grid_kernel == "fused"
+        if not fused:
+            M, R = self.circuits()
+            OV = R.mT  # slice the key-major product, so gradients reach it in the single run's layout
         out = []
         for i, view in enumerate(self.views):
             if i not in active:
-                out.append(M.new_zeros(()))
+                out.append(self.W_E.new_zeros(()))
                 continue
             x = torch.randint(0, self.cfg.p, (self.cfg.eq_seq_batch, L), generator=view.generator)
-            direct = (self._weights()[i][0], self._weights()[i][5]) if self.cfg.residual else None
-            out.append(seq_eq_loss(M[i], OV[i].mT, x, direct))
+            w = self._weights()[i]
+            direct = (w[0], w[5]) if self.cfg.residual else None
+            if fused:  # as the single run: from this instance's own factors
+                factors = qk_ov_factors(w[0], w[1], w[2], w[3], w[4], w[5], view.cfg.score_scale)
+                out.append(seq_eq_loss_fused(*factors, x, direct))
+            else:
+                out.append(seq_eq_loss(M[i], OV[i].mT, x, direct))
         return torch.stack(out)
 
     @torch.no_grad()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from headmovies.errors import ConfigError
 from headmovies.train.config import TrainConfig, require_memory, require_signs
@@ -54,10 +55,15 @@ class OrbitConfig(TrainConfig):
     # W_U one-hot classes (read from coordinates n..2n-1), both frozen: a shift permutes coordinates
     impose_orbit_at: int = 0  # at this epoch project each fitting frequency group onto its
     # nearest exact orbit (train/orbits/impose.py) and train on; 0: never (an experiment, labelled)
-    grid_kernel: str = "eager"  # "compiled": the grid attention through torch.compile (needs a C++
-    # compiler; compiles for tens of seconds at the first step; faster on a CPU, other bits: another run)
+    # the grid attention's kernel (train/orbits/attention.py; each rounds its own way, so the same
+    # seed gives another run): "fused" (the default since 2026-12-08), "eager" (the kernel of every
+    # run before, the census's included), "compiled" (eager through torch.compile; needs a C++
+    # compiler and compiles for tens of seconds at the first step)
+    grid_kernel: str = "fused"
 
     OMIT_AT_DEFAULT = ("score_scale", "qk_decay", "qk_init", "frozen_embed", "impose_orbit_at", "grid_kernel")
+    # run files from before the fused kernel have no grid_kernel: they were trained with "eager"
+    ABSENT_MEANS: ClassVar[dict[str, Any]] = {"grid_kernel": "eager"}
 
     def levers(self) -> list[str]:
         """'key=value' of each lever key (OMIT_AT_DEFAULT but grid_kernel, which changes how the
@@ -109,7 +115,7 @@ class OrbitConfig(TrainConfig):
             "split": ("random", "orbit"),
             "eq_inputs": ("all", "train"),
             "lr_schedule": ("constant", "cosine"),
-            "grid_kernel": ("eager", "compiled"),
+            "grid_kernel": ("fused", "eager", "compiled"),
         }
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:

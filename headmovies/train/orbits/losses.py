@@ -17,7 +17,7 @@ import torch
 from torch.nn import functional
 
 from headmovies.tasks.orbits import M_SHIFT
-from headmovies.train.orbits.seq_attention import SeqAttention
+from headmovies.train.orbits.seq_attention import FusedSeqAttention, SeqAttention
 
 
 def orbit_gather_index(n: int, m: int) -> torch.Tensor:
@@ -71,6 +71,56 @@ def eq_loss(logp: torch.Tensor, gather: torch.Tensor, w: torch.Tensor) -> torch.
     total = n * (w * d2).sum((-2, -1)) + (W[..., None, :] * d2).sum((-2, -1))
     n_inputs = w.sum((-2, -1)) / 3
     return total / (n_inputs * (n - 1))
+
+
+class FusedGridLosses(torch.autograd.Function):
+    """`grid_losses`' (ce, eq) [...] of grid logits [..., n, n, n, n_out] with the backward written
+    out: the same values to float rounding (not the same bits), in about half the passes over the
+    grid that autograd's backward of `grid_losses` takes (config grid_kernel = "fused").
+
+    apply(logits, target, w_train, gather, inverse, w_eq, with_eq): the arguments of
+    `grid_losses`, plus inverse = the permutation undoing `gather` (`torch.argsort(gather)`).
+    With c = n w + W (cell weights w [..., a, orbit], W their sum over a) and D = l - mu, the
+    equivariance loss is sum c |D|^2 / (#inputs (n - 1)) and its gradient w.r.t. the gathered
+    log-probs 2 (c D - w sum_a c D / W) / (#inputs (n - 1))."""
+
+    @staticmethod
+    def forward(ctx, logits, target, w_train, gather, inverse, w_eq, with_eq: bool):
+        n = logits.shape[-4]
+        logp = logits.log_softmax(-1)
+        target = target.expand(logp.shape[:-1])
+        cells = (-3, -2, -1)
+        share = w_train / w_train.sum(cells)[..., None, None, None]  # each cell's weight in ce
+        ce = -(share * logp.gather(-1, target[..., None]).squeeze(-1)).sum(cells)
+        ctx.with_eq, ctx.shape = with_eq, logp.shape
+        if not with_eq:
+            ctx.save_for_backward(logp, target, share)
+            return ce, logp.new_zeros(logp.shape[:-4])
+        lr = logp.flatten(-4).index_select(-1, gather).unflatten(-1, (n, n * n, n))  # (..., a, orbit, k')
+        W = w_eq.sum(-2)  # (..., orbit)
+        mu = (w_eq[..., None] * lr).sum(-3) / W.clamp_min(1e-12)[..., None]  # (..., orbit, k')
+        D = lr.sub_(mu[..., None, :, :])
+        c = n * w_eq + W[..., None, :]  # (..., a, orbit)
+        scale = 3 / (w_eq.sum((-2, -1)) * (n - 1))  # 1 / (#inputs (n - 1))
+        eq = scale * (c * torch.linalg.vecdot(D, D)).sum((-2, -1))
+        ctx.save_for_backward(logp, target, share, inverse, D, c, W, w_eq, scale)
+        return ce, eq
+
+    @staticmethod
+    def backward(ctx, grad_ce, grad_eq):
+        if ctx.with_eq:
+            logp, target, share, inverse, D, c, W, w_eq, scale = ctx.saved_tensors
+            k = (2 * scale * grad_eq)[..., None, None]
+            g = D * (k * c)[..., None]  # (..., a, orbit, k')
+            u = g.sum(-3) / W.clamp_min(1e-12)[..., None]  # (..., orbit, k')
+            g -= w_eq[..., None] * u[..., None, :, :]
+            grad_logp = g.flatten(-3).index_select(-1, inverse).view(ctx.shape)
+        else:
+            logp, target, share = ctx.saved_tensors
+            grad_logp = logp.new_zeros(ctx.shape)
+        grad_logp.scatter_add_(-1, target[..., None], (-grad_ce[..., None, None, None] * share)[..., None])
+        grad = torch.ops.aten._log_softmax_backward_data(grad_logp, logp, -1, logp.dtype)
+        return grad, None, None, None, None, None, None
 
 
 def ov_bias_penalty(R: torch.Tensor, m: int) -> torch.Tensor:
@@ -157,15 +207,53 @@ def seq_eq_loss(
     # softmax, per-token sum and the product with OV (sum over heads, tokens) in one autograd
     # Function: the same operations and bits, its backward written out (seq_attention.py)
     logits = SeqAttention.apply(M.reshape(H, n * n), OV.reshape(-1, OV.shape[-1]), cell, index)
-    logits = logits.view(n * B, L, -1)  # (pB, L, n)
+    return _shift_spread(logits.view(n * B, L, -1), t, direct)
+
+
+def _shift_spread(
+    logits: torch.Tensor, t: torch.Tensor, direct: tuple[torch.Tensor, torch.Tensor] | None
+) -> torch.Tensor:
+    """`seq_eq_loss` from the logits [n * B, L, n] of the shifted sequences t [n * B, L] (row
+    s * B + i: sequence i shifted by s)."""
+    n, L = logits.shape[-1], logits.shape[1]
+    B = logits.shape[0] // n
     if direct is not None:
         logits = logits + (direct[0] @ direct[1])[t]
     logp = logits.log_softmax(-1).view(n, B, L, n)
     # d_s[k] = l(x+s)[k + m s] equals l(x)[k] for an equivariant layer; loss = spread over s
-    k = (torch.arange(n, device=M.device)[None, :] + M_SHIFT * torch.arange(n, device=M.device)[:, None]) % n  # (s, k)
+    k = (torch.arange(n, device=t.device)[None, :] + M_SHIFT * torch.arange(n, device=t.device)[:, None]) % n  # (s, k)
     d = logp.gather(-1, k[:, None, None, :].expand(n, B, L, n))
     spread = (d - d.mean(0)).pow(2).sum((0, 2, 3))  # (B,)
     return 2 / (n - 1) * spread.mean() * 3 / L
+
+
+def seq_eq_loss_fused(
+    M: torch.Tensor,
+    v: torch.Tensor,
+    OU: torch.Tensor,
+    x: torch.Tensor,
+    direct: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """`seq_eq_loss` (the same value to float32 rounding, not the same bits) from the OV
+    circuit's factors, through `FusedSeqAttention` (config grid_kernel = "fused").
+
+    M [H, n, n]: the QK table; v [H, n, d_head]: each token's value per head (W_E W_V); OU
+    [H, d_head, n_out]: W_O W_U per head (the OV circuit is v @ OU); x [B, L] tokens; direct as in
+    `seq_eq_loss`. Returns a scalar."""
+    n, B, L = M.shape[-1], x.shape[0], x.shape[1]
+    H, dh = v.shape[0], v.shape[-1]
+    x = x.to(M.device)
+    t = ((x[None] + torch.arange(n, device=M.device)[:, None, None]) % n).reshape(n * B, L)  # row s*B+i: x_i + s
+    key = t.t()  # (j, p): the token of key j of sequence p
+    cell = (t.t()[None, :, :] * n + key[:, None, :]).reshape(-1)  # (j, i, p): query t[p, i], key t[p, j]
+    logits = FusedSeqAttention.apply(
+        M.reshape(H, n * n),
+        v.transpose(1, 2).reshape(H * dh, n),
+        OU.reshape(H * dh, -1),
+        cell,
+        key.reshape(-1),
+    ).view(L, n * B, -1)  # (i, p, class)
+    return _shift_spread(logits.transpose(0, 1), t, direct)
 
 
 def seq_eq_loss_indexed(M: torch.Tensor, R: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ import math
 import torch
 from torch import nn
 
-from headmovies.train.orbits.attention import CompiledGridAttention, GridAttention
+from headmovies.train.orbits.attention import GRID_KERNELS
 
 
 def qk_ov(
@@ -33,13 +33,28 @@ def qk_ov(
     layer does) and key-major OV circuit [H, n, n_out] (key token, output class) of one layer's
     weights (`AttentionLayer`'s shapes), docs/math.md "QK and OV circuits". A batch of runs calls
     it per instance (`batch.OrbitBatch.circuits`): one product alone rounds as in the single run."""
+    M, v, OU = qk_ov_factors(W_E, W_Q, W_K, W_V, W_O, W_U, score_scale)
+    return M, v @ OU  # (H, n, n), (H, n, n_out)
+
+
+def qk_ov_factors(
+    W_E: torch.Tensor,
+    W_Q: torch.Tensor,
+    W_K: torch.Tensor,
+    W_V: torch.Tensor,
+    W_O: torch.Tensor,
+    W_U: torch.Tensor,
+    score_scale: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`qk_ov`'s QK table M [H, n, n] and its OV circuit's factors: each token's value per head
+    v = W_E W_V [H, n, d_head] and W_O W_U [H, d_head, n_out] (OV = v @ W_O W_U)."""
     q = torch.einsum("nd,hde->hne", W_E, W_Q)  # (H, n, dh)
     k = torch.einsum("nd,hde->hne", W_E, W_K)  # (H, n, dh)
     M = q @ k.transpose(1, 2) / math.sqrt(W_Q.shape[-1])  # (H, n, n)
     if score_scale != 1.0:  # the lever (config score_scale); the default adds no operation
         M = M * score_scale
     v = torch.einsum("nd,hde->hne", W_E, W_V)  # (H, n, dh)
-    return M, v @ (W_O @ W_U)  # (H, n, n), (H, n, n_out)
+    return M, v, W_O @ W_U
 
 
 class AttentionLayer(nn.Module):
@@ -51,9 +66,9 @@ class AttentionLayer(nn.Module):
     coordinates 0..n-1 (times sqrt(d_model), today's row norm) and W_U one-hot classes read from
     coordinates n..2n-1 (column norm 1, as today's), neither trainable: a shift of tokens and
     classes is then a permutation of coordinates, which AdamW and weight decay commute with.
-    The random draws are the same either way (same later weights for the same seed). compiled:
-    the grid attention through torch.compile (`attention.CompiledGridAttention`, config
-    grid_kernel), faster on a CPU and not the same bits."""
+    The random draws are the same either way (same later weights for the same seed). grid_kernel:
+    which kernel computes the grid attention (`attention.GRID_KERNELS`, config grid_kernel): the
+    same values, each with its own rounding."""
 
     def __init__(
         self,
@@ -66,12 +81,12 @@ class AttentionLayer(nn.Module):
         score_scale: float = 1.0,
         qk_init: float = 1.0,
         frozen_embed: bool = False,
-        compiled: bool = False,
+        grid_kernel: str = "fused",
     ):
         super().__init__()
         self.n, self.residual, self.d_head, self.score_scale = n, residual, d_head, score_scale
-        # the grid attention's kernel: hand-written (the default) or through torch.compile (other bits)
-        self.grid_attention = CompiledGridAttention if compiled else GridAttention
+        # the grid attention's kernel (config grid_kernel): each gives its own bits
+        self.grid_attention = GRID_KERNELS[grid_kernel]
         g = init_scale
         self.W_E = nn.Parameter(g * torch.randn(n, d_model))
         self.W_Q = nn.Parameter(g * qk_init * torch.randn(n_heads, d_model, d_head) / math.sqrt(d_model))
@@ -96,6 +111,11 @@ class AttentionLayer(nn.Module):
         gives that product back."""
         M, OV = qk_ov(self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U, self.score_scale)
         return M, OV.transpose(1, 2)  # (H, n, n), (H, n_out, n)
+
+    def circuit_factors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """QK table M [H, n, n] and the OV circuit's factors v [H, n, d_head], W_O W_U [H, d_head,
+        n_out] (`qk_ov_factors`)."""
+        return qk_ov_factors(self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U, self.score_scale)
 
     def grid_logits(self) -> torch.Tensor:
         """Logits G [a, b, c, class] at a query token a with keys {a, b, c}, for all n^3 cells."""

@@ -145,3 +145,54 @@ class SeqAttention(torch.autograd.Function):
         for buf in (e, att, d_att):
             _give(buf)
         return dM2, dOV2, None, None
+
+
+class FusedSeqAttention(torch.autograd.Function):
+    """`SeqAttention`'s logits to float32 rounding (not its bits), from the OV circuit's factors
+    (config grid_kernel = "fused"): logits = sum_h sum_j A[h, i, j] v_h[t_j] (W_O W_U)_h, the
+    attention applied to the d_head-dimensional values instead of the n_out-wide OV rows. Every
+    tensor is laid out (head, ..., sequence) with the pB sequences last, so each pass runs along
+    whole rows of sequences: the softmax's max and sums over the L keys add whole slices (torch's
+    reductions over a last axis of L = 6 are slow), and the products over keys and value
+    dimensions are a few multiply-adds of [H, L, pB] slices.
+
+    M2 [H, n * n]: the QK table by head and cell (query * n + key); V2 [H * d_head, n]: the
+    values v[h, t] (rows (h, e)); OU2 [H * d_head, n_out]: W_O W_U, rows (h, e); cell
+    [L * L * pB] (int64): the QK cell of (key j, query i, sequence p); tok [L * pB]: the token of
+    (key j, sequence p). Returns logits [L * pB, n_out] (query major); backward gives
+    (dM2, dV2, dOU2)."""
+
+    @staticmethod
+    def forward(ctx, M2, V2, OU2, cell, tok):
+        H = M2.shape[0]
+        dh = V2.shape[0] // H
+        L = cell.shape[0] // tok.shape[0]
+        pB = tok.shape[0] // L
+        att = M2.index_select(1, cell).view(H, L, L, pB)  # (h, j, i, p) scores
+        att = att.sub_(att.amax(1, keepdim=True)).exp_()
+        att /= att.sum(1, keepdim=True)
+        value = V2.index_select(1, tok).view(H, dh, L, pB)  # (h, e, j, p)
+        z = value[:, :, 0, None, :] * att[:, None, 0, :, :]  # (h, e, i, p)
+        for j in range(1, L):
+            z.addcmul_(value[:, :, j, None, :], att[:, None, j, :, :])
+        ctx.save_for_backward(att, value, z, OU2, cell, tok)
+        ctx.n = M2.shape[1], V2.shape[1]
+        return z.view(H * dh, L * pB).t() @ OU2
+
+    @staticmethod
+    def backward(ctx, g):
+        att, value, z, OU2, cell, tok = ctx.saved_tensors
+        H, dh, L, pB = value.shape
+        dOU2 = z.view(H * dh, L * pB) @ g
+        dz = (OU2 @ g.t()).view(H, dh, L, pB)  # (h, e, i, p)
+        d_att = value[:, 0, :, None, :] * dz[:, 0, None, :, :]  # (h, j, i, p)
+        for e in range(1, dh):
+            d_att.addcmul_(value[:, e, :, None, :], dz[:, e, None, :, :])
+        d_value = att[:, None, :, 0, :] * dz[:, :, None, 0, :]  # (h, e, j, p)
+        for i in range(1, L):
+            d_value.addcmul_(att[:, None, :, i, :], dz[:, :, None, i, :])
+        dV2 = value.new_zeros(H * dh, ctx.n[1]).index_add_(1, tok, d_value.view(H * dh, L * pB))
+        t = d_att.mul_(att)
+        d_score = t.addcmul_(att, t.sum(1, keepdim=True), value=-1)  # softmax backward: A (d - sum_j A d)
+        dM2 = att.new_zeros(H, ctx.n[0]).index_add_(1, cell, d_score.view(H, -1))
+        return dM2, dV2, dOU2, None, None

@@ -20,7 +20,14 @@ from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
 from headmovies.train.orbits.config import OrbitConfig, seq_lengths
 from headmovies.train.orbits.eq_errors import eq_error_pooled, eq_error_worst_input
 from headmovies.train.orbits.impose import RULE, impose_orbits
-from headmovies.train.orbits.losses import grid_losses, orbit_gather_index, ov_bias_penalty, seq_eq_loss
+from headmovies.train.orbits.losses import (
+    FusedGridLosses,
+    grid_losses,
+    orbit_gather_index,
+    ov_bias_penalty,
+    seq_eq_loss,
+    seq_eq_loss_fused,
+)
 from headmovies.train.orbits.model import AttentionLayer
 from headmovies.train.task import Task
 
@@ -107,13 +114,14 @@ class OrbitTask(Task[OrbitConfig]):
             cfg.score_scale,
             cfg.qk_init,
             cfg.frozen_embed,
-            cfg.grid_kernel == "compiled",
+            cfg.grid_kernel,
         )
         self.optimizer = torch.optim.AdamW(
             param_groups(self.model, cfg.qk_decay), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True
         )
         self.train_idx, self.heldout_idx = make_split(n, cfg.train_frac, cfg.split, cfg.seed)
         self.gather = orbit_gather_index(n, M_SHIFT)
+        self.inverse = torch.argsort(self.gather)  # the permutation undoing `gather`
         g = self.gather.view(n, n * n, n)[:, :, 0] // n  # cell index of (a, orbit)
         w_train = torch.from_numpy(cell_weights(self.train_idx, n)).float()
         w_held = torch.from_numpy(cell_weights(self.heldout_idx, n)).float()
@@ -157,6 +165,15 @@ class OrbitTask(Task[OrbitConfig]):
         """`losses.grid_losses` of this run: (logp, nll, ce, eq) of grid logits [n, n, n, n]."""
         return grid_losses(logits, self.target, self.w_train, self.gather, self.w_eq, with_eq)
 
+    def _train_losses(self, logits: torch.Tensor, with_eq: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """(ce, eq) of grid logits for a training step: with grid_kernel "fused" through
+        `losses.FusedGridLosses` (its backward written out), otherwise `_losses`' autograd form."""
+        if self.cfg.grid_kernel == "fused":
+            return FusedGridLosses.apply(
+                logits, self.target, self.w_train, self.gather, self.inverse, self.w_eq, with_eq
+            )
+        return self._losses(logits, with_eq)[2:]
+
     def schedule(self, epoch: int) -> tuple[float, float, float, list[int], float]:
         """(lr, weight decay, lambda, sequence lengths, mu) of the step taken after `epoch` steps.
 
@@ -190,8 +207,10 @@ class OrbitTask(Task[OrbitConfig]):
     def _seq_eq_loss(self, L: int) -> torch.Tensor:
         """`seq_eq_loss` on eq_seq_batch fresh random sequences of length L (from the task's generator)."""
         x = torch.randint(0, self.cfg.p, (self.cfg.eq_seq_batch, L), generator=self.generator)
-        M, R = self.model.circuits()
         direct = (self.model.W_E, self.model.W_U) if self.model.residual else None
+        if self.cfg.grid_kernel == "fused":
+            return seq_eq_loss_fused(*self.model.circuit_factors(), x, direct)
+        M, R = self.model.circuits()
         return seq_eq_loss(M, R, x, direct)
 
     @torch.no_grad()
@@ -228,7 +247,7 @@ class OrbitTask(Task[OrbitConfig]):
             loss = _Precomputed.apply(*self.model.circuits(), grid, waiting)
             self.overlapped_steps += 1
         else:
-            _, _, ce, eq = self._losses(self.model.grid_logits(), with_eq=lam > 0)
+            ce, eq = self._train_losses(self.model.grid_logits(), with_eq=lam > 0)
             loss = ce + lam * eq
         if lam > 0:
             for L in lengths:
@@ -267,7 +286,7 @@ class OrbitTask(Task[OrbitConfig]):
         with torch.enable_grad():
             logits = self.model.grid_attention.apply(M, R)
             logits.register_hook(widen)  # runs just before the grid attention's backward
-            _, _, ce, eq = self._losses(logits)
+            ce, eq = self._train_losses(logits)
             widen()
             dM, dR = torch.autograd.grad(ce + lam * eq, (M, R))
             return dM, dR
