@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import time
 
 import numpy as np
 import pytest
@@ -135,4 +136,21 @@ def test_forked_map_keeps_order_and_stops_its_workers():
 
     with pytest.raises(OSError, match="damaged bytes"):
         list(forked_map(lambda x: x, broken(), 2))
+    assert mp.active_children() == []
+
+
+def test_a_worker_that_ended_before_the_parent_wrote_to_it_still_reports_its_error():
+    """The race that the load of a busy machine exposed: worker 1 fails and exits before the
+    parent sends it the number of a slot to reuse. That send meets a closed pipe; the parent must
+    go on to read the worker's error, not stop at BrokenPipeError. Here worker 1 draws frame 1
+    and fails at frame 3 at once, and the parent, slow to consume, sends it the slot of frame 1
+    (at frame 2) after it exited."""
+
+    def slow_consumer():
+        frames = frames_in_workers(lambda k, s: numbered(k, s, fail_at=3), 11, (4, 6, 3), 2)
+        for _ in frames:
+            time.sleep(0.3)  # worker 1 has failed and exited by the time the parent writes to it
+
+    with pytest.raises(RuntimeError, match=r"frame worker 1 failed:(.|\n)*ValueError: no frame 3"):
+        slow_consumer()
     assert mp.active_children() == []

@@ -77,7 +77,7 @@ def frames_in_workers(
             k, n = t % workers, t // workers
             prev = t - 1  # the consumer asks for the next frame: the previous one is written
             if prev >= 0 and prev + SLOTS * workers < count:  # its buffer has another frame to hold
-                pipes[prev % workers][0].send(prev)
+                _send(pipes[prev % workers][0], prev)
             try:
                 msg = pipes[k][0].recv()
             except EOFError:
@@ -85,6 +85,13 @@ def frames_in_workers(
             if msg[0] == "error":
                 raise RuntimeError(f"frame worker {k} failed:\n{msg[1]}")
             yield slots[k][n % SLOTS]
+
+
+def _send(conn, message) -> None:
+    """Send to a worker; one that has ended (after sending its error, or killed) is not an error
+    here: the next read from it says what happened."""
+    with contextlib.suppress(BrokenPipeError):
+        conn.send(message)
 
 
 @contextlib.contextmanager
@@ -165,7 +172,7 @@ def forked_map(fn: Callable, items: Iterable, workers: int, ahead: int = 4) -> I
                 if item is _END:
                     more = False
                     break
-                pipes[sent % workers][0].send(item)
+                _send(pipes[sent % workers][0], item)
                 sent += 1
             if got == sent:
                 break
