@@ -9,12 +9,13 @@ thread count (default 1 and 2, the same count for both trainers), from one run a
   - epochs/s of our trainer (`OrbitTask.step` at epoch 3,000, after lambda's ramp: the whole p^3
     grid from per-head QK/OV tables, cross-entropy on the train split and the exact equivariance
     loss over all inputs and all shifts, i.e. strictly more work than the reference);
-  - their ratio;
+  - their ratio, with the default fused kernels, and the same step with the eager kernel
+    (grid_kernel=eager, the kernel of runs before 2026-12-08);
   - ms/epoch of our second phase (epoch 12,000: also the length-6 sequence term and the OV-bias
     penalty), one after the other and overlapped (`train --overlap`: the grid term in a second
-    thread; needs a second free core), and the sequence term's forward and backward with its QK gather written as
-    advanced indexing M[:, t_i, t_j] (the straightforward way, bit for bit the same gradients)
-    against ours (index_select on flat cells);
+    thread; needs a second free core), and the sequence term's forward and backward with its QK
+    gather written as advanced indexing M[:, t_i, t_j] (the straightforward way), the eager form
+    (index_select on flat cells, bit for bit the same gradients) and the fused form;
   - the streaming overhead: time to append one snapshot to a SWMR run file (and, separately, to
     evaluate the snapshot's metrics) as a fraction of the training time between two snapshots;
   - an estimate of the default run's training time at that thread count (`make movie` trains
@@ -40,6 +41,7 @@ import platform
 import subprocess
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 # as `headmovies train` does (headmovies/cli.py): sleeping OpenMP threads, so that two torch
@@ -52,7 +54,7 @@ from torch.nn import functional
 from headmovies.runfile.writer import RunWriter
 from headmovies.tasks.orbits import M_SHIFT, all_inputs, targets
 from headmovies.train.orbits.config import OrbitConfig
-from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_indexed
+from headmovies.train.orbits.losses import seq_eq_loss, seq_eq_loss_fused, seq_eq_loss_indexed
 from headmovies.train.orbits.task import OrbitTask
 from headmovies.train.schedule import config_schedule
 
@@ -125,13 +127,19 @@ def measure(cfg: OrbitConfig, threads: int, epochs: int, rounds: int) -> dict[st
     ref = ReferenceTrainer(OrbitTask(cfg))
     torch.manual_seed(0)
     overlapped = OrbitTask(cfg)
-    ours.threads = overlapped.threads = threads
+    torch.manual_seed(0)
+    eager = OrbitTask(replace(cfg, grid_kernel="eager"))  # the kernel of runs before 2026-12-08
+    ours.threads = overlapped.threads = eager.threads = threads
     # the overlapped step's second thread: not under active waits, where its idle OpenMP threads
     # would spin on a core beside every other piece (`make movie` overlaps only with passive waits)
     overlapped.overlap = threads > 1 and not active_waits()
     phase1, phase2 = 3000, 12000  # lambda at eq_weight; second phase with its sequence term
     M, R = (c.detach().requires_grad_() for c in ours.model.circuits())
+    M2, v, OU = (c.detach().requires_grad_() for c in ours.model.circuit_factors())
     x = torch.randint(0, cfg.p, (cfg.eq_seq_batch, 6), generator=torch.Generator().manual_seed(0))
+
+    def seq_fused():
+        return seq_eq_loss_fused(M2, v, OU, x).backward()
 
     def seq_ours():
         return seq_eq_loss(M, R, x).backward()
@@ -148,10 +156,12 @@ def measure(cfg: OrbitConfig, threads: int, epochs: int, rounds: int) -> dict[st
 
     pieces = {
         "ours": (step(ours, phase1), epochs),
+        "eager": (step(eager, phase1), epochs),
         "ref": (ref.step, max(3, epochs // 10)),
         "two": (step(ours, phase2), epochs),
         **({"over": (step(overlapped, phase2), epochs)} if overlapped.overlap else {}),
         "seq": (seq_ours, epochs),
+        "seq_fused": (seq_fused, epochs),
         "seq_ref": (seq_ref, epochs),
     }
     for fn, _ in pieces.values():  # warm up
@@ -192,6 +202,10 @@ def report(cfg: OrbitConfig, threads: int, t: dict[str, float]) -> None:
     )
     print(f"speed-up, same threads: {t['ref'] / t['ours']:.1f}x")
     print(
+        f"ours with the eager kernel (grid_kernel=eager, runs before 2026-12-08): {t['eager'] * 1e3:7.1f} ms/epoch "
+        f"({t['ref'] / t['eager']:.1f}x the reference; the fused kernels {t['eager'] / t['ours']:.2f}x faster)"
+    )
+    print(
         f"ours, second phase (+ length-6 sequence term, OV-bias penalty): {t['two'] * 1e3:7.1f} ms/epoch "
         f"({t['two'] / t['ours']:.2f}x the first phase's)"
     )
@@ -202,7 +216,8 @@ def report(cfg: OrbitConfig, threads: int, t: dict[str, float]) -> None:
         )
     print(
         f"sequence term forward + backward: {t['seq_ref'] * 1e3:.2f} ms with advanced indexing and one-hot "
-        f"tokens, {t['seq'] * 1e3:.2f} ms with index_select and scatter_add ({t['seq_ref'] / t['seq']:.2f}x)"
+        f"tokens, {t['seq'] * 1e3:.2f} ms with index_select and scatter_add (eager, {t['seq_ref'] / t['seq']:.2f}x), "
+        f"{t['seq_fused'] * 1e3:.2f} ms fused ({t['seq_ref'] / t['seq_fused']:.2f}x)"
     )
     print(
         f"streaming: {t['write'] * 1e3:.2f} ms per snapshot append = {t['write'] / interval:.2%} of training time "

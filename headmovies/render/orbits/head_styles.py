@@ -17,7 +17,7 @@ The orbit check of every snapshot (`history.OrbitHistory`, from the pass over th
   `dead_tol` of the largest head's; dead overrides every other state).
 
 The legend has one entry per final orbit ("4-orbit (heads 5, 15, 30, 31): square where ω = 6,
-at 0 where ω = 8 · verified since epoch 10,700", true in every panel), blank while that orbit
+at 0 where ω = 8 · verified since epoch 10,800", true in every panel), blank while that orbit
 is not verified; one for other verified orbits (if any), one for the other live heads and one
 for the dead heads, with counts at t.
 """

@@ -4,10 +4,11 @@
 Each instance is a real `OrbitTask` (its *view*), built exactly as the training loop builds a
 single run (under `torch.manual_seed(cfg.seed)`), so its initial weights, data split and
 generator are that run's. The batch stacks the views' parameters along a leading instance axis
-and takes each step for all of them at once: the n^3 grid attention (the single run's
-`attention.GridAttention` with an instance axis: [B, H, n, n] tables -> [B, n, n, n, n] logits),
-the losses over it (`losses.grid_losses`, the same way) and one AdamW over the stacked
-parameters (elementwise: B independent optimizers). The per-instance losses are summed, so each
+and takes each step for all of them at once: the n^3 grid attention (the single run's kernel,
+`attention.GRID_KERNELS[grid_kernel]`, with an instance axis: [B, H, n, n] tables -> [B, n, n, n,
+n] logits), the losses over it (`losses.FusedGridLosses` or `losses.grid_losses`, the same way)
+and one AdamW over the stacked parameters (elementwise: B independent optimizers). The fused and
+eager kernels train batched; instances of a batch share one. The per-instance losses are summed, so each
 instance's gradient is its own. The small parts (each instance's circuits, OV-bias penalty and
 sequence term) run the single run's own operations per instance, and each instance's weights
 are leaves of their own during a step: then every instance equals its single run bit for bit
@@ -20,12 +21,12 @@ resumes as a single run).
 
 What instances of one batch must share (`batch_key`): the shapes, the optimizer schedule (one
 AdamW learning rate and weight decay per step), the sequence term's lengths and batch, and the
-snapshot schedule. Everything else may differ per instance: seed, init_scale, split, train_frac,
+snapshot schedule and the grid kernel. Everything else may differ per instance: seed, init_scale, split, train_frac,
 the loss weights and their ramps (eq_*, ov_bias_weight, refine_eq_weight, ...), refine_prune.
 Of the levers (`OrbitConfig.levers`; docs/experiments.md, "Levers"), score_scale (per instance, in its circuits),
 qk_init (its initial weights) and qk_decay (shared: W_Q and W_K in an AdamW group without weight
 decay, as `task.param_groups`) train batched; a run with frozen_embed or impose_orbit_at set trains
-alone (`batch_key` None) and a batch refuses it (ValueError).
+alone (`batch_key` None), as does grid_kernel=compiled, and a batch refuses them (ValueError).
 """
 
 from __future__ import annotations
