@@ -44,7 +44,7 @@ from headmovies.train.orbits.losses import (
     seq_eq_loss_fused,
 )
 from headmovies.train.orbits.model import qk_ov, qk_ov_factors
-from headmovies.train.orbits.task import OrbitTask, adamw_form, decay_groups, set_hyperparameters
+from headmovies.train.orbits.task import OrbitTask, decay_groups, make_adamw, set_hyperparameters
 
 # Config keys every instance of a batch shares; the rest may differ per instance.
 SHARED_KEYS = (
@@ -143,9 +143,7 @@ class OrbitBatch:
         ]
         self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U = self.params
         groups = decay_groups(self.params, [self.W_Q, self.W_K], self.cfg.qk_decay)  # as the single run's
-        self.optimizer = torch.optim.AdamW(
-            groups, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, **adamw_form(self.cfg)
-        )
+        self.optimizer = make_adamw(groups, self.cfg)
         self._leaves: list[list[torch.Tensor]] | None = None
         v0 = views[0]
         self.gather = v0.gather.to(dev)  # depends on n only

@@ -90,11 +90,14 @@ def set_hyperparameters(optimizer: torch.optim.Optimizer, lr: float, weight_deca
         group["lr"], group["weight_decay"] = lr, 0.0 if group.get("no_decay") else weight_decay
 
 
-def adamw_form(cfg: OrbitConfig) -> dict[str, bool]:
-    """AdamW's implementation, a keyword of `torch.optim.AdamW`: with the fused kernels its fused
-    form (one pass over each tensor, 3x faster at these sizes, its own rounding), otherwise the
-    foreach form that every eager-kernel run was trained with (the same bits as the for-loop form)."""
-    return {"fused": True} if cfg.grid_kernel == "fused" else {"foreach": True}
+def make_adamw(groups: list, cfg: OrbitConfig) -> torch.optim.AdamW:
+    """AdamW over `groups` at cfg's lr and weight decay: with the fused kernels its fused form (one
+    pass over each tensor, 3x faster at these sizes, its own rounding), otherwise the foreach form
+    that every eager-kernel run was trained with (the same bits as the for-loop form)."""
+    fused = cfg.grid_kernel == "fused"
+    return torch.optim.AdamW(
+        groups, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True if fused else None, foreach=None if fused else True
+    )
 
 
 def param_groups(model: AttentionLayer, qk_decay: bool = True) -> list:
@@ -125,9 +128,7 @@ class OrbitTask(Task[OrbitConfig]):
             cfg.frozen_embed,
             cfg.grid_kernel,
         )
-        self.optimizer = torch.optim.AdamW(
-            param_groups(self.model, cfg.qk_decay), lr=cfg.lr, weight_decay=cfg.weight_decay, **adamw_form(cfg)
-        )
+        self.optimizer = make_adamw(param_groups(self.model, cfg.qk_decay), cfg)
         self.train_idx, self.heldout_idx = make_split(n, cfg.train_frac, cfg.split, cfg.seed)
         self.gather = orbit_gather_index(n, M_SHIFT)
         self.inverse = torch.argsort(self.gather)  # the permutation undoing `gather`
