@@ -6,9 +6,11 @@ Inputs are one-hot tokens and the layer has no positions, so the output at a pos
 only on its own token a (the query) and the multiset of the three tokens (the keys): the grid
 G[a, b, c] (query a, keys {a, b, c}) holds every input's outputs (docs/experiments.md, "Speed").
 
-`CompiledGridAttention` runs the same forward and backward through `torch.compile` (config
-grid_kernel = "compiled"): elementwise passes fused, faster on a CPU, other bits (rounding of
-fused operations), so a run trained with it is another run.
+Three kernels (config grid_kernel, `GRID_KERNELS`), each with its own rounding, so the same
+seed trains another run with each: `FusedGridAttention` (the default since 2026-12-08: fewer
+passes, the attention laid out head last), `GridAttention` (eager: every earlier run, the
+census's included) and `CompiledGridAttention` (eager's forward and backward through
+`torch.compile`).
 """
 
 from __future__ import annotations
@@ -163,7 +165,6 @@ def fused_backward(g: torch.Tensor, a1: torch.Tensor, D: torch.Tensor) -> tuple[
     eliminated (A_0 = 1 - A_1 - A_2) and A_2 = A_1^T, gives per cell P = A_1 dL/dA_1,
     dM[a, b] = sum_c (P - A_1 (P + P^T)) and, on the diagonal, minus that row's sum over b."""
     n, H, n_out = a1.shape[-2], a1.shape[-1], g.shape[-1]
-    lead = a1.shape[:-4]
     g = g.contiguous()
     gs = torch.add(g, g.transpose(-3, -2))  # (..., a, b, c, x)
     P = torch.bmm(gs.view(-1, n, n_out), D.view(-1, H, n_out).mT).view(a1.shape)
@@ -173,7 +174,6 @@ def fused_backward(g: torch.Tensor, a1: torch.Tensor, D: torch.Tensor) -> tuple[
     diagonal = torch.diagonal(rows, dim1=-3, dim2=-2)  # (..., h, a) view
     diagonal -= rows.sum(-2).transpose(-1, -2)
     dRk = dD.sum(-4) - dD.sum(-3) + g.sum((-3, -2))[..., :, None, :]  # (..., key, h, x)
-    del lead
     return rows.movedim(-1, -3), dRk.movedim(-3, -1)
 
 
