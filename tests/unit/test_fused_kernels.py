@@ -137,3 +137,28 @@ def test_fused_training_follows_the_eager_one():
             task.step(epoch)
     for a, b, s in zip(tasks[0].model.parameters(), tasks[1].model.parameters(), start):
         assert close(a.detach(), b.detach(), 1e-4) and not torch.equal(a.detach(), s)
+
+
+def test_fused_kernels_refuse_a_gradient_of_a_gradient():
+    """The hand-written backwards are not themselves differentiable (they read the forward's
+    saved attention as constants): a gradient of a gradient (create_graph, a gradient penalty)
+    must raise, not return a wrong second derivative. Before the refusal gradgradcheck found
+    second derivatives off by O(1) in all three Functions."""
+    M, R = circuits((), 2, 3, 3, 1.0)
+    target, w_train, gather, inverse, w_eq = grid_case(3)
+    logits = torch.randn(3, 3, 3, 3, dtype=F64, requires_grad=True)
+    v = torch.randn(2, 3, 2, dtype=F64, requires_grad=True)
+    OU = torch.randn(2, 2, 3, dtype=F64, requires_grad=True)
+    x = torch.randint(0, 3, (2, 3), generator=torch.Generator().manual_seed(0))
+    terms = {
+        "grid attention": (lambda: FusedGridAttention.apply(M, R).pow(2).sum(), M),
+        "grid losses": (
+            lambda: FusedGridLosses.apply(logits, target, w_train, gather, inverse, w_eq, True)[1].pow(2),
+            logits,
+        ),
+        "sequence term": (lambda: seq_eq_loss_fused(M, v, OU, x).pow(2), M),
+    }
+    for loss, wrt in terms.values():
+        (grad,) = torch.autograd.grad(loss(), wrt, create_graph=True)
+        with pytest.raises(RuntimeError, match="differentiate twice"):
+            grad.pow(2).sum().backward()  # a loss with a gradient penalty
