@@ -16,7 +16,7 @@ from headmovies import disk, runfile
 from headmovies.errors import ConfigError, RunFileError, UserError, plural
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.train.checkpoints import load_checkpoint, save_checkpoint
-from headmovies.train.config import TrainConfig, config_dict, stored_config
+from headmovies.train.config import TrainConfig, config_dict, set_file_values, stored_config
 from headmovies.train.recording import Recording
 from headmovies.train.schedule import config_schedule
 from headmovies.train.task import Task
@@ -50,7 +50,7 @@ def resume_state(out: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, di
         if diff:
             raise ConfigError(
                 f"cannot resume {out} with a different config ({', '.join(diff)}); "
-                "use the stored config or --force a new run"
+                f"use the stored config ({set_file_values(cfg, stored, diff) or 'its file'}) or --force a new run"
             )
         saved = json.loads(json.dumps(state["config"], sort_keys=True))
         foreign = sorted(k for k in set(saved) | set(stored) if k != "epochs" and saved.get(k) != stored.get(k))
