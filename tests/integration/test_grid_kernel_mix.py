@@ -48,3 +48,16 @@ def test_an_eager_run_is_not_continued_with_the_fused_kernel(tmp_path, capsys):
     assert cli_main(["train", "orbits", "--out", str(src), "--reuse", "--no-progress", *sets]) == 0
     said = capsys.readouterr().out
     assert "(grid_kernel eager → fused): moved to" in said and (tmp_path / "eager.previous.h5").exists()
+
+
+def test_a_fused_run_is_not_resumed_with_a_key_at_its_omitted_value(tmp_path):
+    """The other way round: a fused run resumed with --set grid_kernel=eager (a value the stored
+    config omits) is refused, not continued with the eager kernel under a rewritten config; so is
+    a run with a lever set resumed without it."""
+    out = tmp_path / "fused.h5"
+    loop.train("orbits", cfg(score_scale="2"), out, progress=False, stop_at=20)
+    with pytest.raises(ConfigError, match=r"different config \(grid_kernel\).*--set grid_kernel=fused"):
+        loop.train("orbits", cfg(score_scale="2", grid_kernel="eager"), out, progress=False, resume=True)
+    with pytest.raises(ConfigError, match=r"different config \(score_scale\).*--set score_scale=2.0"):
+        loop.train("orbits", cfg(), out, progress=False, resume=True)
+    loop.train("orbits", cfg(score_scale="2"), out, progress=False, resume=True)
