@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from headmovies.cli import main as cli_main
-from headmovies.errors import ConfigError
+from headmovies.errors import ConfigError, UserError
+from headmovies.sweeps.folder import refuse_overwrite
 from headmovies.train import config, loop
 from headmovies.train.orbits.config import OrbitConfig
 
@@ -61,3 +62,14 @@ def test_a_fused_run_is_not_resumed_with_a_key_at_its_omitted_value(tmp_path):
     with pytest.raises(ConfigError, match=r"different config \(score_scale\).*--set score_scale=2.0"):
         loop.train("orbits", cfg(), out, progress=False, resume=True)
     loop.train("orbits", cfg(score_scale="2"), out, progress=False, resume=True)
+
+
+def test_a_sweep_names_the_value_an_omitted_key_means_and_the_fix(tmp_path):
+    """A sweep meeting a finished run whose file omits a key (at its default) names that value and
+    the --set that continues the sweep, not '(absent)' and an empty fix."""
+    out = tmp_path / "run.h5"
+    loop.train("orbits", cfg(epochs="20"), out, progress=False)
+    with pytest.raises(UserError, match=r"score_scale=1.0 \(this sweep: 2.0\).*rerun with --set score_scale=1.0 \("):
+        refuse_overwrite(out, cfg(epochs="20", score_scale="2"))
+    with pytest.raises(UserError, match=r"grid_kernel=fused \(this sweep: eager\).*--set grid_kernel=fused \("):
+        refuse_overwrite(out, cfg(epochs="20", grid_kernel="eager"))
