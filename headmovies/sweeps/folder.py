@@ -11,10 +11,14 @@ from pathlib import Path
 from headmovies import runfile
 from headmovies.errors import RunFileError, UserError, warn
 from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.train.config import TrainConfig, changed_keys, config_dict
+from headmovies.train.config import TrainConfig, changed_keys, config_dict, file_value, set_file_values
 from headmovies.train.reuse import run_status
 
 SETTINGS_FILE = "sweep.json"  # the experiment and its fixed settings, checked on every rerun
+
+
+def _shown(value) -> str:
+    return "(absent)" if value is None else str(value)
 
 
 def refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
@@ -35,10 +39,10 @@ def refuse_overwrite(path: Path, cfg: TrainConfig) -> None:
     diff = changed_keys(old, new)
     if not diff:
         return
-    # a key the file lacks has the value it had before the key existed (`TrainConfig.ABSENT_MEANS`)
-    was = {k: old.get(k, getattr(cfg, "ABSENT_MEANS", {}).get(k, "(absent)")) for k in diff}
-    shown = ", ".join(f"{k}={was[k]} (this sweep: {new.get(k, '(absent)')})" for k in diff[:4])
-    fix = " ".join(f"--set {k}={was[k]}" for k in diff[:4] if was[k] != "(absent)")
+    # a key a config omits has the value a file without it means (`config.file_value`)
+    was, now = ({k: file_value(cfg, d, k) for k in diff} for d in (old, new))
+    shown = ", ".join(f"{k}={_shown(was[k])} (this sweep: {_shown(now[k])})" for k in diff[:4])
+    fix = set_file_values(cfg, old, diff[:4])
     raise UserError(
         f"{path} was trained with {shown}{' …' if len(diff) > 4 else ''}; a sweep does not replace "
         f"it: rerun with {fix} (the defaults may have changed since), or choose a new --out"

@@ -192,6 +192,27 @@ def stored_config(cfg) -> dict:
     return d
 
 
+def file_value(cfg, stored: dict, key: str):
+    """The value of `key` in a run file's config dict `stored`: its own, or for a key of the
+    class's OMIT_AT_DEFAULT that the file lacks the value such a file means (ABSENT_MEANS, else
+    the key's default); None for another key the file lacks."""
+    if key in stored:
+        return stored[key]
+    absent = getattr(cfg, "ABSENT_MEANS", {})
+    if key in absent:
+        return absent[key]
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    return fields[key].default if key in getattr(cfg, "OMIT_AT_DEFAULT", ()) else None
+
+
+def set_file_values(cfg, stored: dict, keys: list[str]) -> str:
+    """'--set k=v ...': the command-line settings that give `keys` the values of the run file's
+    config `stored` (`file_value`), for an error message to suggest; keys the file lacks left out."""
+    values = {k: file_value(cfg, stored, k) for k in keys}
+    shown = {k: json.dumps(v) if isinstance(v, bool) else v for k, v in values.items() if v is not None}
+    return " ".join(f"--set {k}={v}" for k, v in shown.items())
+
+
 def config_dict(cfg) -> dict:
     """The config as the run file stores it (root attribute `config`, `stored_config`): a JSON
     round trip, so tuples become lists and a dict compares equal to one read back from a file."""

@@ -19,7 +19,7 @@ from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.runfile.writer import fork_copy
 from headmovies.train import experiments
 from headmovies.train.checkpoints import save_checkpoint
-from headmovies.train.config import TrainConfig, config_dict
+from headmovies.train.config import TrainConfig, config_dict, file_value, set_file_values
 from headmovies.train.new_run import run_attrs
 from headmovies.train.schedule import config_schedule, neighbours
 
@@ -42,8 +42,8 @@ def fork_epoch(experiment: str, cfg: TrainConfig) -> int:
     return epoch
 
 
-def _differences(theirs: dict, mine: dict, keys: list[str]) -> str:
-    shown = "; ".join(f"{k}: {theirs.get(k)!r} there, {mine.get(k)!r} here" for k in keys[:3])
+def _differences(cfg: TrainConfig, theirs: dict, mine: dict, keys: list[str]) -> str:
+    shown = "; ".join(f"{k}: {file_value(cfg, theirs, k)!r} there, {mine.get(k)!r} here" for k in keys[:3])
     return shown + (f"; and {len(keys) - 3} more" if len(keys) > 3 else "")
 
 
@@ -72,7 +72,8 @@ def fork_check(experiment: str, cfg: TrainConfig, src: str | os.PathLike) -> int
         if diff:
             raise ConfigError(
                 f"cannot fork from {src}: its config differs in what acts before epoch {epoch:,} "
-                f"({_differences(stored, asked, diff)}); only {', '.join(task_cls.FORK_KEYS)} may differ"
+                f"({_differences(cfg, stored, asked, diff)}); only {', '.join(task_cls.FORK_KEYS)} may differ"
+                + (f"; with {hint} this run forks from it" if (hint := set_file_values(cfg, stored, diff)) else "")
             )
         if int(stored["epochs"]) < epoch:
             raise UserError(

@@ -5,6 +5,7 @@ so the resumed run equals an uninterrupted one bit for bit (docs/run-file.md, "F
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from headmovies import disk, runfile
 from headmovies.errors import ConfigError, RunFileError, UserError, plural
 from headmovies.runfile.checkpoint import checkpoint_path
 from headmovies.train.checkpoints import load_checkpoint, save_checkpoint
-from headmovies.train.config import TrainConfig, config_dict, stored_config
+from headmovies.train.config import TrainConfig, config_dict, file_value, set_file_values, stored_config
 from headmovies.train.recording import Recording
 from headmovies.train.schedule import config_schedule
 from headmovies.train.task import Task
@@ -46,11 +47,16 @@ def resume_state(out: Path, experiment: str, cfg: TrainConfig) -> tuple[dict, di
             )
         state = load_checkpoint(ckpt_path, out, count)
         asked = config_dict(cfg)
-        diff = sorted(k for k in asked if k != "epochs" and stored.get(k) != asked[k])
+        # both ways, a key that either omits taken at the value a file without it means: a key the
+        # asked config omits differs from a file that stores another value
+        keys = {f.name for f in dataclasses.fields(cfg)} - {"epochs"}
+        diff = sorted(
+            k for k in keys & (set(asked) | set(stored)) if file_value(cfg, stored, k) != file_value(cfg, asked, k)
+        )
         if diff:
             raise ConfigError(
                 f"cannot resume {out} with a different config ({', '.join(diff)}); "
-                "use the stored config or --force a new run"
+                f"use the stored config ({set_file_values(cfg, stored, diff) or 'its file'}) or --force a new run"
             )
         saved = json.loads(json.dumps(state["config"], sort_keys=True))
         foreign = sorted(k for k in set(saved) | set(stored) if k != "epochs" and saved.get(k) != stored.get(k))

@@ -10,7 +10,7 @@ from pathlib import Path
 from headmovies import runfile
 from headmovies.errors import RunFileError, UserError
 from headmovies.runfile.checkpoint import checkpoint_path
-from headmovies.train.config import TrainConfig, changed_keys, config_dict
+from headmovies.train.config import TrainConfig, changed_keys, config_dict, file_value
 
 
 def run_status(path: str | os.PathLike) -> str:
@@ -41,10 +41,12 @@ def reuse_plan(path: str | os.PathLike, cfg: TrainConfig) -> str:
     return "resume" if same and checkpoint_path(path).exists() else "new"
 
 
-def _config_change(old: dict, new: dict) -> str:
-    """'seed 24 → 9, lr 0.001 → 0.002' for the keys whose values differ (at most 4 shown)."""
+def _config_change(cfg: TrainConfig, old: dict, new: dict) -> str:
+    """'seed 24 → 9, lr 0.001 → 0.002' for the keys whose values differ (at most 4 shown); a key
+    the old file lacks shows the value such a file means (`file_value`)."""
     keys = changed_keys(old, new)
-    shown = ", ".join(f"{k} {old.get(k, '(absent)')} → {new.get(k, '(absent)')}" for k in keys[:4])
+    was = {k: file_value(cfg, old, k) for k in keys}
+    shown = ", ".join(f"{k} {'(absent)' if was[k] is None else was[k]} → {new.get(k, '(absent)')}" for k in keys[:4])
     return shown + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
 
 
@@ -68,7 +70,7 @@ def set_aside(path: Path, cfg: TrainConfig) -> str | None:
     new = config_dict(cfg)
     ckpt = checkpoint_path(path)
     if old != new:
-        what = f"a run of another config ({_config_change(old, new)})"
+        what = f"a run of another config ({_config_change(cfg, old, new)})"
     elif run_status(path) != "complete" and not ckpt.exists():
         what = f"an incomplete run of this config without its checkpoint {ckpt.name}, so it cannot resume"
     else:

@@ -13,6 +13,7 @@ import torch
 
 from headmovies.tasks.orbits import M_SHIFT, cell_weights, make_split
 from headmovies.train.orbits.attention import FUSED_MAX_SPREAD, FusedGridAttention, GridAttention
+from headmovies.train.orbits.batch import OrbitBatch
 from headmovies.train.orbits.config import OrbitConfig
 from headmovies.train.orbits.losses import (
     FusedGridLosses,
@@ -137,3 +138,50 @@ def test_fused_training_follows_the_eager_one():
             task.step(epoch)
     for a, b, s in zip(tasks[0].model.parameters(), tasks[1].model.parameters(), start):
         assert close(a.detach(), b.detach(), 1e-4) and not torch.equal(a.detach(), s)
+
+
+def test_fused_kernels_refuse_a_gradient_of_a_gradient():
+    """The hand-written backwards are not themselves differentiable (they read the forward's
+    saved attention as constants): a gradient of a gradient (create_graph, a gradient penalty)
+    must raise, not return a wrong second derivative. Before the refusal gradgradcheck found
+    second derivatives off by O(1) in all three Functions."""
+    M, R = circuits((), 2, 3, 3, 1.0)
+    target, w_train, gather, inverse, w_eq = grid_case(3)
+    logits = torch.randn(3, 3, 3, 3, dtype=F64, requires_grad=True)
+    v = torch.randn(2, 3, 2, dtype=F64, requires_grad=True)
+    OU = torch.randn(2, 2, 3, dtype=F64, requires_grad=True)
+    x = torch.randint(0, 3, (2, 3), generator=torch.Generator().manual_seed(0))
+    terms = {
+        "grid attention": (lambda: FusedGridAttention.apply(M, R).pow(2).sum(), M),
+        "grid losses": (
+            lambda: FusedGridLosses.apply(logits, target, w_train, gather, inverse, w_eq, True)[1].pow(2),
+            logits,
+        ),
+        "sequence term": (lambda: seq_eq_loss_fused(M, v, OU, x).pow(2), M),
+    }
+    for loss, wrt in terms.values():
+        (grad,) = torch.autograd.grad(loss(), wrt, create_graph=True)
+        with pytest.raises(RuntimeError, match="differentiate twice"):
+            grad.pow(2).sum().backward()  # a loss with a gradient penalty
+
+
+def test_a_fused_batch_steps_each_instance_as_its_single_run():
+    """Fused AdamW's bits for an element depend on the tensor it lies in: stepped on tensors stacked
+    over instances, this instance drifted from its single run (W_U's second moment at epoch 2,
+    its weights at epoch 15). The batch steps each instance's slice as a tensor of its own:
+    weights and moments equal bit for bit."""
+    sets = dict(p=5, n_heads=3, d_model=12, d_head=2, epochs=40, eq_start=5, eq_ramp=5, refine_start=20)
+    cfgs = [OrbitConfig(**sets, seed=0), OrbitConfig(**sets, seed=3, score_scale=60.0)]
+    batch = OrbitBatch(cfgs)
+    for epoch in range(1, 17):
+        batch.step(epoch)
+    for i, cfg in enumerate(cfgs):
+        torch.manual_seed(cfg.seed)
+        single = OrbitTask(cfg)
+        for epoch in range(1, 17):
+            single.step(epoch)
+        view = batch.sync(i)
+        for p, q in zip(single.model.parameters(), view.model.parameters()):
+            assert torch.equal(p, q)
+            s, v = single.optimizer.state[p], view.optimizer.state[q]
+            assert all(torch.equal(s[k], v[k]) for k in ("step", "exp_avg", "exp_avg_sq"))

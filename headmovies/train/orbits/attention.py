@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch.autograd.function import once_differentiable
 
 
 def grid_forward(M: torch.Tensor, R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -189,6 +190,7 @@ class FusedGridAttention(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable  # its formulas read the saved tensors as constants
     def backward(ctx, g: torch.Tensor):
         return fused_backward(g, *ctx.saved_tensors)
 

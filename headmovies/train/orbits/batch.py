@@ -7,7 +7,8 @@ generator are that run's. The batch stacks the views' parameters along a leading
 and takes each step for all of them at once: the n^3 grid attention (the single run's kernel,
 `attention.GRID_KERNELS[grid_kernel]`, with an instance axis: [B, H, n, n] tables -> [B, n, n, n,
 n] logits), the losses over it (`losses.FusedGridLosses` or `losses.grid_losses`, the same way)
-and one AdamW over the stacked parameters (elementwise: B independent optimizers). The fused and
+and one AdamW (elementwise: B independent optimizers; the foreach form over the stacked parameters,
+the fused form over each instance's slice of them). The fused and
 eager kernels train batched; instances of a batch share one. The per-instance losses are summed, so each
 instance's gradient is its own. The small parts (each instance's circuits, OV-bias penalty and
 sequence term) run the single run's own operations per instance, and each instance's weights
@@ -142,7 +143,15 @@ class OrbitBatch:
             torch.nn.Parameter(torch.stack([getattr(v.model, k).detach() for v in views]).to(dev)) for k in PARAMS
         ]
         self.W_E, self.W_Q, self.W_K, self.W_V, self.W_O, self.W_U = self.params
-        groups = decay_groups(self.params, [self.W_Q, self.W_K], self.cfg.qk_decay)  # as the single run's
+        # fused AdamW's bits for an element depend on the tensor it lies in (equal inputs stepped
+        # stacked and alone differ in the last bit): with the fused kernels it steps each instance's
+        # slice (a leaf sharing the stacked memory) as a tensor of its own, as its single run does;
+        # the foreach form (the eager kernel's) steps the stacks, as before
+        fused = self.cfg.grid_kernel == "fused"
+        self._slices = [[P[i].detach() for i in range(len(views))] for P in self.params] if fused else None
+        stepped = self.params if self._slices is None else [s for slices in self._slices for s in slices]
+        qk = [self.W_Q, self.W_K] if self._slices is None else self._slices[1] + self._slices[2]
+        groups = decay_groups(stepped, qk, self.cfg.qk_decay)  # as the single run's
         self.optimizer = make_adamw(groups, self.cfg)
         self._leaves: list[list[torch.Tensor]] | None = None
         v0 = views[0]
@@ -227,7 +236,11 @@ class OrbitBatch:
             )
         loss.sum().backward()
         for j, P in enumerate(self.params):
-            P.grad = torch.stack([_grad_or_zeros(w[j]) for w in self._leaves])
+            if self._slices is None:
+                P.grad = torch.stack([_grad_or_zeros(w[j]) for w in self._leaves])
+            else:
+                for s, w in zip(self._slices[j], self._leaves):
+                    s.grad = _grad_or_zeros(w[j])
         self._leaves = None
         self.optimizer.step()
 
@@ -273,12 +286,15 @@ class OrbitBatch:
             group = self.optimizer.param_groups[0]  # never the no_decay group
             view.set_hyperparameters(group["lr"], group["weight_decay"])
             view.optimizer.state.clear()
-            stacked = {id(p): P for p, P in zip(view.model.parameters(), self.params)}
+            index = {id(p): j for j, p in enumerate(view.model.parameters())}
             # in the order of the view's groups, as its own steps would have filled the state
             for p in (p for g in view.optimizer.param_groups for p in g["params"]):
-                state = self.optimizer.state.get(stacked[id(p)])
-                if state:
-                    view.optimizer.state[p] = {
-                        k: (v.clone() if k == "step" else v[i].cpu().clone()) for k, v in state.items()
-                    }
+                j = index[id(p)]
+                if self._slices is None:
+                    state = self.optimizer.state.get(self.params[j])
+                    own = {k: v if k == "step" else v[i] for k, v in state.items()} if state else {}
+                else:
+                    own = self.optimizer.state.get(self._slices[j][i], {})
+                if own:
+                    view.optimizer.state[p] = {k: v.cpu().clone() if k != "step" else v.clone() for k, v in own.items()}
         return view

@@ -14,6 +14,7 @@ import functools
 
 import numpy as np
 import torch
+from torch.autograd.function import once_differentiable
 from torch.nn import functional
 
 from headmovies.tasks.orbits import M_SHIFT
@@ -107,6 +108,7 @@ class FusedGridLosses(torch.autograd.Function):
         return ce, eq
 
     @staticmethod
+    @once_differentiable  # its formulas read the saved tensors as constants
     def backward(ctx, grad_ce, grad_eq):
         if ctx.with_eq:
             logp, target, share, inverse, D, c, W, w_eq, scale = ctx.saved_tensors

@@ -18,6 +18,7 @@ import os
 import threading
 
 import torch
+from torch.autograd.function import once_differentiable
 
 # free buffers by shape, dtype and device; a forward takes those its backward needs and the
 # backward gives them back, so that terms in flight together (a batch of runs builds one per
@@ -180,6 +181,7 @@ class FusedSeqAttention(torch.autograd.Function):
         return z.view(H * dh, L * pB).t() @ OU2
 
     @staticmethod
+    @once_differentiable  # its formulas read the saved tensors as constants
     def backward(ctx, g):
         att, value, z, OU2, cell, tok = ctx.saved_tensors
         H, dh, L, pB = value.shape
