@@ -141,10 +141,10 @@ def test_fused_training_follows_the_eager_one():
 
 
 def test_fused_kernels_refuse_a_gradient_of_a_gradient():
-    """The hand-written backwards are not themselves differentiable (they read the forward's
-    saved attention as constants): a gradient of a gradient (create_graph, a gradient penalty)
-    must raise, not return a wrong second derivative. Before the refusal gradgradcheck found
-    second derivatives off by O(1) in all three Functions."""
+    """The hand-written backwards (and the eager grid attention's) are not themselves
+    differentiable (they read the forward's saved attention as constants): a gradient of a
+    gradient (create_graph, a gradient penalty) must raise, not return a wrong second derivative.
+    Before the refusal gradgradcheck found second derivatives off by O(1) in all four Functions."""
     M, R = circuits((), 2, 3, 3, 1.0)
     target, w_train, gather, inverse, w_eq = grid_case(3)
     logits = torch.randn(3, 3, 3, 3, dtype=F64, requires_grad=True)
@@ -153,6 +153,7 @@ def test_fused_kernels_refuse_a_gradient_of_a_gradient():
     x = torch.randint(0, 3, (2, 3), generator=torch.Generator().manual_seed(0))
     terms = {
         "grid attention": (lambda: FusedGridAttention.apply(M, R).pow(2).sum(), M),
+        "eager grid attention": (lambda: GridAttention.apply(M, R).pow(2).sum(), M),  # the same defect, older
         "grid losses": (
             lambda: FusedGridLosses.apply(logits, target, w_train, gather, inverse, w_eq, True)[1].pow(2),
             logits,

@@ -85,6 +85,7 @@ class GridAttention(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable  # its formulas read the saved tensors as constants
     def backward(ctx, g: torch.Tensor):
         return grid_backward(g, *ctx.saved_tensors)
 
@@ -111,6 +112,7 @@ class CompiledGridAttention(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g: torch.Tensor):
         return _compiled("backward", grid_backward)(g.contiguous(), *ctx.saved_tensors)
 
