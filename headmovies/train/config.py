@@ -184,12 +184,19 @@ def stored_config(cfg) -> dict:
     without them keeps its meaning, and a run with those values writes the file it wrote before
     they existed)."""
     d = dataclasses.asdict(cfg)
-    fields = {f.name: f for f in dataclasses.fields(cfg)}
-    absent = getattr(cfg, "ABSENT_MEANS", {})
     for key in getattr(cfg, "OMIT_AT_DEFAULT", ()):
-        if key in d and d[key] == absent.get(key, fields[key].default):
+        if key in d and d[key] == _absent_means(cfg, key):
             del d[key]
     return d
+
+
+def _absent_means(cfg, key: str):
+    """The value a run file without `key` (one of OMIT_AT_DEFAULT) means: ABSENT_MEANS's, else the
+    key's default."""
+    absent = getattr(cfg, "ABSENT_MEANS", {})
+    if key in absent:
+        return absent[key]
+    return next(f.default for f in dataclasses.fields(cfg) if f.name == key)
 
 
 def file_value(cfg, stored: dict, key: str):
@@ -198,11 +205,7 @@ def file_value(cfg, stored: dict, key: str):
     the key's default); None for another key the file lacks."""
     if key in stored:
         return stored[key]
-    absent = getattr(cfg, "ABSENT_MEANS", {})
-    if key in absent:
-        return absent[key]
-    fields = {f.name: f for f in dataclasses.fields(cfg)}
-    return fields[key].default if key in getattr(cfg, "OMIT_AT_DEFAULT", ()) else None
+    return _absent_means(cfg, key) if key in getattr(cfg, "OMIT_AT_DEFAULT", ()) else None
 
 
 def set_file_values(cfg, stored: dict, keys: list[str]) -> str:
